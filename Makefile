@@ -1,0 +1,46 @@
+# Developer entry points. `make test` is what CI runs (.ci/run).
+# The venv is (re)installed only when pyproject.toml changes, tracked by a stamp file.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
+PACKAGES := otherone workflows activities worker client
+
+.PHONY: venv demo test lint fmt dev record-histories clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -e '.[dev]'
+	touch $@
+
+demo: venv
+	$(BIN)/otherone demo
+
+test: venv
+	$(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory lint
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy --strict $(PACKAGES)
+
+fmt: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+dev: venv
+	$(BIN)/otherone dev
+
+record-histories: venv
+	$(BIN)/python -m tests.histories.record
+
+# Keeps .otherone/ (local dev-server and run data): delete it by hand to reset state.
+clean:
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +

@@ -1,0 +1,494 @@
+"""The activities of an agent run: prepare, model call, tool call, finish.
+
+All I/O of a run happens here. Each activity classifies its failures for the workflow:
+`ApplicationError(type=<FailureCode>)`, retryable or not, so Temporal owns retries and the
+workflow decides outcomes. Every write is idempotent under activity retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.context import (
+    generation_settings,
+    messages_from_entries,
+    system_prompt_for,
+    tool_definitions,
+    tool_error_content,
+    turn_from_entry,
+    wire_tool_calls,
+)
+from activities.model_stream import OutputLimitExceeded, TurnCollector
+from activities.providers.base import ModelProvider, ModelRequest, ProviderError
+from activities.providers.scripted import ScriptedProvider
+from otherone.config import AgentNotFoundError, RuntimeConfig, RuntimeSnapshot
+from otherone.contracts import (
+    ACTIVITY_CALL_MODEL,
+    ACTIVITY_FINISH_RUN,
+    ACTIVITY_PREPARE_RUN,
+    ACTIVITY_RUN_TOOL,
+    FinishRunInput,
+    ModelCallInput,
+    ModelTurn,
+    PendingEntry,
+    PrepareRunInput,
+    RunPlan,
+    RunRef,
+    ToolCallInput,
+    ToolOutcome,
+    ToolSettings,
+)
+from otherone.definitions import RuntimeLimits
+from otherone.errors import FailureCode, OtheroneError
+from otherone.runs import RunStatus
+from otherone.tools import ToolContext, ToolError, ToolErrorKind
+from store import EntryRow, SessionBusyError, Store
+
+T = TypeVar("T")
+
+#: Deltas are written to the event store at most this often (batching keeps the store calm).
+DELTA_FLUSH_SECONDS = 0.05
+HEARTBEAT_EVERY_SECONDS = 1.0
+
+
+def failure(
+    code: FailureCode, message: str, *, retryable: bool = False, **kwargs: Any
+) -> ApplicationError:
+    """An error the workflow maps to `AgentFailure(code)`; non-retryable unless said otherwise."""
+    return ApplicationError(message, type=code.value, non_retryable=not retryable, **kwargs)
+
+
+class AgentActivities:
+    """Activities bound to one worker's configuration, store and providers."""
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        store: Store,
+        providers: dict[str, ModelProvider] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.providers: dict[str, ModelProvider] = {
+            "scripted": ScriptedProvider(),
+            **(providers or {}),
+        }
+        self._snapshots: dict[str, RuntimeSnapshot] = {}
+        self._current = config.snapshot()
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.prepare_run, self.call_model, self.run_tool, self.finish_run]
+
+    # helpers -----------------------------------------------------------------------------
+
+    async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a store call in a thread; database errors become retryable storage errors."""
+        try:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except OtheroneError:
+            raise
+        except Exception as error:  # the driver's errors are many; all are retryable here
+            raise failure(FailureCode.STORAGE_ERROR, f"storage: {error}", retryable=True) from error
+
+    async def snapshot(self, version: str | None) -> RuntimeSnapshot:
+        """The run's snapshot: the worker's current one for a new root, else the stored one."""
+        if version is None:
+            await self._io(self.store.save_snapshot, self._current)
+            self._snapshots[self._current.version] = self._current
+            return self._current
+        cached = self._snapshots.get(version)
+        if cached is not None:
+            return cached
+        loaded = await self._io(self.store.load_snapshot, version)
+        if loaded is None:
+            raise failure(FailureCode.INTERNAL_ERROR, f"runtime snapshot '{version}' is not stored")
+        self._snapshots[version] = loaded
+        return loaded
+
+    async def emit(self, ref: RunRef, *bodies: dict[str, Any]) -> None:
+        """Store events. Observation only: a failure to store one never fails the run."""
+        try:
+            await asyncio.to_thread(self.store.append_events, ref, list(bodies))
+        except Exception as error:
+            activity.logger.warning("event store write failed: %s", error)
+
+    # prepare -----------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_PREPARE_RUN)
+    async def prepare_run(self, input: PrepareRunInput) -> RunPlan:
+        snapshot = await self.snapshot(input.snapshot_version)
+        try:
+            agent = snapshot.agent(input.agent_id)
+            limits = snapshot.limits.tightened(input.request.limits)
+        except AgentNotFoundError as error:
+            raise failure(FailureCode.AGENT_NOT_FOUND, error.message) from error
+        except ValueError as error:
+            raise failure(FailureCode.INVALID_CONFIGURATION, str(error)) from error
+        profile = snapshot.resolve_model(agent)
+        try:
+            await self._io(
+                self.store.acquire_session,
+                input.partition_key,
+                input.session_id,
+                input.run_id,
+                internal=input.internal_session,
+                lease_until=input.lease_until,
+            )
+        except SessionBusyError as error:
+            raise failure(FailureCode.SESSION_BUSY, error.message) from error
+        ref = _ref(input, snapshot.version)
+        await self.emit(ref, {"type": "run_started"})
+        return RunPlan(
+            snapshot_version=snapshot.version,
+            agent_id=agent.id,
+            agent_version=agent.version,
+            model_profile_id=profile.id,
+            model_label=f"{profile.provider}/{profile.model}",
+            limits=limits,
+            max_iterations=_max_iterations(agent.limits.max_iterations, limits),
+            result_limit_bytes=min(
+                agent.limits.max_result_bytes or limits.max_result_bytes, limits.max_result_bytes
+            ),
+            timeout=_run_timeout(agent.limits.timeout_millis, limits, root=input.depth == 0),
+            parallel_tool_calls=bool(agent.model_overrides.parallel_tool_calls),
+            tools={
+                name: ToolSettings(
+                    timeout_seconds=snapshot.tools[name].timeout_seconds,
+                    max_attempts=snapshot.tools[name].max_attempts,
+                )
+                for name in snapshot.tool_names_for(agent)
+                if name in snapshot.tools
+            },
+        )
+
+    # model -------------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_CALL_MODEL)
+    async def call_model(self, input: ModelCallInput) -> ModelTurn:
+        ref = input.ref
+        assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
+        done, rows = await self._io(self._prepare_context, input, assistant_key)
+        if done is not None:
+            return done  # a retry after the turn was already stored: never call the model twice
+        snapshot = await self.snapshot(ref.snapshot_version)
+        agent = snapshot.agent(ref.agent_id)
+        profile = snapshot.models[input.model_profile_id]
+        provider = self.providers.get(profile.provider)
+        if provider is None:
+            raise failure(
+                FailureCode.MODEL_ERROR,
+                f"provider '{profile.provider}' of model '{profile.id}' "
+                "is not available on this worker",
+            )
+        request = ModelRequest(
+            profile=profile,
+            agent_id=agent.id,
+            run_id=ref.run_id,
+            turn=input.turn,
+            attempt=activity.info().attempt,
+            messages=messages_from_entries(system_prompt_for(agent), rows),
+            tools=tool_definitions(snapshot, snapshot.tool_names_for(agent)),
+            settings=generation_settings(profile, agent),
+        )
+        queued = sum(1 for entry in input.pending if entry.role == "user" and input.turn > 1)
+        started: list[dict[str, Any]] = (
+            [{"type": "user_message_queued", "count": queued}] if queued else []
+        )
+        await self.emit(
+            ref, *started, {"type": "model_started", "turn": input.turn, "attempt": request.attempt}
+        )
+        turn = await self._stream(provider, request, input, ref)
+        await self._io(
+            self.store.append_entries,
+            ref.partition_key,
+            ref.session_id,
+            [_assistant_row(assistant_key, ref, turn)],
+        )
+        await self.emit(ref, {"type": "model_completed", "turn": input.turn, "usage": _usage(turn)})
+        return turn
+
+    def _prepare_context(
+        self, input: ModelCallInput, assistant_key: str
+    ) -> tuple[ModelTurn | None, list[EntryRow]]:
+        ref = input.ref
+        rows = self._materialise(ref, input.pending)
+        self.store.append_entries(ref.partition_key, ref.session_id, rows)
+        existing = self.store.get_entry(ref.partition_key, ref.session_id, assistant_key)
+        if existing is not None:
+            return turn_from_entry(existing), []
+        return None, self.store.load_entries(ref.partition_key, ref.session_id)
+
+    def _materialise(self, ref: RunRef, pending: tuple[PendingEntry, ...]) -> list[EntryRow]:
+        """Turn pending entries into rows, reading referenced tool results from the store."""
+        ids = [entry.tool_result_of for entry in pending if entry.tool_result_of]
+        stored = self.store.get_tool_results(ref.partition_key, ref.run_id, ids)
+        rows: list[EntryRow] = []
+        for entry in pending:
+            content = entry.content
+            if entry.tool_result_of is not None:
+                content = stored.get(
+                    entry.tool_result_of, tool_error_content("tool result was lost")
+                )
+            rows.append(
+                EntryRow(
+                    entry_key=entry.key,
+                    role=entry.role,
+                    content=content or "",
+                    tool_call_id=entry.tool_call_id,
+                    tool_name=entry.tool_name,
+                    error_kind=entry.error_kind.value if entry.error_kind else None,
+                    run_id=ref.run_id,
+                )
+            )
+        return rows
+
+    async def _stream(
+        self, provider: ModelProvider, request: ModelRequest, input: ModelCallInput, ref: RunRef
+    ) -> ModelTurn:
+        deltas = _DeltaBuffer(self, ref, input.turn, request.attempt)
+        collector = TurnCollector(limit_bytes=input.result_limit_bytes)
+
+        async def on_thinking(text: str) -> None:
+            if ref.include_thinking_events:
+                await deltas.add("thinking_delta", text)
+
+        try:
+            async with _heartbeating():
+                turn = await collector.consume(
+                    provider.stream(request),
+                    lambda text: deltas.add("model_delta", text),
+                    on_thinking,
+                )
+        except OutputLimitExceeded as error:
+            raise failure(FailureCode.BUDGET_EXCEEDED, f"max_result_bytes: {error}") from error
+        except ProviderError as error:
+            delay = timedelta(seconds=error.retry_after) if error.retry_after else None
+            raise failure(
+                FailureCode.MODEL_ERROR,
+                error.message,
+                retryable=error.retryable,
+                next_retry_delay=delay,
+            ) from error
+        finally:
+            await deltas.flush()
+        return turn
+
+    # tools -------------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_RUN_TOOL)
+    async def run_tool(self, input: ToolCallInput) -> ToolOutcome:
+        ref, call = input.ref, input.call
+        spec = self.config.tools.get(call.name)
+        info = activity.info()
+        if spec is None:
+            return ToolOutcome(
+                tool_call_id=call.id,
+                name=call.name,
+                error_kind=ToolErrorKind.FATAL,
+                error=f"tool '{call.name}' is not registered on this worker",
+            )
+        await self.emit(
+            ref, {"type": "tool_started", "tool_call_id": call.id, "tool_name": call.name}
+        )
+        context = ToolContext(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            run_id=ref.run_id,
+            root_run_id=ref.root_run_id,
+            agent_id=ref.agent_id,
+            session_id=ref.session_id,
+            partition_key=ref.partition_key,
+            idempotency_key=f"{ref.run_id}:{call.id}",
+            attempt=info.attempt,
+        )
+        kind, content = await self._invoke(
+            spec.invoke, call.arguments, context, spec.timeout_seconds, spec.max_attempts
+        )
+        outcome = await self._store_tool_result(input, kind, content)
+        await self.emit(
+            ref,
+            {
+                "type": "tool_completed",
+                "tool_call_id": call.id,
+                "tool_name": call.name,
+                "error": outcome.error,
+            },
+        )
+        return outcome
+
+    async def _invoke(
+        self,
+        invoke: Callable[..., Any],
+        arguments: str,
+        context: ToolContext,
+        timeout_seconds: float,
+        max_attempts: int,
+    ) -> tuple[ToolErrorKind | None, str]:
+        """Run the tool; classified errors go back to the model, others retry then turn fatal."""
+        try:
+            async with _heartbeating():
+                result = await asyncio.wait_for(invoke(arguments, context), timeout_seconds)
+        except ToolError as error:
+            return error.kind, tool_error_content(error.message)
+        except TimeoutError:
+            return ToolErrorKind.TIMED_OUT, tool_error_content(
+                f"tool timed out after {timeout_seconds:g}s"
+            )
+        except Exception as error:
+            if context.attempt < max_attempts:
+                raise  # Temporal retries it; the tool got the same idempotency key
+            return ToolErrorKind.FATAL, tool_error_content(f"{type(error).__name__}: {error}")
+        return None, json.dumps(result, ensure_ascii=False)
+
+    async def _store_tool_result(
+        self, input: ToolCallInput, kind: ToolErrorKind | None, content: str
+    ) -> ToolOutcome:
+        ref, call = input.ref, input.call
+        size = len(content.encode())
+        error = json.loads(content).get("error") if kind is not None else None
+        if size > input.result_limit_bytes:
+            return ToolOutcome(
+                tool_call_id=call.id,
+                name=call.name,
+                result_bytes=size,
+                oversized=True,
+                error=f"tool result of {size} bytes exceeds max_result_bytes "
+                f"({input.result_limit_bytes})",
+            )
+        await self._io(
+            self.store.put_tool_result,
+            ref.partition_key,
+            ref.run_id,
+            call.id,
+            tool_name=call.name,
+            content=content,
+            error_kind=kind.value if kind else None,
+        )
+        return ToolOutcome(
+            tool_call_id=call.id, name=call.name, error_kind=kind, error=error, result_bytes=size
+        )
+
+    # finish ------------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_FINISH_RUN)
+    async def finish_run(self, input: FinishRunInput) -> None:
+        ref = input.ref
+        rows = await self._io(self._materialise, ref, input.pending)
+        await self._io(self.store.append_entries, ref.partition_key, ref.session_id, rows)
+        if input.release_session:
+            await self._io(
+                self.store.release_session, ref.partition_key, ref.session_id, ref.run_id
+            )
+        await self.emit(ref, _terminal_event(input))
+
+
+class _DeltaBuffer:
+    """Batches stream deltas into few event writes; each carries the activity attempt."""
+
+    def __init__(self, owner: AgentActivities, ref: RunRef, turn: int, attempt: int) -> None:
+        self.owner, self.ref, self.turn, self.attempt = owner, ref, turn, attempt
+        self.parts: list[tuple[str, str]] = []
+        self.last_flush = time.monotonic()
+
+    async def add(self, kind: str, text: str) -> None:
+        if self.parts and self.parts[-1][0] == kind:
+            self.parts[-1] = (kind, self.parts[-1][1] + text)
+        else:
+            self.parts.append((kind, text))
+        if time.monotonic() - self.last_flush >= DELTA_FLUSH_SECONDS:
+            await self.flush()
+
+    async def flush(self) -> None:
+        parts, self.parts = self.parts, []
+        self.last_flush = time.monotonic()
+        if parts:
+            await self.owner.emit(
+                self.ref,
+                *(
+                    {"type": kind, "content": text, "turn": self.turn, "attempt": self.attempt}
+                    for kind, text in parts
+                ),
+            )
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    """Heartbeat while the body runs, so cancellation reaches it and stalls are detected."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _ref(input: PrepareRunInput, snapshot_version: str) -> RunRef:
+    return RunRef(
+        run_id=input.run_id,
+        root_run_id=input.root_run_id,
+        parent_run_id=input.parent_run_id,
+        agent_id=input.agent_id,
+        depth=input.depth,
+        partition_key=input.partition_key,
+        session_id=input.session_id,
+        snapshot_version=snapshot_version,
+        include_thinking_events=input.request.include_thinking_events,
+    )
+
+
+def _max_iterations(agent_limit: int | None, limits: RuntimeLimits) -> int:
+    return min(agent_limit or limits.max_iterations_per_run, limits.max_iterations_per_run)
+
+
+def _run_timeout(agent_millis: int | None, limits: RuntimeLimits, *, root: bool) -> timedelta:
+    timeout = min(limits.run_timeout, limits.root_timeout) if root else limits.run_timeout
+    if agent_millis is not None:
+        timeout = min(timeout, timedelta(milliseconds=agent_millis))
+    return timeout
+
+
+def _usage(turn: ModelTurn) -> dict[str, Any]:
+    return {
+        "input_tokens": turn.input_tokens,
+        "output_tokens": turn.output_tokens,
+        "total_tokens": turn.total_tokens,
+    }
+
+
+def _assistant_row(key: str, ref: RunRef, turn: ModelTurn) -> EntryRow:
+    return EntryRow(
+        entry_key=key,
+        role="assistant",
+        content=turn.content,
+        tool_calls=wire_tool_calls(turn.tool_calls) or None,
+        usage={**_usage(turn), "finish_reason": turn.finish_reason},
+        run_id=ref.run_id,
+    )
+
+
+def _terminal_event(input: FinishRunInput) -> dict[str, Any]:
+    if input.status is RunStatus.COMPLETED:
+        return {"type": "run_completed"}
+    if input.status is RunStatus.CANCELLED:
+        return {"type": "run_cancelled"}
+    return {
+        "type": "run_failed",
+        "status": input.status.value,
+        "failure": input.failure.model_dump(mode="json") if input.failure else None,
+    }

@@ -1,0 +1,90 @@
+"""Builds the model's context from the stored transcript (no I/O here: pure functions)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from otherone.config import RuntimeSnapshot
+from otherone.contracts import ModelTurn, ToolCallSpec
+from otherone.definitions import AgentDefinition, ModelProfile
+from store import EntryRow
+
+
+def system_prompt_for(agent: AgentDefinition) -> str:
+    """The agent's system prompt (skills and memory sentences join it in a later step)."""
+    return agent.system_prompt
+
+
+def messages_from_entries(system_prompt: str, rows: list[EntryRow]) -> list[dict[str, Any]]:
+    """Neutral (OpenAI-like) messages: system, then the transcript in order."""
+    messages: list[dict[str, Any]] = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    for row in rows:
+        messages.append(_message(row))
+    return messages
+
+
+def _message(row: EntryRow) -> dict[str, Any]:
+    if row.role == "tool":
+        return {"role": "tool", "tool_call_id": row.tool_call_id, "content": row.content}
+    message: dict[str, Any] = {"role": row.role, "content": row.content}
+    if row.tool_calls:
+        message["tool_calls"] = row.tool_calls
+    return message
+
+
+def tool_definitions(snapshot: RuntimeSnapshot, names: list[str]) -> list[dict[str, Any]]:
+    return [snapshot.tools[name].definition() for name in names if name in snapshot.tools]
+
+
+def generation_settings(profile: ModelProfile, agent: AgentDefinition) -> dict[str, Any]:
+    """Profile defaults overridden by the agent's `model_overrides` (provider-neutral names)."""
+    overrides = agent.model_overrides
+    settings: dict[str, Any] = {
+        "context_length": overrides.context_length or profile.context_length,
+        "max_tokens": overrides.max_tokens or profile.max_tokens,
+        "temperature": overrides.temperature
+        if overrides.temperature is not None
+        else profile.temperature,
+        "top_p": overrides.top_p if overrides.top_p is not None else profile.top_p,
+        "tool_choice": overrides.tool_choice,
+        "parallel_tool_calls": overrides.parallel_tool_calls,
+        "other": {**profile.other, **overrides.other},
+    }
+    return {key: value for key, value in settings.items() if value not in (None, {})}
+
+
+def wire_tool_calls(calls: tuple[ToolCallSpec, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+        for call in calls
+    ]
+
+
+def turn_from_entry(row: EntryRow) -> ModelTurn:
+    """Rebuild a finished model turn from its stored entry (an activity retry after the write)."""
+    usage = row.usage or {}
+    calls = tuple(
+        ToolCallSpec(
+            id=call["id"], name=call["function"]["name"], arguments=call["function"]["arguments"]
+        )
+        for call in row.tool_calls or []
+    )
+    return ModelTurn(
+        content=row.content,
+        tool_calls=calls,
+        input_tokens=usage.get("input_tokens"),
+        output_tokens=usage.get("output_tokens"),
+        total_tokens=usage.get("total_tokens"),
+        finish_reason=usage.get("finish_reason"),
+    )
+
+
+def tool_error_content(message: str) -> str:
+    return json.dumps({"error": message}, ensure_ascii=False)

@@ -1,0 +1,113 @@
+"""Collects a provider stream into one model turn, enforcing the output limit while streaming."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from activities.providers.base import (
+    Finished,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from otherone.contracts import ModelTurn, ToolCallSpec
+
+
+class OutputLimitExceeded(Exception):
+    """The streamed answer passed max_result_bytes; it is dropped, never persisted."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"model output exceeds max_result_bytes ({limit} bytes)")
+        self.limit = limit
+
+
+@dataclass
+class _PendingCall:
+    index: int | None
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class TurnCollector:
+    """Accumulates deltas; ``on_text``/``on_thinking`` observe them (events), never block them."""
+
+    limit_bytes: int
+    text: list[str] = field(default_factory=list)
+    calls: list[_PendingCall] = field(default_factory=list)
+    size: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+
+    async def consume(
+        self,
+        stream: AsyncIterator[StreamEvent],
+        on_text: Callable[[str], Awaitable[None]],
+        on_thinking: Callable[[str], Awaitable[None]],
+    ) -> ModelTurn:
+        async for item in stream:
+            match item:
+                case TextDelta(text=text):
+                    self._grow(len(text.encode()))
+                    self.text.append(text)
+                    await on_text(text)
+                case ThinkingDelta(text=text):
+                    await on_thinking(text)
+                case ToolCallDelta():
+                    self._grow(len(item.arguments.encode()) + len((item.name or "").encode()))
+                    self._merge(item)
+                case UsageReport():
+                    self.input_tokens = (
+                        item.input_tokens if item.input_tokens is not None else self.input_tokens
+                    )
+                    self.output_tokens = (
+                        item.output_tokens if item.output_tokens is not None else self.output_tokens
+                    )
+                case Finished(reason=reason):
+                    self.finish_reason = reason
+        return self.turn()
+
+    def _grow(self, size: int) -> None:
+        self.size += size
+        if self.size > self.limit_bytes:
+            raise OutputLimitExceeded(self.limit_bytes)
+
+    def _merge(self, delta: ToolCallDelta) -> None:
+        """Merge by index first, then by id (the seed's rule), else start a new call."""
+        target = next(
+            (c for c in self.calls if delta.index is not None and c.index == delta.index), None
+        )
+        if target is None and delta.id:
+            target = next((c for c in self.calls if c.id == delta.id), None)
+        if target is None:
+            target = _PendingCall(index=delta.index)
+            self.calls.append(target)
+        target.id = delta.id or target.id
+        target.name = delta.name or target.name
+        target.arguments += delta.arguments
+
+    def turn(self) -> ModelTurn:
+        total = (
+            self.input_tokens + self.output_tokens
+            if self.input_tokens is not None and self.output_tokens is not None
+            else None
+        )
+        calls = tuple(
+            ToolCallSpec(
+                id=call.id or f"call_{position}", name=call.name, arguments=call.arguments or "{}"
+            )
+            for position, call in enumerate(self.calls)
+        )
+        return ModelTurn(
+            content="".join(self.text),
+            tool_calls=calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=total,
+            finish_reason=self.finish_reason,
+        )

@@ -1,0 +1,77 @@
+"""The provider seam: what every model provider (real or scripted) implements.
+
+A provider turns a `ModelRequest` into an async stream of `StreamEvent`s and classifies its own
+failures as `ProviderError(retryable=...)`. It never retries: Temporal owns retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from otherone.definitions import ModelProfile
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One model call: messages in our neutral (OpenAI-like) shape plus generation settings."""
+
+    profile: ModelProfile
+    agent_id: str
+    run_id: str
+    turn: int
+    attempt: int
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of a tool call; pieces are merged by index, then by id."""
+
+    index: int | None = None
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: str | None = None
+
+
+StreamEvent = TextDelta | ThinkingDelta | ToolCallDelta | UsageReport | Finished
+
+
+class ProviderError(Exception):
+    """A classified provider failure. ``retry_after`` (seconds) is honoured by Temporal."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ModelProvider(Protocol):
+    """Streams one model response."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...

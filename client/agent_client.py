@@ -1,0 +1,311 @@
+"""`AgentClient`: start, follow, message, cancel and inspect agent runs.
+
+Roots start through Temporal by idempotency key: the workflow id is derived from (partition,
+key), Temporal refuses a second start of a running or finished id, and a memo with the request's
+fingerprint lets us tell "the same request again" (return the same run) from "a different request
+with a reused key" (`IdempotencyConflictError`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from otherone import search_attributes as attrs
+from otherone.contracts import (
+    MEMO_FINGERPRINT,
+    MEMO_IDEMPOTENCY_KEY,
+    QUERY_RECORD,
+    SIGNAL_USER_MESSAGES,
+    WORKFLOW_NAME,
+    EventRecord,
+    RunInput,
+    UserMessages,
+)
+from otherone.errors import (
+    FailureCode,
+    IdempotencyConflictError,
+    InvalidRequestError,
+    RunNotActiveError,
+    RunNotFoundError,
+)
+from otherone.runs import (
+    MAX_INPUT_BYTES,
+    STATUS_FOR_OUTCOME,
+    AgentFailure,
+    AgentRunRequest,
+    AgentRunResult,
+    RunOutcome,
+    RunRecord,
+    RunStatus,
+)
+from store import Store
+
+DEFAULT_TASK_QUEUE = "otherone"
+MAX_MESSAGES_PER_SIGNAL = 64
+_TERMINAL_EVENTS = {"run_completed", "run_failed", "run_cancelled"}
+
+
+def build_request(**fields: Any) -> AgentRunRequest:
+    """Validate request fields; a bad one raises `InvalidRequestError` naming it (no traceback)."""
+    try:
+        return AgentRunRequest.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        raise InvalidRequestError(first["msg"], field=field) from None
+
+
+def root_run_id(request: AgentRunRequest) -> str:
+    """Workflow id of a root run: derived from (partition, idempotency key), else random."""
+    if request.idempotency_key is None:
+        return f"run-{uuid.uuid4().hex}"
+    digest = hashlib.sha256(
+        f"{request.runtime_context.partition_key}\x00{request.idempotency_key}".encode()
+    ).hexdigest()
+    return f"run-{digest[:40]}"
+
+
+class RunHandle:
+    """A run started or looked up by an `AgentClient`."""
+
+    def __init__(self, client: AgentClient, run_id: str) -> None:
+        self._client = client
+        self.run_id = run_id
+
+    async def result(self) -> AgentRunResult:
+        return await self._client.result(self.run_id)
+
+    async def cancel(self) -> None:
+        await self._client.cancel(self.run_id)
+
+    async def send_message(self, messages: str | Sequence[str]) -> None:
+        await self._client.send_message(self.run_id, messages)
+
+    async def record(self) -> RunRecord:
+        return await self._client.get_run(self.run_id)
+
+    def events(self, *, after: int = 0) -> AsyncIterator[EventRecord]:
+        return self._client.events(self.run_id, after=after)
+
+
+class AgentClient:
+    """Client API of Otherone. ``store`` is only needed to read events."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        store: Store | None = None,
+    ) -> None:
+        self.temporal = client
+        self.task_queue = task_queue
+        self.store = store
+
+    # starting ----------------------------------------------------------------------------
+
+    async def run(self, request: AgentRunRequest) -> AgentRunResult:
+        """Start (or join, by idempotency key) a root run and wait for its result."""
+        return await (await self.start(request)).result()
+
+    async def start(self, request: AgentRunRequest) -> RunHandle:
+        """Start a root run; the same idempotency key returns the same run."""
+        run_id = root_run_id(request)
+        fingerprint = request.fingerprint()
+        # A key used before (finished run) is refused; the fingerprint check below decides.
+        with contextlib.suppress(WorkflowAlreadyStartedError):
+            await self.temporal.start_workflow(
+                WORKFLOW_NAME,
+                RunInput(run_id=run_id, root_run_id=run_id, request=request),
+                id=run_id,
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                memo={MEMO_FINGERPRINT: fingerprint, MEMO_IDEMPOTENCY_KEY: request.idempotency_key},
+                search_attributes=_root_search_attributes(request),
+                static_summary=_summary(request),
+            )
+        if request.idempotency_key is not None:
+            await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
+        return RunHandle(self, run_id)
+
+    async def _check_fingerprint(self, run_id: str, key: str, fingerprint: str) -> None:
+        memo = await (await self._describe(run_id)).memo()
+        if memo.get(MEMO_FINGERPRINT) != fingerprint:
+            raise IdempotencyConflictError(key, run_id)
+
+    def handle(self, run_id: str) -> RunHandle:
+        return RunHandle(self, run_id)
+
+    # following ---------------------------------------------------------------------------
+
+    async def result(self, run_id: str) -> AgentRunResult:
+        """The run's result (waits while it runs). Terminated runs become failed results."""
+        handle = self._workflow(run_id)
+        try:
+            return await handle.result()
+        except WorkflowFailureError as error:
+            return _result_of_broken_run(run_id, error)
+        except RPCError as error:
+            raise _not_found_or(error, run_id) from None
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The run's current record: live from the workflow, or built from its result."""
+        description = await self._describe(run_id)
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            record: RunRecord = await self._workflow(run_id).query(
+                QUERY_RECORD, result_type=RunRecord
+            )
+            return record
+        return _record_from_result(await self.result(run_id), description)
+
+    async def events(
+        self, run_id: str, *, after: int = 0, poll_seconds: float = 0.05
+    ) -> AsyncIterator[EventRecord]:
+        """Events of the run's tree from ``after`` on, until the run has ended."""
+        if self.store is None:
+            raise InvalidRequestError("AgentClient needs a store to read events", field="store")
+        cursor, quiet_polls = after, 0
+        while True:
+            batch = await asyncio.to_thread(self.store.read_events, run_id, after=cursor)
+            for event in batch:
+                cursor = event.sequence
+                yield event
+                if event.run_id == run_id and event.event.get("type") in _TERMINAL_EVENTS:
+                    return
+            quiet_polls = 0 if batch else quiet_polls + 1
+            if quiet_polls and quiet_polls % 40 == 0 and not await self._is_running(run_id):
+                return  # ended without a terminal event (e.g. terminated from the UI)
+            if not batch:
+                await asyncio.sleep(poll_seconds)
+
+    # steering ----------------------------------------------------------------------------
+
+    async def send_message(self, run_id: str, messages: str | Sequence[str]) -> None:
+        """Queue user messages for a running run (taken at its next safe point)."""
+        batch = (messages,) if isinstance(messages, str) else tuple(messages)
+        _validate_messages(batch)
+        try:
+            await self._workflow(run_id).signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
+        except RPCError as error:
+            raise _not_found_or(error, run_id, finished=True) from None
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""
+        try:
+            await self._workflow(run_id).cancel()
+        except RPCError as error:
+            raise _not_found_or(error, run_id, finished=True) from None
+
+    # internals ---------------------------------------------------------------------------
+
+    def _workflow(self, run_id: str) -> WorkflowHandle[Any, AgentRunResult]:
+        return self.temporal.get_workflow_handle(run_id, result_type=AgentRunResult)
+
+    async def _describe(self, run_id: str) -> WorkflowExecutionDescription:
+        try:
+            return await self._workflow(run_id).describe()
+        except RPCError as error:
+            raise _not_found_or(error, run_id) from None
+
+    async def _is_running(self, run_id: str) -> bool:
+        description = await self._describe(run_id)
+        return description.status == WorkflowExecutionStatus.RUNNING
+
+
+def _validate_messages(batch: tuple[str, ...]) -> None:
+    if not batch:
+        raise InvalidRequestError("at least one message is required", field="messages")
+    if len(batch) > MAX_MESSAGES_PER_SIGNAL:
+        raise InvalidRequestError(
+            f"at most {MAX_MESSAGES_PER_SIGNAL} messages at once", field="messages"
+        )
+    for index, message in enumerate(batch):
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidRequestError("must be a non-empty string", field=f"messages.{index}")
+        if len(message.encode("utf-8")) > MAX_INPUT_BYTES:
+            raise InvalidRequestError(
+                f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"
+            )
+
+
+def _not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exception:
+    if error.status == RPCStatusCode.NOT_FOUND:
+        if finished and "completed" in error.message.lower():
+            return RunNotActiveError(run_id)
+        return RunNotFoundError(run_id)
+    return error
+
+
+def _root_search_attributes(request: AgentRunRequest) -> TypedSearchAttributes:
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(attrs.AGENT_ID, request.entry_agent),
+        SearchAttributePair(attrs.DEPTH, 0),
+        SearchAttributePair(attrs.PARTITION, request.runtime_context.partition_key),
+        SearchAttributePair(attrs.STATUS, RunStatus.RUNNING.value),
+    ]
+    if request.session.session_id:
+        pairs.append(SearchAttributePair(attrs.SESSION_ID, request.session.session_id))
+    return TypedSearchAttributes(pairs)
+
+
+def _summary(request: AgentRunRequest) -> str:
+    text = request.input if isinstance(request.input, str) else request.input[-1].content
+    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{request.entry_agent}: {first_line[:120]}"
+
+
+def _result_of_broken_run(run_id: str, error: WorkflowFailureError) -> AgentRunResult:
+    """A run that did not return our structured result (terminated, or failed by a bug)."""
+    message = str(error.cause or error)
+    return AgentRunResult(
+        run_id=run_id,
+        root_run_id=run_id,
+        agent_id="",
+        session_id="",
+        outcome=RunOutcome.FAILED,
+        failure=AgentFailure(
+            code=FailureCode.INTERNAL_ERROR, message=f"workflow ended abnormally: {message}"
+        ),
+    )
+
+
+def _record_from_result(
+    result: AgentRunResult, description: WorkflowExecutionDescription
+) -> RunRecord:
+    return RunRecord(
+        run_id=result.run_id,
+        root_run_id=result.root_run_id,
+        agent_id=result.agent_id,
+        session_id=result.session_id or None,
+        status=STATUS_FOR_OUTCOME[result.outcome],
+        depth=0 if description.parent_id is None else 1,
+        started_at=description.start_time,
+        finished_at=description.close_time,
+        usage=result.usage,
+        failure=result.failure,
+        output=result.output,
+        metadata=dict(result.metadata),
+    )

@@ -1,0 +1,1 @@
+"""Otherone on Temporal: shared domain types and configuration."""

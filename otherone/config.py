@@ -1,0 +1,245 @@
+"""A declared runtime (agents, models, tools, policy, limits) and its immutable snapshot.
+
+`RuntimeConfig` is what a worker is configured with, in Python or from ``otherone.toml``.
+`RuntimeSnapshot` is the serialisable, secret-free view of it with a content hash as version: a
+root run fixes one snapshot when it starts and every descendant uses that one, even if the
+worker's configuration changes while the run is in flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from otherone.definitions import (
+    INHERIT_MODEL,
+    AgentDefinition,
+    MemoryPolicy,
+    ModelProfile,
+    RuntimeLimits,
+    RuntimePolicy,
+)
+from otherone.errors import ConfigurationError, FailureCode, OtheroneError
+from otherone.tools import RESERVED_TOOL_NAMES, ToolDefinitionError, ToolRegistry, ToolSpec
+
+AGENT_CALL_TOOL = "agent.call"
+MEMORY_RECALL_TOOL = "memory.recall"
+MEMORY_STORE_TOOL = "memory.store"
+
+
+class AgentNotFoundError(OtheroneError):
+    code = FailureCode.AGENT_NOT_FOUND
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agent '{agent_id}' is not defined")
+        self.agent_id = agent_id
+
+
+class ToolSchema(BaseModel):
+    """What a run needs to know of a tool: its model-facing definition and execution settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str
+    parameters: dict[str, JsonValue]
+    timeout_seconds: float
+    max_attempts: int
+
+    @classmethod
+    def of(cls, spec: ToolSpec) -> ToolSchema:
+        return cls(
+            name=spec.name,
+            description=spec.description,
+            parameters=spec.parameters,
+            timeout_seconds=spec.timeout_seconds,
+            max_attempts=spec.max_attempts,
+        )
+
+    def definition(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+class RuntimeSnapshot(BaseModel):
+    """Agents, models (no secrets), tool schemas, policy and limits, with a version hash."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: str = ""
+    default_model: str
+    agents: dict[str, AgentDefinition]
+    models: dict[str, ModelProfile]
+    tools: dict[str, ToolSchema]
+    policy: RuntimePolicy
+    limits: RuntimeLimits
+
+    def with_version(self) -> RuntimeSnapshot:
+        body = self.model_dump(mode="json", exclude={"version"})
+        digest = hashlib.sha256(
+            json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
+        return self.model_copy(update={"version": digest[:32]})
+
+    def agent(self, agent_id: str) -> AgentDefinition:
+        try:
+            return self.agents[agent_id]
+        except KeyError:
+            raise AgentNotFoundError(agent_id) from None
+
+    def resolve_model(
+        self, agent: AgentDefinition, caller_model: str | None = None
+    ) -> ModelProfile:
+        """The agent's model: its named profile, the caller's (``inherit``) or the default."""
+        if agent.model == INHERIT_MODEL:
+            return self.models[caller_model or self.default_model]
+        return self.models[agent.model or self.default_model]
+
+    def tool_names_for(self, agent: AgentDefinition) -> list[str]:
+        """Tools the agent may execute: its policy ∩ the runtime policy ∩ registered, + memory."""
+        names = [
+            name
+            for name in self.tools
+            if agent.tools.allows(name) and self.policy.tools.allows(name)
+        ]
+        if agent.memory is not MemoryPolicy.DISABLED:
+            names.append(MEMORY_RECALL_TOOL)
+        if agent.memory in (MemoryPolicy.READ_WRITE_SHARED, MemoryPolicy.PRIVATE_AGENT):
+            names.append(MEMORY_STORE_TOOL)
+        return sorted(names)
+
+    def reachable_agents(self, agent: AgentDefinition) -> list[AgentDefinition]:
+        """Agents this one may call (its policy ∩ runtime policy), never itself unless recursive."""
+        return [
+            target
+            for target_id, target in sorted(self.agents.items())
+            if agent.callable_agents.allows(target_id)
+            and self.policy.callable_agents.allows(target_id)
+            and (target_id != agent.id or self.policy.allow_recursive_calls)
+        ]
+
+
+class RuntimeConfig:
+    """The declared runtime: the seed's `AgentRuntimeBuilder`, validated by `validate()`.
+
+    ``source`` is the file it came from (for error messages).
+    """
+
+    def __init__(
+        self,
+        *,
+        agents: Iterable[AgentDefinition] = (),
+        models: Iterable[ModelProfile] = (),
+        tools: Iterable[ToolSpec | Callable[..., Any]] = (),
+        policy: RuntimePolicy | None = None,
+        limits: RuntimeLimits | None = None,
+        default_model: str | None = None,
+        source: str | None = None,
+    ) -> None:
+        self.source = source
+        self.agents: dict[str, AgentDefinition] = {}
+        self.models: dict[str, ModelProfile] = {}
+        self.tools = ToolRegistry()
+        self.policy = policy or RuntimePolicy()
+        self.limits = limits or RuntimeLimits()
+        self.default_model = default_model
+        for agent in agents:
+            self.add_agent(agent)
+        for model in models:
+            self.add_model(model)
+        for tool_ in tools:
+            self.add_tool(tool_)
+
+    def add_agent(self, agent: AgentDefinition) -> None:
+        if agent.id in self.agents:
+            raise self._error(f"duplicate agent id '{agent.id}'", table=f"agents.{agent.id}")
+        self.agents[agent.id] = agent
+
+    def add_model(self, model: ModelProfile) -> None:
+        if model.id in self.models:
+            raise self._error(f"duplicate model id '{model.id}'", table=f"models.{model.id}")
+        self.models[model.id] = model
+
+    def add_tool(self, tool_: ToolSpec | Callable[..., Any]) -> ToolSpec:
+        try:
+            return self.tools.register(tool_)
+        except ToolDefinitionError as error:
+            raise self._error(str(error), table="tools") from error
+
+    def _error(
+        self, message: str, *, table: str | None = None, field: str | None = None
+    ) -> ConfigurationError:
+        return ConfigurationError(message, file=self.source, table=table, field=field)
+
+    def validate(self) -> None:
+        """Check every cross reference; raise ConfigurationError naming table and field."""
+        if not self.models:
+            raise self._error("at least one model profile must be declared", table="models")
+        if self.default_model is not None and self.default_model not in self.models:
+            raise self._error(
+                f"default_model '{self.default_model}' is not a declared model",
+                table="runtime",
+                field="default_model",
+            )
+        for name in self.tools.names():
+            if name in RESERVED_TOOL_NAMES:
+                raise self._error(f"tool name '{name}' is reserved by Otherone", table="tools")
+        for agent in self.agents.values():
+            self._validate_agent(agent)
+        self._validate_policy()
+
+    def _validate_agent(self, agent: AgentDefinition) -> None:
+        table = f"agents.{agent.id}"
+        if agent.model not in (None, INHERIT_MODEL) and agent.model not in self.models:
+            raise self._error(f"unknown model '{agent.model}'", table=table, field="model")
+        for name in agent.tools.names:
+            if name not in self.tools:
+                raise self._error(f"unknown tool '{name}'", table=table, field="tools")
+        for name in agent.callable_agents.names:
+            if name not in self.agents:
+                raise self._error(f"unknown agent '{name}'", table=table, field="callable_agents")
+
+    def _validate_policy(self) -> None:
+        for name in self.policy.tools.names:
+            if name not in self.tools:
+                raise self._error(f"unknown tool '{name}'", table="policy", field="tools")
+        for name in self.policy.callable_agents.names:
+            if name not in self.agents:
+                raise self._error(
+                    f"unknown agent '{name}'", table="policy", field="callable_agents"
+                )
+
+    def snapshot(self) -> RuntimeSnapshot:
+        """Validate and freeze into a versioned, secret-free snapshot."""
+        self.validate()
+        default_model = self.default_model or next(iter(self.models))
+        return RuntimeSnapshot(
+            default_model=default_model,
+            agents=dict(self.agents),
+            models=dict(self.models),
+            tools={spec.name: ToolSchema.of(spec) for spec in self.tools},
+            policy=self.policy,
+            limits=self.limits,
+        ).with_version()
+
+
+__all__ = [
+    "AGENT_CALL_TOOL",
+    "MEMORY_RECALL_TOOL",
+    "MEMORY_STORE_TOOL",
+    "AgentNotFoundError",
+    "Field",
+    "RuntimeConfig",
+    "RuntimeSnapshot",
+    "ToolSchema",
+]

@@ -1,0 +1,197 @@
+"""Typed inputs and outputs of every workflow, activity, signal and query.
+
+Workflows and activities both import this module (and nothing else from each other), so the
+workflow sandbox never loads I/O code. One input and one result type per entry point, so that
+fields can be added compatibly later (the Temporal samples' advice).
+
+Activity inputs carry *references* (run, session, snapshot version, tool call ids) rather than the
+conversation: the transcript lives in the store, so workflow history grows linearly with the run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from otherone.definitions import RuntimeLimits
+from otherone.runs import (
+    AgentFailure,
+    AgentOutput,
+    AgentRunRequest,
+    ResultContract,
+    RunStatus,
+    RunUsage,
+)
+from otherone.tools import ToolErrorKind
+
+WORKFLOW_NAME = "AgentRunWorkflow"
+SIGNAL_USER_MESSAGES = "user_messages"
+QUERY_RECORD = "record"
+
+ACTIVITY_PREPARE_RUN = "otherone.prepare_run"
+ACTIVITY_CALL_MODEL = "otherone.call_model"
+ACTIVITY_RUN_TOOL = "otherone.run_tool"
+ACTIVITY_FINISH_RUN = "otherone.finish_run"
+
+#: Workflow memo keys.
+MEMO_FINGERPRINT = "request_fingerprint"
+MEMO_IDEMPOTENCY_KEY = "idempotency_key"
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RunRef(_Contract):
+    """Who is acting: enough lineage for storage scoping and event envelopes."""
+
+    run_id: str
+    root_run_id: str
+    parent_run_id: str | None = None
+    agent_id: str
+    depth: int = 0
+    partition_key: str
+    session_id: str
+    snapshot_version: str
+    include_thinking_events: bool = False
+
+
+class RunInput(_Contract):
+    """Input of `AgentRunWorkflow` (roots and, later, children)."""
+
+    run_id: str
+    root_run_id: str
+    request: AgentRunRequest
+    parent_run_id: str | None = None
+    agent_call_id: str | None = None
+    depth: int = 0
+    ancestry: tuple[str, ...] = ()
+    #: Fixed by the root when it starts; children inherit it.
+    snapshot_version: str | None = None
+    #: Absolute deadline inherited from the caller (a child's never exceeds its parent's).
+    deadline: datetime | None = None
+    result_contract: ResultContract | None = None
+    max_iterations: int | None = None
+    internal_session: bool = False
+
+
+class UserMessages(_Contract):
+    """Signal payload: messages queued for the run, taken at the next safe point."""
+
+    messages: tuple[str, ...]
+
+
+class PrepareRunInput(_Contract):
+    run_id: str
+    root_run_id: str
+    parent_run_id: str | None
+    agent_id: str
+    depth: int
+    partition_key: str
+    session_id: str
+    internal_session: bool
+    snapshot_version: str | None
+    request: AgentRunRequest
+    lease_until: datetime
+
+
+class ToolSettings(_Contract):
+    timeout_seconds: float
+    max_attempts: int
+
+
+class RunPlan(_Contract):
+    """Everything the workflow needs to decide deterministically, resolved once on a worker."""
+
+    snapshot_version: str
+    agent_id: str
+    agent_version: int
+    model_profile_id: str
+    model_label: str
+    limits: RuntimeLimits
+    max_iterations: int
+    result_limit_bytes: int
+    timeout: timedelta
+    parallel_tool_calls: bool
+    tools: dict[str, ToolSettings]
+
+
+class PendingEntry(_Contract):
+    """A transcript entry the workflow wants written before the next model call.
+
+    Tool results are referenced (``tool_result_of``) rather than copied: the tool activity
+    stored them, so they never pass through workflow history.
+    """
+
+    key: str
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    tool_result_of: str | None = None
+    error_kind: ToolErrorKind | None = None
+
+
+class ToolCallSpec(_Contract):
+    id: str
+    name: str
+    arguments: str
+
+
+class ModelCallInput(_Contract):
+    ref: RunRef
+    model_profile_id: str
+    turn: int
+    pending: tuple[PendingEntry, ...] = ()
+    result_limit_bytes: int
+
+
+class ModelTurn(_Contract):
+    content: str = ""
+    tool_calls: tuple[ToolCallSpec, ...] = ()
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    finish_reason: str | None = None
+
+
+class ToolCallInput(_Contract):
+    ref: RunRef
+    call: ToolCallSpec
+    result_limit_bytes: int
+
+
+class ToolOutcome(_Contract):
+    tool_call_id: str
+    name: str
+    error_kind: ToolErrorKind | None = None
+    error: str | None = None
+    result_bytes: int = 0
+    oversized: bool = False
+
+
+class FinishRunInput(_Contract):
+    ref: RunRef
+    pending: tuple[PendingEntry, ...] = ()
+    status: RunStatus
+    usage: RunUsage
+    failure: AgentFailure | None = None
+    output: AgentOutput | None = None
+    release_session: bool = True
+
+
+class EventRecord(_Contract):
+    """One stored event envelope (schema_version 1)."""
+
+    schema_version: Literal[1] = 1
+    event_id: str
+    sequence: int
+    timestamp: datetime
+    root_run_id: str
+    run_id: str
+    parent_run_id: str | None
+    agent_id: str
+    depth: int
+    event: dict[str, JsonValue] = Field(default_factory=dict)

@@ -1,0 +1,340 @@
+"""Declarations: agents, model profiles, the runtime policy and limits.
+
+These are the seed's `AgentDefinition`, `ModelProfile`, `RuntimePolicy` and `RuntimeLimits`, as
+frozen pydantic models so that a declaration is validated once, at load time, and can be hashed
+into a `RuntimeSnapshot` that a run keeps for its whole life.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+AGENT_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+PROFILE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+
+#: An agent id: lowercase letter first, then lowercase letters, digits, ``_`` or ``-`` (≤ 64).
+AgentId = Annotated[str, StringConstraints(pattern=AGENT_ID_PATTERN)]
+#: A model profile id.
+ModelProfileId = Annotated[str, StringConstraints(pattern=PROFILE_ID_PATTERN)]
+
+#: The `model` value of an agent that means "use the calling agent's model".
+INHERIT_MODEL = "inherit"
+
+MAX_DESCRIPTION_BYTES = 1024
+MAX_SYSTEM_PROMPT_BYTES = 128 * 1024
+
+
+def _max_utf8_bytes(limit: int) -> AfterValidator:
+    def check(value: str) -> str:
+        size = len(value.encode("utf-8"))
+        if size > limit:
+            raise ValueError(f"must be at most {limit} bytes (UTF-8), got {size}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _finite(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AccessPolicy(_Frozen):
+    """Which names (tools, skills, agents) are reachable: ``none`` (default), ``allow``, ``all``.
+
+    In TOML and Python it can be written as ``"none"``, ``"all"`` or a list of names (= allow).
+    """
+
+    mode: Literal["none", "allow", "all"] = "none"
+    names: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_shorthand(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"mode": value}
+        if isinstance(value, list | tuple | set | frozenset):
+            return {"mode": "allow", "names": tuple(sorted(set(value)))}
+        return value
+
+    @model_validator(mode="after")
+    def _names_only_for_allow(self) -> Self:
+        if self.mode != "allow" and self.names:
+            raise ValueError(f"names are only meaningful with mode 'allow', not '{self.mode}'")
+        return self
+
+    @classmethod
+    def allow(cls, *names: str) -> AccessPolicy:
+        return cls(mode="allow", names=tuple(sorted(set(names))))
+
+    @classmethod
+    def all(cls) -> AccessPolicy:
+        return cls(mode="all")
+
+    @classmethod
+    def none(cls) -> AccessPolicy:
+        return cls(mode="none")
+
+    def allows(self, name: str) -> bool:
+        if self.mode == "all":
+            return True
+        return self.mode == "allow" and name in self.names
+
+
+class MemoryPolicy(StrEnum):
+    DISABLED = "disabled"
+    READ_ONLY_SHARED = "read_only_shared"
+    READ_WRITE_SHARED = "read_write_shared"
+    PRIVATE_AGENT = "private_agent"
+
+
+class ContextTransferPolicy(_Frozen):
+    """What a child sees of its caller: only the explicit context, or also a parent excerpt."""
+
+    kind: Literal["explicit_only", "parent_summary", "parent_window"] = "explicit_only"
+    max_tokens: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_shorthand(cls, value: Any) -> Any:
+        return {"kind": value} if isinstance(value, str) else value
+
+
+class ModelOverrides(_Frozen):
+    """Per-agent generation settings that win over the model profile's defaults."""
+
+    context_length: Annotated[int, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(gt=0)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2), AfterValidator(_finite)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1), AfterValidator(_finite)] | None = None
+    tool_choice: str | dict[str, JsonValue] | None = None
+    parallel_tool_calls: bool | None = None
+    other: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class AgentLimits(_Frozen):
+    """Per-agent limits; each can only tighten the runtime's."""
+
+    max_iterations: Annotated[int, Field(gt=0, le=10_000)] | None = None
+    timeout_millis: Annotated[int, Field(gt=0)] | None = None
+    max_result_bytes: Annotated[int, Field(gt=0)] | None = None
+
+
+class AgentDefinition(_Frozen):
+    """One peer agent: any agent can be the entry of a run or, when allowed, be called."""
+
+    id: AgentId
+    description: Annotated[
+        str, StringConstraints(min_length=1), _max_utf8_bytes(MAX_DESCRIPTION_BYTES)
+    ]
+    system_prompt: Annotated[str, _max_utf8_bytes(MAX_SYSTEM_PROMPT_BYTES)] = ""
+    version: Annotated[int, Field(ge=1)] = 1
+    #: None = the runtime's default model, ``"inherit"`` = the caller's, else a profile id.
+    model: str | None = None
+    model_overrides: ModelOverrides = Field(default_factory=ModelOverrides)
+    tools: AccessPolicy = Field(default_factory=AccessPolicy)
+    skills: AccessPolicy = Field(default_factory=AccessPolicy)
+    callable_agents: AccessPolicy = Field(default_factory=AccessPolicy)
+    memory: MemoryPolicy = MemoryPolicy.DISABLED
+    context: ContextTransferPolicy = Field(default_factory=ContextTransferPolicy)
+    limits: AgentLimits = Field(default_factory=AgentLimits)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("description")
+    @classmethod
+    def _description_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_reference(cls, value: str | None) -> str | None:
+        import re
+
+        if value is not None and value != INHERIT_MODEL and not re.match(PROFILE_ID_PATTERN, value):
+            raise ValueError(f"'{value}' is not a valid model profile id")
+        return value
+
+
+Provider = Literal["openai", "anthropic", "openrouter", "local", "scripted"]
+
+
+class ScriptedToolCall(_Frozen):
+    """A tool call the scripted model makes."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    arguments: dict[str, JsonValue] | str = Field(default_factory=dict)
+    id: str | None = None
+
+
+class ScriptedFailure(_Frozen):
+    """Make the scripted model fail, like a provider would, on the first ``attempts`` attempts."""
+
+    message: str = "scripted provider failure"
+    retryable: bool = True
+    attempts: Annotated[int, Field(ge=1)] = 1
+
+
+class ScriptedTurn(_Frozen):
+    """One model response of the scripted provider.
+
+    ``text`` is streamed in ``chunks`` when given (their concatenation is the text), so streaming
+    code paths are exercised offline; ``delay_seconds`` waits before answering (heartbeating, so
+    a cancelled run stops it); ``fail`` makes the first attempts fail.
+    """
+
+    text: str = ""
+    chunks: tuple[str, ...] | None = None
+    thinking: str | None = None
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    delay_seconds: Annotated[float, Field(ge=0, le=86_400), AfterValidator(_finite)] = 0.0
+    chunk_delay_seconds: Annotated[float, Field(ge=0, le=60), AfterValidator(_finite)] = 0.0
+    fail: ScriptedFailure | None = None
+    input_tokens: Annotated[int, Field(ge=0)] | None = None
+    output_tokens: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_shorthand(cls, value: Any) -> Any:
+        return {"text": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _chunks_match_text(self) -> Self:
+        if self.chunks is not None and self.text and "".join(self.chunks) != self.text:
+            raise ValueError("chunks must concatenate to text (or leave text empty)")
+        return self
+
+    @property
+    def full_text(self) -> str:
+        return "".join(self.chunks) if self.chunks is not None else self.text
+
+
+class ModelProfile(_Frozen):
+    """A model to call. The API key is only ever a *reference*, resolved on the worker."""
+
+    id: ModelProfileId
+    provider: Provider
+    model: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    base_url: str | None = None
+    #: Name of the environment variable holding the API key (read inside the activity).
+    api_key_env: Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)] | None = None
+    context_length: Annotated[int, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(gt=0)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2), AfterValidator(_finite)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1), AfterValidator(_finite)] | None = None
+    other: dict[str, JsonValue] = Field(default_factory=dict)
+    #: Scripted provider only: the turns each agent plays, by agent id.
+    script: dict[AgentId, tuple[ScriptedTurn, ...]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_secret(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "api_key" in value:
+            raise ValueError(
+                "api_key must not be written in configuration; set api_key_env to the name of "
+                "the environment variable that holds it"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _script_only_for_scripted(self) -> Self:
+        if self.script and self.provider != "scripted":
+            raise ValueError("script is only allowed for provider 'scripted'")
+        if self.id == INHERIT_MODEL:
+            raise ValueError(f"'{INHERIT_MODEL}' is reserved and cannot be a profile id")
+        return self
+
+
+class RuntimePolicy(_Frozen):
+    """Global allowlists; an agent's effective access is the intersection with its own policy."""
+
+    tools: AccessPolicy = Field(default_factory=AccessPolicy.all)
+    skills: AccessPolicy = Field(default_factory=AccessPolicy.all)
+    callable_agents: AccessPolicy = Field(default_factory=AccessPolicy.all)
+    allow_recursive_calls: bool = False
+
+
+_PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]
+
+
+def _positive_finite_duration(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be greater than zero")
+    if value > timedelta(days=365):
+        raise ValueError("must be at most 365 days")
+    return value
+
+
+PositiveDuration = Annotated[timedelta, AfterValidator(_positive_finite_duration)]
+
+
+class RuntimeLimits(_Frozen):
+    """Limits of one root run tree (all finite). Durations accept seconds or ISO 8601."""
+
+    max_depth: Annotated[int, Field(ge=0, le=64)] = 3
+    max_total_runs: _PositiveCount = 32
+    max_children_per_run: _PositiveCount = 8
+    max_concurrent_model_calls: _PositiveCount = 4
+    max_concurrent_tool_calls: _PositiveCount = 8
+    max_iterations_per_run: _PositiveCount = 12
+    max_model_calls: _PositiveCount = 64
+    max_tool_calls: _PositiveCount = 128
+    max_agent_calls: _PositiveCount = 32
+    max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] = 64 * 1024
+    max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] = 256 * 1024
+    run_timeout: PositiveDuration = timedelta(minutes=5)
+    root_timeout: PositiveDuration = timedelta(minutes=15)
+    token_budget: Annotated[int, Field(gt=0)] | None = None
+
+    def tightened(self, overrides: RunLimitOverrides | None) -> RuntimeLimits:
+        """Apply per-request overrides; raise ValueError naming the field if one would loosen."""
+        if overrides is None:
+            return self
+        changes: dict[str, Any] = {}
+        for name, value in overrides.model_dump(exclude_none=True).items():
+            current = getattr(self, name)
+            if current is not None and value > current:
+                raise ValueError(
+                    f"limits.{name}: override {value} is above the runtime limit {current}; "
+                    "overrides can only tighten"
+                )
+            changes[name] = value
+        return self.model_copy(update=changes)
+
+
+class RunLimitOverrides(_Frozen):
+    """Per-request limits. Each must be ≤ the runtime's (overrides can only tighten)."""
+
+    max_depth: Annotated[int, Field(ge=0, le=64)] | None = None
+    max_total_runs: _PositiveCount | None = None
+    max_children_per_run: _PositiveCount | None = None
+    max_iterations_per_run: _PositiveCount | None = None
+    max_model_calls: _PositiveCount | None = None
+    max_tool_calls: _PositiveCount | None = None
+    max_agent_calls: _PositiveCount | None = None
+    max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
+    max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
+    run_timeout: PositiveDuration | None = None
+    root_timeout: PositiveDuration | None = None
+    token_budget: Annotated[int, Field(gt=0)] | None = None

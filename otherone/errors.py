@@ -1,0 +1,126 @@
+"""Error tree and stable failure codes.
+
+    OtheroneError                      every error we raise on purpose
+    ├── ConfigurationError             a bad declaration (names file, table, field)
+    ├── InvalidRequestError            a bad AgentRunRequest / AgentCallRequest (names the field)
+    ├── IdempotencyConflictError       same idempotency key, different request
+    ├── RunNotFoundError               no run with that id
+    ├── RunNotActiveError              the run has finished
+    └── UnavailableError               Temporal or the store cannot be reached
+
+Failures that end a *run* are not exceptions: they are `AgentFailure` values with one of the stable
+`FailureCode`s, carried in the run's result, because a run's end is data a caller inspects.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class FailureCode(StrEnum):
+    """Stable failure codes (the seed's, plus ``idempotency_conflict`` for root starts)."""
+
+    INVALID_CONFIGURATION = "invalid_configuration"
+    AGENT_NOT_FOUND = "agent_not_found"
+    AGENT_CALL_DENIED = "agent_call_denied"
+    AGENT_CALL_CYCLE = "agent_call_cycle"
+    MAX_DEPTH_EXCEEDED = "max_depth_exceeded"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    SESSION_BUSY = "session_busy"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    MODEL_ERROR = "model_error"
+    CONTEXT_ERROR = "context_error"
+    TOOL_ERROR = "tool_error"
+    STORAGE_ERROR = "storage_error"
+    INVALID_AGENT_OUTPUT = "invalid_agent_output"
+    INTERNAL_ERROR = "internal_error"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+
+
+class OtheroneError(Exception):
+    """Root of every error Otherone raises on purpose."""
+
+    code: FailureCode = FailureCode.INTERNAL_ERROR
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigurationError(OtheroneError):
+    """A declaration is wrong. The message says where: file, table and field when known."""
+
+    code = FailureCode.INVALID_CONFIGURATION
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        table: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.file = file
+        self.table = table
+        self.field = field
+        where = ", ".join(
+            part
+            for part in (
+                f"file {file}" if file else "",
+                f"table [{table}]" if table else "",
+                f"field '{field}'" if field else "",
+            )
+            if part
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class InvalidRequestError(OtheroneError):
+    """A request is malformed; ``field`` names the offending field (dotted path)."""
+
+    code = FailureCode.INVALID_CONFIGURATION
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class IdempotencyConflictError(OtheroneError):
+    """The idempotency key was already used, within the partition, for a different request."""
+
+    code = FailureCode.IDEMPOTENCY_CONFLICT
+
+    def __init__(self, idempotency_key: str, run_id: str) -> None:
+        self.idempotency_key = idempotency_key
+        self.run_id = run_id
+        super().__init__(
+            f"idempotency_conflict: key '{idempotency_key}' was already used for run '{run_id}' "
+            "with a different request"
+        )
+
+
+class RunNotFoundError(OtheroneError):
+    """No run exists with this id (or Temporal no longer retains it)."""
+
+    code = FailureCode.INTERNAL_ERROR
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run '{run_id}' not found")
+
+
+class RunNotActiveError(OtheroneError):
+    """The run exists but has finished, so it cannot take messages any more."""
+
+    code = FailureCode.INVALID_CONFIGURATION
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run '{run_id}' is not running")
+
+
+class UnavailableError(OtheroneError):
+    """Temporal (or the store) cannot be reached."""
+
+    code = FailureCode.INTERNAL_ERROR

@@ -1,0 +1,263 @@
+"""Requests, results and records of agent runs (the seed's names, as pydantic models)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from otherone.definitions import AgentId, PositiveDuration, RunLimitOverrides
+from otherone.errors import FailureCode
+
+#: Bounded text of a user message (1 MiB); a run's own limits may be tighter.
+MAX_INPUT_BYTES = 1024 * 1024
+PARTITION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+DEFAULT_PARTITION = "local"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _bounded_text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if len(value.encode("utf-8")) > MAX_INPUT_BYTES:
+        raise ValueError(f"must be at most {MAX_INPUT_BYTES} bytes")
+    return value
+
+
+class InputMessage(_Model):
+    """One message of a run's input when it is given as a conversation."""
+
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
+class SessionTarget(_Model):
+    """Which conversation the run reads and writes. No session_id = a fresh session."""
+
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    context_window: Annotated[int, Field(gt=0, le=10_000_000)] = 8192
+    threshold_percentage: Annotated[float, Field(gt=0, le=1)] = 0.8
+
+    @field_validator("session_id")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+class RuntimeContext(_Model):
+    """Tenant boundary: every descendant inherits it unchanged; all data is scoped by it."""
+
+    partition_key: Annotated[str, StringConstraints(pattern=PARTITION_PATTERN)] = DEFAULT_PARTITION
+
+
+class AgentRunRequest(_Model):
+    """Start a root run of ``entry_agent`` with ``input``."""
+
+    entry_agent: AgentId
+    input: str | tuple[InputMessage, ...]
+    session: SessionTarget = Field(default_factory=SessionTarget)
+    runtime_context: RuntimeContext = Field(default_factory=RuntimeContext)
+    limits: RunLimitOverrides | None = None
+    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    event_visibility: Literal["all", "lifecycle_only", "root_only"] = "all"
+    include_thinking_events: bool = False
+
+    @field_validator("input")
+    @classmethod
+    def _input_present(cls, value: str | tuple[InputMessage, ...]) -> Any:
+        if isinstance(value, str):
+            return _bounded_text(value)
+        if not value:
+            raise ValueError("must contain at least one message")
+        if not any(message.role == "user" and message.content.strip() for message in value):
+            raise ValueError("must contain a non-empty user message")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_small(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        if len(json.dumps(value, default=str).encode()) > 16 * 1024:
+            raise ValueError("must be at most 16 KiB as JSON")
+        return value
+
+    def fingerprint(self) -> str:
+        """Hash of everything that defines the run; equal requests share an idempotency key."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ResultContract(_Model):
+    """What a child's output must be: ``text``, ``auto`` (JSON when it parses) or ``json``."""
+
+    kind: Literal["text", "auto", "json"] = "auto"
+    json_schema: dict[str, JsonValue] | None = Field(default=None, alias="schema")
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _schema_only_for_json(self) -> Self:
+        if self.json_schema is not None and self.kind != "json":
+            raise ValueError("schema is only allowed with kind 'json'")
+        return self
+
+
+class AgentCallRequest(_Model):
+    """A call from one agent (or trusted code) to another."""
+
+    target: AgentId
+    task: str
+    context: dict[str, JsonValue] | None = None
+    result_contract: ResultContract = Field(default_factory=ResultContract)
+    max_iterations: Annotated[int, Field(gt=0)] | None = None
+    timeout: PositiveDuration | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class RunOutcome(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+
+class RunStatus(StrEnum):
+    CREATED = "created"
+    RUNNING = "running"
+    WAITING_FOR_CHILD = "waiting_for_child"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (RunStatus.CREATED, RunStatus.RUNNING, RunStatus.WAITING_FOR_CHILD)
+
+
+class AgentFailure(_Model):
+    """Why a run did not complete: a stable code, a message for humans, and retryability."""
+
+    code: FailureCode
+    message: str
+    retryable: bool = False
+
+
+class RunUsage(_Model):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    model_calls: int = 0
+    tool_calls: int = 0
+    agent_calls: int = 0
+    duration_millis: int = 0
+
+
+class AgentOutput(_Model):
+    """A run's output: text, or JSON when a result contract asked for (or detected) it."""
+
+    type: Literal["text", "json"] = "text"
+    value: JsonValue = None
+
+    @property
+    def text(self) -> str:
+        if self.type == "text" and isinstance(self.value, str):
+            return self.value
+        return json.dumps(self.value, ensure_ascii=False)
+
+
+class AgentRunResult(_Model):
+    run_id: str
+    root_run_id: str
+    agent_id: str
+    session_id: str
+    outcome: RunOutcome
+    failure: AgentFailure | None = None
+    output: AgentOutput | None = None
+    usage: RunUsage = Field(default_factory=RunUsage)
+    artifacts: tuple[JsonValue, ...] = ()
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @property
+    def text(self) -> str | None:
+        return None if self.output is None else self.output.text
+
+
+class AgentCallResult(_Model):
+    schema_version: Literal[1] = 1
+    call_id: str
+    target: str
+    run_id: str | None = None
+    outcome: RunOutcome
+    failure: AgentFailure | None = None
+    output: AgentOutput | None = None
+    usage: RunUsage = Field(default_factory=RunUsage)
+    artifacts: tuple[JsonValue, ...] = ()
+
+
+class RunRecord(_Model):
+    """What a run is doing now (the workflow's query) or how it ended."""
+
+    run_id: str
+    root_run_id: str
+    parent_run_id: str | None = None
+    agent_call_id: str | None = None
+    agent_id: str
+    agent_definition_version: int | None = None
+    session_id: str | None = None
+    partition_key: str = DEFAULT_PARTITION
+    status: RunStatus
+    depth: int = 0
+    iteration: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    usage: RunUsage = Field(default_factory=RunUsage)
+    failure: AgentFailure | None = None
+    output: AgentOutput | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+STATUS_FOR_OUTCOME: dict[RunOutcome, RunStatus] = {
+    RunOutcome.COMPLETED: RunStatus.COMPLETED,
+    RunOutcome.FAILED: RunStatus.FAILED,
+    RunOutcome.CANCELLED: RunStatus.CANCELLED,
+    RunOutcome.TIMED_OUT: RunStatus.TIMED_OUT,
+    RunOutcome.BUDGET_EXCEEDED: RunStatus.BUDGET_EXCEEDED,
+}
+
+__all__ = [
+    "AgentCallRequest",
+    "AgentCallResult",
+    "AgentFailure",
+    "AgentOutput",
+    "AgentRunRequest",
+    "AgentRunResult",
+    "InputMessage",
+    "ResultContract",
+    "RunOutcome",
+    "RunRecord",
+    "RunStatus",
+    "RunUsage",
+    "RuntimeContext",
+    "SessionTarget",
+    "timedelta",
+]

@@ -1,0 +1,335 @@
+"""Load a `RuntimeConfig` from ``otherone.toml``.
+
+The file has five top-level tables: ``[runtime]`` (``default_model`` and ``tools``, a list of
+``"module:attribute"`` references), ``[policy]`` (`RuntimePolicy`), ``[limits]``
+(`RuntimeLimits`), ``[models.<id>]`` (one `ModelProfile` each) and ``[agents.<id>]`` (one
+`AgentDefinition` each). The id of a model or agent is its table key.
+
+Every problem is a `ConfigurationError` naming the file, the table (``agents.assistant``) and the
+field inside it (``limits.max_iterations``), with pydantic's message but never its traceback and
+never the offending value (it could be a secret pasted in the wrong place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
+
+from otherone.config import RuntimeConfig
+from otherone.definitions import (
+    AGENT_ID_PATTERN,
+    PROFILE_ID_PATTERN,
+    AgentDefinition,
+    ModelProfile,
+    RuntimeLimits,
+    RuntimePolicy,
+)
+from otherone.errors import ConfigurationError
+from otherone.tools import ToolDefinitionError, load_tool
+
+__all__ = ["TOP_LEVEL_TABLES", "load_config", "parse_config"]
+
+#: The tables an ``otherone.toml`` may contain.
+TOP_LEVEL_TABLES = ("runtime", "policy", "limits", "models", "agents")
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+#: Parts of a pydantic error location that name a type (union member, validator), not a field.
+_TYPE_TAG = re.compile(
+    r"^(str|int|float|bool|dict|list|tuple|set|frozenset|bytes|none|any)$|[][=,()]|^[a-z]+(-[a-z]+)+$"
+)
+_ABSENT = object()
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+_MAX_REPORTED_PROBLEMS = 5
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class _RuntimeTable(BaseModel):
+    """The ``[runtime]`` table."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default_model: str | None = None
+    tools: list[str] = []
+
+
+def load_config(path: str | os.PathLike[str]) -> RuntimeConfig:
+    """Read, validate and cross-check an ``otherone.toml``; raise `ConfigurationError`."""
+    file = Path(path)
+    source = str(path)
+    data = _read_toml(file, source)
+    return parse_config(data, source=source, base_dir=file.resolve().parent)
+
+
+def parse_config(data: Mapping[str, Any], *, source: str, base_dir: Path) -> RuntimeConfig:
+    """Build a validated `RuntimeConfig` from parsed TOML.
+
+    ``source`` names the file in errors; ``base_dir`` is where ``system_prompt_file`` paths are
+    resolved and is made importable for tool references.
+    """
+    _check_top_level(data, source)
+    runtime = _validate(_RuntimeTable, _section(data, "runtime", source), source, "runtime")
+    config = RuntimeConfig(
+        policy=_validate(RuntimePolicy, _section(data, "policy", source), source, "policy"),
+        limits=_validate(RuntimeLimits, _section(data, "limits", source), source, "limits"),
+        default_model=runtime.default_model,
+        source=source,
+    )
+    for key, table in _entries(data, "models", source):
+        config.add_model(_model_profile(key, table, source))
+    for key, table in _entries(data, "agents", source):
+        config.add_agent(_agent(key, table, source, base_dir))
+    _load_tools(config, runtime.tools, source, base_dir)
+    config.validate()
+    return config
+
+
+# --------------------------------------------------------------------------- file
+
+
+def _read_toml(file: Path, source: str) -> dict[str, Any]:
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigurationError("configuration file not found", file=source) from None
+    except OSError as error:
+        message = f"cannot read configuration file: {error.strerror or error}"
+        raise ConfigurationError(message, file=source) from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        message = f"not valid UTF-8 (byte offset {error.start})"
+        raise ConfigurationError(message, file=source) from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigurationError(f"not valid TOML: {error}", file=source) from None
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def _check_top_level(data: Mapping[str, Any], source: str) -> None:
+    expected = ", ".join(TOP_LEVEL_TABLES)
+    for key in data:
+        if key not in TOP_LEVEL_TABLES:
+            raise ConfigurationError(
+                f"unknown top-level table or key; expected one of: {expected}",
+                file=source,
+                table=_quote(key),
+            )
+
+
+def _section(data: Mapping[str, Any], name: str, source: str) -> dict[str, Any]:
+    """A top-level table (empty when absent)."""
+    value = data.get(name, {})
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"[{name}] must be a table", file=source, table=name)
+    return dict(value)
+
+
+def _entries(data: Mapping[str, Any], name: str, source: str) -> list[tuple[str, dict[str, Any]]]:
+    """The sub-tables of ``[models]`` or ``[agents]``, by key."""
+    entries = []
+    for key, value in _section(data, name, source).items():
+        if not isinstance(value, Mapping):
+            raise ConfigurationError(
+                f"must be a table: write it as [{_table(name, key)}]",
+                file=source,
+                table=name,
+                field=_quote(key),
+            )
+        entries.append((key, dict(value)))
+    return entries
+
+
+def _quote(key: str) -> str:
+    """A TOML key as it would be written in a table header."""
+    return key if _BARE_KEY.match(key) else json.dumps(key)
+
+
+def _table(prefix: str, key: str) -> str:
+    return f"{prefix}.{_quote(key)}"
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _validate(model: type[_Model], data: Any, source: str, table: str) -> _Model:
+    """``model.model_validate(data)``, with errors turned into a `ConfigurationError`."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise _configuration_error(error, data, source, table) from None
+
+
+def _configuration_error(
+    error: ValidationError, data: Any, source: str, table: str
+) -> ConfigurationError:
+    """Name the first problem's field; list the others in the message (without input values)."""
+    problems = _problems(error, data)
+    (field, message), others = problems[0], problems[1:_MAX_REPORTED_PROBLEMS]
+    if others:
+        rest = "; ".join(f"{location or '(table)'}: {text}" for location, text in others)
+        more = len(problems) - 1 - len(others)
+        message += f" (also {rest}{f'; and {more} more' if more > 0 else ''})"
+    return ConfigurationError(message, file=source, table=table, field=field or None)
+
+
+def _problems(error: ValidationError, data: Any) -> list[tuple[str, str]]:
+    """(field path, message) per place in the file; a union's alternatives are merged."""
+    grouped: dict[str, list[str]] = {}
+    for problem in error.errors(include_url=False, include_input=False, include_context=False):
+        messages = grouped.setdefault(_location(problem["loc"], data), [])
+        message = _problem_message(problem)
+        if message not in messages:
+            messages.append(message)
+    return [(location, " or ".join(messages)) for location, messages in grouped.items()]
+
+
+def _location(loc: tuple[int | str, ...], data: Any) -> str:
+    """The dotted path of ``loc`` in the file, without pydantic's union/validator tags.
+
+    ``loc`` is followed through the data: a part that is a key or index there is kept; a part
+    that is not is either a missing field (kept) or a type tag such as ``str`` or
+    ``function-after[...]`` (dropped); nothing below a scalar is a place in the file.
+    """
+    parts: list[str] = []
+    current = data
+    for part in loc:
+        child = _child(current, part)
+        if child is not _ABSENT:
+            current = child
+        elif isinstance(current, Mapping) and not _TYPE_TAG.search(str(part)):
+            current = None
+        else:
+            continue
+        parts.append(str(part))
+    return ".".join(parts)
+
+
+def _child(data: Any, part: int | str) -> Any:
+    """``data[part]`` for a table key or array index present in the data, else ``_ABSENT``."""
+    if isinstance(data, Mapping):
+        return data.get(part, _ABSENT)
+    if isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+        return data[part]
+    return _ABSENT
+
+
+def _problem_message(problem: ErrorDetails) -> str:
+    message = problem["msg"]
+    for prefix in _PYDANTIC_PREFIXES:
+        message = message.removeprefix(prefix)
+    return message
+
+
+def _check_key(key: str, pattern: str, kind: str, source: str, table: str) -> None:
+    if not re.fullmatch(pattern, key):
+        raise ConfigurationError(
+            f"the table key {key!r} is not a valid {kind} id (must match {pattern})",
+            file=source,
+            table=table,
+        )
+
+
+def _forbid_inline_id(table_data: Mapping[str, Any], source: str, table: str) -> None:
+    if "id" in table_data:
+        raise ConfigurationError(
+            "do not write 'id' inside the table: the table key is the id",
+            file=source,
+            table=table,
+            field="id",
+        )
+
+
+# --------------------------------------------------------------------------- models and agents
+
+
+def _model_profile(key: str, data: dict[str, Any], source: str) -> ModelProfile:
+    table = _table("models", key)
+    _check_key(key, PROFILE_ID_PATTERN, "model", source, table)
+    _forbid_inline_id(data, source, table)
+    if "api_key" in data:
+        raise ConfigurationError(
+            "api_key must not be written in configuration; set api_key_env to the name of the "
+            "environment variable that holds it",
+            file=source,
+            table=table,
+            field="api_key",
+        )
+    return _validate(ModelProfile, {**data, "id": key}, source, table)
+
+
+def _agent(key: str, data: dict[str, Any], source: str, base_dir: Path) -> AgentDefinition:
+    table = _table("agents", key)
+    _check_key(key, AGENT_ID_PATTERN, "agent", source, table)
+    _forbid_inline_id(data, source, table)
+    body = {name: value for name, value in data.items() if name != "system_prompt_file"}
+    body["system_prompt"] = _system_prompt(data, source, table, base_dir)
+    body["id"] = key
+    return _validate(AgentDefinition, body, source, table)
+
+
+def _system_prompt(data: Mapping[str, Any], source: str, table: str, base_dir: Path) -> Any:
+    """The inline ``system_prompt`` or the text of ``system_prompt_file`` (exactly one)."""
+    inline, from_file = "system_prompt" in data, "system_prompt_file" in data
+    if inline and from_file:
+        message = "set either system_prompt or system_prompt_file, not both"
+        raise ConfigurationError(message, file=source, table=table, field="system_prompt_file")
+    if not inline and not from_file:
+        message = "set system_prompt (inline text) or system_prompt_file (a path)"
+        raise ConfigurationError(message, file=source, table=table, field="system_prompt")
+    if inline:
+        return data["system_prompt"]
+    return _read_prompt_file(data["system_prompt_file"], source, table, base_dir)
+
+
+def _read_prompt_file(value: Any, source: str, table: str, base_dir: Path) -> str:
+    def error(message: str) -> ConfigurationError:
+        return ConfigurationError(message, file=source, table=table, field="system_prompt_file")
+
+    if not isinstance(value, str) or not value.strip():
+        raise error("must be a non-empty path (relative to the configuration file)")
+    path = base_dir / value
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"prompt file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise error(f"prompt file is not valid UTF-8: {path}") from None
+    except OSError as exc:
+        raise error(f"cannot read prompt file {path}: {exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _load_tools(config: RuntimeConfig, references: list[str], source: str, base_dir: Path) -> None:
+    """Import and register every ``"module:attribute"`` reference of ``[runtime] tools``."""
+    if references:
+        _make_importable(base_dir)
+    for index, reference in enumerate(references):
+        try:
+            config.tools.register(load_tool(reference))
+        except ToolDefinitionError as error:
+            raise ConfigurationError(
+                error.message, file=source, table="runtime", field=f"tools.{index}"
+            ) from None
+
+
+def _make_importable(directory: Path) -> None:
+    """Put the configuration file's directory on ``sys.path`` (once) so tools next to it import.
+
+    Appended, not prepended: a stray file next to the config must not shadow an installed module.
+    """
+    entry = str(directory)
+    if entry not in sys.path:
+        sys.path.append(entry)

@@ -1,0 +1,96 @@
+"""Test harness: a real worker on a fresh task queue, a real SQLite store, scripted models."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.providers.base import ModelProvider
+from client.agent_client import AgentClient
+from otherone.config import RuntimeConfig
+from otherone.definitions import (
+    AgentDefinition,
+    ModelProfile,
+    RuntimeLimits,
+    RuntimePolicy,
+    ScriptedTurn,
+)
+from store import Store
+from worker.app import build_worker
+
+
+@dataclass
+class AgentEnv:
+    agents: AgentClient
+    store: Store
+    worker: Worker
+    config: RuntimeConfig
+
+
+def scripted_config(
+    script: Mapping[str, Sequence[ScriptedTurn | Mapping[str, Any] | str]],
+    *,
+    agents: Sequence[AgentDefinition] | None = None,
+    tools: Sequence[Any] = (),
+    limits: RuntimeLimits | None = None,
+    policy: RuntimePolicy | None = None,
+) -> RuntimeConfig:
+    """A runtime with one scripted model playing ``script`` (agent id -> turns)."""
+    model = ModelProfile.model_validate(
+        {"id": "scripted", "provider": "scripted", "model": "test", "script": dict(script)}
+    )
+    declared = agents or [
+        AgentDefinition(id=agent_id, description=f"{agent_id} agent") for agent_id in script
+    ]
+    return RuntimeConfig(agents=declared, models=[model], tools=tools, limits=limits, policy=policy)
+
+
+@asynccontextmanager
+async def agent_env(
+    client: Client,
+    task_queue: str,
+    config: RuntimeConfig,
+    tmp_path: Path,
+    *,
+    providers: Mapping[str, ModelProvider] | None = None,
+    store: Store | None = None,
+) -> AsyncIterator[AgentEnv]:
+    """A running worker for ``config`` and an AgentClient that reads events from its store."""
+    own_store = store is None
+    store = store or Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    worker = build_worker(client, config, store, task_queue=task_queue, providers=providers)
+    try:
+        async with worker:
+            yield AgentEnv(
+                AgentClient(client, task_queue=task_queue, store=store), store, worker, config
+            )
+    finally:
+        if own_store:
+            store.close()
+
+
+async def wait_until(
+    condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
+    *,
+    within: float = 15.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> None:
+    """Poll ``condition`` until true; fail the test after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        value = condition()
+        if asyncio.iscoroutine(value) or isinstance(value, Awaitable):
+            value = await value
+        if value:
+            return
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {within}s waiting for {message}")
