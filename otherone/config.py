@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from otherone.definitions import (
     INHERIT_MODEL,
@@ -174,7 +174,7 @@ class RuntimeConfig:
         try:
             return self.tools.register(tool_)
         except ToolDefinitionError as error:
-            raise self._error(str(error), table="tools") from error
+            raise self._error(str(error), table="runtime", field="tools") from error
 
     def _error(
         self, message: str, *, table: str | None = None, field: str | None = None
@@ -193,10 +193,23 @@ class RuntimeConfig:
             )
         for name in self.tools.names():
             if name in RESERVED_TOOL_NAMES:
-                raise self._error(f"tool name '{name}' is reserved by Otherone", table="tools")
+                raise self._error(
+                    f"tool name '{name}' is reserved by Otherone", table="runtime", field="tools"
+                )
         for agent in self.agents.values():
             self._validate_agent(agent)
+        for model in self.models.values():
+            self._validate_script(model)
         self._validate_policy()
+
+    def _validate_script(self, model: ModelProfile) -> None:
+        for agent_id in model.script:
+            if agent_id not in self.agents:
+                raise self._error(
+                    f"script for unknown agent '{agent_id}'",
+                    table=f"models.{model.id}",
+                    field=f"script.{agent_id}",
+                )
 
     def _validate_agent(self, agent: AgentDefinition) -> None:
         table = f"agents.{agent.id}"
@@ -238,7 +251,6 @@ __all__ = [
     "MEMORY_RECALL_TOOL",
     "MEMORY_STORE_TOOL",
     "AgentNotFoundError",
-    "Field",
     "RuntimeConfig",
     "RuntimeSnapshot",
     "ToolSchema",

@@ -8,6 +8,7 @@ into a `RuntimeSnapshot` that a run keeps for its whole life.
 from __future__ import annotations
 
 import math
+import re
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
@@ -170,9 +171,11 @@ class AgentDefinition(_Frozen):
     @field_validator("model")
     @classmethod
     def _model_reference(cls, value: str | None) -> str | None:
-        import re
-
-        if value is not None and value != INHERIT_MODEL and not re.match(PROFILE_ID_PATTERN, value):
+        if (
+            value is not None
+            and value != INHERIT_MODEL
+            and not re.fullmatch(PROFILE_ID_PATTERN, value)
+        ):
             raise ValueError(f"'{value}' is not a valid model profile id")
         return value
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
@@ -257,6 +257,7 @@ class AgentRunWorkflow:
             )
         except ActivityError as error:
             self._pending = list(pending)  # not written: keep them for the final flush
+            _reraise_cancellation(error)
             failure = failure_from_activity_error(error, default=FailureCode.MODEL_ERROR)
             raise RunEnded(Ending.failed(failure)) from None
         return turn
@@ -286,6 +287,7 @@ class AgentRunWorkflow:
                 summary=f"tool {call.name}",
             )
         except ActivityError as error:
+            _reraise_cancellation(error)
             failure = failure_from_activity_error(error, default=FailureCode.TOOL_ERROR)
             return ToolOutcome(
                 tool_call_id=call.id,
@@ -386,6 +388,12 @@ class AgentRunWorkflow:
             snapshot_version=plan.snapshot_version,
             include_thinking_events=input.request.include_thinking_events,
         )
+
+
+def _reraise_cancellation(error: ActivityError) -> None:
+    """An activity cancelled because the run is cancelled (or timed out) ends the loop as such."""
+    if is_cancelled_exception(error):
+        raise asyncio.CancelledError() from error
 
 
 __all__ = ["AgentRunWorkflow"]
