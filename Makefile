@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
-PACKAGES := otherone workflows activities worker client
+PACKAGES := otherone workflows activities store worker client
 
 .PHONY: venv demo test lint fmt dev record-histories clean
 

@@ -1,1 +1,97 @@
-"""Otherone on Temporal: shared domain types and configuration."""
+"""Otherone on Temporal: shared domain types and configuration.
+
+Everything a user declares or receives is importable from here; the workflow sandbox imports
+this package too, so it holds no I/O.
+"""
+
+from otherone.config import RuntimeConfig, RuntimeSnapshot
+from otherone.definitions import (
+    AccessPolicy,
+    AgentDefinition,
+    AgentLimits,
+    ContextTransferPolicy,
+    MemoryPolicy,
+    ModelOverrides,
+    ModelProfile,
+    RunLimitOverrides,
+    RuntimeLimits,
+    RuntimePolicy,
+    ScriptedFailure,
+    ScriptedToolCall,
+    ScriptedTurn,
+)
+from otherone.errors import (
+    ConfigurationError,
+    FailureCode,
+    IdempotencyConflictError,
+    InvalidRequestError,
+    OtheroneError,
+    RunNotActiveError,
+    RunNotFoundError,
+    UnavailableError,
+)
+from otherone.runs import (
+    AgentCallRequest,
+    AgentCallResult,
+    AgentFailure,
+    AgentOutput,
+    AgentRunRequest,
+    AgentRunResult,
+    InputMessage,
+    ResultContract,
+    RunOutcome,
+    RunRecord,
+    RunStatus,
+    RuntimeContext,
+    RunUsage,
+    SessionTarget,
+)
+from otherone.toml_config import load_config
+from otherone.tools import ToolContext, ToolError, ToolErrorKind, ToolRegistry, ToolSpec, tool
+
+__all__ = [
+    "AccessPolicy",
+    "AgentCallRequest",
+    "AgentCallResult",
+    "AgentDefinition",
+    "AgentFailure",
+    "AgentLimits",
+    "AgentOutput",
+    "AgentRunRequest",
+    "AgentRunResult",
+    "ConfigurationError",
+    "ContextTransferPolicy",
+    "FailureCode",
+    "IdempotencyConflictError",
+    "InputMessage",
+    "InvalidRequestError",
+    "MemoryPolicy",
+    "ModelOverrides",
+    "ModelProfile",
+    "OtheroneError",
+    "ResultContract",
+    "RunLimitOverrides",
+    "RunNotActiveError",
+    "RunNotFoundError",
+    "RunOutcome",
+    "RunRecord",
+    "RunStatus",
+    "RunUsage",
+    "RuntimeConfig",
+    "RuntimeContext",
+    "RuntimeLimits",
+    "RuntimePolicy",
+    "RuntimeSnapshot",
+    "ScriptedFailure",
+    "ScriptedToolCall",
+    "ScriptedTurn",
+    "SessionTarget",
+    "ToolContext",
+    "ToolError",
+    "ToolErrorKind",
+    "ToolRegistry",
+    "ToolSpec",
+    "UnavailableError",
+    "load_config",
+    "tool",
+]
