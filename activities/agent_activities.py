@@ -12,7 +12,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
@@ -58,6 +58,7 @@ T = TypeVar("T")
 #: Deltas are written to the event store at most this often (batching keeps the store calm).
 DELTA_FLUSH_SECONDS = 0.05
 HEARTBEAT_EVERY_SECONDS = 1.0
+LEASE_SLACK = timedelta(minutes=1)
 
 
 def failure(
@@ -134,6 +135,12 @@ class AgentActivities:
         except ValueError as error:
             raise failure(FailureCode.INVALID_CONFIGURATION, str(error)) from error
         profile = snapshot.resolve_model(agent)
+        timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.depth == 0)
+        # The lease expires with the run (plus slack for finishing), so a run terminated from
+        # outside cannot lock its session for longer than it could have run.
+        lease_until = datetime.now(UTC) + timeout + LEASE_SLACK
+        if input.inherited_deadline is not None:
+            lease_until = min(lease_until, input.inherited_deadline + LEASE_SLACK)
         try:
             await self._io(
                 self.store.acquire_session,
@@ -141,7 +148,7 @@ class AgentActivities:
                 input.session_id,
                 input.run_id,
                 internal=input.internal_session,
-                lease_until=input.lease_until,
+                lease_until=lease_until,
             )
         except SessionBusyError as error:
             raise failure(FailureCode.SESSION_BUSY, error.message) from error
@@ -158,7 +165,7 @@ class AgentActivities:
             result_limit_bytes=min(
                 agent.limits.max_result_bytes or limits.max_result_bytes, limits.max_result_bytes
             ),
-            timeout=_run_timeout(agent.limits.timeout_millis, limits, root=input.depth == 0),
+            timeout=timeout,
             parallel_tool_calls=bool(agent.model_overrides.parallel_tool_calls),
             tools={
                 name: ToolSettings(

@@ -94,7 +94,8 @@ class PrepareRunInput(_Contract):
     internal_session: bool
     snapshot_version: str | None
     request: AgentRunRequest
-    lease_until: datetime
+    #: Deadline inherited from the caller, if any; the session lease never outlives the run.
+    inherited_deadline: datetime | None = None
 
 
 class ToolSettings(_Contract):
@@ -132,6 +133,8 @@ class PendingEntry(_Contract):
     tool_name: str | None = None
     tool_result_of: str | None = None
     error_kind: ToolErrorKind | None = None
+    #: A user message that was queued by signal (counted in `user_message_queued` events).
+    queued: bool = False
 
 
 class ToolCallSpec(_Contract):

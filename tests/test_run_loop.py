@@ -515,10 +515,13 @@ async def test_unknown_agent_and_loosening_overrides_fail_with_structured_result
     config = scripted_config({"agent": ["done"]}, limits=RuntimeLimits(max_tool_calls=10))
     async with agent_env(client, task_queue, config, tmp_path) as env:
         unknown = await env.agents.run(build_request(entry_agent="nobody", input="hi"))
+        unknown_events = [e.event async for e in env.agents.events(unknown.run_id)]
         loosened = await env.agents.run(
             build_request(entry_agent="agent", input="hi", limits={"max_tool_calls": 11})
         )
     assert unknown.failure is not None and unknown.failure.code is FailureCode.AGENT_NOT_FOUND
+    assert unknown_events[-1]["type"] == "run_failed"
+    assert unknown_events[-1]["failure"]["code"] == "agent_not_found"
     assert (
         loosened.failure is not None and loosened.failure.code is FailureCode.INVALID_CONFIGURATION
     )

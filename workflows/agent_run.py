@@ -137,7 +137,8 @@ class AgentRunWorkflow:
             workflow.upsert_search_attributes([attrs.SESSION_ID.value_set(self._session_id)])
         plan = await self._prepare()
         if isinstance(plan, Ending):
-            return await self._finish(plan, ref=None)
+            # Nothing was written and no lease taken: record the end, release nothing.
+            return await self._finish(plan, self._ref(None), release_session=False)
         self._plan = plan
         ref = self._ref(plan)
         self._pending = input_entries(input.run_id, input.request.input)
@@ -147,7 +148,6 @@ class AgentRunWorkflow:
 
     async def _prepare(self) -> RunPlan | Ending:
         input = self._input
-        deadline = self._deadline(timedelta(days=365))
         try:
             plan: RunPlan = await workflow.execute_activity(
                 ACTIVITY_PREPARE_RUN,
@@ -162,7 +162,7 @@ class AgentRunWorkflow:
                     internal_session=input.internal_session,
                     snapshot_version=input.snapshot_version,
                     request=input.request,
-                    lease_until=deadline,
+                    inherited_deadline=input.deadline,
                 ),
                 result_type=RunPlan,
                 start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
@@ -233,6 +233,7 @@ class AgentRunWorkflow:
                     key=f"{self._input.run_id}:t{iteration}:user:{index}",
                     role="user",
                     content=message,
+                    queued=True,
                 )
             )
         self._queued.clear()
@@ -331,13 +332,15 @@ class AgentRunWorkflow:
 
     # finish ------------------------------------------------------------------------------
 
-    async def _finish(self, ending: Ending, ref: RunRef | None) -> AgentRunResult:
+    async def _finish(
+        self, ending: Ending, ref: RunRef, *, release_session: bool = True
+    ) -> AgentRunResult:
         self._ending = ending
         self._status = STATUS_FOR_OUTCOME[ending.outcome]
         self._finished_at = workflow.now()
-        if ref is not None:
+        if release_session:
             self._take_queued(self._iteration + 1)  # keep late messages in the session
-            await self._finish_activity(ref, ending)
+        await self._finish_activity(ref, ending, release_session=release_session)
         workflow.upsert_search_attributes([attrs.STATUS.value_set(self._status.value)])
         await workflow.wait_condition(workflow.all_handlers_finished)
         return AgentRunResult(
@@ -352,8 +355,9 @@ class AgentRunWorkflow:
             metadata=self._input.request.metadata,
         )
 
-    async def _finish_activity(self, ref: RunRef, ending: Ending) -> None:
-        pending, self._pending = tuple(self._pending), []
+    async def _finish_activity(self, ref: RunRef, ending: Ending, *, release_session: bool) -> None:
+        pending = tuple(self._pending) if release_session else ()
+        self._pending = []
         await workflow.execute_activity(
             ACTIVITY_FINISH_RUN,
             FinishRunInput(
@@ -363,6 +367,7 @@ class AgentRunWorkflow:
                 usage=self._usage.snapshot(self._elapsed()),
                 failure=ending.failure,
                 output=ending.output,
+                release_session=release_session,
             ),
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
             retry_policy=STORE_RETRY,
@@ -375,17 +380,17 @@ class AgentRunWorkflow:
         end = self._finished_at or workflow.now()
         return int((end - self._started_at).total_seconds() * 1000)
 
-    def _ref(self, plan: RunPlan) -> RunRef:
+    def _ref(self, plan: RunPlan | None) -> RunRef:
         input = self._input
         return RunRef(
             run_id=input.run_id,
             root_run_id=input.root_run_id,
             parent_run_id=input.parent_run_id,
-            agent_id=plan.agent_id,
+            agent_id=input.request.entry_agent,
             depth=input.depth,
             partition_key=input.request.runtime_context.partition_key,
             session_id=self._session_id,
-            snapshot_version=plan.snapshot_version,
+            snapshot_version=plan.snapshot_version if plan else (input.snapshot_version or ""),
             include_thinking_events=input.request.include_thinking_events,
         )
 
