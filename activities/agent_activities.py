@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.context import (
     generation_settings,
@@ -59,13 +59,34 @@ T = TypeVar("T")
 DELTA_FLUSH_SECONDS = 0.05
 HEARTBEAT_EVERY_SECONDS = 1.0
 LEASE_SLACK = timedelta(minutes=1)
+#: Tool `started` events carry the arguments, cut to this size (events are for people).
+EVENT_ARGUMENTS_CHARS = 2000
+EXPECTED_FAILURES = frozenset(
+    {
+        FailureCode.AGENT_NOT_FOUND,
+        FailureCode.BUDGET_EXCEEDED,
+        FailureCode.INVALID_CONFIGURATION,
+        FailureCode.SESSION_BUSY,
+    }
+)
 
 
 def failure(
     code: FailureCode, message: str, *, retryable: bool = False, **kwargs: Any
 ) -> ApplicationError:
-    """An error the workflow maps to `AgentFailure(code)`; non-retryable unless said otherwise."""
-    return ApplicationError(message, type=code.value, non_retryable=not retryable, **kwargs)
+    """An error the workflow maps to `AgentFailure(code)`; non-retryable unless said otherwise.
+
+    Expected outcomes (a busy session, an unknown agent, a spent budget) are marked benign so
+    the worker logs them at debug level instead of as tracebacks.
+    """
+    category = (
+        ApplicationErrorCategory.BENIGN
+        if code in EXPECTED_FAILURES
+        else ApplicationErrorCategory.UNSPECIFIED
+    )
+    return ApplicationError(
+        message, type=code.value, non_retryable=not retryable, category=category, **kwargs
+    )
 
 
 class AgentActivities:
@@ -304,7 +325,13 @@ class AgentActivities:
                 error=f"tool '{call.name}' is not registered on this worker",
             )
         await self.emit(
-            ref, {"type": "tool_started", "tool_call_id": call.id, "tool_name": call.name}
+            ref,
+            {
+                "type": "tool_started",
+                "tool_call_id": call.id,
+                "tool_name": call.name,
+                "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS],
+            },
         )
         context = ToolContext(
             tool_call_id=call.id,

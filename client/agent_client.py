@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -49,6 +50,7 @@ from otherone.errors import (
     InvalidRequestError,
     RunNotActiveError,
     RunNotFoundError,
+    UnavailableError,
 )
 from otherone.runs import (
     MAX_INPUT_BYTES,
@@ -64,6 +66,7 @@ from store import Store
 
 DEFAULT_TASK_QUEUE = "otherone"
 MAX_MESSAGES_PER_SIGNAL = 64
+QUERY_TIMEOUT = timedelta(seconds=10)
 _TERMINAL_EVENTS = {"run_completed", "run_failed", "run_cancelled"}
 
 
@@ -74,7 +77,8 @@ def build_request(**fields: Any) -> AgentRunRequest:
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
-        raise InvalidRequestError(first["msg"], field=field) from None
+        message = first["msg"].removeprefix("Value error, ")
+        raise InvalidRequestError(message, field=field) from None
 
 
 def root_run_id(request: AgentRunRequest) -> str:
@@ -175,9 +179,18 @@ class AgentClient:
         """The run's current record: live from the workflow, or built from its result."""
         description = await self._describe(run_id)
         if description.status == WorkflowExecutionStatus.RUNNING:
-            record: RunRecord = await self._workflow(run_id).query(
-                QUERY_RECORD, result_type=RunRecord
-            )
+            try:
+                record: RunRecord = await self._workflow(run_id).query(
+                    QUERY_RECORD, result_type=RunRecord, rpc_timeout=QUERY_TIMEOUT
+                )
+            except RPCError as error:
+                if error.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                    raise UnavailableError(
+                        f"run '{run_id}' is running but no worker answered within "
+                        f"{QUERY_TIMEOUT.total_seconds():g}s "
+                        f"(is a worker polling '{self.task_queue}'?)"
+                    ) from None
+                raise
             return record
         return _record_from_result(await self.result(run_id), description)
 
@@ -214,6 +227,9 @@ class AgentClient:
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""
+        # The server accepts a cancel request for a closed workflow as a no-op: say so instead.
+        if not await self._is_running(run_id):
+            raise RunNotActiveError(run_id)
         try:
             await self._workflow(run_id).cancel()
         except RPCError as error:

@@ -1,0 +1,881 @@
+"""The ``otherone`` command line: a dev server, workers, and running/steering/inspecting runs.
+
+Commands::
+
+    otherone dev                        dev server (SQLite file, Web UI) + a worker, foreground
+    otherone worker                     a worker against an existing Temporal server
+    otherone run AGENT TEXT [...]       start a run, stream its text, print the result
+    otherone send RUN_ID TEXT [TEXT...] queue user messages for a running run
+    otherone cancel RUN_ID              cancel a run (and its descendants)
+    otherone show RUN_ID [--json]       a run's record
+    otherone demo [--keep]              offline end-to-end demo (own server, worker, example)
+
+Settings (``--config``, ``--address``, ``--namespace``, ``--task-queue``, ``--database-url``,
+``--data-dir``, ``--ui-port``, ``--port``, ``--max-concurrent-activities``) default to
+`worker.settings.Settings` (environment variables ``OTHERONE_*`` or ``.env``). They are accepted
+before or after the command; after it wins.
+
+Output: stdout carries content (streamed text, final output, tables, JSON); stderr carries tool
+lines, summaries, notices and errors. An error is one line, ``error: ...``, never a traceback
+(set ``OTHERONE_TRACEBACK=1`` to get one for unexpected errors).
+
+Exit codes:
+
+    ====  ==================================================================
+    0     success (run completed)
+    1     run failed (or an unexpected error)
+    2     bad usage, input or configuration
+    3     run not found, or not running (send/cancel on a finished run)
+    4     Temporal or the database cannot be reached
+    5     run cancelled
+    6     run timed out
+    7     run exceeded its budget
+    8     idempotency conflict (same key, different request)
+    130   interrupted (Ctrl-C / SIGTERM; a started run keeps going)
+    ====  ==================================================================
+
+``main()`` flushes and leaves through ``os._exit``: a process that used a Temporal client and
+worker can otherwise abort at interpreter exit (temporalio/sdk-python#300).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import tempfile
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from urllib.parse import quote
+
+from pydantic import ValidationError
+from rich.console import Console
+
+from client.console import EventPrinter, make_console, print_record, print_result_summary
+from otherone.errors import (
+    ConfigurationError,
+    IdempotencyConflictError,
+    InvalidRequestError,
+    OtheroneError,
+    RunNotActiveError,
+    RunNotFoundError,
+    UnavailableError,
+)
+from otherone.runs import AgentRunResult, RunOutcome
+from worker.settings import Settings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from client.agent_client import AgentClient, RunHandle
+    from otherone.config import RuntimeConfig
+    from otherone.runs import AgentRunRequest
+    from store import Store
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_UNAVAILABLE = 4
+EXIT_CANCELLED = 5
+EXIT_TIMED_OUT = 6
+EXIT_BUDGET_EXCEEDED = 7
+EXIT_IDEMPOTENCY_CONFLICT = 8
+EXIT_INTERRUPTED = 130
+
+EXIT_FOR_OUTCOME = {
+    RunOutcome.COMPLETED: EXIT_OK,
+    RunOutcome.FAILED: EXIT_FAILED,
+    RunOutcome.CANCELLED: EXIT_CANCELLED,
+    RunOutcome.TIMED_OUT: EXIT_TIMED_OUT,
+    RunOutcome.BUDGET_EXCEEDED: EXIT_BUDGET_EXCEEDED,
+}
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    success (run completed)
+  1    run failed
+  2    bad usage, input or configuration
+  3    run not found, or not running
+  4    Temporal or the database cannot be reached
+  5    run cancelled
+  6    run timed out
+  7    run exceeded its budget
+  8    idempotency conflict (same key, different request)
+  130  interrupted (a started run keeps going)"""
+
+SETTINGS_HELP = (
+    "Settings default to environment variables OTHERONE_<NAME> (or a .env file) and may be "
+    "given before or after the command."
+)
+
+#: Seconds to wait for Temporal to answer the first call before giving up with exit code 4.
+CONNECT_TIMEOUT = 10.0
+#: Seconds between reads of the event store while a run streams.
+EVENT_POLL_SECONDS = 0.05
+DEMO_AGENT = "assistant"
+DEMO_QUESTION = "What's the weather in Paris?"
+DEMO_TASK_QUEUE = "otherone-demo"
+
+_T = TypeVar("_T")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class CliError(Exception):
+    """An expected failure of a command: one line for stderr and an exit code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Interrupted(Exception):
+    """SIGINT/SIGTERM arrived while a command was working."""
+
+
+def classify_error(error: BaseException, address: str | None = None) -> tuple[int, str]:
+    """Exit code and one-line message for an exception a command raised."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from store import StoreError
+    from worker.devserver import DevServerError
+
+    unreachable = f"cannot reach Temporal at {address or '?'} (is `otherone dev` running?)"
+    code: int
+    match error:
+        case CliError():
+            code, message = error.code, error.message
+        case IdempotencyConflictError():
+            code, message = EXIT_IDEMPOTENCY_CONFLICT, error.message
+        case RunNotFoundError() | RunNotActiveError():
+            code, message = EXIT_NOT_FOUND, error.message
+        case InvalidRequestError() | ConfigurationError():
+            code, message = EXIT_USAGE, error.message
+        case UnavailableError():
+            code, message = EXIT_UNAVAILABLE, error.message
+        case StoreError():
+            code, message = EXIT_UNAVAILABLE, f"database: {error.message}"
+        case OtheroneError():
+            code, message = EXIT_FAILED, error.message
+        case ValidationError():
+            code, message = EXIT_USAGE, _validation_message(error)
+        case RPCError() if error.status in (
+            RPCStatusCode.UNAVAILABLE,
+            RPCStatusCode.DEADLINE_EXCEEDED,
+        ):
+            code, message = EXIT_UNAVAILABLE, unreachable
+        case RPCError() if error.status == RPCStatusCode.NOT_FOUND:
+            code, message = EXIT_NOT_FOUND, f"not found: {error.message}"
+        case RPCError() if error.status == RPCStatusCode.INVALID_ARGUMENT:
+            code, message = EXIT_USAGE, f"rejected by Temporal: {error.message}"
+        case RPCError():
+            code, message = EXIT_FAILED, f"Temporal error ({error.status.name}): {error.message}"
+        case DevServerError():
+            code, message = EXIT_UNAVAILABLE, str(error)
+        case _ if _is_database_error(error):
+            code, message = EXIT_UNAVAILABLE, f"database: {error}"
+        case _:
+            code, message = EXIT_FAILED, f"unexpected {type(error).__name__}: {error}"
+    return code, _one_line(message)
+
+
+def _is_database_error(error: BaseException) -> bool:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return isinstance(error, SQLAlchemyError)
+
+
+def _validation_message(error: ValidationError) -> str:
+    first = error.errors(include_url=False)[0]
+    location = ".".join(str(part) for part in first["loc"]) or error.title
+    return f"{location}: {first['msg']}"
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class _Option:
+    flag: str
+    field: str
+    metavar: str
+
+
+#: Command-line options for every `Settings` field (help text comes from the field).
+SETTING_OPTIONS = (
+    _Option("--config", "config", "PATH"),
+    _Option("--address", "temporal_address", "HOST:PORT"),
+    _Option("--namespace", "namespace", "NAME"),
+    _Option("--task-queue", "task_queue", "NAME"),
+    _Option("--database-url", "database_url", "URL"),
+    _Option("--data-dir", "data_dir", "DIR"),
+    _Option("--ui-port", "ui_port", "PORT"),
+    _Option("--port", "temporal_port", "PORT"),
+    _Option("--max-concurrent-activities", "max_concurrent_activities", "N"),
+)
+
+
+def _defaults() -> Settings | None:
+    try:
+        return Settings()
+    except ValidationError:
+        return None  # reported (with exit code 2) once the command line is parsed
+
+
+def _option_help(option: _Option, defaults: Settings | None) -> str:
+    info = Settings.model_fields[option.field]
+    value = getattr(defaults, option.field) if defaults is not None else info.default
+    shown = "(none)" if value is None else str(value)
+    env = f"OTHERONE_{option.field.upper()}"
+    return f"{info.description} [{env}; now: {shown}]".replace("%", "%%")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """`Settings` from the environment, overridden by the options given on the command line."""
+    overrides = {
+        option.field: getattr(args, option.field)
+        for option in SETTING_OPTIONS
+        if hasattr(args, option.field)
+    }
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        name = str(first["loc"][0]) if first["loc"] else ""
+        flags = {option.field: option.flag for option in SETTING_OPTIONS}
+        where = f"{flags.get(name, name)} / OTHERONE_{name.upper()}" if name else "settings"
+        raise CliError(EXIT_USAGE, f"{where}: {first['msg']}") from None
+
+
+def _config_path(settings: Settings, err: Console) -> Path:
+    """The configuration to load; the example one when the default file is absent."""
+    from otherone.examples import EXAMPLE_CONFIG
+
+    path = settings.config
+    if path.is_file():
+        return path
+    if "config" in settings.model_fields_set:
+        raise CliError(EXIT_USAGE, f"config file {path} not found")
+    err.print(f"note: {path} not found; using the example configuration {EXAMPLE_CONFIG}")
+    return EXAMPLE_CONFIG
+
+
+def _load_config(path: Path) -> RuntimeConfig:
+    from otherone.toml_config import load_config
+
+    return load_config(path)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps prose; keeps text that has its own line breaks (the exit-code table) as it is."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    group = common.add_argument_group("settings", SETTINGS_HELP)
+    for option in SETTING_OPTIONS:
+        group.add_argument(
+            option.flag,
+            dest=option.field,
+            metavar=option.metavar,
+            default=argparse.SUPPRESS,
+            help=_option_help(option, defaults),
+        )
+    formatter = _HelpFormatter
+    parser = _Parser(
+        prog="otherone",
+        description="Otherone on Temporal: durable multi-agent LLM runs.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=formatter,
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=EXIT_CODES_HELP,
+            formatter_class=formatter,
+            parents=[common],
+        )
+
+    command(
+        "dev",
+        "run a local Temporal dev server and a worker (foreground)",
+        "Start a Temporal dev server (state in <data-dir>/temporal.db, Web UI on --ui-port, "
+        "gRPC on 127.0.0.1:--port) and a worker for --config on --task-queue. Ctrl-C stops "
+        "the worker, then the server. Uses the example configuration when the default "
+        "config file does not exist.",
+    )
+    command(
+        "worker",
+        "run a worker against an existing Temporal server",
+        "Run a worker for --config on --task-queue against the Temporal server at --address, "
+        "with the store at --database-url. Ctrl-C / SIGTERM shut it down gracefully.",
+    )
+    run = command(
+        "run",
+        "start a run and stream its output",
+        "Start a run of AGENT with TEXT, stream the model's text to stdout (tool calls as dim "
+        "lines on stderr), then print the result summary. Exit code by outcome.",
+    )
+    run.add_argument("agent", metavar="AGENT", help="id of the entry agent")
+    run.add_argument("text", metavar="TEXT", help="the user message")
+    run.add_argument("--session", metavar="ID", help="continue (or create) this session")
+    run.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="start at most once per key (the same key returns the same run)",
+    )
+    run.add_argument("--partition", metavar="P", help="partition (tenant) key")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--json",
+        action="store_true",
+        help="print only the AgentRunResult as one JSON line (no streaming)",
+    )
+    mode.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no streaming, no summary: print only the output text",
+    )
+    send = command(
+        "send",
+        "queue user messages for a running run",
+        "Queue one or more user messages for RUN_ID; the run takes them at its next safe point.",
+    )
+    send.add_argument("run_id", metavar="RUN_ID")
+    send.add_argument("texts", metavar="TEXT", nargs="+")
+    cancel = command(
+        "cancel",
+        "cancel a run",
+        "Request cancellation of RUN_ID (and, through Temporal, of its descendants).",
+    )
+    cancel.add_argument("run_id", metavar="RUN_ID")
+    show = command("show", "show a run's record", "Show the current record of RUN_ID.")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print the RunRecord as JSON")
+    demo = command(
+        "demo",
+        "offline end-to-end demo",
+        "Start an in-memory Temporal dev server (with Web UI) on free ports, a worker with the "
+        f"example configuration and a temporary store, run `{DEMO_AGENT}` with "
+        f'"{DEMO_QUESTION}", stream it, print the result and the Web UI link, then stop '
+        "everything. Needs no network and no API key.",
+    )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the server running after the run (to browse the Web UI) until Ctrl-C",
+    )
+    return parser
+
+
+# --------------------------------------------------------------------------- runtime context
+
+
+@dataclass
+class Context:
+    settings: Settings
+    out: Console
+    err: Console
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Printed (instead of a bare "interrupted") when a signal ends the command.
+    interrupt_note: str | None = None
+
+    async def interruptible(self, awaitable: Awaitable[_T]) -> _T:
+        """Await ``awaitable``; a signal cancels it and raises `Interrupted`."""
+        task = asyncio.ensure_future(awaitable)
+        stopper = asyncio.ensure_future(self.stop.wait())
+        try:
+            done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            stopper.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise Interrupted
+
+
+Command = Callable[[argparse.Namespace, Context], Coroutine[Any, Any, int]]
+
+
+async def _connect(address: str, namespace: str) -> Client:
+    """A client whose namespace answers, or `CliError` (4: unreachable, 2: no such namespace)."""
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from worker.app import connect
+
+    unreachable = f"cannot reach Temporal at {address} (is `otherone dev` running?)"
+    try:
+        client = await asyncio.wait_for(connect(address, namespace), CONNECT_TIMEOUT)
+        await asyncio.wait_for(
+            client.workflow_service.describe_namespace(
+                DescribeNamespaceRequest(namespace=namespace)
+            ),
+            CONNECT_TIMEOUT,
+        )
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(
+                EXIT_USAGE, f"namespace '{namespace}' does not exist on Temporal at {address}"
+            ) from None
+        raise CliError(EXIT_UNAVAILABLE, unreachable) from None
+    except (RuntimeError, OSError, TimeoutError):
+        raise CliError(EXIT_UNAVAILABLE, unreachable) from None
+    return client
+
+
+def _open_store(url: str) -> Store:
+    from sqlalchemy.exc import ArgumentError
+
+    from store import Store
+
+    try:
+        return Store.open(url)
+    except ArgumentError as error:
+        raise CliError(EXIT_USAGE, f"--database-url: {error}") from None
+
+
+def _event_store(settings: Settings, err: Console) -> Store | None:
+    """The store to stream events from; None when a default SQLite file does not exist."""
+    url = settings.store_url()
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        err.print(
+            f"note: no event store at {url.removeprefix('sqlite:///')}: the output is printed "
+            "when the run ends (give --database-url / --data-dir as the worker's to stream)",
+            style="dim",
+        )
+        return None
+    return _open_store(url)
+
+
+def _ui_base(settings: Settings) -> str:
+    host = settings.temporal_address.rpartition(":")[0] or "127.0.0.1"
+    if host in ("0.0.0.0", "[::]", "::"):
+        host = "127.0.0.1"
+    return f"http://{host}:{settings.ui_port}"
+
+
+async def _ui_link(client: Client, base: str, namespace: str, run_id: str) -> str:
+    """Web UI link of the workflow ``run_id`` (with its Temporal run id when it answers)."""
+    from temporalio.service import RPCError
+
+    link = f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
+    try:
+        description = await client.get_workflow_handle(run_id).describe()
+    except RPCError:
+        return link
+    return f"{link}/{quote(description.run_id, safe='')}/history"
+
+
+async def follow_run(
+    handle: RunHandle, store: Store | None, printer: EventPrinter
+) -> AgentRunResult:
+    """Wait for the run's result while printing its events from ``store``.
+
+    Events are read until the result is known and one more read finds nothing new, so every
+    event the run wrote before it ended is shown exactly once.
+    """
+    result_task = asyncio.ensure_future(handle.result())
+    try:
+        if store is not None:
+            cursor = 0
+            while True:
+                finished = result_task.done()
+                batch = await asyncio.to_thread(store.read_events, handle.run_id, after=cursor)
+                for record in batch:
+                    cursor = record.sequence
+                    printer.handle(record)
+                if finished and not batch:
+                    break
+                if not batch:
+                    await asyncio.wait({result_task}, timeout=EVENT_POLL_SECONDS)
+        result = await result_task
+    finally:
+        if not result_task.done():
+            result_task.cancel()
+        printer.finish()
+    return result
+
+
+def _print_outcome(
+    ctx: Context, result: AgentRunResult, printer: EventPrinter, ui_url: str | None
+) -> int:
+    """The output text on stdout unless it was streamed, then the summary on stderr."""
+    text = result.text
+    if text and (not printer.streamed_any or printer.last_turn_text.strip() != text.strip()):
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    print_result_summary(ctx.err, result, ui_url=ui_url)
+    return EXIT_FOR_OUTCOME.get(result.outcome, EXIT_FAILED)
+
+
+async def _serve(worker: Worker, ctx: Context) -> None:
+    """Run ``worker`` until a signal, then shut it down gracefully."""
+    running = asyncio.ensure_future(worker.run())
+    stopper = asyncio.ensure_future(ctx.stop.wait())
+    done, _ = await asyncio.wait({running, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if running in done:
+        stopper.cancel()
+        running.result()  # raises what stopped the worker
+        raise CliError(EXIT_FAILED, "worker stopped unexpectedly")
+    ctx.err.print("stopping the worker…", style="dim")
+    await worker.shutdown()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- commands
+
+
+async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
+    from worker.app import build_worker
+    from worker.devserver import DevServer
+
+    settings = ctx.settings
+    config_path = _config_path(settings, ctx.err)
+    config = _load_config(config_path)
+    for port, flag in ((settings.temporal_port, "--port"), (settings.ui_port, "--ui-port")):
+        if _port_in_use(port):
+            raise CliError(
+                EXIT_USAGE,
+                f"port {port} is in use (another `otherone dev`?); choose one with {flag}",
+            )
+    data_dir = settings.data_dir.resolve()
+    store = _open_store(settings.store_url())
+    server = DevServer(
+        port=settings.temporal_port,
+        ui_port=settings.ui_port,
+        db_file=data_dir / "temporal.db",
+        namespace=settings.namespace,
+        log_file=data_dir / "temporal.log",
+    )
+    try:
+        ctx.err.print("starting the Temporal dev server…", style="dim")
+        await server.start()
+        client = await _connect(server.address, settings.namespace)
+        worker = build_worker(
+            client,
+            config,
+            store,
+            task_queue=settings.task_queue,
+            max_concurrent_activities=settings.max_concurrent_activities,
+        )
+        rows = [
+            ("temporal", f"{server.address}  (namespace {settings.namespace})"),
+            ("web ui", server.ui_url or "-"),
+            ("task queue", settings.task_queue),
+            ("config", str(config_path)),
+            ("state", f"{server.db_file}  (server log {data_dir / 'temporal.log'})"),
+            ("store", _safe_url(settings.store_url())),
+        ]
+        for label, value in rows:
+            ctx.out.print(f"{label:<11} {value}", markup=False)
+        if settings.temporal_address != server.address:
+            ctx.err.print(
+                f"note: other commands must use --address {server.address} "
+                f"(OTHERONE_TEMPORAL_ADDRESS is {settings.temporal_address})"
+            )
+        ctx.out.print("ready: Ctrl-C to stop", style="dim")
+        sys.stdout.flush()
+        await _serve(worker, ctx)
+    finally:
+        ctx.err.print("stopping the Temporal dev server…", style="dim")
+        await server.stop()
+        store.close()
+    return EXIT_OK
+
+
+async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
+    from worker.app import build_worker
+
+    settings = ctx.settings
+    config_path = _config_path(settings, ctx.err)
+    config = _load_config(config_path)
+    store = _open_store(settings.store_url())
+    try:
+        client = await _connect(settings.temporal_address, settings.namespace)
+        worker = build_worker(
+            client,
+            config,
+            store,
+            task_queue=settings.task_queue,
+            max_concurrent_activities=settings.max_concurrent_activities,
+        )
+        ctx.err.print(
+            f"worker on task queue {settings.task_queue} at {settings.temporal_address} "
+            f"(namespace {settings.namespace}, config {config_path}, "
+            f"store {_safe_url(settings.store_url())}); Ctrl-C to stop",
+            markup=False,
+        )
+        await _serve(worker, ctx)
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+def _request_from(args: argparse.Namespace) -> AgentRunRequest:
+    from client.agent_client import build_request
+
+    fields: dict[str, Any] = {"entry_agent": args.agent, "input": args.text}
+    if args.session is not None:
+        fields["session"] = {"session_id": args.session}
+    if args.partition is not None:
+        fields["runtime_context"] = {"partition_key": args.partition}
+    if args.idempotency_key is not None:
+        fields["idempotency_key"] = args.idempotency_key
+    return build_request(**fields)
+
+
+async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    from client.agent_client import AgentClient
+
+    settings = ctx.settings
+    request = _request_from(args)  # validate before touching the network
+    streaming = not (args.json or args.quiet)
+    client = await _connect(settings.temporal_address, settings.namespace)
+    store = _event_store(settings, ctx.err) if streaming else None
+    try:
+        agents = AgentClient(client, task_queue=settings.task_queue, store=store)
+        handle = await agents.start(request)
+        ctx.interrupt_note = (
+            f"interrupted: run {handle.run_id} keeps going "
+            f"(`otherone show {handle.run_id}`, `otherone cancel {handle.run_id}`)"
+        )
+        if not streaming:
+            result = await handle.result()
+            if args.json:
+                sys.stdout.write(result.model_dump_json() + "\n")
+            else:
+                if result.text:
+                    sys.stdout.write(result.text + "\n")
+                if result.failure is not None:
+                    ctx.err.print(
+                        f"error: run {result.run_id} {result.outcome.value}: "
+                        f"{result.failure.code.value}: {_one_line(result.failure.message)}",
+                        markup=False,
+                    )
+            return EXIT_FOR_OUTCOME.get(result.outcome, EXIT_FAILED)
+        printer = EventPrinter(handle.run_id, sys.stdout, ctx.err)
+        result = await follow_run(handle, store, printer)
+        link = await _ui_link(client, _ui_base(settings), settings.namespace, result.run_id)
+        return _print_outcome(ctx, result, printer, link)
+    finally:
+        if store is not None:
+            store.close()
+
+
+async def _agent_client(ctx: Context) -> AgentClient:
+    from client.agent_client import AgentClient
+
+    settings = ctx.settings
+    client = await _connect(settings.temporal_address, settings.namespace)
+    return AgentClient(client, task_queue=settings.task_queue)
+
+
+async def cmd_send(args: argparse.Namespace, ctx: Context) -> int:
+    texts: list[str] = args.texts
+    for index, text in enumerate(texts):
+        if not text.strip():
+            raise CliError(EXIT_USAGE, f"messages.{index}: must be a non-empty string")
+    agents = await _agent_client(ctx)
+    await agents.send_message(args.run_id, texts)
+    noun = "message" if len(texts) == 1 else "messages"
+    ctx.err.print(f"queued {len(texts)} {noun} for run {args.run_id}", markup=False)
+    return EXIT_OK
+
+
+async def cmd_cancel(args: argparse.Namespace, ctx: Context) -> int:
+    agents = await _agent_client(ctx)
+    await agents.cancel(args.run_id)
+    ctx.err.print(f"cancellation requested for run {args.run_id}", markup=False)
+    return EXIT_OK
+
+
+async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    agents = await _agent_client(ctx)
+    record = await agents.get_run(args.run_id)  # a running run's record needs a live worker
+    if args.json:
+        sys.stdout.write(record.model_dump_json() + "\n")
+    else:
+        print_record(ctx.out, record)
+    return EXIT_OK
+
+
+async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
+    from client.agent_client import AgentClient, build_request
+    from otherone.examples import EXAMPLE_CONFIG
+    from store import Store
+    from worker.app import build_worker
+    from worker.devserver import DevServer
+
+    config = _load_config(EXAMPLE_CONFIG)
+    request = build_request(entry_agent=DEMO_AGENT, input=DEMO_QUESTION)
+    with tempfile.TemporaryDirectory(prefix="otherone-demo-") as tmp:
+        store = Store.open(f"sqlite:///{Path(tmp) / 'otherone.db'}")
+        server = DevServer(db_file=None, namespace="default")
+        try:
+            ctx.err.print("starting an in-memory Temporal dev server…", style="dim")
+            await ctx.interruptible(server.start())
+            client = await _connect(server.address, server.namespace)
+            worker = build_worker(client, config, store, task_queue=DEMO_TASK_QUEUE)
+            async with worker:
+                agents = AgentClient(client, task_queue=DEMO_TASK_QUEUE, store=store)
+                ctx.err.print(
+                    f"Temporal {server.address} · Web UI {server.ui_url} · config {EXAMPLE_CONFIG}",
+                    style="dim",
+                    markup=False,
+                )
+                ctx.err.print(f"> {DEMO_AGENT}: {DEMO_QUESTION}", style="bold", markup=False)
+                handle = await ctx.interruptible(agents.start(request))
+                printer = EventPrinter(handle.run_id, sys.stdout, ctx.err)
+                result = await ctx.interruptible(follow_run(handle, store, printer))
+                description = await client.get_workflow_handle(result.run_id).describe()
+                link = server.workflow_url(result.run_id, description.run_id)
+                code = _print_outcome(ctx, result, printer, link)
+                if args.keep:
+                    ctx.err.print(
+                        f"the server stays up: open {link or server.ui_url} — Ctrl-C to stop",
+                        markup=False,
+                    )
+                    sys.stdout.flush()
+                    await ctx.stop.wait()
+        finally:
+            await server.stop()
+            store.close()
+    return code
+
+
+COMMANDS: dict[str, tuple[Command, bool]] = {
+    # name: (function, handles signals itself: a signal means "shut down and exit 0")
+    "dev": (cmd_dev, True),
+    "worker": (cmd_worker, True),
+    "demo": (cmd_demo, True),
+    "run": (cmd_run, False),
+    "send": (cmd_send, False),
+    "cancel": (cmd_cancel, False),
+    "show": (cmd_show, False),
+}
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+async def _dispatch(args: argparse.Namespace, ctx: Context) -> int:
+    function, handles_signals = COMMANDS[args.command]
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, ctx.stop.set)
+    try:
+        if handles_signals:
+            return await function(args, ctx)
+        return await ctx.interruptible(function(args, ctx))
+    except Interrupted:
+        ctx.err.print(ctx.interrupt_note or "interrupted", markup=False)
+        return EXIT_INTERRUPTED
+    except Exception as error:
+        return _report(ctx.err, error, ctx.settings.temporal_address)
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+
+
+def _report(err: Console, error: BaseException, address: str | None) -> int:
+    code, message = classify_error(error, address)
+    unexpected = code == EXIT_FAILED and not isinstance(error, OtheroneError | CliError)
+    if unexpected and os.environ.get("OTHERONE_TRACEBACK"):
+        traceback.print_exception(error)
+    err.print(f"error: {message}", markup=False)
+    return code
+
+
+def run_cli(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the command; returns the exit code (never raises)."""
+    err = make_console(sys.stderr)
+    try:
+        args = build_parser(_defaults()).parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
+    try:
+        settings = settings_from(args)
+        ctx = Context(settings=settings, out=make_console(sys.stdout), err=err)
+        return asyncio.run(_dispatch(args, ctx))
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False)
+        return EXIT_INTERRUPTED
+    except Exception as error:
+        return _report(err, error, None)
+
+
+def _safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Console-script entry point: run, flush, and leave through ``os._exit``."""
+    code = run_cli(argv)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,388 @@
+"""End-to-end tests of the ``otherone`` CLI, run as real subprocesses.
+
+Why: the CLI is what people touch first; its exit codes and one-line errors are a contract for
+scripts, and its streaming/summary output must keep working against a real Temporal server and
+a real worker. The test process hosts the worker (``tests.harness.agent_env``) on the session
+dev server; each CLI call is a separate ``python -m client.cli`` process with ``OTHERONE_*``
+settings pointing at that server, task queue and store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from client.agent_client import AgentClient, build_request, root_run_id
+from otherone.examples import EXAMPLE_CONFIG
+from otherone.runs import AgentRunResult, RunOutcome, RunRecord, RunStatus
+from otherone.toml_config import load_config
+from store import Store
+from tests.harness import agent_env, wait_until
+from worker.devserver import free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+QUESTION = "What's the weather in Paris?"
+ANSWER = "sunny in Paris"
+RUN_ID = re.compile(r"run id\s+(run-[0-9a-f]+)")
+
+
+@dataclass
+class Completed:
+    code: int
+    stdout: str
+    stderr: str
+    elapsed: float
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def describe(self) -> str:
+        return f"exit {self.code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+
+def cli_env(address: str, task_queue: str, tmp_path: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        OTHERONE_TEMPORAL_ADDRESS=address,
+        OTHERONE_TASK_QUEUE=task_queue,
+        OTHERONE_DATABASE_URL=f"sqlite:///{tmp_path / 'store.db'}",
+        OTHERONE_DATA_DIR=str(tmp_path / "data"),
+        OTHERONE_CONFIG=str(EXAMPLE_CONFIG),
+    )
+    return env
+
+
+async def otherone(
+    *args: str, env: dict[str, str], limit: float = 60.0, cwd: Path = REPO_ROOT
+) -> Completed:
+    """Run ``python -m client.cli ARGS`` to completion (killed after ``limit`` seconds)."""
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "client.cli",
+        *args,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), limit)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"otherone {' '.join(args)} did not finish in {limit} s") from None
+    assert process.returncode is not None
+    return Completed(
+        process.returncode,
+        stdout.decode(),
+        stderr.decode(),
+        time.monotonic() - started,
+    )
+
+
+def address_of(env: WorkflowEnvironment) -> str:
+    return env.client.service_client.config.target_host
+
+
+def assert_one_line_error(result: Completed, code: int, *needles: str) -> None:
+    assert result.code == code, result.describe()
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.describe()
+    assert lines[0].startswith("error: "), result.describe()
+    for needle in needles:
+        assert needle in lines[0], result.describe()
+
+
+@dataclass
+class Cli:
+    env: dict[str, str]
+    agents: AgentClient
+
+    async def __call__(self, *args: str, limit: float = 60.0) -> Completed:
+        return await otherone(*args, env=self.env, limit=limit)
+
+
+@pytest_asyncio.fixture
+async def cli(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> AsyncIterator[Cli]:
+    """CLI settings for the session server, with a worker for the example config in-process."""
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path)
+    store = Store.open(env["OTHERONE_DATABASE_URL"])
+    try:
+        config = load_config(EXAMPLE_CONFIG)
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as agents:
+            yield Cli(env, agents.agents)
+    finally:
+        store.close()
+
+
+async def test_run_streams_answer_and_prints_summary(cli: Cli) -> None:
+    result = await cli("run", "assistant", QUESTION)
+
+    assert result.code == 0, result.describe()
+    assert ANSWER in result.stdout  # streamed text is content: stdout
+    assert "→ get_weather" in result.stderr and "✓ get_weather" in result.stderr
+    assert "completed" in result.stderr
+    match = RUN_ID.search(result.stderr)
+    assert match, result.describe()
+    run_id = match.group(1)
+    assert f"/namespaces/default/workflows/{run_id}" in result.stderr
+    final = await cli.agents.result(run_id)
+    assert final.outcome is RunOutcome.COMPLETED
+    assert final.text is not None and ANSWER in final.text
+
+
+async def test_run_json_prints_only_the_result(cli: Cli) -> None:
+    result = await cli("run", "assistant", QUESTION, "--json")
+
+    assert result.code == 0, result.describe()
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.describe()
+    parsed = AgentRunResult.model_validate_json(lines[0])
+    assert parsed.outcome is RunOutcome.COMPLETED
+    assert parsed.text is not None and ANSWER in parsed.text
+    assert parsed.usage.model_calls == 2 and parsed.usage.tool_calls == 1
+
+
+async def test_idempotency_key_returns_same_run_and_conflicts_on_other_text(cli: Cli) -> None:
+    first = await cli("run", "assistant", QUESTION, "--json", "--idempotency-key", "k-1")
+    second = await cli("run", "assistant", QUESTION, "--json", "--idempotency-key", "k-1")
+    assert first.code == 0 and second.code == 0, first.describe() + second.describe()
+    run_id = AgentRunResult.model_validate_json(first.stdout).run_id
+    assert AgentRunResult.model_validate_json(second.stdout).run_id == run_id
+
+    conflict = await cli("run", "assistant", "Something else", "--idempotency-key", "k-1")
+    assert_one_line_error(conflict, 8, "idempotency_conflict", "k-1")
+
+    # The finished run: show (table and JSON); send and cancel are refused (not running).
+    table, as_json, send, cancel = await asyncio.gather(
+        cli("show", run_id),
+        cli("show", run_id, "--json"),
+        cli("send", run_id, "hello again"),
+        cli("cancel", run_id),
+    )
+    assert table.code == 0, table.describe()
+    assert run_id in table.stdout and "completed" in table.stdout
+    assert "assistant" in table.stdout and ANSWER in table.stdout
+    assert as_json.code == 0, as_json.describe()
+    record = RunRecord.model_validate_json(as_json.stdout)
+    assert record.run_id == run_id and record.status is RunStatus.COMPLETED
+    assert_one_line_error(send, 3, run_id, "not running")
+    assert_one_line_error(cancel, 3, run_id, "not running")
+
+
+async def test_show_unknown_run_exits_3(cli: Cli) -> None:
+    result = await cli("show", "run-does-not-exist")
+    assert_one_line_error(result, 3, "run-does-not-exist", "not found")
+
+
+async def test_bad_input_exits_2_naming_the_field(cli: Cli) -> None:
+    bad_agent, empty_text, bad_option = await asyncio.gather(
+        cli("run", "Bad Agent", "hi"),
+        cli("run", "assistant", "   "),
+        cli("run", "assistant"),
+    )
+    assert_one_line_error(bad_agent, 2, "entry_agent")
+    assert_one_line_error(empty_text, 2, "input")
+    assert_one_line_error(bad_option, 2, "TEXT")
+
+
+async def test_unreachable_temporal_exits_4_quickly(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    env = cli_env(address, "unused", tmp_path)
+    result = await otherone("run", "assistant", QUESTION, env=env, limit=30)
+    assert_one_line_error(result, 4, f"cannot reach Temporal at {address}")
+    assert result.elapsed < 15, result.elapsed
+    shown = await otherone("show", "run-x", env=env, limit=30)
+    assert_one_line_error(shown, 4, address)
+
+
+async def test_worker_command_runs_agents_and_stops_on_sigterm(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "client.cli",
+        "worker",
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stderr is not None
+        banner = await asyncio.wait_for(process.stderr.readline(), 30)
+        assert b"worker on task queue" in banner, banner
+        agents = AgentClient(client, task_queue=task_queue)
+        handle = await agents.start(build_request(entry_agent="assistant", input=QUESTION))
+        result = await asyncio.wait_for(handle.result(), 30)
+        assert result.outcome is RunOutcome.COMPLETED
+        assert result.text is not None and ANSWER in result.text
+
+        process.send_signal(signal.SIGTERM)
+        _, rest = await asyncio.wait_for(process.communicate(), 30)
+        assert process.returncode == 0, rest.decode()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_dev_serves_runs_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    port, ui_port = free_port(), free_port()
+    env = cli_env(f"127.0.0.1:{port}", "otherone", tmp_path)
+    del env["OTHERONE_DATABASE_URL"]  # dev and run share the default store in the data dir
+    env.update(OTHERONE_TEMPORAL_PORT=str(port), OTHERONE_UI_PORT=str(ui_port))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "client.cli",
+        "dev",
+        cwd=tmp_path,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        banner = b""
+        while b"ready" not in banner:
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            assert line, f"dev exited early: {banner.decode()}"
+            banner += line
+        assert f"http://127.0.0.1:{ui_port}".encode() in banner
+
+        result = await otherone("run", "assistant", QUESTION, env=env, cwd=tmp_path)
+        assert result.code == 0, result.describe()
+        assert ANSWER in result.stdout
+        assert f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/run-" in result.stderr
+
+        process.send_signal(signal.SIGINT)
+        _, rest = await asyncio.wait_for(process.communicate(), 30)
+        assert process.returncode == 0, rest.decode()
+        assert (tmp_path / "data" / "temporal.db").is_file()
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)  # lets dev stop its server
+            try:
+                await asyncio.wait_for(process.wait(), 20)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    result = await otherone("demo", env=env, limit=90, cwd=tmp_path)
+
+    assert result.code == 0, result.describe()
+    assert ANSWER in result.stdout
+    assert re.search(r"http://127\.0\.0\.1:\d+/namespaces/default/workflows/run-", result.stderr)
+    assert not (tmp_path / ".otherone").exists()  # the demo leaves nothing behind
+
+
+def test_help_documents_exit_codes_and_settings() -> None:
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-m", "client.cli", "worker", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for needle in (
+        "--address",
+        "--namespace",
+        "--task-queue",
+        "--database-url",
+        "--data-dir",
+        "--config",
+        "--max-concurrent-activities",
+        "OTHERONE_TEMPORAL_ADDRESS",
+        "130",
+        "idempotency conflict",
+    ):
+        assert needle in result.stdout, needle
+
+
+async def test_interrupted_run_keeps_going_and_can_be_steered(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Ctrl-C detaches from a run (exit 130); send and cancel reach it while it is running."""
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path)  # no worker on this queue
+    key = f"interrupt-{task_queue}"
+    run_id = root_run_id(
+        build_request(entry_agent="assistant", input=QUESTION, idempotency_key=key)
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "client.cli",
+        "run",
+        "assistant",
+        QUESTION,
+        "--idempotency-key",
+        key,
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+
+        async def started() -> bool:
+            try:
+                await client.get_workflow_handle(run_id).describe()
+            except RPCError:
+                return False
+            return True
+
+        await wait_until(started, within=30, message="the run to start")
+        process.send_signal(signal.SIGINT)
+        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+        assert process.returncode == 130, stderr.decode()
+        assert f"run {run_id} keeps going" in stderr.decode()
+
+        send = await otherone("send", run_id, "one more thing", "and another", env=env)
+        assert send.code == 0, send.describe()
+        assert "queued 2 messages" in send.stderr
+        cancel = await otherone("cancel", run_id, env=env)
+        assert cancel.code == 0, cancel.describe()
+        assert f"cancellation requested for run {run_id}" in cancel.stderr
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        with contextlib.suppress(RPCError):
+            await client.get_workflow_handle(run_id).terminate("test cleanup")
