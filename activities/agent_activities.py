@@ -147,16 +147,16 @@ class AgentActivities:
 
     @activity.defn(name=ACTIVITY_PREPARE_RUN)
     async def prepare_run(self, input: PrepareRunInput) -> RunPlan:
-        snapshot = await self.snapshot(input.snapshot_version)
+        snapshot = await self.snapshot(input.ref.snapshot_version or None)
         try:
-            agent = snapshot.agent(input.agent_id)
+            agent = snapshot.agent(input.ref.agent_id)
             limits = snapshot.limits.tightened(input.request.limits)
         except AgentNotFoundError as error:
             raise failure(FailureCode.AGENT_NOT_FOUND, error.message) from error
         except ValueError as error:
             raise failure(FailureCode.INVALID_CONFIGURATION, str(error)) from error
         profile = snapshot.resolve_model(agent)
-        timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.depth == 0)
+        timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.ref.depth == 0)
         # The lease expires with the run (plus slack for finishing), so a run terminated from
         # outside cannot lock its session for longer than it could have run.
         lease_until = datetime.now(UTC) + timeout + LEASE_SLACK
@@ -165,15 +165,15 @@ class AgentActivities:
         try:
             await self._io(
                 self.store.acquire_session,
-                input.partition_key,
-                input.session_id,
-                input.run_id,
+                input.ref.partition_key,
+                input.ref.session_id,
+                input.ref.run_id,
                 internal=input.internal_session,
                 lease_until=lease_until,
             )
         except SessionBusyError as error:
             raise failure(FailureCode.SESSION_BUSY, error.message) from error
-        ref = _ref(input, snapshot.version)
+        ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
         await self.emit(ref, {"type": "run_started"})
         return RunPlan(
             snapshot_version=snapshot.version,
@@ -470,20 +470,6 @@ async def _heartbeating() -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-def _ref(input: PrepareRunInput, snapshot_version: str) -> RunRef:
-    return RunRef(
-        run_id=input.run_id,
-        root_run_id=input.root_run_id,
-        parent_run_id=input.parent_run_id,
-        agent_id=input.agent_id,
-        depth=input.depth,
-        partition_key=input.partition_key,
-        session_id=input.session_id,
-        snapshot_version=snapshot_version,
-        include_thinking_events=input.request.include_thinking_events,
-    )
 
 
 def _max_iterations(agent_limit: int | None, limits: RuntimeLimits) -> int:

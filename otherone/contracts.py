@@ -54,6 +54,7 @@ class RunRef(_Contract):
     depth: int = 0
     partition_key: str
     session_id: str
+    #: The run's fixed snapshot ("" only in the prepare step of a new root).
     snapshot_version: str
     include_thinking_events: bool = False
 
@@ -84,15 +85,10 @@ class UserMessages(_Contract):
 
 
 class PrepareRunInput(_Contract):
-    run_id: str
-    root_run_id: str
-    parent_run_id: str | None
-    agent_id: str
-    depth: int
-    partition_key: str
-    session_id: str
+    """``ref.snapshot_version`` is empty for a new root: the worker fixes its current snapshot."""
+
+    ref: RunRef
     internal_session: bool
-    snapshot_version: str | None
     request: AgentRunRequest
     #: Deadline inherited from the caller, if any; the session lease never outlives the run.
     inherited_deadline: datetime | None = None

@@ -18,11 +18,9 @@ from uuid import uuid4
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES
-from worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
+from tests.harness import start_test_server
 
 # --------------------------------------------------------------------------- Temporal server
 
@@ -30,13 +28,7 @@ from worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
 @pytest_asyncio.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     """A real local Temporal dev server (in memory, headless) for the whole test session."""
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(find_temporal_binary()),
-        search_attributes=CUSTOM_SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=THROTTLE_FIX_ARGS,
-        ui=False,
-    )
+    env = await start_test_server()
     try:
         yield env
     finally:

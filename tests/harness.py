@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.providers.base import ModelProvider
@@ -23,8 +25,21 @@ from otherone.definitions import (
     RuntimePolicy,
     ScriptedTurn,
 )
+from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES
 from store import Store
 from worker.app import build_worker
+from worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
+
+
+async def start_test_server() -> WorkflowEnvironment:
+    """A real dev server (in memory, headless, unthrottled, our search attributes registered)."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(find_temporal_binary()),
+        search_attributes=CUSTOM_SEARCH_ATTRIBUTES,
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=THROTTLE_FIX_ARGS,
+        ui=False,
+    )
 
 
 @dataclass

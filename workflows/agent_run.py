@@ -152,15 +152,8 @@ class AgentRunWorkflow:
             plan: RunPlan = await workflow.execute_activity(
                 ACTIVITY_PREPARE_RUN,
                 PrepareRunInput(
-                    run_id=input.run_id,
-                    root_run_id=input.root_run_id,
-                    parent_run_id=input.parent_run_id,
-                    agent_id=input.request.entry_agent,
-                    depth=input.depth,
-                    partition_key=input.request.runtime_context.partition_key,
-                    session_id=self._session_id,
+                    ref=self._ref(None),
                     internal_session=input.internal_session,
-                    snapshot_version=input.snapshot_version,
                     request=input.request,
                     inherited_deadline=input.deadline,
                 ),

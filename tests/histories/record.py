@@ -14,24 +14,14 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-
-from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES
+from tests.harness import start_test_server
 from tests.histories.scenarios import SCENARIOS
-from worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
 
 HERE = Path(__file__).resolve().parent
 
 
 async def record() -> None:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(find_temporal_binary()),
-        search_attributes=CUSTOM_SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=THROTTLE_FIX_ARGS,
-        ui=False,
-    )
+    env = await start_test_server()
     try:
         for name, scenario in SCENARIOS.items():
             with tempfile.TemporaryDirectory() as tmp:
