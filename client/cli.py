@@ -49,6 +49,7 @@ import socket
 import sys
 import tempfile
 import traceback
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -672,13 +673,15 @@ def _request_from(args: argparse.Namespace) -> AgentRunRequest:
         fields["session"] = {"session_id": args.session}
     if args.partition is not None:
         fields["runtime_context"] = {"partition_key": args.partition}
-    if args.idempotency_key is not None:
-        fields["idempotency_key"] = args.idempotency_key
+    # Always start by key (a random one if none was given): the run id is then known before
+    # the start RPC, so an interrupt at any moment can still name the run, and a start that is
+    # retried after a network error cannot create a second run.
+    fields["idempotency_key"] = args.idempotency_key or f"cli-{uuid.uuid4().hex}"
     return build_request(**fields)
 
 
 async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
-    from client.agent_client import AgentClient
+    from client.agent_client import AgentClient, root_run_id
 
     settings = ctx.settings
     request = _request_from(args)  # validate before touching the network
@@ -687,11 +690,12 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     store = _event_store(settings, ctx.err) if streaming else None
     try:
         agents = AgentClient(client, task_queue=settings.task_queue, store=store)
-        handle = await agents.start(request)
+        run_id = root_run_id(request)
         ctx.interrupt_note = (
-            f"interrupted: run {handle.run_id} keeps going "
-            f"(`otherone show {handle.run_id}`, `otherone cancel {handle.run_id}`)"
+            f"interrupted: run {run_id} keeps going "
+            f"(`otherone show {run_id}`, `otherone cancel {run_id}`)"
         )
+        handle = await agents.start(request)
         if not streaming:
             result = await handle.result()
             if args.json:
