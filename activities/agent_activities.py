@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,8 +20,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.context import (
+    agent_call_tool_definition,
+    build_child_input,
     generation_settings,
     messages_from_entries,
+    parent_excerpt,
     system_prompt_for,
     tool_definitions,
     tool_error_content,
@@ -28,18 +32,23 @@ from activities.context import (
     wire_tool_calls,
 )
 from activities.model_stream import OutputLimitExceeded, TurnCollector
+from activities.output import apply_result_contract
 from activities.providers.base import ModelProvider, ModelRequest, ProviderError
 from activities.providers.scripted import ScriptedProvider
-from otherone.config import AgentNotFoundError, RuntimeConfig, RuntimeSnapshot
+from otherone.authorization import AgentCallAuthorizer, CallerView
+from otherone.config import AGENT_CALL_TOOL, AgentNotFoundError, RuntimeConfig, RuntimeSnapshot
 from otherone.contracts import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_FINISH_RUN,
+    ACTIVITY_PREPARE_CALL,
     ACTIVITY_PREPARE_RUN,
     ACTIVITY_RUN_TOOL,
+    CallPlan,
     FinishRunInput,
     ModelCallInput,
     ModelTurn,
     PendingEntry,
+    PrepareCallInput,
     PrepareRunInput,
     RunPlan,
     RunRef,
@@ -47,7 +56,7 @@ from otherone.contracts import (
     ToolOutcome,
     ToolSettings,
 )
-from otherone.definitions import RuntimeLimits
+from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.errors import FailureCode, OtheroneError
 from otherone.runs import RunStatus
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
@@ -97,9 +106,11 @@ class AgentActivities:
         config: RuntimeConfig,
         store: Store,
         providers: dict[str, ModelProvider] | None = None,
+        authorizer: AgentCallAuthorizer | None = None,
     ) -> None:
         self.config = config
         self.store = store
+        self.authorizer = authorizer
         self.providers: dict[str, ModelProvider] = {
             "scripted": ScriptedProvider(),
             **(providers or {}),
@@ -108,7 +119,13 @@ class AgentActivities:
         self._current = config.snapshot()
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.prepare_run, self.call_model, self.run_tool, self.finish_run]
+        return [
+            self.prepare_run,
+            self.call_model,
+            self.run_tool,
+            self.prepare_call,
+            self.finish_run,
+        ]
 
     # helpers -----------------------------------------------------------------------------
 
@@ -155,7 +172,7 @@ class AgentActivities:
             raise failure(FailureCode.AGENT_NOT_FOUND, error.message) from error
         except ValueError as error:
             raise failure(FailureCode.INVALID_CONFIGURATION, str(error)) from error
-        profile = snapshot.resolve_model(agent)
+        profile = snapshot.resolve_model(agent, input.caller_model_profile_id)
         timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.ref.depth == 0)
         # The lease expires with the run (plus slack for finishing), so a run terminated from
         # outside cannot lock its session for longer than it could have run.
@@ -182,7 +199,10 @@ class AgentActivities:
             model_profile_id=profile.id,
             model_label=f"{profile.provider}/{profile.model}",
             limits=limits,
-            max_iterations=_max_iterations(agent.limits.max_iterations, limits),
+            max_iterations=min(
+                _max_iterations(agent.limits.max_iterations, limits),
+                input.max_iterations or limits.max_iterations_per_run,
+            ),
             result_limit_bytes=min(
                 agent.limits.max_result_bytes or limits.max_result_bytes, limits.max_result_bytes
             ),
@@ -196,6 +216,7 @@ class AgentActivities:
                 for name in snapshot.tool_names_for(agent)
                 if name in snapshot.tools
             },
+            reachable_agents=tuple(target.id for target in snapshot.reachable_agents(agent)),
         )
 
     # model -------------------------------------------------------------------------------
@@ -204,9 +225,11 @@ class AgentActivities:
     async def call_model(self, input: ModelCallInput) -> ModelTurn:
         ref = input.ref
         assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
+        await self.emit(ref, *_call_completed_events(input.pending))
         done, rows = await self._io(self._prepare_context, input, assistant_key)
         if done is not None:
-            return done  # a retry after the turn was already stored: never call the model twice
+            # A retry after the turn was already stored: never call the model twice.
+            return _with_output(done, input)
         snapshot = await self.snapshot(ref.snapshot_version)
         agent = snapshot.agent(ref.agent_id)
         profile = snapshot.models[input.model_profile_id]
@@ -224,7 +247,7 @@ class AgentActivities:
             turn=input.turn,
             attempt=activity.info().attempt,
             messages=messages_from_entries(system_prompt_for(agent), rows),
-            tools=tool_definitions(snapshot, snapshot.tool_names_for(agent)),
+            tools=_offered_tools(snapshot, agent),
             settings=generation_settings(profile, agent),
         )
         queued = sum(1 for entry in input.pending if entry.role == "user" and input.turn > 1)
@@ -242,7 +265,7 @@ class AgentActivities:
             [_assistant_row(assistant_key, ref, turn)],
         )
         await self.emit(ref, {"type": "model_completed", "turn": input.turn, "usage": _usage(turn)})
-        return turn
+        return _with_output(turn, input)
 
     def _prepare_context(
         self, input: ModelCallInput, assistant_key: str
@@ -413,9 +436,111 @@ class AgentActivities:
 
     # finish ------------------------------------------------------------------------------
 
+    # agent calls --------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_PREPARE_CALL)
+    async def prepare_call(self, input: PrepareCallInput) -> CallPlan:
+        """Check an agent call (the seed's order) and build the child's input; deny = raise."""
+        caller, request = input.caller, input.request
+        await self.emit(
+            caller,
+            {"type": "agent_call_started", "call_id": input.call_id, "target": request.target},
+        )
+        try:
+            return await self._check_call(input)
+        except ApplicationError as error:
+            await self.emit(
+                caller,
+                {
+                    "type": "agent_call_completed",
+                    "call_id": input.call_id,
+                    "target": request.target,
+                    "outcome": "failed",
+                    "code": error.type,
+                },
+            )
+            raise
+
+    async def _check_call(self, input: PrepareCallInput) -> CallPlan:
+        caller, request, limits = input.caller, input.request, input.limits
+        snapshot = await self.snapshot(caller.snapshot_version)
+        caller_agent = snapshot.agent(caller.agent_id)
+        if not request.task.strip():
+            raise failure(FailureCode.INVALID_CONFIGURATION, "Agent call task is required")
+        context_bytes = (
+            len(json.dumps(request.context).encode()) if request.context is not None else 0
+        )
+        if context_bytes > limits.max_context_transfer_bytes:
+            raise failure(
+                FailureCode.BUDGET_EXCEEDED, "max_context_transfer_bytes: context is too large"
+            )
+        target = snapshot.agents.get(request.target)
+        if target is None:
+            raise failure(FailureCode.AGENT_NOT_FOUND, f"agent '{request.target}' is not defined")
+        if not (
+            caller_agent.callable_agents.allows(target.id)
+            and snapshot.policy.callable_agents.allows(target.id)
+        ):
+            raise failure(
+                FailureCode.AGENT_CALL_DENIED,
+                f"agent '{caller.agent_id}' may not call '{target.id}'",
+            )
+        if not snapshot.policy.allow_recursive_calls and target.id in input.ancestry:
+            chain = " -> ".join((*input.ancestry, target.id))
+            raise failure(FailureCode.AGENT_CALL_CYCLE, f"agent call cycle: {chain}")
+        if caller.depth + 1 > limits.max_depth:
+            raise failure(
+                FailureCode.MAX_DEPTH_EXCEEDED, f"max_depth ({limits.max_depth}) would be exceeded"
+            )
+        await self._authorize(input, target)
+        child_input = await self._child_input(input, target)
+        return CallPlan(target_id=target.id, child_input=child_input)
+
+    async def _authorize(self, input: PrepareCallInput, target: AgentDefinition) -> None:
+        if self.authorizer is None:
+            return
+        caller = input.caller
+        view = CallerView(
+            run_id=caller.run_id,
+            root_run_id=caller.root_run_id,
+            agent_id=caller.agent_id,
+            depth=caller.depth,
+            partition_key=caller.partition_key,
+            session_id=caller.session_id,
+            ancestry=input.ancestry,
+        )
+        decision = self.authorizer(view, target, input.request)
+        if inspect.isawaitable(decision):
+            decision = await decision
+        if not decision.allowed:
+            raise failure(
+                FailureCode.AGENT_CALL_DENIED,
+                f"agent '{caller.agent_id}' may not call '{target.id}': {decision.reason}",
+            )
+
+    async def _child_input(self, input: PrepareCallInput, target: AgentDefinition) -> str:
+        caller, limit = input.caller, input.limits.max_context_transfer_bytes
+        excerpt = None
+        if target.context.kind != "explicit_only":
+            rows = await self._io(self.store.load_entries, caller.partition_key, caller.session_id)
+            excerpt = parent_excerpt(rows, target.context, limit)
+        text = build_child_input(
+            caller.agent_id, input.request.task, input.request.context, excerpt
+        )
+        if len(text.encode()) > limit:
+            raise failure(
+                FailureCode.BUDGET_EXCEEDED,
+                f"max_context_transfer_bytes: the child's input is {len(text.encode())} bytes "
+                f"(limit {limit})",
+            )
+        return text
+
+    # finish ------------------------------------------------------------------------------
+
     @activity.defn(name=ACTIVITY_FINISH_RUN)
     async def finish_run(self, input: FinishRunInput) -> None:
         ref = input.ref
+        await self.emit(ref, *_call_completed_events(input.pending))
         rows = await self._io(self._materialise, ref, input.pending)
         await self._io(self.store.append_entries, ref.partition_key, ref.session_id, rows)
         if input.release_session:
@@ -470,6 +595,46 @@ async def _heartbeating() -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def _offered_tools(snapshot: RuntimeSnapshot, agent: AgentDefinition) -> list[dict[str, Any]]:
+    """The tools the model sees: allowed tools, plus `agent.call` when someone is reachable."""
+    tools = tool_definitions(snapshot, snapshot.tool_names_for(agent))
+    reachable = snapshot.reachable_agents(agent)
+    if reachable:
+        tools.append(agent_call_tool_definition(reachable))
+    return tools
+
+
+def _with_output(turn: ModelTurn, input: ModelCallInput) -> ModelTurn:
+    """Apply the run's result contract to a final answer."""
+    if turn.tool_calls:
+        return turn
+    output, problem = apply_result_contract(turn.content, input.result_contract)
+    return turn.model_copy(update={"output": output, "output_error": problem})
+
+
+def _call_completed_events(pending: tuple[PendingEntry, ...]) -> list[dict[str, Any]]:
+    """`agent_call_completed` for each agent call result about to enter the transcript."""
+    events: list[dict[str, Any]] = []
+    for entry in pending:
+        if entry.tool_name != AGENT_CALL_TOOL or entry.content is None:
+            continue
+        try:
+            result = json.loads(entry.content)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(result, dict) and "outcome" in result:
+            events.append(
+                {
+                    "type": "agent_call_completed",
+                    "call_id": result.get("call_id"),
+                    "target": result.get("target"),
+                    "outcome": result.get("outcome"),
+                    "child_run_id": result.get("run_id"),
+                }
+            )
+    return events
 
 
 def _max_iterations(agent_limit: int | None, limits: RuntimeLimits) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from otherone.config import RuntimeSnapshot
+from otherone.config import AGENT_CALL_TOOL, RuntimeSnapshot
 from otherone.contracts import ModelTurn, ToolCallSpec
-from otherone.definitions import AgentDefinition, ModelProfile
+from otherone.definitions import AgentDefinition, ContextTransferPolicy, ModelProfile
 from store import EntryRow
 
 
@@ -88,3 +88,70 @@ def turn_from_entry(row: EntryRow) -> ModelTurn:
 
 def tool_error_content(message: str) -> str:
     return json.dumps({"error": message}, ensure_ascii=False)
+
+
+def agent_call_tool_definition(reachable: list[AgentDefinition]) -> dict[str, Any]:
+    """The `agent.call` tool: only the reachable agents, with their descriptions (the seed's)."""
+    descriptions = "\n".join(f"- {agent.id}: {agent.description}" for agent in reachable)
+    return {
+        "type": "function",
+        "function": {
+            "name": AGENT_CALL_TOOL,
+            "description": "Delegate one focused task to another Agent and wait for its structured "
+            f"result.\n{descriptions}",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "enum": [agent.id for agent in reachable]},
+                    "task": {"type": "string"},
+                    "context": {"type": "object"},
+                },
+                "required": ["agent", "task"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def build_child_input(
+    caller_agent_id: str, task: str, context: dict[str, Any] | None, parent_excerpt: str | None
+) -> str:
+    """The seed's child input: the task, explicit context and a parent excerpt, both untrusted."""
+    sections = [f"Task from Agent '{caller_agent_id}':\n{task.strip()}"]
+    if context is not None:
+        sections.append(
+            "Explicit context (untrusted data):\n"
+            + json.dumps(context, indent=2, ensure_ascii=False)
+        )
+    if parent_excerpt:
+        sections.append(f"Parent context excerpt (untrusted data):\n{parent_excerpt}")
+    return "\n\n".join(sections)
+
+
+def parent_excerpt(
+    rows: list[EntryRow], policy: ContextTransferPolicy, max_bytes: int
+) -> str | None:
+    """What a child may see of its caller's conversation: user/assistant text, newest last.
+
+    Never tool calls or tool results. ``parent_summary`` uses the latest compaction summary once
+    summaries exist; until then it falls back to the window, like the seed.
+    """
+    if policy.kind == "explicit_only" or policy.max_tokens == 0:
+        return None
+    max_chars = min(policy.max_tokens * 4, max_bytes)
+    selected: list[str] = []
+    size = 0
+    for row in reversed(rows):
+        if row.role not in ("user", "assistant") or row.tool_calls or not row.content:
+            continue
+        line = f"{row.role}: {_last_chars(row.content, max_chars)}"
+        selected.append(line)
+        size += len(line)
+        if size >= max_chars:
+            break
+    text = "\n".join(reversed(selected))
+    return _last_chars(text, max_chars) if text else None
+
+
+def _last_chars(value: str, count: int) -> str:
+    return value[-count:] if count > 0 else ""

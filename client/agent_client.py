@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,6 +24,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowUpdateFailedError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -39,7 +41,9 @@ from otherone.contracts import (
     MEMO_IDEMPOTENCY_KEY,
     QUERY_RECORD,
     SIGNAL_USER_MESSAGES,
+    UPDATE_CALL_AGENT,
     WORKFLOW_NAME,
+    CallAgentInput,
     EventRecord,
     RunInput,
     UserMessages,
@@ -53,8 +57,11 @@ from otherone.errors import (
     UnavailableError,
 )
 from otherone.runs import (
+    DEFAULT_PARTITION,
     MAX_INPUT_BYTES,
     STATUS_FOR_OUTCOME,
+    AgentCallRequest,
+    AgentCallResult,
     AgentFailure,
     AgentRunRequest,
     AgentRunResult,
@@ -67,6 +74,8 @@ from store import Store
 DEFAULT_TASK_QUEUE = "otherone"
 MAX_MESSAGES_PER_SIGNAL = 64
 QUERY_TIMEOUT = timedelta(seconds=10)
+_RUN_ID = re.compile(r"[A-Za-z0-9_./:-]{1,1000}")
+_EPOCH = datetime.fromtimestamp(0, UTC)
 _TERMINAL_EVENTS = {"run_completed", "run_failed", "run_cancelled"}
 
 
@@ -214,6 +223,40 @@ class AgentClient:
             if not batch:
                 await asyncio.sleep(poll_seconds)
 
+    async def list_run_tree(self, root_run_id: str) -> list[RunRecord]:
+        """Every run of a root's tree (root first, then by depth and start), from any process.
+
+        Lineage comes from Temporal's own `RootWorkflowId`; each record is then read like
+        `get_run` (live query for running runs, the result for finished ones).
+        """
+        if not _RUN_ID.fullmatch(root_run_id):
+            raise InvalidRequestError("not a run id", field="root_run_id")
+        ids = [
+            execution.id
+            async for execution in self.temporal.list_workflows(f'RootWorkflowId = "{root_run_id}"')
+        ]
+        if root_run_id not in ids:
+            ids.insert(0, root_run_id)  # visibility may lag a fresh start; describe is exact
+        records = await asyncio.gather(*(self.get_run(run_id) for run_id in dict.fromkeys(ids)))
+        return sorted(
+            records, key=lambda record: (record.depth, record.started_at or _EPOCH, record.run_id)
+        )
+
+    async def call_agent(
+        self, caller_run_id: str, call_id: str, request: AgentCallRequest
+    ) -> AgentCallResult:
+        """Ask a running run to call an agent (trusted); the same call id gives the same result."""
+        update = CallAgentInput(call_id=call_id, request=request)
+        try:
+            result: AgentCallResult = await self._workflow(caller_run_id).execute_update(
+                UPDATE_CALL_AGENT, update, id=f"call-{call_id}", result_type=AgentCallResult
+            )
+        except WorkflowUpdateFailedError:
+            raise RunNotActiveError(caller_run_id) from None
+        except RPCError as error:
+            raise _not_found_or(error, caller_run_id, finished=True) from None
+        return result
+
     # steering ----------------------------------------------------------------------------
 
     async def send_message(self, run_id: str, messages: str | Sequence[str]) -> None:
@@ -311,13 +354,17 @@ def _result_of_broken_run(run_id: str, error: WorkflowFailureError) -> AgentRunR
 def _record_from_result(
     result: AgentRunResult, description: WorkflowExecutionDescription
 ) -> RunRecord:
+    found = description.typed_search_attributes
     return RunRecord(
         run_id=result.run_id,
         root_run_id=result.root_run_id,
+        parent_run_id=description.parent_id,
+        agent_call_id=found.get(attrs.CALL_ID),
         agent_id=result.agent_id,
         session_id=result.session_id or None,
+        partition_key=found.get(attrs.PARTITION) or DEFAULT_PARTITION,
         status=STATUS_FOR_OUTCOME[result.outcome],
-        depth=0 if description.parent_id is None else 1,
+        depth=found.get(attrs.DEPTH) or 0,
         started_at=description.start_time,
         finished_at=description.close_time,
         usage=result.usage,

@@ -10,13 +10,16 @@ conversation: the transcript lives in the store, so workflow history grows linea
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
-from otherone.definitions import RuntimeLimits
+from otherone.definitions import RuntimeLimits, TreeBudget
 from otherone.runs import (
+    AgentCallRequest,
     AgentFailure,
     AgentOutput,
     AgentRunRequest,
@@ -29,11 +32,13 @@ from otherone.tools import ToolErrorKind
 WORKFLOW_NAME = "AgentRunWorkflow"
 SIGNAL_USER_MESSAGES = "user_messages"
 QUERY_RECORD = "record"
+UPDATE_CALL_AGENT = "call_agent"
 
 ACTIVITY_PREPARE_RUN = "otherone.prepare_run"
 ACTIVITY_CALL_MODEL = "otherone.call_model"
 ACTIVITY_RUN_TOOL = "otherone.run_tool"
 ACTIVITY_FINISH_RUN = "otherone.finish_run"
+ACTIVITY_PREPARE_CALL = "otherone.prepare_call"
 
 #: Workflow memo keys.
 MEMO_FINGERPRINT = "request_fingerprint"
@@ -76,6 +81,11 @@ class RunInput(_Contract):
     result_contract: ResultContract | None = None
     max_iterations: int | None = None
     internal_session: bool = False
+    #: A child's allowance; None for a root (its budget comes from its limits).
+    budget: TreeBudget | None = None
+    caller_agent_id: str | None = None
+    #: The caller's model, for targets whose model is ``inherit``.
+    caller_model_profile_id: str | None = None
 
 
 class UserMessages(_Contract):
@@ -92,6 +102,9 @@ class PrepareRunInput(_Contract):
     request: AgentRunRequest
     #: Deadline inherited from the caller, if any; the session lease never outlives the run.
     inherited_deadline: datetime | None = None
+    caller_model_profile_id: str | None = None
+    #: A caller's `max_iterations` for this call (only tightens).
+    max_iterations: int | None = None
 
 
 class ToolSettings(_Contract):
@@ -113,6 +126,8 @@ class RunPlan(_Contract):
     timeout: timedelta
     parallel_tool_calls: bool
     tools: dict[str, ToolSettings]
+    #: Agents this run may call through ``agent.call`` (empty: the tool is not offered).
+    reachable_agents: tuple[str, ...] = ()
 
 
 class PendingEntry(_Contract):
@@ -145,6 +160,8 @@ class ModelCallInput(_Contract):
     turn: int
     pending: tuple[PendingEntry, ...] = ()
     result_limit_bytes: int
+    #: A child's result contract, applied to a final answer (one without tool calls).
+    result_contract: ResultContract | None = None
 
 
 class ModelTurn(_Contract):
@@ -154,6 +171,32 @@ class ModelTurn(_Contract):
     output_tokens: int | None = None
     total_tokens: int | None = None
     finish_reason: str | None = None
+    #: The final answer under the run's result contract (None while tools are called).
+    output: AgentOutput | None = None
+    #: Why the final answer violates the result contract.
+    output_error: str | None = None
+
+
+class CallAgentInput(_Contract):
+    """Update payload of a trusted programmatic call (same idempotency by call id)."""
+
+    call_id: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    request: AgentCallRequest
+
+
+class PrepareCallInput(_Contract):
+    caller: RunRef
+    ancestry: tuple[str, ...]
+    call_id: str
+    request: AgentCallRequest
+    limits: RuntimeLimits
+
+
+class CallPlan(_Contract):
+    """A checked agent call: who runs, with what input (task, context, parent excerpt)."""
+
+    target_id: str
+    child_input: str
 
 
 class ToolCallInput(_Contract):
@@ -194,3 +237,18 @@ class EventRecord(_Contract):
     agent_id: str
     depth: int
     event: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+_SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def child_run_id(root_run_id: str, caller_run_id: str, call_id: str) -> str:
+    """Workflow id of the child started by ``call_id``: the same call id, the same child.
+
+    Readable (``<caller>/<call id>``) when the call id is tame, hashed when it is not or when a
+    deep tree would make the id too long.
+    """
+    digest = hashlib.sha256(f"{caller_run_id}\x00{call_id}".encode()).hexdigest()
+    safe = call_id if _SAFE_CALL_ID.fullmatch(call_id) else f"h{digest[:24]}"
+    candidate = f"{caller_run_id}/{safe}"
+    return candidate if len(candidate) <= 255 else f"{root_run_id}/{digest[:40]}"

@@ -341,3 +341,28 @@ class RunLimitOverrides(_Frozen):
     run_timeout: PositiveDuration | None = None
     root_timeout: PositiveDuration | None = None
     token_budget: Annotated[int, Field(gt=0)] | None = None
+
+
+class TreeBudget(_Frozen):
+    """What a run and everything it starts may still spend (``tokens`` None = unlimited).
+
+    Tree-wide budgets are enforced by allowance: the root starts with the limits, a parent hands
+    each child a share, and takes back what the child's whole tree did not use when it ends. No
+    shared counter is needed, so runs on different workers can never overspend together.
+    """
+
+    runs: Annotated[int, Field(ge=0)]
+    model_calls: Annotated[int, Field(ge=0)]
+    tool_calls: Annotated[int, Field(ge=0)]
+    agent_calls: Annotated[int, Field(ge=0)]
+    tokens: Annotated[int, Field(ge=0)] | None = None
+
+    @classmethod
+    def for_root(cls, limits: RuntimeLimits) -> TreeBudget:
+        return cls(
+            runs=limits.max_total_runs - 1,  # the root itself is the first run
+            model_calls=limits.max_model_calls,
+            tool_calls=limits.max_tool_calls,
+            agent_calls=limits.max_agent_calls,
+            tokens=limits.token_budget,
+        )

@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from otherone.definitions import AgentId, PositiveDuration, RunLimitOverrides
+from otherone.definitions import AgentId, PositiveDuration, RunLimitOverrides, TreeBudget
 from otherone.errors import FailureCode
 
 #: Bounded text of a user message (1 MiB); a run's own limits may be tighter.
@@ -196,6 +196,8 @@ class AgentRunResult(_Model):
     usage: RunUsage = Field(default_factory=RunUsage)
     artifacts: tuple[JsonValue, ...] = ()
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    #: What this run's tree left of its budget (a caller takes it back).
+    budget_remaining: TreeBudget | None = None
 
     @property
     def text(self) -> str | None:

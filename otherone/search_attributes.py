@@ -18,6 +18,7 @@ from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKe
 
 __all__ = [
     "AGENT_ID",
+    "CALL_ID",
     "CUSTOM_SEARCH_ATTRIBUTES",
     "DEPTH",
     "PARTITION",
@@ -39,6 +40,9 @@ PARTITION: Final[SearchAttributeKey[str]] = SearchAttributeKey.for_keyword("Othe
 SESSION_ID: Final[SearchAttributeKey[str]] = SearchAttributeKey.for_keyword("OtheroneSessionId")
 """Conversation/session the run belongs to; groups runs across continue-as-new and children."""
 
+CALL_ID: Final[SearchAttributeKey[str]] = SearchAttributeKey.for_keyword("OtheroneCallId")
+"""The agent call (tool call id) that started a child run; empty for roots."""
+
 STATUS: Final[SearchAttributeKey[str]] = SearchAttributeKey.for_keyword("OtheroneStatus")
 """Agent-level status (finer than Temporal's execution status, e.g. waiting for a human)."""
 
@@ -47,6 +51,7 @@ CUSTOM_SEARCH_ATTRIBUTES: Final[list[SearchAttributeKey[Any]]] = [
     DEPTH,
     PARTITION,
     SESSION_ID,
+    CALL_ID,
     STATUS,
 ]
 """Every custom attribute Otherone upserts; exactly the set the server must have registered."""

@@ -17,6 +17,7 @@ from temporalio.worker import Worker
 
 from activities.providers.base import ModelProvider
 from client.agent_client import AgentClient
+from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig
 from otherone.definitions import (
     AgentDefinition,
@@ -77,11 +78,21 @@ async def agent_env(
     *,
     providers: Mapping[str, ModelProvider] | None = None,
     store: Store | None = None,
+    authorizer: AgentCallAuthorizer | None = None,
+    max_concurrent_activities: int = 64,
 ) -> AsyncIterator[AgentEnv]:
     """A running worker for ``config`` and an AgentClient that reads events from its store."""
     own_store = store is None
     store = store or Store.open(f"sqlite:///{tmp_path / 'store.db'}")
-    worker = build_worker(client, config, store, task_queue=task_queue, providers=providers)
+    worker = build_worker(
+        client,
+        config,
+        store,
+        task_queue=task_queue,
+        providers=providers,
+        authorizer=authorizer,
+        max_concurrent_activities=max_concurrent_activities,
+    )
     try:
         async with worker:
             yield AgentEnv(

@@ -86,6 +86,7 @@ def test_dev_server_args_register_custom_attributes_only() -> None:
         "OtheroneDepth=Int",
         "OtheronePartition=Keyword",
         "OtheroneSessionId=Keyword",
+        "OtheroneCallId=Keyword",
         "OtheroneStatus=Keyword",
     ]
     assert not any(built_in in " ".join(args) for built_in in ("RootWorkflowId", "ParentRunId"))

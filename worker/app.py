@@ -11,6 +11,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.agent_activities import AgentActivities
 from activities.providers.base import ModelProvider
+from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig
 from store import Store
 from workflows import AgentRunWorkflow
@@ -40,10 +41,14 @@ def build_worker(
     *,
     task_queue: str,
     providers: Mapping[str, ModelProvider] | None = None,
+    authorizer: AgentCallAuthorizer | None = None,
     max_concurrent_activities: int = 64,
 ) -> Worker:
-    """A worker that runs agent workflows and their activities on ``task_queue``."""
-    activities = AgentActivities(config, store, dict(providers or {}))
+    """A worker that runs agent workflows and their activities on ``task_queue``.
+
+    ``authorizer`` may deny agent calls (after the static checks passed).
+    """
+    activities = AgentActivities(config, store, dict(providers or {}), authorizer)
     return Worker(
         client,
         task_queue=task_queue,

@@ -3,7 +3,8 @@
 The seed's loop, step by step: prepare (resolve the snapshot, take the session lease) → repeat up
 to max_iterations: take queued user messages at a safe point → model call (activity) → no tool
 calls: finish, unless messages were queued meanwhile → run tools (activities, in parallel when
-allowed) → their results become the next turn's pending entries → finish (activity).
+allowed; `agent.call` starts a child run of this same workflow) → their results become the next
+turn's pending entries → finish (activity).
 
 Deadlines are Temporal timers, cancellation is Temporal cancellation; both end the run with a
 structured `AgentRunResult`, never a workflow failure. No I/O and no clock here: the transcript
@@ -21,6 +22,7 @@ from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
+    from otherone.config import AGENT_CALL_TOOL
     from otherone.contracts import (
         ACTIVITY_CALL_MODEL,
         ACTIVITY_FINISH_RUN,
@@ -28,7 +30,9 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_RUN_TOOL,
         QUERY_RECORD,
         SIGNAL_USER_MESSAGES,
+        UPDATE_CALL_AGENT,
         WORKFLOW_NAME,
+        CallAgentInput,
         FinishRunInput,
         ModelCallInput,
         ModelTurn,
@@ -42,9 +46,11 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
         UserMessages,
     )
+    from otherone.definitions import TreeBudget
     from otherone.errors import FailureCode
     from otherone.runs import (
         STATUS_FOR_OUTCOME,
+        AgentCallResult,
         AgentFailure,
         AgentOutput,
         AgentRunResult,
@@ -53,12 +59,21 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
     )
     from otherone.tools import ToolErrorKind
+    from workflows.agent_calls import (
+        AgentCallArgumentsError,
+        AgentCaller,
+        failed_call,
+        parse_agent_call,
+    )
     from workflows.outcomes import (
+        BudgetLedger,
         Ending,
         RunEnded,
         UsageCounter,
+        agent_call_entry,
         failure_from_activity_error,
         input_entries,
+        invalid_arguments_entry,
         permission_denied_entry,
         tool_result_entry,
     )
@@ -77,6 +92,9 @@ MODEL_RETRY = RetryPolicy(
 MODEL_CALL_TIMEOUT = timedelta(minutes=10)
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 MAX_QUEUED_MESSAGES = 256
+#: What one tool call of a turn produced: an activity's outcome, an entry decided here
+#: (refusal, agent call result), or nothing allowed.
+ToolStep = ToolOutcome | PendingEntry | None
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -94,6 +112,9 @@ class AgentRunWorkflow:
         self._finished_at: datetime | None = None
         self._ending: Ending | None = None
         self._plan: RunPlan | None = None
+        self._ledger: BudgetLedger | None = None
+        self._caller: AgentCaller | None = None
+        self._deadline_at: datetime | None = None
 
     # messages ----------------------------------------------------------------------------
 
@@ -103,6 +124,27 @@ class AgentRunWorkflow:
         for message in payload.messages:
             if message.strip() and len(self._queued) < MAX_QUEUED_MESSAGES:
                 self._queued.append(message.strip())
+
+    @workflow.update(name=UPDATE_CALL_AGENT)
+    async def call_agent(self, input: CallAgentInput) -> AgentCallResult:
+        """A trusted programmatic agent call made on behalf of this run (idempotent by call id)."""
+        await workflow.wait_condition(lambda: self._caller is not None or self._ending is not None)
+        plan, caller = self._plan, self._caller
+        if plan is None or caller is None or self._ending is not None or self._deadline_at is None:
+            failure = AgentFailure(
+                code=FailureCode.INVALID_CONFIGURATION, message="the caller run has ended"
+            )
+            return failed_call(input.call_id, input.request.target, failure)
+        result = await caller.call(
+            plan, self._ref(plan), self._deadline_at, input.call_id, input.request, claimants=1
+        )
+        self._usage.agent_calls += 1
+        return result
+
+    @call_agent.validator
+    def _accept_call_agent(self, input: CallAgentInput) -> None:
+        if self._ending is not None:
+            raise ValueError(f"run '{self._input.run_id}' has ended")
 
     @workflow.query(name=QUERY_RECORD)
     def record(self) -> RunRecord:
@@ -141,6 +183,9 @@ class AgentRunWorkflow:
             return await self._finish(plan, self._ref(None), release_session=False)
         self._plan = plan
         ref = self._ref(plan)
+        self._ledger = BudgetLedger(input.budget or TreeBudget.for_root(plan.limits), plan.limits)
+        self._deadline_at = self._deadline(plan.timeout)
+        self._caller = AgentCaller(input, self._ledger, self._children_changed)
         self._pending = input_entries(input.run_id, input.request.input)
         self._status = RunStatus.RUNNING
         ending = await self._run_until_deadline(plan, ref)
@@ -156,6 +201,8 @@ class AgentRunWorkflow:
                     internal_session=input.internal_session,
                     request=input.request,
                     inherited_deadline=input.deadline,
+                    caller_model_profile_id=input.caller_model_profile_id,
+                    max_iterations=input.max_iterations,
                 ),
                 result_type=RunPlan,
                 start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
@@ -173,7 +220,8 @@ class AgentRunWorkflow:
         return min(deadline, inherited) if inherited is not None else deadline
 
     async def _run_until_deadline(self, plan: RunPlan, ref: RunRef) -> Ending:
-        remaining = (self._deadline(plan.timeout) - workflow.now()).total_seconds()
+        assert self._deadline_at is not None
+        remaining = (self._deadline_at - workflow.now()).total_seconds()
         try:
             return await asyncio.wait_for(self._loop(plan, ref), timeout=max(remaining, 0.001))
         except TimeoutError:
@@ -205,18 +253,31 @@ class AgentRunWorkflow:
 
     async def _turn(self, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:
         """One iteration: model call, then either the answer or the tools' results."""
+        assert self._ledger is not None
         self._take_queued(iteration)
-        self._usage.reserve_model_call(plan.limits)
+        self._ledger.reserve_model_call()
+        self._usage.model_calls += 1
         turn = await self._call_model(plan, ref, iteration)
-        self._usage.add_model_turn(turn, plan.limits)
+        self._usage.add_tokens(turn)
+        self._ledger.spend_tokens(turn.total_tokens)
         if not turn.tool_calls:
             if self._queued:
                 return None  # messages arrived while the model answered: go round once more
-            return Ending.completed(AgentOutput(type="text", value=turn.content))
-        self._usage.reserve_tool_calls(len(turn.tool_calls), plan.limits)
-        outcomes = await self._run_tools(plan, ref, turn.tool_calls)
-        self._pending.extend(self._tool_entries(ref, iteration, turn.tool_calls, outcomes))
+            return self._final_answer(turn)
+        self._ledger.reserve_tool_calls(len(turn.tool_calls))
+        self._usage.tool_calls += len(turn.tool_calls)
+        steps = await self._run_tools(plan, ref, turn.tool_calls)
+        self._pending.extend(self._tool_entries(ref, iteration, turn.tool_calls, steps))
         return None
+
+    def _final_answer(self, turn: ModelTurn) -> Ending:
+        if turn.output_error is not None:
+            failure = AgentFailure(
+                code=FailureCode.INVALID_AGENT_OUTPUT, message=turn.output_error, retryable=True
+            )
+            return Ending.failed(failure)
+        # Turns recorded before result contracts existed carry no output: the text is the output.
+        return Ending.completed(turn.output or AgentOutput(type="text", value=turn.content))
 
     def _take_queued(self, iteration: int) -> None:
         """A safe point: no tool call is waiting for its results, so user messages may enter."""
@@ -242,6 +303,7 @@ class AgentRunWorkflow:
                     turn=iteration,
                     pending=pending,
                     result_limit_bytes=plan.result_limit_bytes,
+                    result_contract=self._input.result_contract,
                 ),
                 result_type=ModelTurn,
                 start_to_close_timeout=MODEL_CALL_TIMEOUT,
@@ -256,15 +318,32 @@ class AgentRunWorkflow:
             raise RunEnded(Ending.failed(failure)) from None
         return turn
 
+    # tools -------------------------------------------------------------------------------
+
     async def _run_tools(
         self, plan: RunPlan, ref: RunRef, calls: tuple[ToolCallSpec, ...]
-    ) -> list[ToolOutcome | None]:
-        """Run allowed tools (in parallel when the agent allows it); None = not allowed."""
-        if plan.parallel_tool_calls and len(calls) > 1:
-            return list(await asyncio.gather(*(self._run_tool(plan, ref, call) for call in calls)))
-        return [await self._run_tool(plan, ref, call) for call in calls]
+    ) -> list[ToolStep]:
+        """Run the turn's tool calls, in parallel when the agent allows it."""
+        agent_calls = sum(1 for call in calls if self._is_agent_call(plan, call))
+        parallel = plan.parallel_tool_calls and len(calls) > 1
+        claimants = agent_calls if parallel else 1
+        if parallel:
+            return list(
+                await asyncio.gather(
+                    *(self._run_tool(plan, ref, call, claimants) for call in calls)
+                )
+            )
+        return [await self._run_tool(plan, ref, call, claimants) for call in calls]
 
-    async def _run_tool(self, plan: RunPlan, ref: RunRef, call: ToolCallSpec) -> ToolOutcome | None:
+    @staticmethod
+    def _is_agent_call(plan: RunPlan, call: ToolCallSpec) -> bool:
+        return call.name == AGENT_CALL_TOOL and bool(plan.reachable_agents)
+
+    async def _run_tool(
+        self, plan: RunPlan, ref: RunRef, call: ToolCallSpec, claimants: int
+    ) -> ToolStep:
+        if self._is_agent_call(plan, call):
+            return await self._agent_call(plan, ref, call, claimants)
         settings = plan.tools.get(call.name)
         if settings is None:
             return None  # disallowed or hallucinated: nothing runs
@@ -291,36 +370,47 @@ class AgentRunWorkflow:
             )
         return outcome
 
+    async def _agent_call(
+        self, plan: RunPlan, ref: RunRef, call: ToolCallSpec, claimants: int
+    ) -> PendingEntry:
+        """`agent.call`: a child run; its structured result goes back to the model."""
+        assert self._caller is not None and self._deadline_at is not None
+        key = f"{ref.run_id}:agent-call:{call.id}"
+        try:
+            request = parse_agent_call(call.arguments)
+        except AgentCallArgumentsError as error:
+            return invalid_arguments_entry(key, call, str(error))
+        self._usage.agent_calls += 1
+        result = await self._caller.call(plan, ref, self._deadline_at, call.id, request, claimants)
+        return agent_call_entry(key, call, result)
+
+    def _children_changed(self, active: int) -> None:
+        """running ⇄ waiting_for_child, visible in the record and the search attributes."""
+        if self._ending is not None:
+            return
+        status = RunStatus.WAITING_FOR_CHILD if active else RunStatus.RUNNING
+        if status is not self._status:
+            self._status = status
+            workflow.upsert_search_attributes([attrs.STATUS.value_set(status.value)])
+
     def _tool_entries(
         self,
         ref: RunRef,
         iteration: int,
         calls: tuple[ToolCallSpec, ...],
-        outcomes: list[ToolOutcome | None],
+        steps: list[ToolStep],
     ) -> list[PendingEntry]:
         """Results in tool-call order; a fatal or oversized result ends the run instead."""
         entries: list[PendingEntry] = []
-        for index, (call, outcome) in enumerate(zip(calls, outcomes, strict=True)):
+        for index, (call, step) in enumerate(zip(calls, steps, strict=True)):
             key = f"{ref.run_id}:t{iteration}:tool:{index}"
-            if outcome is None:
+            if step is None:
                 entries.append(permission_denied_entry(key, call))
-                continue
-            if outcome.oversized:
-                raise RunEnded(
-                    Ending.of(
-                        RunOutcome.BUDGET_EXCEEDED,
-                        AgentFailure(
-                            code=FailureCode.BUDGET_EXCEEDED,
-                            message=f"max_result_bytes: {outcome.error}",
-                        ),
-                    )
-                )
-            if outcome.error_kind is ToolErrorKind.FATAL:
-                message = f"tool '{call.name}' failed fatally: {outcome.error}"
-                raise RunEnded(
-                    Ending.failed(AgentFailure(code=FailureCode.TOOL_ERROR, message=message))
-                )
-            entries.append(tool_result_entry(key, call, outcome))
+            elif isinstance(step, PendingEntry):
+                entries.append(step.model_copy(update={"key": key}))
+            else:
+                _raise_if_run_ending(call, step)
+                entries.append(tool_result_entry(key, call, step))
         return entries
 
     # finish ------------------------------------------------------------------------------
@@ -331,6 +421,8 @@ class AgentRunWorkflow:
         self._ending = ending
         self._status = STATUS_FOR_OUTCOME[ending.outcome]
         self._finished_at = workflow.now()
+        if self._caller is not None and ending.outcome is not RunOutcome.COMPLETED:
+            self._caller.cancel_children()  # e.g. children of trusted calls still running
         if release_session:
             self._take_queued(self._iteration + 1)  # keep late messages in the session
         await self._finish_activity(ref, ending, release_session=release_session)
@@ -346,6 +438,7 @@ class AgentRunWorkflow:
             output=ending.output,
             usage=self._usage.snapshot(self._elapsed()),
             metadata=self._input.request.metadata,
+            budget_remaining=self._ledger.left() if self._ledger else self._input.budget,
         )
 
     async def _finish_activity(self, ref: RunRef, ending: Ending, *, release_session: bool) -> None:
@@ -386,6 +479,17 @@ class AgentRunWorkflow:
             snapshot_version=plan.snapshot_version if plan else (input.snapshot_version or ""),
             include_thinking_events=input.request.include_thinking_events,
         )
+
+
+def _raise_if_run_ending(call: ToolCallSpec, outcome: ToolOutcome) -> None:
+    if outcome.oversized:
+        failure = AgentFailure(
+            code=FailureCode.BUDGET_EXCEEDED, message=f"max_result_bytes: {outcome.error}"
+        )
+        raise RunEnded(Ending.failed(failure))
+    if outcome.error_kind is ToolErrorKind.FATAL:
+        message = f"tool '{call.name}' failed fatally: {outcome.error}"
+        raise RunEnded(Ending.failed(AgentFailure(code=FailureCode.TOOL_ERROR, message=message)))
 
 
 def _reraise_cancellation(error: ActivityError) -> None:

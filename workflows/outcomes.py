@@ -11,9 +11,16 @@ from dataclasses import dataclass
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from otherone.contracts import ModelTurn, PendingEntry, ToolCallSpec, ToolOutcome
-from otherone.definitions import RuntimeLimits
+from otherone.definitions import RuntimeLimits, TreeBudget
 from otherone.errors import FailureCode
-from otherone.runs import AgentFailure, AgentOutput, InputMessage, RunOutcome, RunUsage
+from otherone.runs import (
+    AgentCallResult,
+    AgentFailure,
+    AgentOutput,
+    InputMessage,
+    RunOutcome,
+    RunUsage,
+)
 from otherone.tools import ToolErrorKind
 
 _KNOWN_CODES = {code.value for code in FailureCode}
@@ -79,7 +86,7 @@ def failure_from_activity_error(
 
 
 class UsageCounter:
-    """Usage of one run, and the budget checks that go with it."""
+    """Usage of one run (its own calls; children report theirs in their results)."""
 
     def __init__(self) -> None:
         self.input_tokens: int | None = None
@@ -89,20 +96,10 @@ class UsageCounter:
         self.tool_calls = 0
         self.agent_calls = 0
 
-    def reserve_model_call(self, limits: RuntimeLimits) -> None:
-        _check(self.model_calls + 1, limits.max_model_calls, "max_model_calls")
-        self.model_calls += 1
-
-    def reserve_tool_calls(self, count: int, limits: RuntimeLimits) -> None:
-        _check(self.tool_calls + count, limits.max_tool_calls, "max_tool_calls")
-        self.tool_calls += count
-
-    def add_model_turn(self, turn: ModelTurn, limits: RuntimeLimits) -> None:
+    def add_tokens(self, turn: ModelTurn) -> None:
         self.input_tokens = _add(self.input_tokens, turn.input_tokens)
         self.output_tokens = _add(self.output_tokens, turn.output_tokens)
         self.total_tokens = _add(self.total_tokens, turn.total_tokens)
-        if limits.token_budget is not None and self.total_tokens is not None:
-            _check(self.total_tokens, limits.token_budget, "token_budget")
 
     def snapshot(self, duration_millis: int) -> RunUsage:
         return RunUsage(
@@ -122,12 +119,81 @@ def _add(left: int | None, right: int | None) -> int | None:
     return left if right is None else left + right
 
 
-def _check(value: int, limit: int, name: str) -> None:
-    if value > limit:
-        failure = AgentFailure(
-            code=FailureCode.BUDGET_EXCEEDED, message=f"{name} ({limit}) exceeded"
+class BudgetDenied(Exception):
+    """An agent call cannot get an allowance; the caller's model gets a structured failure."""
+
+
+class BudgetLedger:
+    """This run's share of the tree budget (see `TreeBudget`): reserve, allot, refund.
+
+    Reservations of the run's own model and tool calls end the run `budget_exceeded` when the
+    share is spent; an agent call that cannot be funded is refused as a tool result instead.
+    """
+
+    def __init__(self, budget: TreeBudget, limits: RuntimeLimits) -> None:
+        self.remaining = budget.model_dump()
+        self.limits = limits
+
+    def reserve_model_call(self) -> None:
+        self._spend("model_calls", 1, f"max_model_calls ({self.limits.max_model_calls})")
+
+    def reserve_tool_calls(self, count: int) -> None:
+        self._spend("tool_calls", count, f"max_tool_calls ({self.limits.max_tool_calls})")
+
+    def spend_tokens(self, tokens: int | None) -> None:
+        if tokens is not None and self.remaining["tokens"] is not None:
+            self._spend("tokens", tokens, f"token_budget ({self.limits.token_budget})")
+
+    def _spend(self, name: str, amount: int, label: str) -> None:
+        left = self.remaining[name]
+        self.remaining[name] = left - amount
+        if left - amount < 0:
+            failure = AgentFailure(
+                code=FailureCode.BUDGET_EXCEEDED, message=f"{label} exceeded for the run tree"
+            )
+            raise RunEnded(Ending.failed(failure))
+
+    def allot(self, claimants: int) -> TreeBudget:
+        """A child's allowance when ``claimants`` children are still to be funded in this turn.
+
+        Runs are split between the children; everything else also keeps a share for this run,
+        which needs to go on once its children are done.
+        """
+        if self.remaining["agent_calls"] < 1:
+            raise BudgetDenied(
+                f"max_agent_calls ({self.limits.max_agent_calls}) exceeded for the run tree"
+            )
+        if self.remaining["runs"] < 1:
+            raise BudgetDenied(
+                f"max_total_runs ({self.limits.max_total_runs}) exceeded for the run tree"
+            )
+        self.remaining["agent_calls"] -= 1
+        share = {
+            "runs": max(1, self.remaining["runs"] // max(claimants, 1)),
+            "model_calls": self.remaining["model_calls"] // (claimants + 1),
+            "tool_calls": self.remaining["tool_calls"] // (claimants + 1),
+            "agent_calls": self.remaining["agent_calls"] // (claimants + 1),
+            "tokens": None
+            if self.remaining["tokens"] is None
+            else self.remaining["tokens"] // (claimants + 1),
+        }
+        for name, amount in share.items():
+            if amount is not None:
+                self.remaining[name] -= amount
+        share["runs"] -= 1  # the child itself is one of the runs it was given
+        return TreeBudget.model_validate(share)
+
+    def refund(self, unused: TreeBudget | None) -> None:
+        if unused is None:
+            return
+        for name, amount in unused.model_dump().items():
+            if amount is not None and self.remaining[name] is not None:
+                self.remaining[name] += amount
+
+    def left(self) -> TreeBudget:
+        return TreeBudget.model_validate(
+            {k: max(v, 0) if v is not None else None for k, v in self.remaining.items()}
         )
-        raise RunEnded(Ending.failed(failure))
 
 
 def input_entries(run_id: str, value: str | tuple[InputMessage, ...]) -> list[PendingEntry]:
@@ -169,4 +235,26 @@ def tool_result_entry(key: str, call: ToolCallSpec, outcome: ToolOutcome) -> Pen
         tool_name=call.name,
         tool_result_of=call.id,
         error_kind=outcome.error_kind,
+    )
+
+
+def invalid_arguments_entry(key: str, call: ToolCallSpec, message: str) -> PendingEntry:
+    return PendingEntry(
+        key=key,
+        role="tool",
+        content=json.dumps({"error": message}),
+        tool_call_id=call.id,
+        tool_name=call.name,
+        error_kind=ToolErrorKind.INVALID_ARGUMENTS,
+    )
+
+
+def agent_call_entry(key: str, call: ToolCallSpec, result: AgentCallResult) -> PendingEntry:
+    """The child's structured result, as the `agent.call` tool result the model reads."""
+    return PendingEntry(
+        key=key,
+        role="tool",
+        content=result.model_dump_json(exclude_none=True),
+        tool_call_id=call.id,
+        tool_name=call.name,
     )

@@ -1,0 +1,308 @@
+"""`agent.call` inside a run: checked by an activity, executed as a child `AgentRunWorkflow`.
+
+The child's workflow id is derived from (root, caller, call id), and each call id's result is
+kept in workflow state (rebuilt by replay), so a repeated call id never runs a second child —
+after a worker restart too. The caller waits on the child without holding any activity slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import (
+    ActivityError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
+from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from otherone import search_attributes as attrs
+    from otherone.contracts import (
+        ACTIVITY_PREPARE_CALL,
+        WORKFLOW_NAME,
+        CallPlan,
+        PrepareCallInput,
+        RunInput,
+        RunPlan,
+        RunRef,
+        child_run_id,
+    )
+    from otherone.definitions import TreeBudget
+    from otherone.errors import FailureCode
+    from otherone.runs import (
+        AgentCallRequest,
+        AgentCallResult,
+        AgentFailure,
+        AgentRunRequest,
+        AgentRunResult,
+        RunOutcome,
+        RunStatus,
+        SessionTarget,
+    )
+    from workflows.outcomes import BudgetDenied, BudgetLedger, failure_from_activity_error
+
+PREPARE_CALL_TIMEOUT = timedelta(seconds=60)
+
+
+class AgentCallArgumentsError(ValueError):
+    """The model's `agent.call` arguments are malformed (goes back as invalid_arguments)."""
+
+
+def parse_agent_call(arguments: str) -> AgentCallRequest:
+    """The model-facing tool takes only ``agent``, ``task`` and ``context``."""
+    try:
+        raw = json.loads(arguments or "{}")
+    except json.JSONDecodeError as error:
+        raise AgentCallArgumentsError(f"arguments are not valid JSON: {error}") from None
+    if not isinstance(raw, dict):
+        raise AgentCallArgumentsError("arguments must be a JSON object")
+    unknown = sorted(set(raw) - {"agent", "task", "context"})
+    if unknown:
+        raise AgentCallArgumentsError(f"unknown argument(s): {', '.join(unknown)}")
+    if not isinstance(raw.get("agent"), str) or not isinstance(raw.get("task"), str):
+        raise AgentCallArgumentsError("'agent' and 'task' are required strings")
+    try:
+        return AgentCallRequest(target=raw["agent"], task=raw["task"], context=raw.get("context"))
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]).replace("target", "agent")
+        raise AgentCallArgumentsError(f"{field}: {first['msg']}") from None
+
+
+def failed_call(call_id: str, target: str, failure: AgentFailure) -> AgentCallResult:
+    outcome = (
+        RunOutcome.BUDGET_EXCEEDED
+        if failure.code is FailureCode.BUDGET_EXCEEDED
+        else RunOutcome.FAILED
+    )
+    return AgentCallResult(call_id=call_id, target=target, outcome=outcome, failure=failure)
+
+
+class AgentCaller:
+    """The agent calls of one run: idempotent by call id, funded from the run's ledger."""
+
+    def __init__(
+        self,
+        run: RunInput,
+        ledger: BudgetLedger,
+        on_active_children: Callable[[int], None],
+    ) -> None:
+        self._run = run
+        self._ledger = ledger
+        self._on_active_children = on_active_children
+        self._results: dict[str, asyncio.Future[AgentCallResult]] = {}
+        self._children: dict[str, ChildWorkflowHandle[object, AgentRunResult]] = {}
+        self._started = 0
+
+    @property
+    def active(self) -> int:
+        return len(self._children)
+
+    async def call(
+        self,
+        plan: RunPlan,
+        ref: RunRef,
+        deadline: datetime,
+        call_id: str,
+        request: AgentCallRequest,
+        claimants: int,
+    ) -> AgentCallResult:
+        """The result of ``call_id``: a child run the first time, the same result after."""
+        known = self._results.get(call_id)
+        if known is not None:
+            return await asyncio.shield(known)
+        future: asyncio.Future[AgentCallResult] = asyncio.get_running_loop().create_future()
+        self._results[call_id] = future
+        try:
+            result = await self._execute(plan, ref, deadline, call_id, request, claimants)
+        except BaseException:
+            del self._results[call_id]  # cancelled before a result: a later call may retry
+            future.cancel()
+            raise
+        future.set_result(result)
+        return result
+
+    def cancel_children(self) -> None:
+        """Ask every running child to stop (used when this run ends early)."""
+        for handle in self._children.values():
+            handle.cancel()
+
+    async def _execute(
+        self,
+        plan: RunPlan,
+        ref: RunRef,
+        deadline: datetime,
+        call_id: str,
+        request: AgentCallRequest,
+        claimants: int,
+    ) -> AgentCallResult:
+        if self._started >= plan.limits.max_children_per_run:
+            failure = AgentFailure(
+                code=FailureCode.BUDGET_EXCEEDED,
+                message=f"max_children_per_run ({plan.limits.max_children_per_run}) reached",
+            )
+            return failed_call(call_id, request.target, failure)
+        try:
+            call_plan = await self._prepare(plan, ref, call_id, request)
+        except ActivityError as error:
+            if is_cancelled_exception(error):
+                raise asyncio.CancelledError() from error
+            return failed_call(call_id, request.target, failure_from_activity_error(error))
+        try:
+            allowance = self._ledger.allot(claimants)
+        except BudgetDenied as denied:
+            failure = AgentFailure(code=FailureCode.BUDGET_EXCEEDED, message=str(denied))
+            return failed_call(call_id, request.target, failure)
+        self._started += 1
+        child = self._child_input(plan, ref, deadline, call_id, request, call_plan, allowance)
+        return await self._run_child(child, call_id, request, call_plan)
+
+    async def _prepare(
+        self, plan: RunPlan, ref: RunRef, call_id: str, request: AgentCallRequest
+    ) -> CallPlan:
+        result: CallPlan = await workflow.execute_activity(
+            ACTIVITY_PREPARE_CALL,
+            PrepareCallInput(
+                caller=ref,
+                ancestry=(*self._run.ancestry, ref.agent_id),
+                call_id=call_id,
+                request=request,
+                limits=plan.limits,
+            ),
+            result_type=CallPlan,
+            start_to_close_timeout=PREPARE_CALL_TIMEOUT,
+            summary=f"check call {ref.agent_id} → {request.target}",
+        )
+        return result
+
+    def _child_input(
+        self,
+        plan: RunPlan,
+        ref: RunRef,
+        deadline: datetime,
+        call_id: str,
+        request: AgentCallRequest,
+        call_plan: CallPlan,
+        allowance: TreeBudget,
+    ) -> RunInput:
+        parent = self._run.request
+        child_deadline = deadline
+        if request.timeout is not None:
+            child_deadline = min(deadline, workflow.now() + request.timeout)
+        return RunInput(
+            run_id=child_run_id(ref.root_run_id, ref.run_id, call_id),
+            root_run_id=ref.root_run_id,
+            parent_run_id=ref.run_id,
+            agent_call_id=call_id,
+            depth=ref.depth + 1,
+            ancestry=(*self._run.ancestry, ref.agent_id),
+            snapshot_version=plan.snapshot_version,
+            deadline=child_deadline,
+            result_contract=request.result_contract,
+            max_iterations=request.max_iterations,
+            internal_session=True,
+            budget=allowance,
+            caller_agent_id=ref.agent_id,
+            caller_model_profile_id=plan.model_profile_id,
+            request=AgentRunRequest(
+                entry_agent=call_plan.target_id,
+                input=call_plan.child_input,
+                session=SessionTarget(
+                    context_window=parent.session.context_window,
+                    threshold_percentage=parent.session.threshold_percentage,
+                ),
+                runtime_context=parent.runtime_context,
+                limits=parent.limits,
+                metadata=request.metadata,
+                event_visibility=parent.event_visibility,
+                include_thinking_events=parent.include_thinking_events,
+            ),
+        )
+
+    async def _run_child(
+        self, child: RunInput, call_id: str, request: AgentCallRequest, call_plan: CallPlan
+    ) -> AgentCallResult:
+        try:
+            handle = await workflow.start_child_workflow(
+                WORKFLOW_NAME,
+                child,
+                id=child.run_id,
+                result_type=AgentRunResult,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                static_summary=_summary(child, request),
+                search_attributes=_child_search_attributes(child, call_id),
+            )
+        except WorkflowAlreadyStartedError:
+            failure = AgentFailure(
+                code=FailureCode.INTERNAL_ERROR, message=f"child '{child.run_id}' already runs"
+            )
+            self._ledger.refund(_with_self(child))
+            return failed_call(call_id, call_plan.target_id, failure)
+        self._children[call_id] = handle
+        self._on_active_children(self.active)
+        try:
+            result = await handle
+        except ChildWorkflowError as error:
+            return _abnormal_child(call_id, call_plan.target_id, child.run_id, error)
+        finally:
+            del self._children[call_id]
+            self._on_active_children(self.active)
+        self._ledger.refund(result.budget_remaining)
+        return AgentCallResult(
+            call_id=call_id,
+            target=call_plan.target_id,
+            run_id=result.run_id,
+            outcome=result.outcome,
+            failure=result.failure,
+            output=result.output,
+            usage=result.usage,
+            artifacts=result.artifacts,
+        )
+
+
+def _with_self(child: RunInput) -> TreeBudget | None:
+    if child.budget is None:
+        return None
+    return child.budget.model_copy(update={"runs": child.budget.runs + 1})
+
+
+def _abnormal_child(
+    call_id: str, target: str, run_id: str, error: ChildWorkflowError
+) -> AgentCallResult:
+    """A child that ended without a result (terminated from outside, or a bug)."""
+    if is_cancelled_exception(error):
+        return AgentCallResult(
+            call_id=call_id, target=target, run_id=run_id, outcome=RunOutcome.CANCELLED
+        )
+    failure = AgentFailure(
+        code=FailureCode.INTERNAL_ERROR,
+        message=f"child run ended abnormally: {error.cause or error}",
+    )
+    return AgentCallResult(
+        call_id=call_id, target=target, run_id=run_id, outcome=RunOutcome.FAILED, failure=failure
+    )
+
+
+def _child_search_attributes(child: RunInput, call_id: str) -> TypedSearchAttributes:
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(attrs.AGENT_ID, child.request.entry_agent),
+            SearchAttributePair(attrs.DEPTH, child.depth),
+            SearchAttributePair(attrs.PARTITION, child.request.runtime_context.partition_key),
+            SearchAttributePair(attrs.CALL_ID, call_id),
+            SearchAttributePair(attrs.STATUS, RunStatus.RUNNING.value),
+        ]
+    )
+
+
+def _summary(child: RunInput, request: AgentCallRequest) -> str:
+    """How the child reads in the Web UI: ``researcher ← coordinator: find sources``."""
+    return f"{child.request.entry_agent} ← {child.caller_agent_id}: {request.task.strip()[:80]}"
