@@ -25,6 +25,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -253,6 +254,13 @@ class AgentClient:
             )
         except WorkflowUpdateFailedError:
             raise RunNotActiveError(caller_run_id) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError() from None  # our caller gave up; the call goes on
+            raise UnavailableError(
+                f"the call '{call_id}' did not answer in time; call again"
+            ) from None
         except RPCError as error:
             raise _not_found_or(error, caller_run_id, finished=True) from None
         return result

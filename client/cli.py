@@ -8,16 +8,18 @@ Commands::
     otherone send RUN_ID TEXT [TEXT...] queue user messages for a running run
     otherone cancel RUN_ID              cancel a run (and its descendants)
     otherone show RUN_ID [--json]       a run's record
-    otherone demo [--keep]              offline end-to-end demo (own server, worker, example)
+    otherone tree RUN_ID [--json]       the tree of runs (agent calls) RUN_ID belongs to
+    otherone demo [--keep]              offline end-to-end demo (own server, worker, example team)
 
 Settings (``--config``, ``--address``, ``--namespace``, ``--task-queue``, ``--database-url``,
 ``--data-dir``, ``--ui-port``, ``--port``, ``--max-concurrent-activities``) default to
 `worker.settings.Settings` (environment variables ``OTHERONE_*`` or ``.env``). They are accepted
 before or after the command; after it wins.
 
-Output: stdout carries content (streamed text, final output, tables, JSON); stderr carries tool
-lines, summaries, notices and errors. An error is one line, ``error: ...``, never a traceback
-(set ``OTHERONE_TRACEBACK=1`` to get one for unexpected errors).
+Output: stdout carries content (streamed text, final output, tables, trees, JSON); stderr carries
+tool lines, agent-call lines of children, summaries, notices and errors. An error is one line,
+``error: ...``, never a traceback (set ``OTHERONE_TRACEBACK=1`` to get one for unexpected
+errors).
 
 Exit codes:
 
@@ -58,8 +60,15 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
-from client.console import EventPrinter, make_console, print_record, print_result_summary
+from client.console import (
+    EventPrinter,
+    make_console,
+    print_record,
+    print_result_summary,
+    print_run_tree,
+)
 from otherone.errors import (
     ConfigurationError,
     IdempotencyConflictError,
@@ -69,7 +78,7 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
-from otherone.runs import AgentRunResult, RunOutcome
+from otherone.runs import AgentRunResult, RunOutcome, RunRecord
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -122,8 +131,10 @@ SETTINGS_HELP = (
 CONNECT_TIMEOUT = 10.0
 #: Seconds between reads of the event store while a run streams.
 EVENT_POLL_SECONDS = 0.05
-DEMO_AGENT = "assistant"
-DEMO_QUESTION = "What's the weather in Paris?"
+#: Seconds `tree` waits for Temporal's visibility to list children a run has called.
+TREE_SETTLE_SECONDS = 2.0
+DEMO_AGENT = "coordinator"
+DEMO_QUESTION = "Plan a day in Paris: check the weather and draft a short note."
 DEMO_TASK_QUEUE = "otherone-demo"
 
 _T = TypeVar("_T")
@@ -390,13 +401,24 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     show = command("show", "show a run's record", "Show the current record of RUN_ID.")
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print the RunRecord as JSON")
+    tree = command(
+        "tree",
+        "show the tree of runs a run belongs to",
+        "Show the whole tree of runs that RUN_ID belongs to (its root and every agent call below "
+        "it, a child run each): agent, call id, status, calls, tokens and duration per run.",
+    )
+    tree.add_argument("run_id", metavar="RUN_ID", help="the root run, or any run of its tree")
+    tree.add_argument(
+        "--json", action="store_true", help="print the RunRecords as a JSON array (root first)"
+    )
     demo = command(
         "demo",
         "offline end-to-end demo",
         "Start an in-memory Temporal dev server (with Web UI) on free ports, a worker with the "
         f"example configuration and a temporary store, run `{DEMO_AGENT}` with "
-        f'"{DEMO_QUESTION}", stream it, print the result and the Web UI link, then stop '
-        "everything. Needs no network and no API key.",
+        f'"{DEMO_QUESTION}" (it calls `researcher` and `writer` in parallel), stream it, print '
+        "the run tree, the result and the Web UI link, then stop everything. Needs no network "
+        "and no API key.",
     )
     demo.add_argument(
         "--keep",
@@ -540,16 +562,45 @@ async def follow_run(
     return result
 
 
-def _print_outcome(
-    ctx: Context, result: AgentRunResult, printer: EventPrinter, ui_url: str | None
-) -> int:
-    """The output text on stdout unless it was streamed, then the summary on stderr."""
+def _print_output(result: AgentRunResult, printer: EventPrinter) -> None:
+    """The output text on stdout unless it was streamed."""
     text = result.text
     if text and (not printer.streamed_any or printer.last_turn_text.strip() != text.strip()):
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
+
+
+def _print_outcome(
+    ctx: Context, result: AgentRunResult, printer: EventPrinter, ui_url: str | None
+) -> int:
+    """The output text on stdout unless it was streamed, then the summary on stderr."""
+    _print_output(result, printer)
     print_result_summary(ctx.err, result, ui_url=ui_url)
+    if result.usage.agent_calls:
+        ctx.err.print(Text.assemble(("  tree     ", "dim"), f"otherone tree {result.run_id}"))
     return EXIT_FOR_OUTCOME.get(result.outcome, EXIT_FAILED)
+
+
+async def load_tree(agents: AgentClient, run_id: str) -> tuple[RunRecord, list[RunRecord]]:
+    """The record of ``run_id`` and every record of its root's tree (root first).
+
+    Temporal lists children through its visibility store, which may lag a little behind: while
+    some run has made more agent calls than the listing shows children for it, list again (for
+    at most `TREE_SETTLE_SECONDS`; a call refused before its child started has no child).
+    """
+    record = await agents.get_run(run_id)  # RunNotFoundError (exit 3) for an unknown id
+    loop = asyncio.get_running_loop()
+    settle_until = loop.time() + TREE_SETTLE_SECONDS
+    while True:
+        records = await agents.list_run_tree(record.root_run_id)
+        children: dict[str, int] = {}
+        for found in records:
+            if found.parent_run_id is not None:
+                children[found.parent_run_id] = children.get(found.parent_run_id, 0) + 1
+        missing = any(found.usage.agent_calls > children.get(found.run_id, 0) for found in records)
+        if not missing or loop.time() >= settle_until:
+            return record, records
+        await asyncio.sleep(0.1)
 
 
 async def _serve(worker: Worker, ctx: Context) -> None:
@@ -756,6 +807,16 @@ async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
+async def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
+    agents = await _agent_client(ctx)
+    _, records = await load_tree(agents, args.run_id)
+    if args.json:
+        sys.stdout.write("[" + ",".join(record.model_dump_json() for record in records) + "]\n")
+    else:
+        print_run_tree(ctx.out, records, marked=args.run_id)
+    return EXIT_OK
+
+
 async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     from client.agent_client import AgentClient, build_request
     from otherone.examples import EXAMPLE_CONFIG
@@ -786,7 +847,13 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
                 result = await ctx.interruptible(follow_run(handle, store, printer))
                 description = await client.get_workflow_handle(result.run_id).describe()
                 link = server.workflow_url(result.run_id, description.run_id)
-                code = _print_outcome(ctx, result, printer, link)
+                _print_output(result, printer)
+                _, records = await ctx.interruptible(load_tree(agents, result.run_id))
+                ctx.out.print()
+                print_run_tree(ctx.out, records)
+                sys.stdout.flush()
+                print_result_summary(ctx.err, result, ui_url=link)
+                code = EXIT_FOR_OUTCOME.get(result.outcome, EXIT_FAILED)
                 if args.keep:
                     ctx.err.print(
                         f"the server stays up: open {link or server.ui_url} — Ctrl-C to stop",
@@ -809,6 +876,7 @@ COMMANDS: dict[str, tuple[Command, bool]] = {
     "send": (cmd_send, False),
     "cancel": (cmd_cancel, False),
     "show": (cmd_show, False),
+    "tree": (cmd_tree, False),
 }
 
 

@@ -8,14 +8,19 @@ errors). ``otherone run ... > answer.txt`` therefore keeps just the text.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TextIO
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.segment import Segments
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
-from otherone.contracts import EventRecord
+from otherone.contracts import EventRecord, child_run_id
 from otherone.runs import AgentRunResult, RunOutcome, RunRecord, RunStatus, RunUsage
 
 __all__ = [
@@ -23,6 +28,8 @@ __all__ = [
     "make_console",
     "print_record",
     "print_result_summary",
+    "print_run_tree",
+    "run_tree",
     "usage_line",
 ]
 
@@ -40,6 +47,9 @@ _STATUS_STYLE = {
     RunStatus.TIMED_OUT: "red",
     RunStatus.BUDGET_EXCEEDED: "red",
 }
+#: Style of a child's end in the live view (its outcome as the events spell it).
+_CHILD_END_STYLE = {"completed": "dim", "cancelled": "yellow"}
+_TERMINAL_EVENTS = {"run_completed": "completed", "run_cancelled": "cancelled"}
 
 
 def make_console(file: TextIO) -> Console:
@@ -47,11 +57,23 @@ def make_console(file: TextIO) -> Console:
     return Console(file=file, highlight=False, soft_wrap=True, emoji=False)
 
 
+@dataclass
+class _Call:
+    """An agent call seen in the live view (keyed by the child's run id)."""
+
+    call_id: str
+    target: str
+    started_at: datetime
+    ended: bool = False
+
+
 class EventPrinter:
-    """Renders the events of one run as they arrive.
+    """Renders the events of one run's tree as they arrive.
 
     Text deltas of the root run go to ``out`` as raw text (flushed per delta); tool calls, retries
-    and queued messages are dim lines on ``err``. Events of other runs (children) are skipped.
+    and queued messages are dim lines on ``err``. Children only show their activity, as dim lines
+    on ``err`` indented by depth: agent calls starting and ending (``↳ researcher started``) and
+    their tool calls (prefixed with the agent); their text never goes to ``out``.
     """
 
     def __init__(self, run_id: str, out: TextIO, err: Console) -> None:
@@ -61,6 +83,7 @@ class EventPrinter:
         self._at_line_start = True
         self._position: tuple[int, int] | None = None  # (turn, attempt) of the text on screen
         self._turn_text: dict[int, str] = {}
+        self._calls: dict[str, _Call] = {}  # child run id -> call
         self.streamed_any = False
 
     @property
@@ -71,21 +94,20 @@ class EventPrinter:
         return self._turn_text[max(self._turn_text)]
 
     def handle(self, record: EventRecord) -> None:
-        if record.run_id != self.run_id:
-            return
         event = record.event
         kind = event.get("type")
-        if kind == "model_delta":
+        if kind == "agent_call_started":
+            self._call_started(record)
+        elif kind == "agent_call_completed":
+            self._call_completed(record)
+        elif record.run_id != self.run_id:
+            self._child_event(record)
+        elif kind == "model_delta":
             self._delta(event)
         elif kind == "tool_started":
-            arguments = _one_line(str(event.get("arguments") or ""))[:120]
-            self._note(f"→ {event.get('tool_name')} {arguments}".rstrip())
+            self._note(_tool_started(event))
         elif kind == "tool_completed":
-            error = event.get("error")
-            if error:
-                self._note(f"✗ {event.get('tool_name')}: {_one_line(str(error))}", style="red")
-            else:
-                self._note(f"✓ {event.get('tool_name')}")
+            self._tool_completed(event)
         elif kind == "user_message_queued":
             count = event.get("count")
             self._note(f"✉ {count} queued message(s) taken into the run")
@@ -95,6 +117,85 @@ class EventPrinter:
         self._end_line()
 
     # internals ---------------------------------------------------------------------------
+
+    def _child_event(self, record: EventRecord) -> None:
+        """A descendant's event: its tool calls and its end; never its text."""
+        event = record.event
+        kind = event.get("type")
+        indent = "  " * record.depth
+        if kind == "tool_started":
+            self._note(f"{indent}{record.agent_id} {_tool_started(event)}")
+        elif kind == "tool_completed":
+            self._tool_completed(event, prefix=f"{indent}{record.agent_id} ")
+        elif kind in _TERMINAL_EVENTS or kind == "run_failed":
+            outcome = _TERMINAL_EVENTS.get(str(kind)) or str(event.get("status") or "failed")
+            failure = event.get("failure")
+            detail = None
+            if isinstance(failure, dict):
+                detail = f"{failure.get('code')}: {_one_line(str(failure.get('message')))}"
+            self._call_ended(record.run_id, record.agent_id, record, outcome, detail)
+
+    def _call_started(self, record: EventRecord) -> None:
+        event = record.event
+        call_id, target = str(event.get("call_id")), str(event.get("target"))
+        child = child_run_id(record.root_run_id, record.run_id, call_id)
+        if child in self._calls:
+            return  # the check was retried: already shown
+        self._calls[child] = _Call(call_id, target, record.timestamp)
+        self._note(f"{'  ' * record.depth}↳ {target} started ({call_id})")
+
+    def _call_completed(self, record: EventRecord) -> None:
+        """The caller took a call's result: shown only if the child's own end was not seen."""
+        event = record.event
+        call_id, target = str(event.get("call_id")), str(event.get("target"))
+        child = event.get("child_run_id")
+        if not isinstance(child, str):
+            child = child_run_id(record.root_run_id, record.run_id, call_id)
+        code = event.get("code")
+        self._call_ended(
+            child,
+            target,
+            record,
+            str(event.get("outcome") or "failed"),
+            str(code) if code else None,
+            depth=record.depth + 1,
+        )
+
+    def _call_ended(
+        self,
+        child: str,
+        agent_id: str,
+        record: EventRecord,
+        outcome: str,
+        detail: str | None,
+        *,
+        depth: int | None = None,
+    ) -> None:
+        call = self._calls.get(child)
+        if call is not None and call.ended:
+            return
+        notes: list[str] = []
+        if call is not None:
+            call.ended = True
+            notes.append(call.call_id)
+            seconds = (record.timestamp - call.started_at).total_seconds()
+            notes.append(f"{max(seconds, 0):.2f} s")
+        else:  # never announced (joined late): remember it ended
+            self._calls[child] = _Call("", agent_id, record.timestamp, ended=True)
+        indent = "  " * max((record.depth if depth is None else depth) - 1, 0)
+        line = f"{indent}↳ {agent_id} {outcome.replace('_', ' ')}"
+        if notes:
+            line += f" ({', '.join(notes)})"
+        if detail:
+            line += f": {detail}"
+        self._note(line, style=_CHILD_END_STYLE.get(outcome, "red"))
+
+    def _tool_completed(self, event: Mapping[str, object], *, prefix: str = "") -> None:
+        error = event.get("error")
+        if error:
+            self._note(f"{prefix}✗ {event.get('tool_name')}: {_one_line(str(error))}", style="red")
+        else:
+            self._note(f"{prefix}✓ {event.get('tool_name')}")
 
     def _delta(self, event: Mapping[str, object]) -> None:
         content = event.get("content")
@@ -197,6 +298,99 @@ def print_record(console: Console, record: RunRecord) -> None:
     console.print(table)
 
 
+def run_tree(records: Sequence[RunRecord], *, marked: str | None = None) -> Tree:
+    """The runs of one tree (root first, as `AgentClient.list_run_tree` returns them).
+
+    Each node: ``agent  (call id)  status  calls · tokens · duration``; a failure follows its
+    status. ``marked`` (a run id) gets an arrow. Runs whose parent is not in ``records`` hang
+    under the root.
+    """
+    if not records:
+        raise ValueError("a run tree has at least its root")
+    root = records[0]
+    tree = Tree(_tree_label(root, marked=marked), guide_style="dim")
+    nodes: dict[str, Tree] = {root.run_id: tree}
+    for record in records[1:]:
+        parent = nodes.get(record.parent_run_id or "", tree)
+        nodes[record.run_id] = parent.add(_tree_label(record, marked=marked))
+    return tree
+
+
+def print_run_tree(
+    console: Console, records: Sequence[RunRecord], *, marked: str | None = None
+) -> None:
+    """The tree of runs, then (for more than one run) a line with the tree's totals.
+
+    A terminal wraps long lines under their node; a pipe or file gets one line per run.
+    """
+    tree = run_tree(records, marked=marked)
+    if console.is_terminal:
+        console.print(tree, soft_wrap=False)
+    else:
+        wide = Measurement.get(console, console.options.update(width=100_000), tree).maximum
+        options = console.options.update(width=max(console.width, wide))
+        for line in console.render_lines(tree, options, pad=False, new_lines=True):
+            console.print(Segments(line), end="")
+    if len(records) > 1:
+        tokens = [_tokens(record.usage) for record in records]
+        parts = [
+            _plural(len(records), "run"),
+            _plural(sum(record.usage.model_calls for record in records), "model call"),
+        ]
+        if all(count is not None for count in tokens):
+            parts.append(f"{sum(count or 0 for count in tokens)} tokens")
+        console.print(Text("in all: " + " · ".join(parts), style="dim"))
+
+
+def _tree_label(record: RunRecord, *, marked: str | None) -> Text:
+    label = Text()
+    label.append(record.agent_id, style="bold")
+    if record.agent_call_id:
+        label.append(f"  {record.agent_call_id}", style="dim")
+    label.append("  ")
+    label.append(
+        record.status.value.replace("_", " "), style=_STATUS_STYLE.get(record.status, "cyan")
+    )
+    usage = record.usage
+    parts = [_plural(usage.model_calls, "model call")]
+    if usage.tool_calls:
+        parts.append(_plural(usage.tool_calls, "tool call"))
+    if usage.agent_calls:
+        parts.append(_plural(usage.agent_calls, "agent call"))
+    tokens = _tokens(usage)
+    if tokens is not None:
+        parts.append(f"{tokens} tokens")
+    seconds = _duration_seconds(record)
+    if seconds is not None:
+        parts.append(f"{seconds:.2f} s")
+    label.append("  " + " · ".join(parts), style="dim")
+    if record.failure is not None:
+        code = record.failure.code.value
+        prefix = "" if code == record.status.value else f"{code}: "
+        label.append(f"  {prefix}{_one_line(record.failure.message)}", style="red")
+    if marked is not None and record.run_id == marked and record.depth > 0:
+        label.append("  ◀", style="bold")
+    return label
+
+
+def _tokens(usage: RunUsage) -> int | None:
+    if usage.total_tokens is not None:
+        return usage.total_tokens
+    if usage.input_tokens is None and usage.output_tokens is None:
+        return None
+    return (usage.input_tokens or 0) + (usage.output_tokens or 0)
+
+
+def _duration_seconds(record: RunRecord) -> float | None:
+    """The run's own duration; for a running run, the time since it started."""
+    if record.usage.duration_millis:
+        return record.usage.duration_millis / 1000
+    if record.started_at is None:
+        return None
+    end = record.finished_at or datetime.now(UTC)
+    return max((end - record.started_at).total_seconds(), 0.0)
+
+
 def _agent_label(record: RunRecord) -> str:
     if record.agent_definition_version is None:
         return record.agent_id
@@ -205,6 +399,11 @@ def _agent_label(record: RunRecord) -> str:
 
 def _row(label: str, value: str) -> Text:
     return Text.assemble((f"  {label:<8} ", "dim"), value)
+
+
+def _tool_started(event: Mapping[str, object]) -> str:
+    arguments = _one_line(str(event.get("arguments") or ""))[:120]
+    return f"→ {event.get('tool_name')} {arguments}".rstrip()
 
 
 def _one_line(text: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -39,7 +40,10 @@ pytestmark = pytest.mark.timeout(120)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "What's the weather in Paris?"
 ANSWER = "sunny in Paris"
+TEAM_QUESTION = "Plan a day in Paris: check the weather and draft a short note."
+TEAM_ANSWER = "Here is your day in Paris."
 RUN_ID = re.compile(r"run id\s+(run-[0-9a-f]+)")
+UI_LINK = re.compile(r"http://127\.0\.0\.1:\d+/namespaces/default/workflows/run-")
 
 
 @dataclass
@@ -198,6 +202,63 @@ async def test_show_unknown_run_exits_3(cli: Cli) -> None:
     assert_one_line_error(result, 3, "run-does-not-exist", "not found")
 
 
+async def test_team_run_shows_children_live_and_as_a_tree(cli: Cli) -> None:
+    result = await cli("run", "coordinator", TEAM_QUESTION)
+
+    assert result.code == 0, result.describe()
+    assert TEAM_ANSWER in result.stdout
+    # Children's activity: dim lines on stderr, never their text on stdout.
+    for needle in (
+        "↳ researcher started (call_research)",
+        "↳ writer started (call_write)",
+        "↳ researcher completed (call_research",
+        "↳ writer completed (call_write",
+        "  researcher → get_weather",
+        "  researcher ✓ get_weather",
+    ):
+        assert needle in result.stderr, result.describe()
+    assert "Looking up the weather" not in result.stdout  # the researcher's own text
+    assert "Source: get_weather" not in result.stdout
+    match = RUN_ID.search(result.stderr)
+    assert match, result.describe()
+    run_id = match.group(1)
+    assert f"otherone tree {run_id}" in result.stderr  # the summary points at the tree
+
+    as_text, of_child, as_json = await asyncio.gather(
+        cli("tree", run_id),
+        cli("tree", f"{run_id}/call_write"),
+        cli("tree", run_id, "--json"),
+    )
+    assert as_text.code == 0, as_text.describe()
+    lines = as_text.stdout.splitlines()
+    root, children = lines[0], lines[1:3]
+    assert root.startswith("coordinator  completed"), as_text.describe()
+    assert sorted(line[4:].split("  ")[:3] for line in children) == [
+        ["researcher", "call_research", "completed"],
+        ["writer", "call_write", "completed"],
+    ], as_text.describe()
+    assert all(line[:4] in ("├── ", "└── ") for line in children), as_text.describe()
+    assert "in all: 3 runs · 5 model calls" in as_text.stdout
+
+    assert of_child.code == 0, of_child.describe()  # a child's id shows its root's whole tree
+    assert of_child.stdout.startswith("coordinator  completed"), of_child.describe()
+    assert "call_write" in of_child.stdout and "◀" in of_child.stdout
+
+    assert as_json.code == 0, as_json.describe()
+    records = [RunRecord.model_validate(item) for item in json.loads(as_json.stdout)]
+    assert len(records) == 3 and records[0].agent_id == "coordinator"
+    assert {record.agent_id for record in records[1:]} == {"researcher", "writer"}
+    assert all(record.status is RunStatus.COMPLETED for record in records)
+    assert all(record.root_run_id == run_id for record in records)
+    assert {record.parent_run_id for record in records[1:]} == {run_id}
+    assert {record.agent_call_id for record in records[1:]} == {"call_research", "call_write"}
+
+
+async def test_tree_of_unknown_run_exits_3(cli: Cli) -> None:
+    result = await cli("tree", "run-does-not-exist")
+    assert_one_line_error(result, 3, "run-does-not-exist", "not found")
+
+
 async def test_bad_input_exits_2_naming_the_field(cli: Cli) -> None:
     bad_agent, empty_text, bad_option = await asyncio.gather(
         cli("run", "Bad Agent", "hi"),
@@ -303,9 +364,101 @@ async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
     result = await otherone("demo", env=env, limit=90, cwd=tmp_path)
 
     assert result.code == 0, result.describe()
-    assert ANSWER in result.stdout
-    assert re.search(r"http://127\.0\.0\.1:\d+/namespaces/default/workflows/run-", result.stderr)
+    assert TEAM_ANSWER in result.stdout and "sunny" in result.stdout
+    assert "↳ researcher started (call_research)" in result.stderr
+    assert "↳ writer started (call_write)" in result.stderr
+    # The run tree (stdout): the coordinator and both children it called, all completed.
+    tree = result.stdout[result.stdout.index("coordinator  completed") :]
+    assert re.search(r"[├└]── researcher  call_research  completed", tree), result.describe()
+    assert re.search(r"[├└]── writer  call_write  completed", tree), result.describe()
+    assert "✓ completed  coordinator" in result.stderr
+    assert UI_LINK.search(result.stderr), result.describe()
     assert not (tmp_path / ".otherone").exists()  # the demo leaves nothing behind
+
+
+def test_live_view_of_children_is_stderr_only_indented_and_shown_once() -> None:
+    """Children: started/ended lines and tool lines on stderr, by depth; their text never."""
+    import io
+    from datetime import UTC, datetime, timedelta
+
+    from client.console import EventPrinter, make_console
+    from otherone.contracts import EventRecord
+
+    root = "run-r"
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    events: list[EventRecord] = []
+
+    def event(run_id: str, agent_id: str, depth: int, **body: object) -> None:
+        parent = None if depth == 0 else run_id.rpartition("/")[0]
+        events.append(
+            EventRecord.model_validate(
+                {
+                    "event_id": str(len(events)),
+                    "sequence": len(events) + 1,
+                    "timestamp": start + timedelta(milliseconds=100 * len(events)),
+                    "root_run_id": root,
+                    "run_id": run_id,
+                    "parent_run_id": parent,
+                    "agent_id": agent_id,
+                    "depth": depth,
+                    "event": body,
+                }
+            )
+        )
+
+    research, deep = f"{root}/call_a", f"{root}/call_a/call_b"
+    event(root, "boss", 0, type="model_delta", content="Asking.", turn=1, attempt=1)
+    event(root, "boss", 0, type="agent_call_started", call_id="call_a", target="researcher")
+    event(root, "boss", 0, type="agent_call_started", call_id="call_a", target="researcher")
+    event(root, "boss", 0, type="agent_call_started", call_id="call_w", target="writer")
+    event(
+        root,
+        "boss",
+        0,
+        type="agent_call_completed",
+        call_id="call_w",
+        target="writer",
+        outcome="failed",
+        code="agent_call_denied",
+    )
+    event(research, "researcher", 1, type="model_delta", content="SECRET", turn=1, attempt=1)
+    event(research, "researcher", 1, type="agent_call_started", call_id="call_b", target="fact")
+    event(deep, "fact", 2, type="tool_started", tool_name="lookup", arguments='{"q": 1}')
+    event(deep, "fact", 2, type="tool_completed", tool_name="lookup", error="boom")
+    failure = {"code": "budget_exceeded", "message": "max_iterations (1)"}
+    event(deep, "fact", 2, type="run_failed", status="budget_exceeded", failure=failure)
+    event(research, "researcher", 1, type="run_completed")
+    for call_id, target in (("call_a", "researcher"), ("call_w", "writer")):
+        event(
+            root,
+            "boss",
+            0,
+            type="agent_call_completed",
+            call_id=call_id,
+            target=target,
+            outcome="completed" if call_id == "call_a" else "failed",
+            child_run_id=f"{root}/{call_id}" if call_id == "call_a" else None,
+        )
+    event(root, "boss", 0, type="model_delta", content="Done.", turn=2, attempt=1)
+
+    out, err = io.StringIO(), io.StringIO()
+    printer = EventPrinter(root, out, make_console(err))
+    for record in events:
+        printer.handle(record)
+    printer.finish()
+
+    assert out.getvalue() == "Asking.\nDone.\n"
+    assert err.getvalue().splitlines() == [
+        "↳ researcher started (call_a)",
+        "↳ writer started (call_w)",
+        "↳ writer failed (call_w, 0.10 s): agent_call_denied",
+        "  ↳ fact started (call_b)",
+        '    fact → lookup {"q": 1}',
+        "    fact ✗ lookup: boom",
+        "  ↳ fact budget exceeded (call_b, 0.30 s): budget_exceeded: max_iterations (1)",
+        "↳ researcher completed (call_a, 0.90 s)",
+    ]
+    assert printer.last_turn_text == "Done."
 
 
 def test_help_documents_exit_codes_and_settings() -> None:

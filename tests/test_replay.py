@@ -39,6 +39,9 @@ def test_histories_are_checked_in() -> None:
         "signal_mid_run",
         "cancelled",
         "timed_out",
+        "nested_call",
+        "cancelled_tree",
+        "timed_out_child",
     }
 
 

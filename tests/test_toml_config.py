@@ -88,7 +88,7 @@ def test_example_config_loads_and_snapshots() -> None:
 
     assert config.source == str(EXAMPLE_CONFIG)
     assert snapshot.default_model == "demo"
-    assert set(snapshot.agents) == {"assistant", "researcher"}
+    assert set(snapshot.agents) == {"assistant", "researcher", "writer", "coordinator"}
     assert set(snapshot.tools) == {"get_weather", "add"}
     assert config.tools.names() == ["add", "get_weather"]
     assert snapshot.agents["assistant"].limits.max_iterations == 5
@@ -111,6 +111,43 @@ def test_example_script_is_a_weather_conversation_using_the_tool_result() -> Non
     assert weather["condition"] in second.full_text
     assert f"{weather['temperature_c']} °C" in second.full_text
     assert get_weather("Paris") == weather  # deterministic
+
+
+def test_example_team_calls_researcher_and_writer_in_parallel() -> None:
+    config = load_config(EXAMPLE_CONFIG)
+    snapshot = config.snapshot()
+    coordinator = snapshot.agents["coordinator"]
+    script = config.models["demo"].script
+
+    assert coordinator.callable_agents == AccessPolicy.allow("researcher", "writer")
+    assert coordinator.model_overrides.parallel_tool_calls is True
+    assert [agent.id for agent in snapshot.reachable_agents(coordinator)] == [
+        "researcher",
+        "writer",
+    ]
+    first, final = script["coordinator"]
+    assert [(call.name, call.id) for call in first.tool_calls] == [
+        ("agent.call", "call_research"),
+        ("agent.call", "call_write"),
+    ]
+    targets = [
+        call.arguments.get("agent") if isinstance(call.arguments, dict) else None
+        for call in first.tool_calls
+    ]
+    assert targets == ["researcher", "writer"]
+    assert final.chunks is not None and not final.tool_calls
+    # The researcher looks the weather up, then reports it; the writer answers at once.
+    lookup, report = script["researcher"]
+    assert [(call.name, call.arguments) for call in lookup.tool_calls] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert snapshot.agents["researcher"].tools == AccessPolicy.allow("get_weather")
+    (note,) = script["writer"]
+    assert note.chunks is not None and not note.tool_calls
+    weather = get_weather("Paris")
+    for text in (report.full_text, final.full_text):
+        assert weather["condition"] in text and f"{weather['temperature_c']} °C" in text
+    assert note.full_text in final.full_text  # the coordinator passes the writer's note on
 
 
 def test_fixture_with_every_table_loads() -> None:

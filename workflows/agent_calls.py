@@ -123,12 +123,18 @@ class AgentCaller:
         self._results[call_id] = future
         try:
             result = await self._execute(plan, ref, deadline, call_id, request, claimants)
-        except BaseException:
-            del self._results[call_id]  # cancelled before a result: a later call may retry
+        except asyncio.CancelledError:
+            # Cancelled before a result (only GeneratorExit, on eviction, is let through as is):
+            # a later call with this id may start over.
+            del self._results[call_id]
             future.cancel()
             raise
         future.set_result(result)
         return result
+
+    def _child_done(self, call_id: str) -> None:
+        del self._children[call_id]
+        self._on_active_children(self.active)
 
     def cancel_children(self) -> None:
         """Ask every running child to stop (used when this run ends early)."""
@@ -248,13 +254,17 @@ class AgentCaller:
             return failed_call(call_id, call_plan.target_id, failure)
         self._children[call_id] = handle
         self._on_active_children(self.active)
+        # No `finally`: on cache eviction the coroutine is closed (GeneratorExit) outside the
+        # workflow's event loop, where no workflow call may be made.
         try:
             result = await handle
         except ChildWorkflowError as error:
+            self._child_done(call_id)
             return _abnormal_child(call_id, call_plan.target_id, child.run_id, error)
-        finally:
-            del self._children[call_id]
-            self._on_active_children(self.active)
+        except asyncio.CancelledError:
+            self._child_done(call_id)
+            raise
+        self._child_done(call_id)
         self._ledger.refund(result.budget_remaining)
         return AgentCallResult(
             call_id=call_id,

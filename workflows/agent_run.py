@@ -177,19 +177,25 @@ class AgentRunWorkflow:
         if not self._session_id:
             self._session_id = f"session-{workflow.uuid4()}"
             workflow.upsert_search_attributes([attrs.SESSION_ID.value_set(self._session_id)])
+        try:
+            ending = await self._execute()
+        except asyncio.CancelledError:  # cancelled while preparing, before the loop began
+            ending = Ending.of(RunOutcome.CANCELLED)
+        return await self._finish_shielded(ending, self._ref(self._plan))
+
+    async def _execute(self) -> Ending:
         plan = await self._prepare()
         if isinstance(plan, Ending):
-            # Nothing was written and no lease taken: record the end, release nothing.
-            return await self._finish(plan, self._ref(None), release_session=False)
+            return plan
         self._plan = plan
-        ref = self._ref(plan)
-        self._ledger = BudgetLedger(input.budget or TreeBudget.for_root(plan.limits), plan.limits)
+        self._ledger = BudgetLedger(
+            self._input.budget or TreeBudget.for_root(plan.limits), plan.limits
+        )
         self._deadline_at = self._deadline(plan.timeout)
-        self._caller = AgentCaller(input, self._ledger, self._children_changed)
-        self._pending = input_entries(input.run_id, input.request.input)
+        self._caller = AgentCaller(self._input, self._ledger, self._children_changed)
+        self._pending = input_entries(self._input.run_id, self._input.request.input)
         self._status = RunStatus.RUNNING
-        ending = await self._run_until_deadline(plan, ref)
-        return await self._finish(ending, ref)
+        return await self._run_until_deadline(plan, self._ref(plan))
 
     async def _prepare(self) -> RunPlan | Ending:
         input = self._input
@@ -225,12 +231,7 @@ class AgentRunWorkflow:
         try:
             return await asyncio.wait_for(self._loop(plan, ref), timeout=max(remaining, 0.001))
         except TimeoutError:
-            return Ending.of(
-                RunOutcome.TIMED_OUT,
-                AgentFailure(
-                    code=FailureCode.TIMED_OUT, message="run deadline passed", retryable=True
-                ),
-            )
+            return _timed_out()
         except asyncio.CancelledError:
             return Ending.of(RunOutcome.CANCELLED)
 
@@ -253,7 +254,10 @@ class AgentRunWorkflow:
 
     async def _turn(self, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:
         """One iteration: model call, then either the answer or the tools' results."""
-        assert self._ledger is not None
+        assert self._ledger is not None and self._deadline_at is not None
+        if workflow.now() >= self._deadline_at:
+            # E.g. a child that hit the shared deadline returned first: this run is out of time too.
+            raise RunEnded(_timed_out())
         self._take_queued(iteration)
         self._ledger.reserve_model_call()
         self._usage.model_calls += 1
@@ -415,17 +419,26 @@ class AgentRunWorkflow:
 
     # finish ------------------------------------------------------------------------------
 
-    async def _finish(
-        self, ending: Ending, ref: RunRef, *, release_session: bool = True
-    ) -> AgentRunResult:
+    async def _finish_shielded(self, ending: Ending, ref: RunRef) -> AgentRunResult:
+        """Finish even if a cancellation arrives meanwhile (e.g. from a parent whose deadline
+        passed while this run was already ending): a run always returns its structured result.
+        """
+        finishing = asyncio.ensure_future(self._finish(ending, ref))
+        while True:
+            try:
+                return await asyncio.shield(finishing)
+            except asyncio.CancelledError:
+                continue
+
+    async def _finish(self, ending: Ending, ref: RunRef) -> AgentRunResult:
         self._ending = ending
         self._status = STATUS_FOR_OUTCOME[ending.outcome]
         self._finished_at = workflow.now()
         if self._caller is not None and ending.outcome is not RunOutcome.COMPLETED:
             self._caller.cancel_children()  # e.g. children of trusted calls still running
-        if release_session:
+        if self._plan is not None:
             self._take_queued(self._iteration + 1)  # keep late messages in the session
-        await self._finish_activity(ref, ending, release_session=release_session)
+        await self._finish_activity(ref, ending)
         workflow.upsert_search_attributes([attrs.STATUS.value_set(self._status.value)])
         await workflow.wait_condition(workflow.all_handlers_finished)
         return AgentRunResult(
@@ -441,9 +454,10 @@ class AgentRunWorkflow:
             budget_remaining=self._ledger.left() if self._ledger else self._input.budget,
         )
 
-    async def _finish_activity(self, ref: RunRef, ending: Ending, *, release_session: bool) -> None:
-        pending = tuple(self._pending) if release_session else ()
-        self._pending = []
+    async def _finish_activity(self, ref: RunRef, ending: Ending) -> None:
+        """Flush pending entries, release the session lease (only if this run holds it), and
+        record the end."""
+        pending, self._pending = tuple(self._pending), []
         await workflow.execute_activity(
             ACTIVITY_FINISH_RUN,
             FinishRunInput(
@@ -453,7 +467,6 @@ class AgentRunWorkflow:
                 usage=self._usage.snapshot(self._elapsed()),
                 failure=ending.failure,
                 output=ending.output,
-                release_session=release_session,
             ),
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
             retry_policy=STORE_RETRY,
@@ -479,6 +492,13 @@ class AgentRunWorkflow:
             snapshot_version=plan.snapshot_version if plan else (input.snapshot_version or ""),
             include_thinking_events=input.request.include_thinking_events,
         )
+
+
+def _timed_out() -> Ending:
+    failure = AgentFailure(
+        code=FailureCode.TIMED_OUT, message="run deadline passed", retryable=True
+    )
+    return Ending.of(RunOutcome.TIMED_OUT, failure)
 
 
 def _raise_if_run_ending(call: ToolCallSpec, outcome: ToolOutcome) -> None:
