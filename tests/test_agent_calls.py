@@ -701,3 +701,35 @@ async def test_list_run_tree_from_a_second_process(
     )
     output, _ = await asyncio.wait_for(process.communicate(), 60)
     assert json.loads(output) == [["coordinator", 0, "completed"], ["worker", 1, "completed"]]
+
+
+async def test_a_child_gets_its_own_tools_not_its_callers(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    @tool
+    def caller_only() -> str:
+        """Only the caller may use this."""
+        return "x"
+
+    @tool
+    def worker_only() -> str:
+        """Only the worker may use this."""
+        return "y"
+
+    provider = RecordingProvider()
+    config = scripted_config(
+        {"boss": [calls(agent_call("c", "worker", "work")), "done"], "worker": ["ok"]},
+        agents=[
+            agent("boss", callable_agents=["worker"], tools=["caller_only"]),
+            agent("worker", tools=["worker_only"]),
+        ],
+        tools=[caller_only, worker_only],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        await env.agents.run(build_request(entry_agent="boss", input="go"))
+    boss_tools = {t["function"]["name"] for t in provider.calls("boss")[0].tools}
+    worker_tools = {t["function"]["name"] for t in provider.calls("worker")[0].tools}
+    assert boss_tools == {"caller_only", "agent.call"}
+    assert worker_tools == {"worker_only"}
