@@ -33,8 +33,8 @@ from activities.context import (
 )
 from activities.model_stream import OutputLimitExceeded, TurnCollector
 from activities.output import apply_result_contract
+from activities.providers import default_providers
 from activities.providers.base import ModelProvider, ModelRequest, ProviderError
-from activities.providers.scripted import ScriptedProvider
 from otherone.authorization import AgentCallAuthorizer, CallerView
 from otherone.config import AGENT_CALL_TOOL, AgentNotFoundError, RuntimeConfig, RuntimeSnapshot
 from otherone.contracts import (
@@ -111,10 +111,7 @@ class AgentActivities:
         self.config = config
         self.store = store
         self.authorizer = authorizer
-        self.providers: dict[str, ModelProvider] = {
-            "scripted": ScriptedProvider(),
-            **(providers or {}),
-        }
+        self.providers: dict[str, ModelProvider] = {**default_providers(), **(providers or {})}
         self._snapshots: dict[str, RuntimeSnapshot] = {}
         self._current = config.snapshot()
 
