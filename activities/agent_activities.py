@@ -214,6 +214,7 @@ class AgentActivities:
                 if name in snapshot.tools
             },
             reachable_agents=tuple(target.id for target in snapshot.reachable_agents(agent)),
+            continue_as_new_after_turns=snapshot.policy.continue_as_new_after_turns,
         )
 
     # model -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 from otherone.definitions import RuntimeLimits, TreeBudget
 from otherone.runs import (
     AgentCallRequest,
+    AgentCallResult,
     AgentFailure,
     AgentOutput,
     AgentRunRequest,
@@ -86,6 +87,30 @@ class RunInput(_Contract):
     caller_agent_id: str | None = None
     #: The caller's model, for targets whose model is ``inherit``.
     caller_model_profile_id: str | None = None
+    #: Set when this history continues an earlier one of the same run.
+    carry: CarryOver | None = None
+
+
+class CarryOver(_Contract):
+    """What a run hands to its next Temporal history when it continues as new.
+
+    Everything the loop needs to go on exactly where it stopped: the plan, clocks, counters, the
+    budget share, queued messages, entries not yet written and the results of agent calls (so a
+    repeated call id still never runs a second child).
+    """
+
+    plan: RunPlan
+    session_id: str
+    started_at: datetime
+    deadline_at: datetime
+    iteration: int
+    usage: RunUsage
+    budget: TreeBudget
+    queued: tuple[str, ...] = ()
+    pending: tuple[PendingEntry, ...] = ()
+    call_results: dict[str, AgentCallResult] = Field(default_factory=dict)
+    children_started: int = 0
+    generation: int = 1
 
 
 class UserMessages(_Contract):
@@ -128,6 +153,7 @@ class RunPlan(_Contract):
     tools: dict[str, ToolSettings]
     #: Agents this run may call through ``agent.call`` (empty: the tool is not offered).
     reachable_agents: tuple[str, ...] = ()
+    continue_as_new_after_turns: int = 500
 
 
 class PendingEntry(_Contract):

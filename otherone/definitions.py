@@ -276,6 +276,9 @@ class RuntimePolicy(_Frozen):
     skills: AccessPolicy = Field(default_factory=AccessPolicy.all)
     callable_agents: AccessPolicy = Field(default_factory=AccessPolicy.all)
     allow_recursive_calls: bool = False
+    #: A run continues as new (a fresh Temporal history, same run id) after this many turns,
+    #: or earlier when Temporal suggests it.
+    continue_as_new_after_turns: Annotated[int, Field(gt=0, le=100_000)] = 500
 
 
 _PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]

@@ -106,6 +106,27 @@ class AgentCaller:
     def active(self) -> int:
         return len(self._children)
 
+    @property
+    def started(self) -> int:
+        return self._started
+
+    def finished_results(self) -> dict[str, AgentCallResult]:
+        """Results of completed calls: carried over when the run continues as new."""
+        return {
+            call_id: future.result()
+            for call_id, future in self._results.items()
+            if future.done() and not future.cancelled()
+        }
+
+    def restore(self, results: dict[str, AgentCallResult], started: int) -> None:
+        """Resume after continue-as-new: known call ids keep their results."""
+        loop = asyncio.get_running_loop()
+        for call_id, result in results.items():
+            future: asyncio.Future[AgentCallResult] = loop.create_future()
+            future.set_result(result)
+            self._results[call_id] = future
+        self._started = started
+
     async def call(
         self,
         plan: RunPlan,

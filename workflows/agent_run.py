@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         UPDATE_CALL_AGENT,
         WORKFLOW_NAME,
         CallAgentInput,
+        CarryOver,
         FinishRunInput,
         ModelCallInput,
         ModelTurn,
@@ -115,6 +116,8 @@ class AgentRunWorkflow:
         self._ledger: BudgetLedger | None = None
         self._caller: AgentCaller | None = None
         self._deadline_at: datetime | None = None
+        #: Turns done before this history began (continue-as-new carries the count).
+        self._turns_at_start = 0
 
     # messages ----------------------------------------------------------------------------
 
@@ -174,7 +177,7 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, input: RunInput) -> AgentRunResult:
         self._started_at = workflow.now()
-        if not self._session_id:
+        if not self._session_id and input.carry is None:
             self._session_id = f"session-{workflow.uuid4()}"
             workflow.upsert_search_attributes([attrs.SESSION_ID.value_set(self._session_id)])
         try:
@@ -184,18 +187,40 @@ class AgentRunWorkflow:
         return await self._finish_shielded(ending, self._ref(self._plan))
 
     async def _execute(self) -> Ending:
-        plan = await self._prepare()
-        if isinstance(plan, Ending):
-            return plan
+        if self._input.carry is not None:
+            plan = self._resume(self._input.carry)
+        else:
+            prepared = await self._prepare()
+            if isinstance(prepared, Ending):
+                return prepared
+            plan = self._start(prepared)
+        self._status = RunStatus.RUNNING
+        return await self._run_until_deadline(plan, self._ref(plan))
+
+    def _start(self, plan: RunPlan) -> RunPlan:
+        budget = self._input.budget or TreeBudget.for_root(plan.limits)
         self._plan = plan
-        self._ledger = BudgetLedger(
-            self._input.budget or TreeBudget.for_root(plan.limits), plan.limits
-        )
+        self._ledger = BudgetLedger(budget, plan.limits)
         self._deadline_at = self._deadline(plan.timeout)
         self._caller = AgentCaller(self._input, self._ledger, self._children_changed)
         self._pending = input_entries(self._input.run_id, self._input.request.input)
-        self._status = RunStatus.RUNNING
-        return await self._run_until_deadline(plan, self._ref(plan))
+        return plan
+
+    def _resume(self, carry: CarryOver) -> RunPlan:
+        """Go on where the previous history of this run stopped (after continue-as-new)."""
+        self._plan = carry.plan
+        self._session_id = carry.session_id
+        self._started_at = carry.started_at
+        self._deadline_at = carry.deadline_at
+        self._iteration = carry.iteration
+        self._turns_at_start = carry.iteration
+        self._usage = UsageCounter(carry.usage)
+        self._ledger = BudgetLedger(carry.budget, carry.plan.limits)
+        self._caller = AgentCaller(self._input, self._ledger, self._children_changed)
+        self._caller.restore(carry.call_results, carry.children_started)
+        self._queued = [*carry.queued, *self._queued]
+        self._pending = list(carry.pending)
+        return carry.plan
 
     async def _prepare(self) -> RunPlan | Ending:
         input = self._input
@@ -237,7 +262,8 @@ class AgentRunWorkflow:
 
     async def _loop(self, plan: RunPlan, ref: RunRef) -> Ending:
         try:
-            for iteration in range(1, plan.max_iterations + 1):
+            for iteration in range(self._iteration + 1, plan.max_iterations + 1):
+                await self._maybe_continue_as_new(plan)
                 self._iteration = iteration
                 ending = await self._turn(plan, ref, iteration)
                 if ending is not None:
@@ -250,6 +276,39 @@ class AgentRunWorkflow:
                 code=FailureCode.BUDGET_EXCEEDED,
                 message=f"max_iterations ({plan.max_iterations}) exceeded",
             ),
+        )
+
+    async def _maybe_continue_as_new(self, plan: RunPlan) -> None:
+        """At a turn boundary, hand over to a fresh history when this one has grown enough.
+
+        Only when nothing is in flight: no child running and no trusted call being handled.
+        """
+        assert self._caller is not None
+        turns = self._iteration - self._turns_at_start
+        due = turns >= plan.continue_as_new_after_turns or (
+            turns > 0 and workflow.info().is_continue_as_new_suggested()
+        )
+        if not due or self._caller.active or not workflow.all_handlers_finished():
+            return
+        workflow.continue_as_new(self._input.model_copy(update={"carry": self._carry_over(plan)}))
+
+    def _carry_over(self, plan: RunPlan) -> CarryOver:
+        assert self._ledger is not None and self._caller is not None
+        assert self._started_at is not None and self._deadline_at is not None
+        previous = self._input.carry.generation if self._input.carry else 0
+        return CarryOver(
+            plan=plan,
+            session_id=self._session_id,
+            started_at=self._started_at,
+            deadline_at=self._deadline_at,
+            iteration=self._iteration,
+            usage=self._usage.snapshot(0),
+            budget=self._ledger.left(),
+            queued=tuple(self._queued),
+            pending=tuple(self._pending),
+            call_results=self._caller.finished_results(),
+            children_started=self._caller.started,
+            generation=previous + 1,
         )
 
     async def _turn(self, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:

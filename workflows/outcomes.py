@@ -88,13 +88,14 @@ def failure_from_activity_error(
 class UsageCounter:
     """Usage of one run (its own calls; children report theirs in their results)."""
 
-    def __init__(self) -> None:
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-        self.total_tokens: int | None = None
-        self.model_calls = 0
-        self.tool_calls = 0
-        self.agent_calls = 0
+    def __init__(self, carried: RunUsage | None = None) -> None:
+        start = carried or RunUsage()
+        self.input_tokens: int | None = start.input_tokens
+        self.output_tokens: int | None = start.output_tokens
+        self.total_tokens: int | None = start.total_tokens
+        self.model_calls = start.model_calls
+        self.tool_calls = start.tool_calls
+        self.agent_calls = start.agent_calls
 
     def add_tokens(self, turn: ModelTurn) -> None:
         self.input_tokens = _add(self.input_tokens, turn.input_tokens)

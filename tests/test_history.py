@@ -1,0 +1,99 @@
+"""History discipline: linear growth per turn, continue-as-new, long runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from client.agent_client import build_request
+from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
+from otherone.runs import RunOutcome
+from otherone.tools import tool
+from tests.harness import agent_env, scripted_config
+
+
+@tool
+def tick(n: int) -> dict[str, int]:
+    """Count one step."""
+    return {"n": n}
+
+
+def _long_config(turns: int, *, every: int) -> Any:
+    script = [
+        {"text": f"step {i}", "tool_calls": [{"name": "tick", "arguments": {"n": i}}]}
+        for i in range(turns)
+    ]
+    script.append({"text": "all done"})
+    big = turns + 10
+    return scripted_config(
+        {"counter": script},
+        agents=[AgentDefinition(id="counter", description="counts", tools=["tick"])],  # type: ignore[arg-type]
+        tools=[tick],
+        limits=RuntimeLimits(max_iterations_per_run=big, max_model_calls=big, max_tool_calls=big),
+        policy=RuntimePolicy(continue_as_new_after_turns=every),
+    )
+
+
+async def _history_sizes(client: Client, run_id: str) -> list[tuple[str, int]]:
+    """(Temporal run id, bytes of history) for each history of the run, oldest first."""
+    sizes: list[tuple[str, int]] = []
+    async for execution in client.list_workflows(f'WorkflowId = "{run_id}"'):
+        history = await client.get_workflow_handle(run_id, run_id=execution.run_id).fetch_history()
+        sizes.append((execution.run_id, len(history.to_json())))
+    return sizes
+
+
+def _bytes_per_turn(history_json: dict[str, Any]) -> list[int]:
+    """Bytes of history events between consecutive model-call schedulings (one turn each)."""
+    turns: list[int] = []
+    current = 0
+    for event in history_json["events"]:
+        scheduled = event.get("activityTaskScheduledEventAttributes", {})
+        if scheduled.get("activityType", {}).get("name") == "otherone.call_model":
+            turns.append(current)
+            current = 0
+        current += len(json.dumps(event))
+    return turns[1:]  # the first slice holds the start of the run, not a turn
+
+
+async def test_history_grows_linearly_over_a_200_turn_conversation(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = _long_config(200, every=10_000)  # no continue-as-new: one history for all turns
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="counter", input="count"))
+    assert result.outcome is RunOutcome.COMPLETED and result.usage.model_calls == 201
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    per_turn = _bytes_per_turn(json.loads(history.to_json()))
+    first, last = per_turn[5:25], per_turn[-20:]
+    first_mean, last_mean = sum(first) / len(first), sum(last) / len(last)
+    print(
+        f"\nhistory bytes per turn: first 20 turns {first_mean:.0f}, last 20 turns {last_mean:.0f}"
+    )
+    assert len(per_turn) == 200
+    assert last_mean <= first_mean * 1.1  # flat: the 200th turn costs what the 5th did
+    assert max(per_turn) < 10 * 1024  # ~7 KB: two activities and their workflow tasks
+
+
+async def test_continue_as_new_keeps_the_run_id_and_everything_carried(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = _long_config(25, every=10)
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(
+            build_request(entry_agent="counter", input="count", metadata={"k": 1})
+        )
+        entries = env.store.load_entries("local", result.session_id)
+        record = await env.agents.get_run(result.run_id)
+    histories = await _history_sizes(client, result.run_id)
+    assert len(histories) == 3  # turns 1-10, 11-20, 21-26
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "all done"
+    assert (result.usage.model_calls, result.usage.tool_calls) == (26, 25)
+    assert result.usage.duration_millis > 0 and result.metadata == {"k": 1}
+    assert record.status.value == "completed"
+    # Every turn's entries were written exactly once, in order, across the histories.
+    tools = [json.loads(e.content)["n"] for e in entries if e.role == "tool"]
+    assert tools == list(range(25))
