@@ -91,7 +91,9 @@ MODEL_RETRY = RetryPolicy(
     maximum_attempts=5,
 )
 MODEL_CALL_TIMEOUT = timedelta(minutes=10)
-HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+#: Activities heartbeat every second; the SDK sends one at most every 0.8 × this timeout, so it
+#: also bounds how long a cancellation takes to reach a streaming model call (~3 s).
+HEARTBEAT_TIMEOUT = timedelta(seconds=4)
 MAX_QUEUED_MESSAGES = 256
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result), or nothing allowed.

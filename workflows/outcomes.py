@@ -74,7 +74,8 @@ def failure_from_activity_error(
     cause = error.cause
     if isinstance(cause, ApplicationError) and cause.type in _KNOWN_CODES:
         code = FailureCode(cause.type)
-        return AgentFailure(code=code, message=cause.message, retryable=code in _RETRYABLE)
+        retryable = code in _RETRYABLE and not cause.non_retryable  # e.g. a 401 is not
+        return AgentFailure(code=code, message=cause.message, retryable=retryable)
     if isinstance(cause, TimeoutError):
         return AgentFailure(
             code=default,
