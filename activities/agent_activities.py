@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import json
 import time
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from activities.compaction import plan_compaction, summary_messages
 from activities.context import (
     agent_call_tool_definition,
     build_child_input,
@@ -31,10 +33,11 @@ from activities.context import (
     turn_from_entry,
     wire_tool_calls,
 )
+from activities.memory_tools import MEMORY_POLICY_METADATA_KEY, MemoryTools
 from activities.model_stream import OutputLimitExceeded, TurnCollector
 from activities.output import apply_result_contract
 from activities.providers import default_providers
-from activities.providers.base import ModelProvider, ModelRequest, ProviderError
+from activities.providers.base import ModelProvider, ModelRequest, ProviderError, TextDelta
 from otherone.authorization import AgentCallAuthorizer, CallerView
 from otherone.config import AGENT_CALL_TOOL, AgentNotFoundError, RuntimeConfig, RuntimeSnapshot
 from otherone.contracts import (
@@ -58,9 +61,10 @@ from otherone.contracts import (
 )
 from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.errors import FailureCode, OtheroneError
-from otherone.runs import RunStatus
+from otherone.runs import RunRecord, RunStatus
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
-from store import EntryRow, SessionBusyError, Store
+from store import EntryRow, SessionBusyError, Store, estimate_tokens
+from store.memory import MemoryStore
 
 T = TypeVar("T")
 
@@ -114,6 +118,7 @@ class AgentActivities:
         self.providers: dict[str, ModelProvider] = {**default_providers(), **(providers or {})}
         self._snapshots: dict[str, RuntimeSnapshot] = {}
         self._current = config.snapshot()
+        self.memory_tools = MemoryTools(MemoryStore(store.engine))
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -188,6 +193,7 @@ class AgentActivities:
         except SessionBusyError as error:
             raise failure(FailureCode.SESSION_BUSY, error.message) from error
         ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
+        await self._io(self.store.upsert_run_record, _running_record(input, agent.version))
         await self.emit(ref, {"type": "run_started"})
         return RunPlan(
             snapshot_version=snapshot.version,
@@ -206,15 +212,21 @@ class AgentActivities:
             timeout=timeout,
             parallel_tool_calls=bool(agent.model_overrides.parallel_tool_calls),
             tools={
-                name: ToolSettings(
-                    timeout_seconds=snapshot.tools[name].timeout_seconds,
-                    max_attempts=snapshot.tools[name].max_attempts,
-                )
+                name: settings
                 for name in snapshot.tool_names_for(agent)
-                if name in snapshot.tools
+                if (settings := self._tool_settings(snapshot, name)) is not None
             },
             reachable_agents=tuple(target.id for target in snapshot.reachable_agents(agent)),
             continue_as_new_after_turns=snapshot.policy.continue_as_new_after_turns,
+        )
+
+    def _tool_settings(self, snapshot: RuntimeSnapshot, name: str) -> ToolSettings | None:
+        """How the workflow runs a tool: a user tool's from the snapshot, or a built-in's."""
+        source = snapshot.tools.get(name) or self.memory_tools.get(name)
+        if source is None:
+            return None
+        return ToolSettings(
+            timeout_seconds=source.timeout_seconds, max_attempts=source.max_attempts
         )
 
     # model -------------------------------------------------------------------------------
@@ -224,7 +236,7 @@ class AgentActivities:
         ref = input.ref
         assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
         await self.emit(ref, *_call_completed_events(input.pending))
-        done, rows = await self._io(self._prepare_context, input, assistant_key)
+        done, rows, summary = await self._io(self._prepare_context, input, assistant_key)
         if done is not None:
             # A retry after the turn was already stored: never call the model twice.
             return _with_output(done, input)
@@ -238,17 +250,23 @@ class AgentActivities:
                 f"provider '{profile.provider}' of model '{profile.id}' "
                 "is not available on this worker",
             )
+        system_prompt = system_prompt_for(snapshot, agent)
+        tools = _offered_tools(snapshot, agent, self.memory_tools)
         request = ModelRequest(
             profile=profile,
             agent_id=agent.id,
             run_id=ref.run_id,
             turn=input.turn,
             attempt=activity.info().attempt,
-            messages=messages_from_entries(system_prompt_for(agent), rows),
-            tools=_offered_tools(snapshot, agent),
+            messages=[],
+            tools=tools,
             settings=generation_settings(profile, agent),
         )
-        queued = sum(1 for entry in input.pending if entry.role == "user" and input.turn > 1)
+        rows, summary = await self._compact(provider, request, input, system_prompt, rows, summary)
+        request = dataclasses.replace(
+            request, messages=messages_from_entries(system_prompt, rows, summary)
+        )
+        queued = sum(1 for entry in input.pending if entry.queued)
         started: list[dict[str, Any]] = (
             [{"type": "user_message_queued", "count": queued}] if queued else []
         )
@@ -267,14 +285,79 @@ class AgentActivities:
 
     def _prepare_context(
         self, input: ModelCallInput, assistant_key: str
-    ) -> tuple[ModelTurn | None, list[EntryRow]]:
+    ) -> tuple[ModelTurn | None, list[EntryRow], str | None]:
+        """Write pending entries; then the context: latest summary and the entries after it."""
         ref = input.ref
         rows = self._materialise(ref, input.pending)
         self.store.append_entries(ref.partition_key, ref.session_id, rows)
         existing = self.store.get_entry(ref.partition_key, ref.session_id, assistant_key)
         if existing is not None:
-            return turn_from_entry(existing), []
-        return None, self.store.load_entries(ref.partition_key, ref.session_id)
+            return turn_from_entry(existing), [], None
+        compaction = self.store.latest_compaction(ref.partition_key, ref.session_id)
+        after = compaction.up_to_entry_id if compaction else None
+        entries = self.store.load_entries(ref.partition_key, ref.session_id, after_id=after)
+        return None, entries, compaction.summary if compaction else None
+
+    async def _compact(
+        self,
+        provider: ModelProvider,
+        request: ModelRequest,
+        input: ModelCallInput,
+        system_prompt: str,
+        rows: list[EntryRow],
+        summary: str | None,
+    ) -> tuple[list[EntryRow], str | None]:
+        """Summarise the older part of the context when it nears the window (the seed's rule)."""
+        fixed = estimate_tokens(system_prompt + json.dumps(request.tools) + (summary or ""))
+        plan = plan_compaction(
+            rows,
+            fixed_tokens=fixed,
+            context_window=input.context_window,
+            threshold=input.compaction_threshold,
+        )
+        if plan is None:
+            return rows, summary
+        summary_request = dataclasses.replace(
+            request, messages=summary_messages(summary, plan.summarise), tools=[], purpose="summary"
+        )
+        text = await self._summarise(provider, summary_request)
+        ref = input.ref
+        await self._io(
+            self.store.add_compaction,
+            ref.partition_key,
+            ref.session_id,
+            key=f"{ref.run_id}:t{input.turn}:compaction",
+            summary=text,
+            up_to_entry_id=plan.up_to_entry_id,
+            tokens=estimate_tokens(text),
+        )
+        await self.emit(
+            ref,
+            {
+                "type": "context_compacted",
+                "turn": input.turn,
+                "summarised_entries": len(plan.summarise),
+                "kept_entries": len(plan.keep),
+            },
+        )
+        return list(plan.keep), text
+
+    async def _summarise(self, provider: ModelProvider, request: ModelRequest) -> str:
+        parts: list[str] = []
+        try:
+            async with _heartbeating():
+                async for event in provider.stream(request):
+                    if isinstance(event, TextDelta):
+                        parts.append(event.text)
+        except ProviderError as error:
+            delay = timedelta(seconds=error.retry_after) if error.retry_after else None
+            raise failure(
+                FailureCode.MODEL_ERROR,
+                f"compaction: {error.message}",
+                retryable=error.retryable,
+                next_retry_delay=delay,
+            ) from error
+        return "".join(parts).strip() or "(no summary)"
 
     def _materialise(self, ref: RunRef, pending: tuple[PendingEntry, ...]) -> list[EntryRow]:
         """Turn pending entries into rows, reading referenced tool results from the store."""
@@ -336,7 +419,7 @@ class AgentActivities:
     @activity.defn(name=ACTIVITY_RUN_TOOL)
     async def run_tool(self, input: ToolCallInput) -> ToolOutcome:
         ref, call = input.ref, input.call
-        spec = self.config.tools.get(call.name)
+        spec = self.config.tools.get(call.name) or self.memory_tools.get(call.name)
         info = activity.info()
         if spec is None:
             return ToolOutcome(
@@ -364,6 +447,7 @@ class AgentActivities:
             partition_key=ref.partition_key,
             idempotency_key=f"{ref.run_id}:{call.id}",
             attempt=info.attempt,
+            metadata={MEMORY_POLICY_METADATA_KEY: await self._memory_policy(ref)},
         )
         kind, content = await self._invoke(
             spec.invoke, call.arguments, context, spec.timeout_seconds, spec.max_attempts
@@ -379,6 +463,11 @@ class AgentActivities:
             },
         )
         return outcome
+
+    async def _memory_policy(self, ref: RunRef) -> str:
+        """The calling agent's memory policy, for tools (the seed passes it to every tool)."""
+        snapshot = await self.snapshot(ref.snapshot_version)
+        return snapshot.agent(ref.agent_id).memory.value
 
     async def _invoke(
         self,
@@ -545,6 +634,8 @@ class AgentActivities:
             await self._io(
                 self.store.release_session, ref.partition_key, ref.session_id, ref.run_id
             )
+        if input.record is not None:
+            await self._io(self.store.upsert_run_record, input.record)
         await self.emit(ref, _terminal_event(input))
 
 
@@ -595,9 +686,29 @@ async def _heartbeating() -> AsyncIterator[None]:
             await task
 
 
-def _offered_tools(snapshot: RuntimeSnapshot, agent: AgentDefinition) -> list[dict[str, Any]]:
-    """The tools the model sees: allowed tools, plus `agent.call` when someone is reachable."""
-    tools = tool_definitions(snapshot, snapshot.tool_names_for(agent))
+def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:
+    ref = input.ref
+    return RunRecord(
+        run_id=ref.run_id,
+        root_run_id=ref.root_run_id,
+        parent_run_id=ref.parent_run_id,
+        agent_id=ref.agent_id,
+        agent_definition_version=agent_version,
+        session_id=ref.session_id,
+        partition_key=ref.partition_key,
+        status=RunStatus.RUNNING,
+        depth=ref.depth,
+        started_at=datetime.now(UTC),
+        metadata=input.request.metadata,
+    )
+
+
+def _offered_tools(
+    snapshot: RuntimeSnapshot, agent: AgentDefinition, memory_tools: MemoryTools
+) -> list[dict[str, Any]]:
+    """What the model sees: allowed tools, memory tools, `agent.call` if anyone is reachable."""
+    names = snapshot.tool_names_for(agent)
+    tools = tool_definitions(snapshot, names) + memory_tools.definitions(names)
     reachable = snapshot.reachable_agents(agent)
     if reachable:
         tools.append(agent_call_tool_definition(reachable))

@@ -5,22 +5,52 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from activities.compaction import summary_message
 from otherone.config import AGENT_CALL_TOOL, RuntimeSnapshot
 from otherone.contracts import ModelTurn, ToolCallSpec
-from otherone.definitions import AgentDefinition, ContextTransferPolicy, ModelProfile
+from otherone.definitions import (
+    AgentDefinition,
+    ContextTransferPolicy,
+    MemoryPolicy,
+    ModelProfile,
+)
+from otherone.skills import format_skills_for_prompt
 from store import EntryRow
 
+#: The seed's memory sentences, by what the agent's memory policy lets it do.
+MEMORY_READ_ONLY_SENTENCE = "\nLong-term memory is read-only. Use memory.recall only when relevant."
+MEMORY_READ_WRITE_SENTENCE = (
+    "\nLong-term memory is available. Recall relevant facts before answering and store only "
+    "durable, non-sensitive information."
+)
 
-def system_prompt_for(agent: AgentDefinition) -> str:
-    """The agent's system prompt (skills and memory sentences join it in a later step)."""
-    return agent.system_prompt
+
+def system_prompt_for(snapshot: RuntimeSnapshot, agent: AgentDefinition) -> str:
+    """The seed's system prompt: the agent's prompt, its skills block, its memory sentence."""
+    skills = format_skills_for_prompt(
+        snapshot.skills[name] for name in snapshot.skill_names_for(agent)
+    )
+    return f"{agent.system_prompt}{skills}{_memory_sentence(agent.memory)}"
 
 
-def messages_from_entries(system_prompt: str, rows: list[EntryRow]) -> list[dict[str, Any]]:
-    """Neutral (OpenAI-like) messages: system, then the transcript in order."""
+def _memory_sentence(policy: MemoryPolicy) -> str:
+    if policy is MemoryPolicy.DISABLED:
+        return ""
+    if policy is MemoryPolicy.READ_ONLY_SHARED:
+        return MEMORY_READ_ONLY_SENTENCE
+    return MEMORY_READ_WRITE_SENTENCE
+
+
+def messages_from_entries(
+    system_prompt: str, rows: list[EntryRow], summary: str | None = None
+) -> list[dict[str, Any]]:
+    """Neutral (OpenAI-like) messages: system, the latest compaction summary, then the entries
+    after it, in order."""
     messages: list[dict[str, Any]] = []
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
+    if summary:
+        messages.append(summary_message(summary))
     for row in rows:
         messages.append(_message(row))
     return messages

@@ -9,6 +9,9 @@ Commands::
     otherone cancel RUN_ID              cancel a run (and its descendants)
     otherone show RUN_ID [--json]       a run's record
     otherone tree RUN_ID [--json]       the tree of runs (agent calls) RUN_ID belongs to
+    otherone sessions [--internal] [--partition P] [--json]
+                                        sessions of a partition (child sessions on request)
+    otherone db upgrade                 create or upgrade the store's tables (migrations)
     otherone demo [--keep]              offline end-to-end demo (own server, worker, example team)
 
 Settings (``--config``, ``--address``, ``--namespace``, ``--task-queue``, ``--database-url``,
@@ -45,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -54,12 +58,14 @@ import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import quote
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from client.console import (
@@ -78,7 +84,7 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
-from otherone.runs import AgentRunResult, RunOutcome, RunRecord
+from otherone.runs import DEFAULT_PARTITION, AgentRunResult, RunOutcome, RunRecord
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -88,7 +94,7 @@ if TYPE_CHECKING:
     from client.agent_client import AgentClient, RunHandle
     from otherone.config import RuntimeConfig
     from otherone.runs import AgentRunRequest
-    from store import Store
+    from store import SessionInfo, Store
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -411,6 +417,36 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     tree.add_argument(
         "--json", action="store_true", help="print the RunRecords as a JSON array (root first)"
     )
+    sessions = command(
+        "sessions",
+        "list the sessions of a partition",
+        "List the sessions (conversations) of --partition in the store at --database-url, "
+        "oldest first, with the run holding each one's writer lease. The internal sessions of "
+        "child runs (agent calls) are hidden unless --internal.",
+    )
+    sessions.add_argument(
+        "--partition", metavar="P", default=DEFAULT_PARTITION, help="partition (tenant) key"
+    )
+    sessions.add_argument(
+        "--internal", action="store_true", help="also list the internal sessions of child runs"
+    )
+    sessions.add_argument("--json", action="store_true", help="print the sessions as a JSON array")
+    db = command(
+        "db",
+        "manage the store's database",
+        "Maintain the store at --database-url (a SQLite file or PostgreSQL).",
+    )
+    db_actions = db.add_subparsers(dest="db_action", metavar="ACTION", required=True)
+    db_actions.add_parser(
+        "upgrade",
+        help="create or upgrade the store's tables",
+        description="Apply the store's pending migrations (creating the tables on an empty "
+        "database). Workers and `otherone dev` do this when they start; this does it without "
+        "them. Safe while other processes use or upgrade the same database.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=formatter,
+        parents=[common],
+    )
     demo = command(
         "demo",
         "offline end-to-end demo",
@@ -489,13 +525,13 @@ async def _connect(address: str, namespace: str) -> Client:
     return client
 
 
-def _open_store(url: str) -> Store:
+def _open_store(url: str, *, migrate: bool = True) -> Store:
     from sqlalchemy.exc import ArgumentError
 
     from store import Store
 
     try:
-        return Store.open(url)
+        return Store.open(url, migrate=migrate)
     except ArgumentError as error:
         raise CliError(EXIT_USAGE, f"--database-url: {error}") from None
 
@@ -817,6 +853,89 @@ async def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
+async def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
+    url = ctx.settings.store_url()
+    if _absent_sqlite_file(url):
+        ctx.err.print(f"note: no store at {url.removeprefix('sqlite:///')}", style="dim")
+        infos: list[SessionInfo] = []
+    else:
+        store = await asyncio.to_thread(_open_store, url)
+        try:
+            infos = await asyncio.to_thread(
+                store.session_infos, args.partition, include_internal=args.internal
+            )
+        finally:
+            store.close()
+    if args.json:
+        sys.stdout.write(json.dumps([_session_json(info) for info in infos]) + "\n")
+    elif infos:
+        _print_sessions(infos, internal=args.internal)
+    else:
+        ctx.err.print(f"no sessions in partition '{args.partition}'", markup=False)
+    return EXIT_OK
+
+
+def _absent_sqlite_file(url: str) -> bool:
+    return url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists()
+
+
+def _session_json(info: SessionInfo) -> dict[str, Any]:
+    holder = info.holder(datetime.now(UTC))
+    return {
+        "partition_key": info.partition_key,
+        "session_id": info.session_id,
+        "internal": info.internal,
+        "created_at": info.created_at.isoformat(),
+        "updated_at": info.updated_at.isoformat(),
+        "held_by": holder,
+        "lease_until": info.lease_until.isoformat() if holder and info.lease_until else None,
+    }
+
+
+def _print_sessions(infos: Sequence[SessionInfo], *, internal: bool) -> None:
+    """A table on stdout, one session a line, at its natural width: ids are never folded or cut."""
+    now = datetime.now(UTC)
+    headers = ["session", *(["internal"] if internal else []), "created (UTC)", "held by run"]
+    rows = [
+        [
+            info.session_id,
+            *(["yes" if info.internal else ""] if internal else []),
+            _utc_time(info.created_at),
+            info.holder(now) or "-",
+        ]
+        for info in infos
+    ]
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for header in headers:
+        table.add_column(header, no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    console = make_console(sys.stdout)  # print(width=...) can only narrow: widen the console
+    console.width = max(console.width, sum(widths) + 2 * (len(widths) - 1))
+    console.print(table)
+
+
+def _utc_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+async def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
+    """``db upgrade`` (the only action so far: argparse has refused any other)."""
+    url = ctx.settings.store_url()
+    store = await asyncio.to_thread(_open_store, url, migrate=False)
+    try:
+        result = await asyncio.to_thread(store.upgrade)
+    finally:
+        store.close()
+    if result.changed:
+        message = f"upgraded {_safe_url(url)}: {result.before or 'empty'} → {result.after}"
+    else:
+        message = f"{_safe_url(url)} already at revision {result.after}"
+    ctx.out.print(message, markup=False)
+    return EXIT_OK
+
+
 async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     from client.agent_client import AgentClient, build_request
     from otherone.examples import EXAMPLE_CONFIG
@@ -877,6 +996,8 @@ COMMANDS: dict[str, tuple[Command, bool]] = {
     "cancel": (cmd_cancel, False),
     "show": (cmd_show, False),
     "tree": (cmd_tree, False),
+    "sessions": (cmd_sessions, False),
+    "db": (cmd_db, False),
 }
 
 

@@ -24,7 +24,9 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
+from otherone.skills import Skill, SkillRegistry
 from otherone.tools import RESERVED_TOOL_NAMES, ToolDefinitionError, ToolRegistry, ToolSpec
+from otherone.wire_names import check_wire_names
 
 AGENT_CALL_TOOL = "agent.call"
 MEMORY_RECALL_TOOL = "memory.recall"
@@ -81,6 +83,7 @@ class RuntimeSnapshot(BaseModel):
     agents: dict[str, AgentDefinition]
     models: dict[str, ModelProfile]
     tools: dict[str, ToolSchema]
+    skills: dict[str, Skill] = {}
     policy: RuntimePolicy
     limits: RuntimeLimits
 
@@ -118,6 +121,14 @@ class RuntimeSnapshot(BaseModel):
             names.append(MEMORY_STORE_TOOL)
         return sorted(names)
 
+    def skill_names_for(self, agent: AgentDefinition) -> list[str]:
+        """Skills the agent's prompt may list: its policy ∩ the runtime policy ∩ loaded."""
+        return [
+            name
+            for name in sorted(self.skills)
+            if agent.skills.allows(name) and self.policy.skills.allows(name)
+        ]
+
     def reachable_agents(self, agent: AgentDefinition) -> list[AgentDefinition]:
         """Agents this one may call (its policy ∩ runtime policy), never itself unless recursive."""
         return [
@@ -144,6 +155,7 @@ class RuntimeConfig:
         policy: RuntimePolicy | None = None,
         limits: RuntimeLimits | None = None,
         default_model: str | None = None,
+        skills: SkillRegistry | None = None,
         source: str | None = None,
     ) -> None:
         self.source = source
@@ -153,6 +165,7 @@ class RuntimeConfig:
         self.policy = policy or RuntimePolicy()
         self.limits = limits or RuntimeLimits()
         self.default_model = default_model
+        self.skills = skills or SkillRegistry()
         for agent in agents:
             self.add_agent(agent)
         for model in models:
@@ -196,6 +209,7 @@ class RuntimeConfig:
                 raise self._error(
                     f"tool name '{name}' is reserved by Otherone", table="runtime", field="tools"
                 )
+        check_wire_names(self.tools.names(), source=self.source)
         for agent in self.agents.values():
             self._validate_agent(agent)
         for model in self.models.values():
@@ -221,6 +235,9 @@ class RuntimeConfig:
         for name in agent.callable_agents.names:
             if name not in self.agents:
                 raise self._error(f"unknown agent '{name}'", table=table, field="callable_agents")
+        for name in agent.skills.names:
+            if name not in self.skills:
+                raise self._error(f"unknown skill '{name}'", table=table, field="skills")
 
     def _validate_policy(self) -> None:
         for name in self.policy.tools.names:
@@ -231,6 +248,9 @@ class RuntimeConfig:
                 raise self._error(
                     f"unknown agent '{name}'", table="policy", field="callable_agents"
                 )
+        for name in self.policy.skills.names:
+            if name not in self.skills:
+                raise self._error(f"unknown skill '{name}'", table="policy", field="skills")
 
     def snapshot(self) -> RuntimeSnapshot:
         """Validate and freeze into a versioned, secret-free snapshot."""
@@ -241,6 +261,7 @@ class RuntimeConfig:
             agents=dict(self.agents),
             models=dict(self.models),
             tools={spec.name: ToolSchema.of(spec) for spec in self.tools},
+            skills={skill.name: skill for skill in self.skills},
             policy=self.policy,
             limits=self.limits,
         ).with_version()

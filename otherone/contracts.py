@@ -25,6 +25,7 @@ from otherone.runs import (
     AgentOutput,
     AgentRunRequest,
     ResultContract,
+    RunRecord,
     RunStatus,
     RunUsage,
 )
@@ -188,6 +189,9 @@ class ModelCallInput(_Contract):
     result_limit_bytes: int
     #: A child's result contract, applied to a final answer (one without tool calls).
     result_contract: ResultContract | None = None
+    #: The session's context window and the share of it that triggers a compaction.
+    context_window: int = 8192
+    compaction_threshold: float = 0.8
 
 
 class ModelTurn(_Contract):
@@ -248,6 +252,8 @@ class FinishRunInput(_Contract):
     failure: AgentFailure | None = None
     output: AgentOutput | None = None
     release_session: bool = True
+    #: The run's final record (stored for `otherone show`/lists without Temporal's retention).
+    record: RunRecord | None = None
 
 
 class EventRecord(_Contract):

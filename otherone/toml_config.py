@@ -1,7 +1,8 @@
 """Load a `RuntimeConfig` from ``otherone.toml``.
 
-The file has five top-level tables: ``[runtime]`` (``default_model`` and ``tools``, a list of
-``"module:attribute"`` references), ``[policy]`` (`RuntimePolicy`), ``[limits]``
+The file has five top-level tables: ``[runtime]`` (``default_model``; ``tools``, a list of
+``"module:attribute"`` references; ``skills``, ``SKILL.md`` files or directories of skills,
+relative to the file), ``[policy]`` (`RuntimePolicy`), ``[limits]``
 (`RuntimeLimits`), ``[models.<id>]`` (one `ModelProfile` each) and ``[agents.<id>]`` (one
 `AgentDefinition` each). The id of a model or agent is its table key.
 
@@ -34,6 +35,7 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError
+from otherone.skills import SkillRegistry
 from otherone.tools import ToolDefinitionError, load_tool
 
 __all__ = ["TOP_LEVEL_TABLES", "load_config", "parse_config"]
@@ -60,6 +62,7 @@ class _RuntimeTable(BaseModel):
 
     default_model: str | None = None
     tools: list[str] = []
+    skills: list[str] = []
 
 
 def load_config(path: str | os.PathLike[str]) -> RuntimeConfig:
@@ -82,6 +85,7 @@ def parse_config(data: Mapping[str, Any], *, source: str, base_dir: Path) -> Run
         policy=_validate(RuntimePolicy, _section(data, "policy", source), source, "policy"),
         limits=_validate(RuntimeLimits, _section(data, "limits", source), source, "limits"),
         default_model=runtime.default_model,
+        skills=_load_skills(runtime.skills, source, base_dir),
         source=source,
     )
     for key, table in _entries(data, "models", source):
@@ -323,6 +327,25 @@ def _load_tools(config: RuntimeConfig, references: list[str], source: str, base_
             raise ConfigurationError(
                 error.message, file=source, table="runtime", field=f"tools.{index}"
             ) from None
+
+
+# --------------------------------------------------------------------------- skills
+
+
+def _load_skills(paths: list[str], source: str, base_dir: Path) -> SkillRegistry:
+    """Load ``[runtime] skills``; a missing path names this file, a bad skill names its own."""
+    registry = SkillRegistry()
+    for index, value in enumerate(paths):
+        path = base_dir / value
+        if not value.strip() or not path.exists():
+            raise ConfigurationError(
+                f"skill path not found: {path}",
+                file=source,
+                table="runtime",
+                field=f"skills.{index}",
+            )
+        registry.load_path(path)
+    return registry
 
 
 def _make_importable(directory: Path) -> None:

@@ -1,15 +1,32 @@
-"""Our own database: transcripts, tool results, snapshots, session leases and events.
+"""Our own database: transcripts, compactions, tool results, artifacts, run records, memory
+points, snapshots, session leases and events.
 
-Only activities and clients touch it; workflows never do I/O. SQLite (a file in the data
-directory) by default, any SQLAlchemy URL otherwise.
+Only activities and clients touch it; workflows never do I/O. A SQLite file (in the data
+directory) by default, PostgreSQL (psycopg) when configured. Tables are in `store.schema`,
+created and changed by Alembic migrations (`store.migrate`) that `Store.open` applies.
 """
 
-from store.database import (
+from store.database import Store
+from store.engine import default_database_url
+from store.errors import SessionBusyError, StoreError
+from store.records import (
+    Artifact,
+    Compaction,
     EntryRow,
-    SessionBusyError,
-    Store,
-    StoreError,
-    default_database_url,
+    MigrationResult,
+    SessionInfo,
+    estimate_tokens,
 )
 
-__all__ = ["EntryRow", "SessionBusyError", "Store", "StoreError", "default_database_url"]
+__all__ = [
+    "Artifact",
+    "Compaction",
+    "EntryRow",
+    "MigrationResult",
+    "SessionBusyError",
+    "SessionInfo",
+    "Store",
+    "StoreError",
+    "default_database_url",
+    "estimate_tokens",
+]

@@ -1,198 +1,129 @@
 """SQLAlchemy store (synchronous; activities call it through `asyncio.to_thread`).
 
 Every write an activity makes is idempotent, keyed by something stable across activity retries
-(an entry key derived from run id + turn, a tool call id), because Temporal may run an activity
-more than once. Every query filters by partition key: the partition is the tenant boundary.
+(an entry key derived from run id + turn, a tool call id, a compaction or artifact id), because
+Temporal may run an activity more than once: writes are ``INSERT ... ON CONFLICT``, so even two
+attempts racing each other write once. Every query filters by partition key: the partition is
+the tenant boundary (events are addressed by their root run id, which is globally unique, and
+are filtered by partition too when the caller names one).
+
+Tables are described in `store.schema` and created by the migrations in `store.migrations`
+(`Store.open` applies them).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
-    Boolean,
-    Column,
-    DateTime,
+    ColumnElement,
+    Connection,
     Engine,
-    Integer,
-    MetaData,
-    String,
+    RowMapping,
     Table,
-    Text,
-    UniqueConstraint,
-    create_engine,
-    event,
     func,
-    insert,
     select,
+    text,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import EventRecord, RunRef
-from otherone.errors import FailureCode, OtheroneError
-
-metadata = MetaData()
-
-snapshots = Table(
-    "otherone_snapshots",
-    metadata,
-    Column("version", String(64), primary_key=True),
-    Column("body", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+from otherone.runs import RunRecord, RunStatus
+from store.engine import create_store_engine, parse_url
+from store.errors import SessionBusyError, StoreError
+from store.records import (
+    Artifact,
+    Compaction,
+    EntryRow,
+    MigrationResult,
+    SessionInfo,
+    aware,
+    aware_or_none,
+    estimate_entry_tokens,
+    utc,
+)
+from store.schema import (
+    artifacts,
+    compactions,
+    entries,
+    events,
+    run_records,
+    sessions,
+    snapshots,
+    tool_results,
 )
 
-sessions = Table(
-    "otherone_sessions",
-    metadata,
-    Column("partition_key", String(128), primary_key=True),
-    Column("session_id", String(256), primary_key=True),
-    Column("internal", Boolean, nullable=False, default=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
-    Column("lease_run_id", String(300), nullable=True),
-    Column("lease_until", DateTime(timezone=True), nullable=True),
-)
+#: Namespace of the PostgreSQL advisory locks that serialise event appends per root run.
+EVENT_LOCK_NAMESPACE = 0x6F7465
+#: Attempts to append events when a concurrent writer took the same sequence numbers.
+EVENT_APPEND_ATTEMPTS = 20
+_TERMINAL_STATUSES = tuple(status.value for status in RunStatus if status.is_terminal)
 
-entries = Table(
-    "otherone_entries",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("partition_key", String(128), nullable=False, index=True),
-    Column("session_id", String(256), nullable=False),
-    Column("entry_key", String(512), nullable=False),
-    Column("run_id", String(300), nullable=True),
-    Column("role", String(16), nullable=False),
-    Column("content", Text, nullable=False),
-    Column("tool_calls", JSON, nullable=True),
-    Column("tool_call_id", String(256), nullable=True),
-    Column("tool_name", String(128), nullable=True),
-    Column("error_kind", String(32), nullable=True),
-    Column("usage", JSON, nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    UniqueConstraint("partition_key", "session_id", "entry_key", name="uq_entry_key"),
-)
-
-tool_results = Table(
-    "otherone_tool_results",
-    metadata,
-    Column("partition_key", String(128), primary_key=True),
-    Column("run_id", String(300), primary_key=True),
-    Column("tool_call_id", String(256), primary_key=True),
-    Column("tool_name", String(128), nullable=False),
-    Column("content", Text, nullable=False),
-    Column("error_kind", String(32), nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-)
-
-events = Table(
-    "otherone_events",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("root_run_id", String(300), nullable=False),
-    Column("sequence", Integer, nullable=False),
-    Column("body", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    UniqueConstraint("root_run_id", "sequence", name="uq_event_sequence"),
-)
-
-
-class StoreError(OtheroneError):
-    """The database failed; activities surface it as a retryable storage error."""
-
-    code = FailureCode.STORAGE_ERROR
-
-
-class SessionBusyError(OtheroneError):
-    """Another live run holds the session's writer lease."""
-
-    code = FailureCode.SESSION_BUSY
-
-    def __init__(self, session_id: str, holder: str) -> None:
-        super().__init__(f"session '{session_id}' is in use by run '{holder}'")
-        self.session_id = session_id
-        self.holder = holder
-
-
-@dataclass(frozen=True)
-class EntryRow:
-    """One transcript entry, as written (the model context is rebuilt from these)."""
-
-    entry_key: str
-    role: str
-    content: str
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-    error_kind: str | None = None
-    usage: dict[str, Any] | None = None
-    run_id: str | None = None
-
-
-def default_database_url(data_dir: Path) -> str:
-    return f"sqlite:///{(data_dir / 'otherone.db').resolve()}"
+Insert = postgresql.Insert | sqlite.Insert
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    # WAL lets the client read events while workers write; busy_timeout makes concurrent
-    # writers wait instead of failing with "database is locked".
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
 class Store:
-    """Database access. Create with `Store.open(url)`; tables are created if missing."""
+    """Database access. Create with `Store.open(url)`, which migrates the schema to the newest."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str) -> Store:
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-            event.listen(engine, "connect", _sqlite_pragmas)
-        else:
-            engine = create_engine(url, pool_pre_ping=True)
+    def open(cls, url: str, *, migrate: bool = True) -> Store:
+        """Connect to ``url`` (a SQLite file or PostgreSQL) and, unless told not to, upgrade.
+
+        Workers and dev servers open with ``migrate=True`` so a new release brings its tables
+        along; `otherone db upgrade` does the same explicitly.
+        """
+        store = cls(create_store_engine(parse_url(url)))
+        if migrate:
+            try:
+                store.upgrade()
+            except BaseException:
+                store.close()
+                raise
+        return store
+
+    def upgrade(self) -> MigrationResult:
+        """Apply pending migrations (safe while other processes do the same)."""
+        # Imported here: Alembic is needed only when migrating, and `store` must stay cheap and
+        # sandbox-safe to import (workflow modules import it indirectly).
+        from alembic.util import CommandError
+
+        from store.migrate import upgrade
+
         try:
-            metadata.create_all(engine)
-        except SQLAlchemyError as error:
-            raise StoreError(f"cannot open database: {error}") from error
-        return cls(engine)
+            return upgrade(self.engine)
+        except (SQLAlchemyError, CommandError) as error:
+            raise StoreError(f"cannot migrate the database: {error}") from error
 
     def close(self) -> None:
         self.engine.dispose()
 
+    def _insert(self, table: Table) -> Insert:
+        """INSERT with the backend's ``ON CONFLICT`` support (SQLite and PostgreSQL share it)."""
+        if self.engine.dialect.name == "postgresql":
+            return postgresql.insert(table)
+        return sqlite.insert(table)
+
     # snapshots ---------------------------------------------------------------------------
 
     def save_snapshot(self, snapshot: RuntimeSnapshot) -> None:
+        statement = self._insert(snapshots).values(
+            version=snapshot.version, body=snapshot.model_dump_json(), created_at=_now()
+        )
         with self.engine.begin() as conn:
-            exists = conn.execute(
-                select(snapshots.c.version).where(snapshots.c.version == snapshot.version)
-            ).first()
-            if exists is None:
-                conn.execute(
-                    insert(snapshots).values(
-                        version=snapshot.version,
-                        body=snapshot.model_dump_json(),
-                        created_at=_now(),
-                    )
-                )
+            conn.execute(statement.on_conflict_do_nothing(index_elements=["version"]))
 
     def load_snapshot(self, version: str) -> RuntimeSnapshot | None:
         with self.engine.connect() as conn:
@@ -203,6 +134,10 @@ class Store:
 
     # sessions ----------------------------------------------------------------------------
 
+    @staticmethod
+    def _session_key(partition_key: str, session_id: str) -> ColumnElement[bool]:
+        return (sessions.c.partition_key == partition_key) & (sessions.c.session_id == session_id)
+
     def acquire_session(
         self,
         partition_key: str,
@@ -212,122 +147,127 @@ class Store:
         internal: bool,
         lease_until: datetime,
     ) -> None:
-        """Take the session's writer lease for ``run_id`` (re-entrant for the same run)."""
-        now = _now()
+        """Take the session's writer lease for ``run_id`` until ``lease_until``.
+
+        Re-entrant for the run that holds it; free once released or expired. Taking it is one
+        conditional UPDATE (or an INSERT of a new session), so two runs racing for the same
+        session cannot both win. Raises `SessionBusyError` when another live run holds it.
+        """
+        until = utc(lease_until)
         with self.engine.begin() as conn:
-            key = (sessions.c.partition_key == partition_key) & (
-                sessions.c.session_id == session_id
-            )
-            row = conn.execute(
-                select(sessions.c.lease_run_id, sessions.c.lease_until).where(key)
-            ).first()
-            if row is None:
-                self._create_session(conn, partition_key, session_id, run_id, internal, lease_until)
-                return
-            holder, until = row
-            if holder not in (None, run_id) and until is not None and _aware(until) > now:
-                raise SessionBusyError(session_id, holder)
-            conn.execute(
-                update(sessions)
-                .where(key)
-                .values(lease_run_id=run_id, lease_until=lease_until, updated_at=now)
-            )
+            # Twice: a session created by a racer between our UPDATE and INSERT may already be
+            # free again.
+            for _ in range(2):
+                if self._take_lease(conn, partition_key, session_id, run_id, until):
+                    return
+                if self._create_session(conn, partition_key, session_id, run_id, internal, until):
+                    return
+            holder = conn.execute(
+                select(sessions.c.lease_run_id).where(self._session_key(partition_key, session_id))
+            ).scalar_one_or_none()
+        raise SessionBusyError(session_id, holder or "another run")
+
+    def _take_lease(
+        self, conn: Connection, partition_key: str, session_id: str, run_id: str, until: datetime
+    ) -> bool:
+        now = _now()
+        free = (
+            sessions.c.lease_run_id.is_(None)
+            | (sessions.c.lease_run_id == run_id)
+            | sessions.c.lease_until.is_(None)
+            | (sessions.c.lease_until <= now)
+        )
+        result = conn.execute(
+            update(sessions)
+            .where(self._session_key(partition_key, session_id) & free)
+            .values(lease_run_id=run_id, lease_until=until, updated_at=now)
+        )
+        return result.rowcount > 0
 
     def _create_session(
         self,
-        conn: Any,
+        conn: Connection,
         partition_key: str,
         session_id: str,
         run_id: str,
         internal: bool,
-        lease_until: datetime,
-    ) -> None:
+        until: datetime,
+    ) -> bool:
         now = _now()
-        try:
-            conn.execute(
-                insert(sessions).values(
-                    partition_key=partition_key,
-                    session_id=session_id,
-                    internal=internal,
-                    created_at=now,
-                    updated_at=now,
-                    lease_run_id=run_id,
-                    lease_until=lease_until,
-                )
-            )
-        except IntegrityError:
-            raise SessionBusyError(session_id, "another run") from None
+        statement = self._insert(sessions).values(
+            partition_key=partition_key,
+            session_id=session_id,
+            internal=internal,
+            created_at=now,
+            updated_at=now,
+            lease_run_id=run_id,
+            lease_until=until,
+        )
+        created = statement.on_conflict_do_nothing(
+            index_elements=["partition_key", "session_id"]
+        ).returning(sessions.c.session_id)
+        return conn.execute(created).first() is not None
 
     def release_session(self, partition_key: str, session_id: str, run_id: str) -> None:
+        """Give the lease back; only the run holding it can (a late release is a no-op)."""
         with self.engine.begin() as conn:
             conn.execute(
                 update(sessions)
                 .where(
-                    (sessions.c.partition_key == partition_key)
-                    & (sessions.c.session_id == session_id)
+                    self._session_key(partition_key, session_id)
                     & (sessions.c.lease_run_id == run_id)
                 )
                 .values(lease_run_id=None, lease_until=None, updated_at=_now())
             )
 
     def list_sessions(self, partition_key: str, *, include_internal: bool = False) -> list[str]:
-        query = select(sessions.c.session_id).where(sessions.c.partition_key == partition_key)
+        """Session ids of a partition, oldest first; child runs' internal ones only on request."""
+        infos = self.session_infos(partition_key, include_internal=include_internal)
+        return [info.session_id for info in infos]
+
+    def session_infos(
+        self, partition_key: str, *, include_internal: bool = False
+    ) -> list[SessionInfo]:
+        """Sessions of a partition with their lease state, oldest first (`list_sessions`)."""
+        query = select(sessions).where(sessions.c.partition_key == partition_key)
         if not include_internal:
             query = query.where(sessions.c.internal.is_(False))
+        query = query.order_by(sessions.c.created_at, sessions.c.session_id)
         with self.engine.connect() as conn:
-            return list(conn.execute(query.order_by(sessions.c.created_at)).scalars())
+            return [_session_info(row._mapping) for row in conn.execute(query)]
 
     # entries -----------------------------------------------------------------------------
 
     def append_entries(self, partition_key: str, session_id: str, rows: Iterable[EntryRow]) -> int:
-        """Append entries in order; entries whose key already exists are skipped (retries)."""
+        """Append entries in order; entries whose key already exists are skipped (retries).
+
+        Returns how many were written. ``tokens`` defaults to `estimate_entry_tokens`.
+        """
         written = 0
         with self.engine.begin() as conn:
-            existing = set(
-                conn.execute(
-                    select(entries.c.entry_key).where(
-                        (entries.c.partition_key == partition_key)
-                        & (entries.c.session_id == session_id)
-                    )
-                ).scalars()
-            )
             for row in rows:
-                if row.entry_key in existing:
-                    continue
-                conn.execute(
-                    insert(entries).values(**self._entry_values(partition_key, session_id, row))
+                statement = self._insert(entries).values(
+                    **_entry_values(partition_key, session_id, row)
                 )
-                existing.add(row.entry_key)
-                written += 1
+                statement = statement.on_conflict_do_nothing(
+                    index_elements=["partition_key", "session_id", "entry_key"]
+                )
+                # RETURNING, not rowcount: psycopg reports -1 for an INSERT that returns the id.
+                if conn.execute(statement.returning(entries.c.id)).first() is not None:
+                    written += 1
         return written
 
-    @staticmethod
-    def _entry_values(partition_key: str, session_id: str, row: EntryRow) -> dict[str, Any]:
-        return {
-            "partition_key": partition_key,
-            "session_id": session_id,
-            "entry_key": row.entry_key,
-            "run_id": row.run_id,
-            "role": row.role,
-            "content": row.content,
-            "tool_calls": row.tool_calls,
-            "tool_call_id": row.tool_call_id,
-            "tool_name": row.tool_name,
-            "error_kind": row.error_kind,
-            "usage": row.usage,
-            "created_at": _now(),
-        }
-
-    def load_entries(self, partition_key: str, session_id: str) -> list[EntryRow]:
-        query = (
-            select(entries)
-            .where(
-                (entries.c.partition_key == partition_key) & (entries.c.session_id == session_id)
-            )
-            .order_by(entries.c.id)
+    def load_entries(
+        self, partition_key: str, session_id: str, *, after_id: int | None = None
+    ) -> list[EntryRow]:
+        """The session's entries in append (id) order; only those after ``after_id`` if given."""
+        query = select(entries).where(
+            (entries.c.partition_key == partition_key) & (entries.c.session_id == session_id)
         )
+        if after_id is not None:
+            query = query.where(entries.c.id > after_id)
         with self.engine.connect() as conn:
-            return [self._entry_row(row._mapping) for row in conn.execute(query)]
+            return [_entry_row(row._mapping) for row in conn.execute(query.order_by(entries.c.id))]
 
     def get_entry(self, partition_key: str, session_id: str, entry_key: str) -> EntryRow | None:
         query = select(entries).where(
@@ -337,21 +277,134 @@ class Store:
         )
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
-        return None if row is None else self._entry_row(row._mapping)
+        return None if row is None else _entry_row(row._mapping)
 
-    @staticmethod
-    def _entry_row(mapping: Any) -> EntryRow:
-        return EntryRow(
-            entry_key=mapping["entry_key"],
-            role=mapping["role"],
-            content=mapping["content"],
-            tool_calls=mapping["tool_calls"],
-            tool_call_id=mapping["tool_call_id"],
-            tool_name=mapping["tool_name"],
-            error_kind=mapping["error_kind"],
-            usage=mapping["usage"],
-            run_id=mapping["run_id"],
+    # compactions -------------------------------------------------------------------------
+
+    def add_compaction(
+        self,
+        partition_key: str,
+        session_id: str,
+        *,
+        key: str,
+        summary: str,
+        up_to_entry_id: int,
+        tokens: int,
+    ) -> None:
+        """Record a summary of the session's entries up to ``up_to_entry_id`` (once per key)."""
+        statement = self._insert(compactions).values(
+            partition_key=partition_key,
+            session_id=session_id,
+            compaction_key=key,
+            summary=summary,
+            up_to_entry_id=up_to_entry_id,
+            tokens=tokens,
+            created_at=_now(),
         )
+        with self.engine.begin() as conn:
+            conn.execute(
+                statement.on_conflict_do_nothing(
+                    index_elements=["partition_key", "session_id", "compaction_key"]
+                )
+            )
+
+    def latest_compaction(self, partition_key: str, session_id: str) -> Compaction | None:
+        """The most recently added compaction of the session (what context starts from)."""
+        query = (
+            select(compactions)
+            .where(
+                (compactions.c.partition_key == partition_key)
+                & (compactions.c.session_id == session_id)
+            )
+            .order_by(compactions.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _compaction(row._mapping)
+
+    # artifacts ---------------------------------------------------------------------------
+
+    def put_artifact(
+        self,
+        partition_key: str,
+        *,
+        artifact_id: str,
+        run_id: str,
+        name: str,
+        media_type: str,
+        content: bytes,
+    ) -> None:
+        """Store a blob under ``artifact_id`` (once: a retry with the same id writes nothing)."""
+        statement = self._insert(artifacts).values(
+            partition_key=partition_key,
+            artifact_id=artifact_id,
+            run_id=run_id,
+            name=name,
+            media_type=media_type,
+            size_bytes=len(content),
+            content=content,
+            created_at=_now(),
+        )
+        with self.engine.begin() as conn:
+            conn.execute(
+                statement.on_conflict_do_nothing(index_elements=["partition_key", "artifact_id"])
+            )
+
+    def get_artifact(self, partition_key: str, artifact_id: str) -> Artifact | None:
+        query = select(artifacts).where(
+            (artifacts.c.partition_key == partition_key) & (artifacts.c.artifact_id == artifact_id)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _artifact(row._mapping)
+
+    # run records -------------------------------------------------------------------------
+
+    def upsert_run_record(self, record: RunRecord) -> None:
+        """Insert or replace a run's record, keyed by (partition, run id).
+
+        A terminal record is final: a late non-terminal write (an activity retried after the
+        run ended) does not overwrite it.
+        """
+        values = _run_record_values(record)
+        statement = self._insert(run_records).values(**values)
+        excluded = statement.excluded
+        key = ("partition_key", "run_id")
+        changed = {name: excluded[name] for name in values if name not in key}
+        statement = statement.on_conflict_do_update(
+            index_elements=list(key),
+            set_=changed,
+            where=run_records.c.status.not_in(_TERMINAL_STATUSES)
+            | excluded.status.in_(_TERMINAL_STATUSES),
+        )
+        with self.engine.begin() as conn:
+            conn.execute(statement)
+
+    def get_run_record(self, partition_key: str, run_id: str) -> RunRecord | None:
+        query = select(run_records).where(
+            (run_records.c.partition_key == partition_key) & (run_records.c.run_id == run_id)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else _run_record(row._mapping)
+
+    def list_run_records(self, partition_key: str, root_run_id: str) -> list[RunRecord]:
+        """Every record of a root's tree: by depth (the root first), then start time."""
+        query = (
+            select(run_records)
+            .where(
+                (run_records.c.partition_key == partition_key)
+                & (run_records.c.root_run_id == root_run_id)
+            )
+            .order_by(
+                run_records.c.depth,
+                run_records.c.started_at.asc().nulls_last(),
+                run_records.c.run_id,
+            )
+        )
+        with self.engine.connect() as conn:
+            return [_run_record(row._mapping) for row in conn.execute(query)]
 
     # tool results ------------------------------------------------------------------------
 
@@ -365,28 +418,22 @@ class Store:
         content: str,
         error_kind: str | None,
     ) -> None:
+        """Store (or replace, on a retried tool call) the result of one tool call."""
+        statement = self._insert(tool_results).values(
+            partition_key=partition_key,
+            run_id=run_id,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            content=content,
+            error_kind=error_kind,
+            created_at=_now(),
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=["partition_key", "run_id", "tool_call_id"],
+            set_={"content": content, "error_kind": error_kind},
+        )
         with self.engine.begin() as conn:
-            key = (
-                (tool_results.c.partition_key == partition_key)
-                & (tool_results.c.run_id == run_id)
-                & (tool_results.c.tool_call_id == tool_call_id)
-            )
-            if conn.execute(select(tool_results.c.run_id).where(key)).first() is not None:
-                conn.execute(
-                    update(tool_results).where(key).values(content=content, error_kind=error_kind)
-                )
-                return
-            conn.execute(
-                insert(tool_results).values(
-                    partition_key=partition_key,
-                    run_id=run_id,
-                    tool_call_id=tool_call_id,
-                    tool_name=tool_name,
-                    content=content,
-                    error_kind=error_kind,
-                    created_at=_now(),
-                )
-            )
+            conn.execute(statement)
 
     def get_tool_results(
         self, partition_key: str, run_id: str, tool_call_ids: Sequence[str]
@@ -404,38 +451,39 @@ class Store:
     # events ------------------------------------------------------------------------------
 
     def append_events(self, ref: RunRef, bodies: Sequence[dict[str, Any]]) -> list[int]:
-        """Append events to the root tree's sequence (one sequence per root run)."""
+        """Append events to the root tree's sequence (one gap-free sequence per root run).
+
+        PostgreSQL serialises appenders of one root with an advisory lock; SQLite's single
+        writer does that for it. A unique (root, sequence) constraint backs both: should two
+        writers still pick the same numbers, the loser reads again and retries.
+        """
         if not bodies:
             return []
-        for _ in range(20):
+        for _ in range(EVENT_APPEND_ATTEMPTS):
             try:
                 return self._append_events_once(ref, bodies)
             except IntegrityError:
-                continue  # a concurrent writer took the same sequence numbers: read again
+                continue
         raise StoreError(f"could not append events for root '{ref.root_run_id}'")
 
     def _append_events_once(self, ref: RunRef, bodies: Sequence[dict[str, Any]]) -> list[int]:
         sequences: list[int] = []
         with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:root))"),
+                    {"namespace": EVENT_LOCK_NAMESPACE, "root": ref.root_run_id},
+                )
             last = conn.execute(
                 select(func.max(events.c.sequence)).where(events.c.root_run_id == ref.root_run_id)
             ).scalar_one_or_none()
             sequence = int(last or 0)
             for body in bodies:
                 sequence += 1
-                envelope = EventRecord(
-                    event_id=uuid.uuid4().hex,
-                    sequence=sequence,
-                    timestamp=_now(),
-                    root_run_id=ref.root_run_id,
-                    run_id=ref.run_id,
-                    parent_run_id=ref.parent_run_id,
-                    agent_id=ref.agent_id,
-                    depth=ref.depth,
-                    event=body,
-                )
+                envelope = _envelope(ref, sequence, body)
                 conn.execute(
-                    insert(events).values(
+                    self._insert(events).values(
+                        partition_key=ref.partition_key,
                         root_run_id=ref.root_run_id,
                         sequence=sequence,
                         body=envelope.model_dump_json(),
@@ -446,22 +494,161 @@ class Store:
         return sequences
 
     def read_events(
-        self, root_run_id: str, *, after: int = 0, limit: int = 500
+        self,
+        root_run_id: str,
+        *,
+        after: int = 0,
+        limit: int = 500,
+        partition_key: str | None = None,
     ) -> list[EventRecord]:
-        query = (
-            select(events.c.body)
-            .where((events.c.root_run_id == root_run_id) & (events.c.sequence > after))
-            .order_by(events.c.sequence)
-            .limit(limit)
+        """Events of a root tree after sequence ``after``, in order (of ``partition_key`` only,
+        when given)."""
+        query = select(events.c.body).where(
+            (events.c.root_run_id == root_run_id) & (events.c.sequence > after)
         )
+        if partition_key is not None:
+            query = query.where(events.c.partition_key == partition_key)
+        query = query.order_by(events.c.sequence).limit(limit)
         with self.engine.connect() as conn:
             return [EventRecord.model_validate_json(body) for body in conn.execute(query).scalars()]
 
 
-def _aware(value: datetime) -> datetime:
-    # SQLite returns naive datetimes even for timezone=True columns; we always store UTC.
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+# --------------------------------------------------------------------------- row conversion
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def _entry_values(partition_key: str, session_id: str, row: EntryRow) -> dict[str, Any]:
+    return {
+        "partition_key": partition_key,
+        "session_id": session_id,
+        "entry_key": row.entry_key,
+        "run_id": row.run_id,
+        "role": row.role,
+        "content": row.content,
+        "tool_calls": row.tool_calls,
+        "tool_call_id": row.tool_call_id,
+        "tool_name": row.tool_name,
+        "error_kind": row.error_kind,
+        "usage": row.usage,
+        "tokens": row.tokens if row.tokens is not None else estimate_entry_tokens(row),
+        "meta": row.meta,
+        "created_at": _now(),
+    }
+
+
+def _entry_row(mapping: RowMapping) -> EntryRow:
+    return EntryRow(
+        entry_key=mapping["entry_key"],
+        role=mapping["role"],
+        content=mapping["content"],
+        tool_calls=mapping["tool_calls"],
+        tool_call_id=mapping["tool_call_id"],
+        tool_name=mapping["tool_name"],
+        error_kind=mapping["error_kind"],
+        usage=mapping["usage"],
+        run_id=mapping["run_id"],
+        id=mapping["id"],
+        tokens=mapping["tokens"],
+        meta=mapping["meta"],
+    )
+
+
+def _session_info(mapping: RowMapping) -> SessionInfo:
+    return SessionInfo(
+        partition_key=mapping["partition_key"],
+        session_id=mapping["session_id"],
+        internal=bool(mapping["internal"]),
+        created_at=aware(mapping["created_at"]),
+        updated_at=aware(mapping["updated_at"]),
+        lease_run_id=mapping["lease_run_id"],
+        lease_until=aware_or_none(mapping["lease_until"]),
+    )
+
+
+def _compaction(mapping: RowMapping) -> Compaction:
+    return Compaction(
+        id=mapping["id"],
+        partition_key=mapping["partition_key"],
+        session_id=mapping["session_id"],
+        compaction_key=mapping["compaction_key"],
+        summary=mapping["summary"],
+        up_to_entry_id=mapping["up_to_entry_id"],
+        tokens=mapping["tokens"],
+        created_at=aware(mapping["created_at"]),
+    )
+
+
+def _artifact(mapping: RowMapping) -> Artifact:
+    return Artifact(
+        partition_key=mapping["partition_key"],
+        artifact_id=mapping["artifact_id"],
+        run_id=mapping["run_id"],
+        name=mapping["name"],
+        media_type=mapping["media_type"],
+        size_bytes=mapping["size_bytes"],
+        content=bytes(mapping["content"]),
+        created_at=aware(mapping["created_at"]),
+    )
+
+
+def _run_record_values(record: RunRecord) -> dict[str, Any]:
+    def as_json(model: Any) -> Any:
+        return None if model is None else model.model_dump(mode="json")
+
+    return {
+        "partition_key": record.partition_key,
+        "run_id": record.run_id,
+        "root_run_id": record.root_run_id,
+        "parent_run_id": record.parent_run_id,
+        "agent_call_id": record.agent_call_id,
+        "agent_id": record.agent_id,
+        "agent_version": record.agent_definition_version,
+        "session_id": record.session_id,
+        "status": record.status.value,
+        "depth": record.depth,
+        "iteration": record.iteration,
+        "started_at": None if record.started_at is None else utc(record.started_at),
+        "finished_at": None if record.finished_at is None else utc(record.finished_at),
+        "usage": as_json(record.usage),
+        "failure": as_json(record.failure),
+        "output": as_json(record.output),
+        "meta": dict(record.metadata),
+        "updated_at": _now(),
+    }
+
+
+def _run_record(mapping: RowMapping) -> RunRecord:
+    return RunRecord.model_validate(
+        {
+            "run_id": mapping["run_id"],
+            "root_run_id": mapping["root_run_id"],
+            "parent_run_id": mapping["parent_run_id"],
+            "agent_call_id": mapping["agent_call_id"],
+            "agent_id": mapping["agent_id"],
+            "agent_definition_version": mapping["agent_version"],
+            "session_id": mapping["session_id"],
+            "partition_key": mapping["partition_key"],
+            "status": mapping["status"],
+            "depth": mapping["depth"],
+            "iteration": mapping["iteration"],
+            "started_at": aware_or_none(mapping["started_at"]),
+            "finished_at": aware_or_none(mapping["finished_at"]),
+            "usage": mapping["usage"] or {},
+            "failure": mapping["failure"],
+            "output": mapping["output"],
+            "metadata": mapping["meta"] or {},
+        }
+    )
+
+
+def _envelope(ref: RunRef, sequence: int, body: dict[str, Any]) -> EventRecord:
+    return EventRecord(
+        event_id=uuid.uuid4().hex,
+        sequence=sequence,
+        timestamp=_now(),
+        root_run_id=ref.root_run_id,
+        run_id=ref.run_id,
+        parent_run_id=ref.parent_run_id,
+        agent_id=ref.agent_id,
+        depth=ref.depth,
+        event=body,
+    )

@@ -8,19 +8,33 @@ binary, with the same throttle-removing dynamic config and custom search attribu
 
 pytest-asyncio runs with a session-scoped event loop (see ``pyproject.toml``), which is what
 lets async session fixtures such as ``temporal_env`` be shared by every test.
+
+Store tests take ``store_url`` / ``store``, parametrized over SQLite and PostgreSQL: the same
+suite runs on both backends, each test on an empty database of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import NoReturn
 from uuid import uuid4
 
+import psycopg
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from store import Store
 from tests.harness import start_test_server
+from tests.store_fixtures import (
+    PostgresUnavailable,
+    TestDatabases,
+    postgres_server,
+    running_in_ci,
+)
 
 # --------------------------------------------------------------------------- Temporal server
 
@@ -49,3 +63,60 @@ def task_queue() -> str:
 
 # --------------------------------------------------------------------------- Workers
 # Worker fixtures (registering workflows/activities on `task_queue` against `client`) go here.
+
+
+# --------------------------------------------------------------------------- Store databases
+
+
+def _postgres_unavailable(reason: str) -> NoReturn:
+    """Skip locally; fail in CI, where the PostgreSQL half of the store suite must run."""
+    if running_in_ci():
+        pytest.fail(f"PostgreSQL store tests must run in CI: {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def postgres_databases() -> Iterator[TestDatabases]:
+    """A PostgreSQL server for the session (found or started, see `tests.store_fixtures`)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(postgres_server())
+            databases = TestDatabases(server)
+        except (PostgresUnavailable, psycopg.Error) as error:
+            _postgres_unavailable(str(error))
+        stack.callback(databases.close)
+        yield databases
+
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@contextlib.contextmanager
+def _database(request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    databases: TestDatabases = request.getfixturevalue("postgres_databases")
+    with databases.database(migrated=migrated) as url:
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """URL of an empty database: a SQLite file, or a fresh PostgreSQL database (dropped after)."""
+    with _database(request, tmp_path, migrated=False) as url:
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A `Store` on a database of its own at the newest schema, on each backend.
+
+    (Not built on ``store_url``: on PostgreSQL it starts from an already migrated copy.)
+    """
+    with _database(request, tmp_path, migrated=True) as url:
+        opened = Store.open(url)
+        try:
+            yield opened
+        finally:
+            opened.close()

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from otherone.contracts import ACTIVITY_FINISH_RUN, WORKFLOW_NAME
+from tests.histories.broken_workflow import ReorderedAgentRunWorkflow
 from worker.app import sandbox_runner
 from workflows import AgentRunWorkflow
 
@@ -49,17 +47,6 @@ def test_histories_are_checked_in() -> None:
 async def test_recorded_history_replays(path: Path) -> None:
     result = await _replayer(AgentRunWorkflow).replay_workflow(_history(path))
     assert result.replay_failure is None
-
-
-@workflow.defn(name=WORKFLOW_NAME)
-class ReorderedAgentRunWorkflow:
-    """A deliberately incompatible change: finishes before preparing."""
-
-    @workflow.run
-    async def run(self, input: object) -> None:
-        await workflow.execute_activity(
-            ACTIVITY_FINISH_RUN, input, start_to_close_timeout=timedelta(minutes=1)
-        )
 
 
 async def test_replayer_catches_a_nondeterministic_change() -> None:

@@ -91,7 +91,7 @@ MODEL_RETRY = RetryPolicy(
     maximum_attempts=5,
 )
 MODEL_CALL_TIMEOUT = timedelta(minutes=10)
-#: Activities heartbeat every second; the SDK sends one at most every 0.8 × this timeout, so it
+#: Activities heartbeat every second; the SDK sends one at most every 0.8 x this timeout, so it
 #: also bounds how long a cancellation takes to reach a streaming model call (~3 s).
 HEARTBEAT_TIMEOUT = timedelta(seconds=4)
 MAX_QUEUED_MESSAGES = 256
@@ -369,6 +369,8 @@ class AgentRunWorkflow:
                     pending=pending,
                     result_limit_bytes=plan.result_limit_bytes,
                     result_contract=self._input.result_contract,
+                    context_window=self._input.request.session.context_window,
+                    compaction_threshold=self._input.request.session.threshold_percentage,
                 ),
                 result_type=ModelTurn,
                 start_to_close_timeout=MODEL_CALL_TIMEOUT,
@@ -528,6 +530,7 @@ class AgentRunWorkflow:
                 usage=self._usage.snapshot(self._elapsed()),
                 failure=ending.failure,
                 output=ending.output,
+                record=self.record(),
             ),
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
             retry_policy=STORE_RETRY,

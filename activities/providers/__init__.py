@@ -1,12 +1,27 @@
 """Model providers: one module per wire format, all behind the `ModelProvider` seam."""
 
+from activities.providers.anthropic import AnthropicProvider
 from activities.providers.base import ModelProvider
+from activities.providers.openai import OpenAIChatProvider
 from activities.providers.scripted import ScriptedProvider
 
 
 def default_providers() -> dict[str, ModelProvider]:
     """The providers a worker has unless told otherwise, by `ModelProfile.provider`."""
-    return {"scripted": ScriptedProvider()}
+    chat_completions = OpenAIChatProvider()
+    return {
+        "scripted": ScriptedProvider(),
+        "openai": chat_completions,
+        "openrouter": chat_completions,
+        "local": chat_completions,
+        "anthropic": AnthropicProvider(),
+    }
 
 
-__all__ = ["ModelProvider", "ScriptedProvider", "default_providers"]
+__all__ = [
+    "AnthropicProvider",
+    "ModelProvider",
+    "OpenAIChatProvider",
+    "ScriptedProvider",
+    "default_providers",
+]

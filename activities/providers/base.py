@@ -25,6 +25,8 @@ class ModelRequest:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     settings: dict[str, Any] = field(default_factory=dict)
+    #: "turn" for an agent's answer, "summary" for a context compaction.
+    purpose: str = "turn"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,244 @@
+"""Chat Completions streaming for ``openai``, ``openrouter`` and ``local`` profiles.
+
+One wire format, three kinds of server: OpenAI itself, OpenRouter, and any OpenAI-compatible
+server (Ollama, vLLM, llama.cpp, LM Studio). The request is built from the neutral messages and
+settings; the response is read as SSE ``chat.completion.chunk`` objects and turned into our
+stream events, emitted faithfully (tool-call pieces are merged by the activity's collector).
+
+Parameter names:
+
+* the output limit is ``max_completion_tokens`` for ``openai`` (OpenAI deprecated
+  ``max_tokens`` there, and its reasoning models reject it) and ``max_tokens`` for
+  ``openrouter`` and ``local`` (what OpenRouter documents and what every compatible server
+  understands). Either name written in ``other`` wins and the other one is not sent;
+* ``temperature``, ``top_p``, ``stop`` (from ``other``), ``tools`` (names encoded by
+  `otherone.wire_names`), ``tool_choice`` and ``parallel_tool_calls`` (only with tools: the API
+  refuses them alone); ``stream_options.include_usage`` so the last chunk carries usage;
+  every other ``other`` key is merged into the body last (it may override any of these);
+* ``context_length`` is ours (compaction), never sent.
+
+Reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM, llama.cpp), ``reasoning``
+(OpenRouter, Ollama) or ``thinking`` deltas: all become `ThinkingDelta`. The stream is complete
+at ``data: [DONE]``, or at its end when a ``finish_reason`` was seen (servers that omit
+``[DONE]``); anything shorter is a cut stream, retryable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from activities.providers.base import (
+    Finished,
+    ModelRequest,
+    ProviderError,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from activities.providers.http import (
+    HttpCall,
+    TransportOptions,
+    body_options,
+    call_label,
+    is_retryable_status,
+    parse_chunk,
+    run_stream,
+)
+from activities.providers.secrets import resolve_api_key
+from activities.providers.sse import ServerSentEvent
+from otherone.wire_names import WireNames
+
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "local": "http://127.0.0.1:11434/v1",  # Ollama's default
+}
+MAX_TOKENS_PARAMETER = {
+    "openai": "max_completion_tokens",
+    "openrouter": "max_tokens",
+    "local": "max_tokens",
+}
+OUTPUT_LIMIT_NAMES = ("max_tokens", "max_completion_tokens")
+REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+
+
+class OpenAIChatProvider:
+    """Streams one Chat Completions response; the profile's provider picks the dialect."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        call, names = chat_completions_call(request)
+        async for event in run_stream(call, ChatCompletionsState(call.label, names)):
+            yield event
+
+
+def chat_completions_call(request: ModelRequest) -> tuple[HttpCall, WireNames]:
+    """The HTTP request of ``request`` (the key is read here, at call time)."""
+    profile = request.profile
+    label = call_label(profile, request.attempt)
+    options = TransportOptions.of(request.settings.get("other", {}), label)
+    key = resolve_api_key(profile)
+    headers = {"Accept": "text/event-stream", **options.headers}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key.value}"
+    names = WireNames(_tool_name(tool) for tool in request.tools)
+    base_url = (profile.base_url or DEFAULT_BASE_URLS[profile.provider]).rstrip("/")
+    call = HttpCall(
+        profile=profile,
+        label=label,
+        url=f"{base_url}/chat/completions",
+        headers=headers,
+        body=chat_completions_body(request, names),
+        key=key,
+        read_timeout=options.read_timeout,
+    )
+    return call, names
+
+
+def chat_completions_body(request: ModelRequest, names: WireNames) -> dict[str, Any]:
+    """The JSON body: neutral messages and settings under the API's parameter names."""
+    settings, other = request.settings, body_options(request.settings.get("other", {}))
+    body: dict[str, Any] = {
+        "model": request.profile.model,
+        "messages": [_wire_message(message, names) for message in request.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if settings.get("max_tokens") and not any(name in other for name in OUTPUT_LIMIT_NAMES):
+        body[MAX_TOKENS_PARAMETER.get(request.profile.provider, "max_tokens")] = settings[
+            "max_tokens"
+        ]
+    for name in ("temperature", "top_p"):
+        if settings.get(name) is not None:
+            body[name] = settings[name]
+    if request.tools:
+        body["tools"] = [_wire_tool(tool, names) for tool in request.tools]
+        if settings.get("tool_choice") is not None:
+            body["tool_choice"] = _wire_tool_choice(settings["tool_choice"], names)
+        if settings.get("parallel_tool_calls") is not None:
+            body["parallel_tool_calls"] = settings["parallel_tool_calls"]
+    return {**body, **other}
+
+
+def _tool_name(tool: Mapping[str, Any]) -> str:
+    return str(tool.get("function", {}).get("name", ""))
+
+
+def _wire_tool(tool: Mapping[str, Any], names: WireNames) -> dict[str, Any]:
+    function = dict(tool.get("function", {}))
+    function["name"] = names.encode(function.get("name", ""))
+    return {**tool, "function": function}
+
+
+def _wire_tool_choice(choice: Any, names: WireNames) -> Any:
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        function = choice["function"]
+        return {**choice, "function": {**function, "name": names.encode(function["name"])}}
+    return choice
+
+
+def _wire_message(message: Mapping[str, Any], names: WireNames) -> dict[str, Any]:
+    """A neutral message as sent: tool names encoded, no empty text next to tool calls."""
+    wire = dict(message)
+    if message.get("role") == "assistant" and message.get("tool_calls"):
+        wire["tool_calls"] = [
+            {
+                **call,
+                "function": {
+                    **call["function"],
+                    "name": names.encode(call["function"]["name"]),
+                },
+            }
+            for call in message["tool_calls"]
+        ]
+        if not message.get("content"):
+            wire["content"] = None
+    return wire
+
+
+@dataclass
+class ChatCompletionsState:
+    """Turns ``chat.completion.chunk`` events into stream events (pure: no I/O)."""
+
+    label: str
+    names: WireNames
+    done: bool = False
+    finish_reason: str | None = None
+
+    def events(self, sse: ServerSentEvent) -> list[StreamEvent]:
+        if sse.data.strip() == "[DONE]":
+            self.done = True
+            return []
+        chunk = parse_chunk(self.label, sse.data)
+        if chunk.get("error"):
+            raise self._stream_error(chunk["error"])
+        events: list[StreamEvent] = []
+        for choice in chunk.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                events += self._choice(choice)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            events.append(
+                UsageReport(
+                    input_tokens=_count(usage.get("prompt_tokens")),
+                    output_tokens=_count(usage.get("completion_tokens")),
+                )
+            )
+        return events
+
+    def finish(self) -> list[StreamEvent]:
+        if not self.done and self.finish_reason is None:
+            raise ProviderError(
+                f"{self.label}: the stream ended before it was complete (no [DONE])",
+                retryable=True,
+            )
+        return [Finished(self.finish_reason)]
+
+    def _choice(self, choice: Mapping[str, Any]) -> list[StreamEvent]:
+        delta = choice.get("delta") or {}
+        events: list[StreamEvent] = []
+        reasoning = next((delta[k] for k in REASONING_KEYS if _text(delta.get(k))), None)
+        if reasoning:
+            events.append(ThinkingDelta(reasoning))
+        if _text(delta.get("content")):
+            events.append(TextDelta(delta["content"]))
+        for call in delta.get("tool_calls") or []:
+            if isinstance(call, dict):
+                events.append(self._tool_call(call))
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        return events
+
+    def _tool_call(self, call: Mapping[str, Any]) -> ToolCallDelta:
+        function = call.get("function") or {}
+        name, arguments = function.get("name"), function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments)  # a server that sends the object itself
+        index = call.get("index")
+        return ToolCallDelta(
+            index=index if isinstance(index, int) else None,
+            id=call.get("id") or None,
+            name=self.names.decode(name) if name else None,
+            arguments=arguments or "",
+        )
+
+    def _stream_error(self, error: Any) -> ProviderError:
+        """An error object inside the stream (OpenRouter, some servers): numeric codes classify."""
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        code = error.get("code") if isinstance(error, dict) else None
+        retryable = is_retryable_status(code) if isinstance(code, int) else True
+        return ProviderError(
+            f"{self.label}: error in stream: {message} (code {code})", retryable=retryable
+        )
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

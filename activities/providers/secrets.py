@@ -1,0 +1,115 @@
+"""API keys, resolved on the worker at call time and never kept anywhere else.
+
+A profile names its key (``api_key_env``); the value is looked up when a model call starts, so
+it never enters a `ModelRequest`, a snapshot, workflow history, events, the store or a log line,
+and a rotated key is picked up without restarting the worker. Lookup order:
+
+1. the process environment variable of that name;
+2. the secrets file named by ``OTHERONE_SECRETS_FILE``, if set: either ``.env`` style
+   (``NAME=value`` lines; ``#`` comments, blank lines, ``export`` and quotes allowed) or, when
+   the file name ends in ``.toml``, a TOML file of top-level ``NAME = "value"`` strings.
+
+Profiles without ``api_key_env`` use the provider's conventional variable (``OPENAI_API_KEY``,
+``ANTHROPIC_API_KEY``, ``OPENROUTER_API_KEY``); ``local`` servers have none and are called
+without credentials.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from activities.providers.base import ProviderError
+from otherone.definitions import ModelProfile
+
+SECRETS_FILE_ENV = "OTHERONE_SECRETS_FILE"
+DEFAULT_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+}
+
+
+@dataclass(frozen=True, repr=False)
+class ApiKey:
+    """A resolved key and the name it came from (the name may be shown, the value never)."""
+
+    name: str
+    value: str
+
+    def __repr__(self) -> str:
+        return f"ApiKey(name={self.name!r}, value=<redacted>)"
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every occurrence of the key's value replaced."""
+        return text.replace(self.value, "<redacted>") if self.value else text
+
+
+def key_env_name(profile: ModelProfile) -> str | None:
+    """The variable that holds the profile's key (explicit, else the provider's usual one)."""
+    return profile.api_key_env or DEFAULT_KEY_ENV.get(profile.provider)
+
+
+def resolve_api_key(profile: ModelProfile) -> ApiKey | None:
+    """The profile's key, or None when it needs none; a missing key is a non-retryable error."""
+    name = key_env_name(profile)
+    if name is None:
+        return None
+    value = os.environ.get(name) or read_secrets_file().get(name)
+    if not value or not value.strip():
+        source = os.environ.get(SECRETS_FILE_ENV)
+        where = f"environment variable {name}" + (
+            f" (nor in the secrets file {source})" if source else ""
+        )
+        raise ProviderError(
+            f"model '{profile.id}' ({profile.provider}): no API key: {where} is not set",
+            retryable=False,
+        )
+    return ApiKey(name=name, value=value.strip())
+
+
+def read_secrets_file() -> dict[str, str]:
+    """The secrets file's entries (empty when none is configured)."""
+    location = os.environ.get(SECRETS_FILE_ENV)
+    if not location:
+        return {}
+    path = Path(location).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ProviderError(
+            f"secrets file {path} ({SECRETS_FILE_ENV}) cannot be read: {error.strerror}",
+            retryable=False,
+        ) from None
+    return _parse_toml(text, path) if path.suffix == ".toml" else parse_env_file(text)
+
+
+def _parse_toml(text: str, path: Path) -> dict[str, str]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        # The decoder's message names a line and column, never a value.
+        raise ProviderError(
+            f"secrets file {path} is not valid TOML: {error}", retryable=False
+        ) from None
+    return {name: value for name, value in data.items() if isinstance(value, str)}
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """``NAME=value`` lines as a dict (the common ``.env`` dialect, no interpolation)."""
+    entries: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.removeprefix("export ").partition("=")
+        entries[name.strip()] = _unquote(value.strip())
+    return entries
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value.split(" #", 1)[0].rstrip()

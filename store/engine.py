@@ -1,0 +1,91 @@
+"""SQLAlchemy engines for the two databases we support: SQLite files and PostgreSQL.
+
+Why only these two: idempotent writes use ``INSERT ... ON CONFLICT`` and migrations lock with
+backend-specific means (a PostgreSQL advisory lock, SQLite's ``BEGIN IMMEDIATE``); both
+backends run the same test suite.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import URL, Engine, create_engine, event, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import NullPool
+
+from otherone.errors import ConfigurationError
+
+SUPPORTED = "a SQLite file (sqlite:///PATH) or PostgreSQL (postgresql+psycopg://...)"
+
+
+def default_database_url(data_dir: Path) -> str:
+    return f"sqlite:///{(data_dir / 'otherone.db').resolve()}"
+
+
+def parse_url(url: str) -> URL:
+    """The URL with psycopg as PostgreSQL driver (``postgresql://`` alone would mean psycopg2).
+
+    Raises `ConfigurationError` for anything but a SQLite file or PostgreSQL.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise ConfigurationError(f"database URL: {error}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    backend = parsed.get_backend_name()
+    if backend == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise ConfigurationError(f"database URL: in-memory SQLite is unsupported; use {SUPPORTED}")
+    if backend not in ("sqlite", "postgresql"):
+        raise ConfigurationError(f"database URL: '{backend}' is not supported; use {SUPPORTED}")
+    return parsed
+
+
+def create_store_engine(url: str | URL) -> Engine:
+    """The engine the store uses for everything but migrations."""
+    parsed = parse_url(url) if isinstance(url, str) else url
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(parsed, pool_pre_ping=True)
+    _make_parent_dir(parsed)
+    engine = create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def sqlite_locking_engine(url: URL) -> Engine:
+    """A one-connection SQLite engine whose transactions start with ``BEGIN IMMEDIATE``.
+
+    Python's sqlite3 module runs DDL outside transactions and starts them lazily; for a
+    migration we want the database's write lock *before* reading the schema version, so a
+    second process opening the same file waits and then finds the schema current.
+    """
+    _make_parent_dir(url)
+    engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": 30})
+    event.listen(engine, "connect", _sqlite_autocommit_driver)
+    event.listen(engine, "begin", _begin_immediate)
+    return engine
+
+
+def _make_parent_dir(url: URL) -> None:
+    if url.database:
+        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets the client read events while workers write; busy_timeout makes concurrent
+    # writers wait instead of failing with "database is locked".
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _sqlite_autocommit_driver(dbapi_connection: Any, record: Any) -> None:
+    _sqlite_pragmas(dbapi_connection, record)
+    dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (`_begin_immediate`)
+
+
+def _begin_immediate(connection: Any) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,212 @@
+"""Our tables, as SQLAlchemy Core metadata (the single source other modules import).
+
+The database itself is created and changed only by the Alembic migrations in
+`store/migrations/versions`; this module must describe the same schema as their head (a test
+compares the two on SQLite and PostgreSQL). When a table changes here, add a migration.
+
+Every table except ``otherone_snapshots`` (configuration, addressed by its content hash and
+shared by all tenants) carries ``partition_key``: the partition is the tenant boundary and every
+query filters by it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    true,
+)
+
+metadata = MetaData()
+
+#: Column sizes shared by every table, so a key fits wherever it is copied.
+PARTITION_LEN = 128
+SESSION_LEN = 256
+RUN_ID_LEN = 300
+TOOL_CALL_ID_LEN = 256
+AGENT_ID_LEN = 128
+NAME_LEN = 128
+
+
+def _created_at() -> Column[datetime]:
+    return Column("created_at", DateTime(timezone=True), nullable=False)
+
+
+snapshots = Table(
+    "otherone_snapshots",
+    metadata,
+    Column("version", String(64), primary_key=True),
+    Column("body", Text, nullable=False),
+    _created_at(),
+)
+
+sessions = Table(
+    "otherone_sessions",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), primary_key=True),
+    Column("session_id", String(SESSION_LEN), primary_key=True),
+    Column("internal", Boolean, nullable=False, default=False),
+    _created_at(),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("lease_run_id", String(RUN_ID_LEN), nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
+)
+
+entries = Table(
+    "otherone_entries",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("session_id", String(SESSION_LEN), nullable=False),
+    Column("entry_key", String(512), nullable=False),
+    Column("run_id", String(RUN_ID_LEN), nullable=True),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("tool_calls", JSON, nullable=True),
+    Column("tool_call_id", String(TOOL_CALL_ID_LEN), nullable=True),
+    Column("tool_name", String(NAME_LEN), nullable=True),
+    Column("error_kind", String(32), nullable=True),
+    Column("usage", JSON, nullable=True),
+    #: Estimated tokens of the entry (what compaction thresholds are computed from).
+    Column("tokens", Integer, nullable=True),
+    Column("meta", JSON, nullable=True),
+    _created_at(),
+    UniqueConstraint("partition_key", "session_id", "entry_key", name="uq_entry_key"),
+    # Context building reads one session's entries after an id, in id order.
+    Index("ix_otherone_entries_session", "partition_key", "session_id", "id"),
+)
+
+tool_results = Table(
+    "otherone_tool_results",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), primary_key=True),
+    Column("run_id", String(RUN_ID_LEN), primary_key=True),
+    Column("tool_call_id", String(TOOL_CALL_ID_LEN), primary_key=True),
+    Column("tool_name", String(NAME_LEN), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("error_kind", String(32), nullable=True),
+    _created_at(),
+)
+
+events = Table(
+    "otherone_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # Nullable only for rows written before partitions were recorded (migration 0002).
+    Column("partition_key", String(PARTITION_LEN), nullable=True),
+    Column("root_run_id", String(RUN_ID_LEN), nullable=False),
+    Column("sequence", Integer, nullable=False),
+    Column("body", Text, nullable=False),
+    _created_at(),
+    UniqueConstraint("root_run_id", "sequence", name="uq_event_sequence"),
+)
+
+compactions = Table(
+    "otherone_compactions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("session_id", String(SESSION_LEN), nullable=False),
+    Column("compaction_key", String(512), nullable=False),
+    Column("summary", Text, nullable=False),
+    #: Entries of the session with an id up to this one are replaced by ``summary``.
+    Column("up_to_entry_id", Integer, nullable=False),
+    Column("tokens", Integer, nullable=False),
+    _created_at(),
+    UniqueConstraint("partition_key", "session_id", "compaction_key", name="uq_compaction_key"),
+)
+
+memory_points = Table(
+    "otherone_memory_points",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    #: "shared" or "agent:<agent id>" (private_agent memory).
+    Column("scope", String(300), nullable=False),
+    Column("types", String(512), nullable=False),
+    Column("storage", Text, nullable=False),
+    Column("source_run_id", String(RUN_ID_LEN), nullable=True),
+    Column("source_agent_id", String(AGENT_ID_LEN), nullable=True),
+    Column("source_session_id", String(SESSION_LEN), nullable=True),
+    Column("active", Boolean, nullable=False, default=True, server_default=true()),
+    _created_at(),
+    Index("ix_otherone_memory_points_scope", "partition_key", "scope"),
+)
+
+artifacts = Table(
+    "otherone_artifacts",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("artifact_id", String(64), nullable=False),
+    Column("run_id", String(RUN_ID_LEN), nullable=False),
+    Column("name", String(512), nullable=False),
+    Column("media_type", String(NAME_LEN), nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    _created_at(),
+    PrimaryKeyConstraint("partition_key", "artifact_id", name="pk_otherone_artifacts"),
+)
+
+run_records = Table(
+    "otherone_run_records",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("run_id", String(RUN_ID_LEN), nullable=False),
+    Column("root_run_id", String(RUN_ID_LEN), nullable=False),
+    Column("parent_run_id", String(RUN_ID_LEN), nullable=True),
+    Column("agent_call_id", String(TOOL_CALL_ID_LEN), nullable=True),
+    Column("agent_id", String(AGENT_ID_LEN), nullable=False),
+    Column("agent_version", Integer, nullable=True),
+    Column("session_id", String(SESSION_LEN), nullable=True),
+    Column("status", String(32), nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("usage", JSON, nullable=True),
+    Column("failure", JSON, nullable=True),
+    Column("output", JSON, nullable=True),
+    Column("meta", JSON, nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("partition_key", "run_id", name="pk_otherone_run_records"),
+    Index("ix_otherone_run_records_root", "partition_key", "root_run_id"),
+)
+
+#: Tables that hold tenant data (all but the shared configuration snapshots).
+PARTITIONED_TABLES = (
+    sessions,
+    entries,
+    tool_results,
+    events,
+    compactions,
+    memory_points,
+    artifacts,
+    run_records,
+)
+
+__all__ = [
+    "PARTITIONED_TABLES",
+    "artifacts",
+    "compactions",
+    "entries",
+    "events",
+    "memory_points",
+    "metadata",
+    "run_records",
+    "sessions",
+    "snapshots",
+    "tool_results",
+]

@@ -1,0 +1,115 @@
+"""Compaction decisions: when to compact, where to cut, never splitting a tool call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from temporalio.client import Client
+
+from activities.compaction import plan_compaction, summary_messages
+from client.agent_client import build_request
+from otherone.definitions import AgentDefinition, RuntimeLimits
+from otherone.tools import tool
+from store import EntryRow
+from tests.harness import agent_env, scripted_config
+from tests.providers import RecordingProvider
+
+
+def _row(index: int, role: str, tokens: int, **fields: object) -> EntryRow:
+    return EntryRow(
+        entry_key=f"k{index}",
+        role=role,
+        content="x" * (tokens * 4),
+        id=index,
+        tokens=tokens,
+        **fields,
+    )  # type: ignore[arg-type]
+
+
+def test_no_compaction_below_the_threshold() -> None:
+    rows = [_row(i, "user" if i % 2 else "assistant", 100) for i in range(1, 7)]
+    assert plan_compaction(rows, fixed_tokens=100, context_window=1000, threshold=0.8) is None
+
+
+def test_compaction_keeps_the_newest_forty_percent() -> None:
+    rows = [_row(i, "user" if i % 2 else "assistant", 100) for i in range(1, 11)]  # 1000 tokens
+    plan = plan_compaction(rows, fixed_tokens=0, context_window=1000, threshold=0.8)
+    assert plan is not None
+    assert sum(row.tokens or 0 for row in plan.keep) <= 400
+    assert [row.id for row in plan.keep] == [7, 8, 9, 10]
+    assert plan.up_to_entry_id == 6 and len(plan.summarise) == 6
+
+
+def test_a_tool_call_is_never_separated_from_its_results() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+    rows = [
+        _row(1, "user", 300),
+        _row(2, "assistant", 300),
+        _row(3, "assistant", 50, tool_calls=[call, call]),
+        _row(4, "tool", 150, tool_call_id="c"),
+        _row(5, "tool", 150, tool_call_id="c"),
+        _row(6, "assistant", 100),
+    ]
+    plan = plan_compaction(rows, fixed_tokens=0, context_window=1000, threshold=0.8)
+    assert plan is not None
+    assert plan.keep[0].role != "tool"
+    assert [row.id for row in plan.keep] == [3, 4, 5, 6]
+
+
+def test_summary_request_lists_calls_and_results() -> None:
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    }
+    rows = [
+        EntryRow(entry_key="a", role="assistant", content="checking", tool_calls=[call]),
+        EntryRow(entry_key="b", role="tool", content='{"t": 3}', tool_name="get_weather"),
+    ]
+    messages = summary_messages("earlier facts", rows)
+    assert messages[0]["role"] == "system"
+    assert "Summary so far:\nearlier facts" in messages[1]["content"]
+    assert 'get_weather({"city": "Oslo"})' in messages[1]["content"]
+    assert 'tool get_weather result: {"t": 3}' in messages[1]["content"]
+
+
+async def test_a_long_session_is_compacted_and_the_run_goes_on(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    @tool
+    def fetch(page: int) -> str:
+        """A page of a long document."""
+        return f"page {page}: " + "lorem ipsum " * 60
+
+    script = [{"tool_calls": [{"name": "fetch", "arguments": {"page": i}}]} for i in range(12)]
+    config = scripted_config(
+        {"reader": [*script, "read it all"]},
+        agents=[
+            AgentDefinition.model_validate(
+                {
+                    "id": "reader",
+                    "description": "reads",
+                    "system_prompt": "You read.",
+                    "tools": ["fetch"],
+                }
+            )
+        ],
+        tools=[fetch],
+        limits=RuntimeLimits(max_iterations_per_run=20),
+    )
+    provider = RecordingProvider()
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        request = build_request(
+            entry_agent="reader", input="read", session={"context_window": 1000}
+        )
+        result = await env.agents.run(request)
+        compaction = env.store.latest_compaction("local", result.session_id)
+        events = [e.event["type"] async for e in env.agents.events(result.run_id)]
+    assert result.text == "read it all"
+    assert compaction is not None and compaction.summary.startswith("Summary of")
+    assert "context_compacted" in events
+    last = provider.calls("reader")[-1].messages
+    assert last[1]["content"].startswith("Summary of the earlier conversation:")
+    assert sum(len(m["content"] or "") for m in last) < 1000 * 4  # bounded by the window

@@ -1,0 +1,336 @@
+"""OpenTelemetry spans (Temporal's interceptor + our activity spans) and Prometheus metrics."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode, Tracer
+from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from client.agent_client import AgentClient, build_request
+from otherone.config import RuntimeConfig
+from otherone.definitions import AgentDefinition
+from otherone.runs import AgentRunResult, RunOutcome
+from store import Store
+from tests.harness import scripted_config
+from worker.app import build_worker, connect
+from worker.settings import Settings, otel_trace_exporters
+from worker.telemetry import SPAN_NAMES, OtheroneActivityInterceptor, prometheus_runtime
+
+REPO = Path(__file__).resolve().parents[1]
+RUN_WORKFLOW = "RunWorkflow:AgentRunWorkflow"
+START_CHILD = "StartChildWorkflow:AgentRunWorkflow"
+
+
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return f"{city}: sunny"
+
+
+def traced_team() -> RuntimeConfig:
+    """coordinator: a tool call, then an agent call, then an answer; worker fails once, then
+    answers (so one of its model calls has two attempts)."""
+    return scripted_config(
+        {
+            "coordinator": [
+                {
+                    "tool_calls": [{"name": "lookup", "id": "t1", "arguments": {"city": "Paris"}}],
+                    "input_tokens": 11,
+                    "output_tokens": 7,
+                },
+                {
+                    "tool_calls": [
+                        {
+                            "name": "agent.call",
+                            "id": "call_1",
+                            "arguments": {"agent": "worker", "task": "do work"},
+                        }
+                    ]
+                },
+                "final answer",
+            ],
+            "worker": [{"text": "worker result", "fail": {"attempts": 1}}],
+        },
+        agents=[
+            AgentDefinition(
+                id="coordinator",
+                description="coordinator agent",
+                callable_agents=["worker"],
+                tools=["lookup"],
+            ),
+            AgentDefinition(id="worker", description="worker agent"),
+        ],
+        tools=[lookup],
+    )
+
+
+@asynccontextmanager
+async def traced_client(
+    temporal_env: WorkflowEnvironment,
+) -> AsyncIterator[tuple[Client, Tracer, InMemorySpanExporter]]:
+    """A client carrying Temporal's TracingInterceptor with a test-local tracer (no globals)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    client = await Client.connect(
+        temporal_env.client.service_client.config.target_host,
+        namespace=temporal_env.client.namespace,
+        data_converter=pydantic_data_converter,
+        interceptors=[TracingInterceptor(tracer)],
+    )
+    try:
+        yield client, tracer, exporter
+    finally:
+        provider.shutdown()
+
+
+async def traced_run(
+    client: Client,
+    tracer: Tracer,
+    config: RuntimeConfig,
+    task_queue: str,
+    tmp_path: Path,
+    *,
+    max_cached_workflows: int = 1000,
+) -> AgentRunResult:
+    """Run the coordinator once on a worker with our activity spans; the worker has stopped
+    (every span ended) when this returns."""
+    store = Store.open(f"sqlite:///{tmp_path / f'{task_queue}.db'}")
+    try:
+        worker = build_worker(
+            client,
+            config,
+            store,
+            task_queue=task_queue,
+            interceptors=[OtheroneActivityInterceptor(tracer, config)],
+            max_cached_workflows=max_cached_workflows,
+        )
+        async with worker:
+            agents = AgentClient(client, task_queue=task_queue, store=store)
+            return await agents.run(build_request(entry_agent="coordinator", input="start"))
+    finally:
+        store.close()
+
+
+def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
+    return [span for span in spans if span.name == name]
+
+
+def attr(span: ReadableSpan, key: str) -> Any:
+    assert span.attributes is not None
+    return span.attributes.get(key)
+
+
+def activity_key(span: ReadableSpan) -> tuple[Any, ...]:
+    return (
+        attr(span, "temporal.workflow_id"),
+        attr(span, "temporal.activity_id"),
+        attr(span, "otherone.activity.attempt"),
+    )
+
+
+async def test_spans_cover_the_run_tree_with_lineage(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    config = traced_team()
+    async with traced_client(temporal_env) as (client, tracer, exporter):
+        result = await traced_run(client, tracer, config, task_queue, tmp_path)
+        spans = exporter.get_finished_spans()
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "final answer"
+    root, child = result.run_id, f"{result.run_id}/call_1"
+
+    assert len(named(spans, RUN_WORKFLOW)) == 2  # root and child workflow
+    assert len(named(spans, START_CHILD)) == 1
+    assert len({span.context.trace_id for span in spans}) == 1  # one trace for the tree
+
+    ours = [span for span in spans if span.name in SPAN_NAMES.values()]
+    for span in ours:
+        assert attr(span, "otherone.root_run_id") == result.root_run_id
+        assert attr(span, "otherone.run_id") in {root, child}
+        if attr(span, "otherone.run_id") == child:
+            assert attr(span, "otherone.agent_id") == "worker"
+            assert attr(span, "otherone.parent_run_id") == root
+            assert attr(span, "otherone.depth") == 1
+        else:
+            assert attr(span, "otherone.agent_id") == "coordinator"
+            assert attr(span, "otherone.parent_run_id") is None
+            assert attr(span, "otherone.depth") == 0
+        # each of our spans is a child of Temporal's RunActivity span of the same activity
+        parent = next(s for s in spans if s.context.span_id == span.parent.span_id)  # type: ignore[union-attr]
+        assert parent.name == f"RunActivity:{attr(span, 'otherone.activity')}"
+
+    models = named(spans, "model call")
+    coordinator_models = sorted(
+        (s for s in models if attr(s, "otherone.agent_id") == "coordinator"),
+        key=lambda s: attr(s, "otherone.turn"),
+    )
+    assert [attr(s, "otherone.turn") for s in coordinator_models] == [1, 2, 3]
+    first = coordinator_models[0]
+    assert attr(first, "gen_ai.usage.input_tokens") == 11
+    assert attr(first, "gen_ai.usage.output_tokens") == 7
+    assert attr(first, "gen_ai.request.model") == "test"
+    assert attr(first, "gen_ai.provider.name") == "scripted"
+    assert attr(first, "otherone.model_profile_id") == "scripted"
+    assert all(isinstance(attr(s, "gen_ai.usage.output_tokens"), int) for s in coordinator_models)
+
+    # the worker's model call failed once: one span per attempt, the failed one with the error
+    worker_models = sorted(
+        (s for s in models if attr(s, "otherone.agent_id") == "worker"),
+        key=lambda s: attr(s, "otherone.activity.attempt"),
+    )
+    assert [attr(s, "otherone.activity.attempt") for s in worker_models] == [1, 2]
+    failed, succeeded = worker_models
+    assert failed.status.status_code is StatusCode.ERROR
+    assert any(event.name == "exception" for event in failed.events)
+    assert succeeded.status.status_code is not StatusCode.ERROR
+
+    [tool_span] = named(spans, "tool call")
+    assert attr(tool_span, "otherone.tool.name") == "lookup"
+    assert attr(tool_span, "otherone.tool.call_id") == "t1"
+    [check] = named(spans, "agent call check")
+    assert attr(check, "otherone.agent_call.target") == "worker"
+    assert attr(check, "otherone.agent_call.id") == "call_1"
+    assert len(named(spans, "run prepare")) == 2
+    finishes = named(spans, "run finish")
+    assert {attr(s, "otherone.run.status") for s in finishes} == {"completed"}
+    assert len(finishes) == 2
+
+
+async def test_spans_are_not_duplicated_when_workflows_replay(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """With no workflow cache every workflow task replays the history from the start: the
+    workflow spans must match a cached run and each activity attempt has exactly one span."""
+    config = traced_team()
+    counts: list[Counter[str]] = []
+    for cache in (1000, 0):
+        task_queue = f"tracing-cache-{cache}-{tmp_path.name}"
+        async with traced_client(temporal_env) as (client, tracer, exporter):
+            result = await traced_run(
+                client, tracer, config, task_queue, tmp_path, max_cached_workflows=cache
+            )
+            spans = exporter.get_finished_spans()
+            assert result.outcome is RunOutcome.COMPLETED
+            ours = [span for span in spans if span.name in SPAN_NAMES.values()]
+            keys = [activity_key(span) for span in ours]
+            assert len(keys) == len(set(keys))  # one span per activity attempt
+            # ... and one per activity the histories scheduled (+1 for the failed attempt)
+            scheduled = 0
+            workflow_tasks = 0
+            for workflow_id in (result.run_id, f"{result.run_id}/call_1"):
+                history = await client.get_workflow_handle(workflow_id).fetch_history()
+                scheduled += sum(
+                    e.HasField("activity_task_scheduled_event_attributes") for e in history.events
+                )
+                workflow_tasks += sum(
+                    e.HasField("workflow_task_completed_event_attributes") for e in history.events
+                )
+            assert len(ours) == scheduled + 1
+            assert workflow_tasks > 2  # so the uncached run really replayed
+            counts.append(Counter(span.name for span in spans))
+    cached, uncached = counts
+    assert uncached == cached
+    assert cached[RUN_WORKFLOW] == 2 and cached["model call"] == 5
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def test_prometheus_endpoint_serves_temporal_metrics(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    client = await connect(
+        temporal_env.client.service_client.config.target_host,
+        temporal_env.client.namespace,
+        runtime=prometheus_runtime(port),
+    )
+    config = scripted_config({"solo": ["hello"]})
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        async with build_worker(client, config, store, task_queue=task_queue):
+            agents = AgentClient(client, task_queue=task_queue, store=store)
+            result = await agents.run(build_request(entry_agent="solo", input="hi"))
+            async with httpx.AsyncClient() as http:
+                response = await http.get(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        store.close()
+    assert result.text == "hello"
+    assert response.status_code == 200
+    assert any(line.startswith("temporal_") for line in response.text.splitlines())
+
+
+def test_tracing_setting_defaults_to_the_otel_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTHERONE_TRACING"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert Settings().tracing is False and Settings().metrics_port is None
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+    assert Settings().tracing is True
+    monkeypatch.setenv("OTHERONE_TRACING", "false")
+    assert Settings().tracing is False
+    monkeypatch.setenv("OTHERONE_METRICS_PORT", "9464")
+    assert Settings().metrics_port == 9464
+    assert otel_trace_exporters({"OTEL_TRACES_EXPORTER": "console"}) == ["console"]
+    assert otel_trace_exporters({"OTEL_TRACES_EXPORTER": "none"}) == []
+    assert otel_trace_exporters({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://x"}) == ["otlp"]
+    assert otel_trace_exporters({}) == []
+
+
+CONSOLE_SCRIPT = """
+from opentelemetry import trace
+from worker.settings import Settings
+from worker.telemetry import configure_tracing, shutdown_tracing, worker_telemetry
+
+telemetry = worker_telemetry(Settings())
+assert telemetry.tracing and telemetry.runtime is None and telemetry.interceptors()
+assert configure_tracing() is configure_tracing()  # idempotent
+with trace.get_tracer("probe").start_as_current_span("probe span"):
+    pass
+shutdown_tracing()
+"""
+
+
+def test_configure_tracing_exports_to_the_console_from_otel_variables() -> None:
+    """In a subprocess: `configure_tracing` installs the global provider (no leak into tests)."""
+    env = {
+        **os.environ,
+        "OTEL_TRACES_EXPORTER": "console",
+        "OTEL_SERVICE_NAME": "probe-service",
+        "PYTHONPATH": str(REPO),
+    }
+    env.pop("OTHERONE_TRACING", None)
+    done = subprocess.run(
+        [sys.executable, "-c", CONSOLE_SCRIPT],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"name": "probe span"' in done.stdout
+    assert '"service.name": "probe-service"' in done.stdout
