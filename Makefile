@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
 PACKAGES := otherone workflows activities store worker client
 
-.PHONY: venv demo test lint fmt dev record-histories clean
+.PHONY: venv demo test lint fmt dev record-histories clean bench
 
 venv: $(STAMP)
 
@@ -39,6 +39,19 @@ dev: venv
 
 record-histories: venv
 	$(BIN)/python -m tests.histories.record
+
+# Benchmarks (bench/, docs/benchmarks.md): our runtime vs the bare Temporal floor and the peers,
+# on one in-memory dev server. The peers are installed into their own venv, never ours.
+PEERS_VENV := bench/.venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+$(PEERS_STAMP): bench/requirements-peers.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install -q -r bench/requirements-peers.txt
+	touch $@
+
+bench: venv $(PEERS_STAMP)
+	$(BIN)/python -m bench.run
 
 # Keeps .otherone/ (local dev-server and run data): delete it by hand to reset state.
 clean:
