@@ -645,7 +645,8 @@ class _DeltaBuffer:
     def __init__(self, owner: AgentActivities, ref: RunRef, turn: int, attempt: int) -> None:
         self.owner, self.ref, self.turn, self.attempt = owner, ref, turn, attempt
         self.parts: list[tuple[str, str]] = []
-        self.last_flush = time.monotonic()
+        # The first delta goes out at once (first-token latency); later ones are batched.
+        self.last_flush = float("-inf")
 
     async def add(self, kind: str, text: str) -> None:
         if self.parts and self.parts[-1][0] == kind:

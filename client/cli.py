@@ -86,6 +86,7 @@ from otherone.errors import (
 )
 from otherone.runs import DEFAULT_PARTITION, AgentRunResult, RunOutcome, RunRecord
 from worker.settings import Settings
+from worker.telemetry import WorkerTelemetry, shutdown_tracing, worker_telemetry
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -498,8 +499,12 @@ class Context:
 Command = Callable[[argparse.Namespace, Context], Coroutine[Any, Any, int]]
 
 
-async def _connect(address: str, namespace: str) -> Client:
-    """A client whose namespace answers, or `CliError` (4: unreachable, 2: no such namespace)."""
+async def _connect(
+    address: str, namespace: str, telemetry: WorkerTelemetry | None = None
+) -> Client:
+    """A client whose namespace answers, or `CliError` (4: unreachable, 2: no such namespace).
+
+    ``telemetry`` (workers only) adds tracing and the Prometheus metrics runtime."""
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -507,7 +512,11 @@ async def _connect(address: str, namespace: str) -> Client:
 
     unreachable = f"cannot reach Temporal at {address} (is `otherone dev` running?)"
     try:
-        client = await asyncio.wait_for(connect(address, namespace), CONNECT_TIMEOUT)
+        traced = telemetry is not None and telemetry.tracing
+        runtime = telemetry.runtime if telemetry is not None else None
+        client = await asyncio.wait_for(
+            connect(address, namespace, tracing=traced, runtime=runtime), CONNECT_TIMEOUT
+        )
         await asyncio.wait_for(
             client.workflow_service.describe_namespace(
                 DescribeNamespaceRequest(namespace=namespace)
@@ -691,13 +700,15 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
     try:
         ctx.err.print("starting the Temporal dev server…", style="dim")
         await server.start()
-        client = await _connect(server.address, settings.namespace)
+        telemetry = worker_telemetry(settings)
+        client = await _connect(server.address, settings.namespace, telemetry)
         worker = build_worker(
             client,
             config,
             store,
             task_queue=settings.task_queue,
             max_concurrent_activities=settings.max_concurrent_activities,
+            interceptors=telemetry.interceptors(config),
         )
         rows = [
             ("temporal", f"{server.address}  (namespace {settings.namespace})"),
@@ -732,13 +743,15 @@ async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
     config = _load_config(config_path)
     store = _open_store(settings.store_url())
     try:
-        client = await _connect(settings.temporal_address, settings.namespace)
+        telemetry = worker_telemetry(settings)
+        client = await _connect(settings.temporal_address, settings.namespace, telemetry)
         worker = build_worker(
             client,
             config,
             store,
             task_queue=settings.task_queue,
             max_concurrent_activities=settings.max_concurrent_activities,
+            interceptors=telemetry.interceptors(config),
         )
         ctx.err.print(
             f"worker on task queue {settings.task_queue} at {settings.temporal_address} "
@@ -1064,6 +1077,7 @@ def _safe_url(url: str) -> str:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point: run, flush, and leave through ``os._exit``."""
     code = run_cli(argv)
+    shutdown_tracing()  # os._exit skips the SDK's flush at exit
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -733,3 +733,42 @@ async def test_a_child_gets_its_own_tools_not_its_callers(
     worker_tools = {t["function"]["name"] for t in provider.calls("worker")[0].tools}
     assert boss_tools == {"caller_only", "agent.call"}
     assert worker_tools == {"worker_only"}
+
+
+async def test_a_tree_fits_limits_sized_exactly_to_it(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """1 → 8 → 16: 25 runs and 24 agent calls, with max_total_runs=25 and max_agent_calls=24."""
+    parallel = {"parallel_tool_calls": True}
+    config = scripted_config(
+        {
+            "root": [
+                calls(*(agent_call(f"m{i}", "middle", f"part {i}") for i in range(8))),
+                "all parts done",
+            ],
+            "middle": [
+                calls(agent_call("l0", "leaf", "a"), agent_call("l1", "leaf", "b")),
+                "middle done",
+            ],
+            "leaf": ["leaf done"],
+        },
+        agents=[
+            agent("root", callable_agents=["middle"], model_overrides=parallel),
+            agent("middle", callable_agents=["leaf"], model_overrides=parallel),
+            agent("leaf"),
+        ],
+        limits=RuntimeLimits(max_total_runs=25, max_agent_calls=24, max_children_per_run=8),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="root", input="go"))
+        tree = await env.agents.list_run_tree(result.run_id)
+    assert result.text == "all parts done"
+    refusals = [
+        r["failure"]["message"]
+        for record in tree
+        for r in call_results(env, record.session_id or "")
+        if r.get("failure")
+    ]
+    assert refusals == []
+    assert len(tree) == 25
+    assert all(record.status is RunStatus.COMPLETED for record in tree)

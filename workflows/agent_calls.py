@@ -47,9 +47,16 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         SessionTarget,
     )
-    from workflows.outcomes import BudgetDenied, BudgetLedger, failure_from_activity_error
+    from workflows.outcomes import (
+        BudgetDenied,
+        BudgetLedger,
+        Claimants,
+        failure_from_activity_error,
+    )
 
 PREPARE_CALL_TIMEOUT = timedelta(seconds=60)
+#: Patch id of the allowance rule that splits calls between children after a small reserve.
+GENEROUS_ALLOWANCES = "generous-allowances"
 
 
 class AgentCallArgumentsError(ValueError):
@@ -134,7 +141,7 @@ class AgentCaller:
         deadline: datetime,
         call_id: str,
         request: AgentCallRequest,
-        claimants: int,
+        claimants: Claimants,
     ) -> AgentCallResult:
         """The result of ``call_id``: a child run the first time, the same result after."""
         known = self._results.get(call_id)
@@ -169,8 +176,27 @@ class AgentCaller:
         deadline: datetime,
         call_id: str,
         request: AgentCallRequest,
-        claimants: int,
+        claimants: Claimants,
     ) -> AgentCallResult:
+        try:
+            funded = await self._fund(plan, ref, deadline, call_id, request, claimants)
+        finally:
+            claimants.settle()  # plain bookkeeping: safe even when the coroutine is closed
+        if isinstance(funded, AgentCallResult):
+            return funded  # refused before a child started
+        child, call_plan = funded
+        return await self._run_child(child, call_id, request, call_plan)
+
+    async def _fund(
+        self,
+        plan: RunPlan,
+        ref: RunRef,
+        deadline: datetime,
+        call_id: str,
+        request: AgentCallRequest,
+        claimants: Claimants,
+    ) -> AgentCallResult | tuple[RunInput, CallPlan]:
+        """Check the call and carve the child's allowance, or refuse with a structured result."""
         if self._started >= plan.limits.max_children_per_run:
             failure = AgentFailure(
                 code=FailureCode.BUDGET_EXCEEDED,
@@ -183,14 +209,18 @@ class AgentCaller:
             if is_cancelled_exception(error):
                 raise asyncio.CancelledError() from error
             return failed_call(call_id, request.target, failure_from_activity_error(error))
+        generous = workflow.patched(GENEROUS_ALLOWANCES)
         try:
-            allowance = self._ledger.allot(claimants)
+            allowance = self._ledger.allot(
+                claimants.left if generous else claimants.total, generous=generous
+            )
         except BudgetDenied as denied:
             failure = AgentFailure(code=FailureCode.BUDGET_EXCEEDED, message=str(denied))
             return failed_call(call_id, request.target, failure)
         self._started += 1
-        child = self._child_input(plan, ref, deadline, call_id, request, call_plan, allowance)
-        return await self._run_child(child, call_id, request, call_plan)
+        return self._child_input(
+            plan, ref, deadline, call_id, request, call_plan, allowance
+        ), call_plan
 
     async def _prepare(
         self, plan: RunPlan, ref: RunRef, call_id: str, request: AgentCallRequest

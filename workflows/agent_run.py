@@ -68,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.outcomes import (
         BudgetLedger,
+        Claimants,
         Ending,
         RunEnded,
         UsageCounter,
@@ -141,7 +142,12 @@ class AgentRunWorkflow:
             )
             return failed_call(input.call_id, input.request.target, failure)
         result = await caller.call(
-            plan, self._ref(plan), self._deadline_at, input.call_id, input.request, claimants=1
+            plan,
+            self._ref(plan),
+            self._deadline_at,
+            input.call_id,
+            input.request,
+            claimants=Claimants(1),
         )
         self._usage.agent_calls += 1
         return result
@@ -393,7 +399,7 @@ class AgentRunWorkflow:
         """Run the turn's tool calls, in parallel when the agent allows it."""
         agent_calls = sum(1 for call in calls if self._is_agent_call(plan, call))
         parallel = plan.parallel_tool_calls and len(calls) > 1
-        claimants = agent_calls if parallel else 1
+        claimants = Claimants(agent_calls if parallel else 1)
         if parallel:
             return list(
                 await asyncio.gather(
@@ -407,7 +413,7 @@ class AgentRunWorkflow:
         return call.name == AGENT_CALL_TOOL and bool(plan.reachable_agents)
 
     async def _run_tool(
-        self, plan: RunPlan, ref: RunRef, call: ToolCallSpec, claimants: int
+        self, plan: RunPlan, ref: RunRef, call: ToolCallSpec, claimants: Claimants
     ) -> ToolStep:
         if self._is_agent_call(plan, call):
             return await self._agent_call(plan, ref, call, claimants)
@@ -438,7 +444,7 @@ class AgentRunWorkflow:
         return outcome
 
     async def _agent_call(
-        self, plan: RunPlan, ref: RunRef, call: ToolCallSpec, claimants: int
+        self, plan: RunPlan, ref: RunRef, call: ToolCallSpec, claimants: Claimants
     ) -> PendingEntry:
         """`agent.call`: a child run; its structured result goes back to the model."""
         assert self._caller is not None and self._deadline_at is not None

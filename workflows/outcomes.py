@@ -121,6 +121,22 @@ def _add(left: int | None, right: int | None) -> int | None:
     return left if right is None else left + right
 
 
+#: Model and tool calls a caller keeps for itself when it funds children (to answer after them).
+PARENT_RESERVE = 2
+
+
+class Claimants:
+    """The agent calls of one turn still waiting to be funded (shared by parallel calls)."""
+
+    def __init__(self, count: int) -> None:
+        self.total = max(count, 1)
+        self.left = self.total
+
+    def settle(self) -> None:
+        """One call was funded or refused: later ones split what is left among fewer."""
+        self.left = max(1, self.left - 1)
+
+
 class BudgetDenied(Exception):
     """An agent call cannot get an allowance; the caller's model gets a structured failure."""
 
@@ -155,11 +171,13 @@ class BudgetLedger:
             )
             raise RunEnded(Ending.failed(failure))
 
-    def allot(self, claimants: int) -> TreeBudget:
+    def allot(self, claimants: int, *, generous: bool = False) -> TreeBudget:
         """A child's allowance when ``claimants`` children are still to be funded in this turn.
 
-        Runs are split between the children; everything else also keeps a share for this run,
-        which needs to go on once its children are done.
+        Runs are split between the children. ``generous`` (the current rule): so are agent,
+        model and tool calls, after this run keeps a small reserve to answer once its children
+        are done (their unused allowances come back to it); tokens keep a share for this run.
+        Without it (runs started before this rule): every kind keeps an equal share here.
         """
         if self.remaining["agent_calls"] < 1:
             raise BudgetDenied(
@@ -170,7 +188,26 @@ class BudgetLedger:
                 f"max_total_runs ({self.limits.max_total_runs}) exceeded for the run tree"
             )
         self.remaining["agent_calls"] -= 1
-        share = {
+        share = self._generous_share(claimants) if generous else self._even_share(claimants)
+        for name, amount in share.items():
+            if amount is not None:
+                self.remaining[name] -= amount
+        share["runs"] = (share["runs"] or 1) - 1  # the child itself is one of its runs
+        return TreeBudget.model_validate(share)
+
+    def _generous_share(self, claimants: int) -> dict[str, int | None]:
+        left = self.remaining
+        tokens = left["tokens"]
+        return {
+            "runs": max(1, left["runs"] // max(claimants, 1)),
+            "agent_calls": left["agent_calls"] // max(claimants, 1),
+            "model_calls": max(0, left["model_calls"] - PARENT_RESERVE) // max(claimants, 1),
+            "tool_calls": max(0, left["tool_calls"] - PARENT_RESERVE) // max(claimants, 1),
+            "tokens": None if tokens is None else tokens // (claimants + 1),
+        }
+
+    def _even_share(self, claimants: int) -> dict[str, int | None]:
+        return {
             "runs": max(1, self.remaining["runs"] // max(claimants, 1)),
             "model_calls": self.remaining["model_calls"] // (claimants + 1),
             "tool_calls": self.remaining["tool_calls"] // (claimants + 1),
@@ -179,11 +216,6 @@ class BudgetLedger:
             if self.remaining["tokens"] is None
             else self.remaining["tokens"] // (claimants + 1),
         }
-        for name, amount in share.items():
-            if amount is not None:
-                self.remaining[name] -= amount
-        share["runs"] -= 1  # the child itself is one of the runs it was given
-        return TreeBudget.model_validate(share)
 
     def refund(self, unused: TreeBudget | None) -> None:
         if unused is None:
