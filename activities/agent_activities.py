@@ -605,12 +605,17 @@ class AgentActivities:
                 f"agent '{caller.agent_id}' may not call '{target.id}': {decision.reason}",
             )
 
+    def _parent_session(self, caller: RunRef) -> tuple[list[EntryRow], str | None]:
+        compaction = self.store.latest_compaction(caller.partition_key, caller.session_id)
+        rows = self.store.load_entries(caller.partition_key, caller.session_id)
+        return rows, compaction.summary if compaction else None
+
     async def _child_input(self, input: PrepareCallInput, target: AgentDefinition) -> str:
         caller, limit = input.caller, input.limits.max_context_transfer_bytes
         excerpt = None
         if target.context.kind != "explicit_only":
-            rows = await self._io(self.store.load_entries, caller.partition_key, caller.session_id)
-            excerpt = parent_excerpt(rows, target.context, limit)
+            rows, summary = await self._io(self._parent_session, caller)
+            excerpt = parent_excerpt(rows, target.context, limit, summary)
         text = build_child_input(
             caller.agent_id, input.request.task, input.request.context, excerpt
         )

@@ -159,7 +159,10 @@ def build_child_input(
 
 
 def parent_excerpt(
-    rows: list[EntryRow], policy: ContextTransferPolicy, max_bytes: int
+    rows: list[EntryRow],
+    policy: ContextTransferPolicy,
+    max_bytes: int,
+    summary: str | None = None,
 ) -> str | None:
     """What a child may see of its caller's conversation: user/assistant text, newest last.
 
@@ -169,6 +172,8 @@ def parent_excerpt(
     if policy.kind == "explicit_only" or policy.max_tokens == 0:
         return None
     max_chars = min(policy.max_tokens * 4, max_bytes)
+    if policy.kind == "parent_summary" and summary and summary.strip():
+        return _last_chars(summary.strip(), max_chars)
     selected: list[str] = []
     size = 0
     for row in reversed(rows):

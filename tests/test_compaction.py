@@ -7,8 +7,9 @@ from pathlib import Path
 from temporalio.client import Client
 
 from activities.compaction import plan_compaction, summary_messages
+from activities.context import parent_excerpt
 from client.agent_client import build_request
-from otherone.definitions import AgentDefinition, RuntimeLimits
+from otherone.definitions import AgentDefinition, ContextTransferPolicy, RuntimeLimits
 from otherone.tools import tool
 from store import EntryRow
 from tests.harness import agent_env, scripted_config
@@ -113,3 +114,15 @@ async def test_a_long_session_is_compacted_and_the_run_goes_on(
     last = provider.calls("reader")[-1].messages
     assert last[1]["content"].startswith("Summary of the earlier conversation:")
     assert sum(len(m["content"] or "") for m in last) < 1000 * 4  # bounded by the window
+
+
+def test_parent_summary_policy_prefers_the_latest_summary() -> None:
+    rows = [
+        EntryRow(entry_key="u", role="user", content="the question"),
+        EntryRow(entry_key="t", role="tool", content="secret tool output"),
+    ]
+    summary_policy = ContextTransferPolicy(kind="parent_summary", max_tokens=10)
+    window_policy = ContextTransferPolicy(kind="parent_window", max_tokens=100)
+    assert parent_excerpt(rows, summary_policy, 1000, "x" * 100) == "x" * 40  # 10 tokens ≈ 40 chars
+    assert parent_excerpt(rows, summary_policy, 1000, None) == "user: the question"  # seed fallback
+    assert parent_excerpt(rows, window_policy, 1000, "ignored") == "user: the question"
