@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from client.agent_client import build_request
@@ -97,3 +98,21 @@ async def test_continue_as_new_keeps_the_run_id_and_everything_carried(
     # Every turn's entries were written exactly once, in order, across the histories.
     tools = [json.loads(e.content)["n"] for e in entries if e.role == "tool"]
     assert tools == list(range(25))
+
+
+@pytest.mark.timeout(1200)
+async def test_a_run_with_2000_model_turns_completes(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = _long_config(1999, every=500)
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="counter", input="count"))
+        compacted = env.store.latest_compaction("local", result.session_id)
+    histories = await _history_sizes(client, result.run_id)
+    print(f"\n2,000 turns: {len(histories)} histories, bytes {[size for _, size in histories]}")
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "all done"
+    assert result.usage.model_calls == 2000
+    # Every 500 turns at the latest; earlier when Temporal suggests it (about 400 turns here).
+    assert len(histories) >= 4
+    assert all(size < 10 * 1024 * 1024 for _, size in histories)
+    assert compacted is not None  # the context stayed within the window
