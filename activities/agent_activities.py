@@ -61,7 +61,7 @@ from otherone.contracts import (
 )
 from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.errors import FailureCode, OtheroneError
-from otherone.runs import RunRecord, RunStatus
+from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
 from store import EntryRow, SessionBusyError, Store, estimate_tokens
 from store.memory import MemoryStore
@@ -235,8 +235,8 @@ class AgentActivities:
     async def call_model(self, input: ModelCallInput) -> ModelTurn:
         ref = input.ref
         assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
-        await self.emit(ref, *_call_completed_events(input.pending))
-        done, rows, summary = await self._io(self._prepare_context, input, assistant_key)
+        written, done, rows, summary = await self._io(self._prepare_context, input, assistant_key)
+        await self.emit(ref, *_call_completed_events(written))
         if done is not None:
             # A retry after the turn was already stored: never call the model twice.
             return _with_output(done, input)
@@ -285,18 +285,18 @@ class AgentActivities:
 
     def _prepare_context(
         self, input: ModelCallInput, assistant_key: str
-    ) -> tuple[ModelTurn | None, list[EntryRow], str | None]:
+    ) -> tuple[list[EntryRow], ModelTurn | None, list[EntryRow], str | None]:
         """Write pending entries; then the context: latest summary and the entries after it."""
         ref = input.ref
-        rows = self._materialise(ref, input.pending)
-        self.store.append_entries(ref.partition_key, ref.session_id, rows)
+        written = self._materialise(ref, input.pending)
+        self.store.append_entries(ref.partition_key, ref.session_id, written)
         existing = self.store.get_entry(ref.partition_key, ref.session_id, assistant_key)
         if existing is not None:
-            return turn_from_entry(existing), [], None
+            return written, turn_from_entry(existing), [], None
         compaction = self.store.latest_compaction(ref.partition_key, ref.session_id)
         after = compaction.up_to_entry_id if compaction else None
         entries = self.store.load_entries(ref.partition_key, ref.session_id, after_id=after)
-        return None, entries, compaction.summary if compaction else None
+        return written, None, entries, compaction.summary if compaction else None
 
     async def _compact(
         self,
@@ -632,8 +632,8 @@ class AgentActivities:
     @activity.defn(name=ACTIVITY_FINISH_RUN)
     async def finish_run(self, input: FinishRunInput) -> None:
         ref = input.ref
-        await self.emit(ref, *_call_completed_events(input.pending))
         rows = await self._io(self._materialise, ref, input.pending)
+        await self.emit(ref, *_call_completed_events(rows))
         await self._io(self.store.append_entries, ref.partition_key, ref.session_id, rows)
         if input.release_session:
             await self._io(
@@ -641,7 +641,31 @@ class AgentActivities:
             )
         if input.record is not None:
             await self._io(self.store.upsert_run_record, input.record)
+            await self._io(self._store_call_result, input.record)
         await self.emit(ref, _terminal_event(input))
+
+    def _store_call_result(self, record: RunRecord) -> None:
+        """A child stores the `agent.call` result its caller will read, so that the result (up
+        to max_result_bytes) reaches the caller's model by reference, not through history."""
+        if record.parent_run_id is None or record.agent_call_id is None:
+            return
+        result = AgentCallResult(
+            call_id=record.agent_call_id,
+            target=record.agent_id,
+            run_id=record.run_id,
+            outcome=OUTCOME_FOR_STATUS[record.status],
+            failure=record.failure,
+            output=record.output,
+            usage=record.usage,
+        )
+        self.store.put_tool_result(
+            record.partition_key,
+            record.parent_run_id,
+            record.agent_call_id,
+            tool_name=AGENT_CALL_TOOL,
+            content=result.model_dump_json(exclude_none=True),
+            error_kind=None,
+        )
 
 
 class _DeltaBuffer:
@@ -692,6 +716,15 @@ async def _heartbeating() -> AsyncIterator[None]:
             await task
 
 
+OUTCOME_FOR_STATUS = {
+    RunStatus.COMPLETED: RunOutcome.COMPLETED,
+    RunStatus.FAILED: RunOutcome.FAILED,
+    RunStatus.CANCELLED: RunOutcome.CANCELLED,
+    RunStatus.TIMED_OUT: RunOutcome.TIMED_OUT,
+    RunStatus.BUDGET_EXCEEDED: RunOutcome.BUDGET_EXCEEDED,
+}
+
+
 def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:
     ref = input.ref
     return RunRecord(
@@ -729,11 +762,11 @@ def _with_output(turn: ModelTurn, input: ModelCallInput) -> ModelTurn:
     return turn.model_copy(update={"output": output, "output_error": problem})
 
 
-def _call_completed_events(pending: tuple[PendingEntry, ...]) -> list[dict[str, Any]]:
+def _call_completed_events(rows: list[EntryRow]) -> list[dict[str, Any]]:
     """`agent_call_completed` for each agent call result about to enter the transcript."""
     events: list[dict[str, Any]] = []
-    for entry in pending:
-        if entry.tool_name != AGENT_CALL_TOOL or entry.content is None:
+    for entry in rows:
+        if entry.tool_name != AGENT_CALL_TOOL:
             continue
         try:
             result = json.loads(entry.content)

@@ -772,3 +772,42 @@ async def test_a_tree_fits_limits_sized_exactly_to_it(
     assert refusals == []
     assert len(tree) == 25
     assert all(record.status is RunStatus.COMPLETED for record in tree)
+
+
+async def test_large_results_of_parallel_children_reach_the_caller_by_reference(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """8 x 200 KB child outputs: inline they would make one ~1.7 MB activity input."""
+    provider = RecordingProvider()
+    config = scripted_config(
+        {
+            "boss": [
+                calls(*(agent_call(f"c{i}", "worker", f"part {i}") for i in range(8))),
+                "merged",
+            ],
+            "worker": ["x" * 200_000],
+        },
+        agents=[
+            agent(
+                "boss", callable_agents=["worker"], model_overrides={"parallel_tool_calls": True}
+            ),
+            WORKER,
+        ],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        big_window = {"context_window": 10_000_000}  # no compaction: the model sees every result
+        result = await env.agents.run(
+            build_request(entry_agent="boss", input="go", session=big_window)
+        )
+    assert result.text == "merged"
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    biggest_input = max(
+        len(event.activity_task_scheduled_event_attributes.input.SerializeToString())
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+    )
+    assert biggest_input < 64 * 1024
+    tool_messages = [m for m in provider.calls("boss")[1].messages if m["role"] == "tool"]
+    assert len(tool_messages) == 8 and all(len(m["content"]) > 200_000 for m in tool_messages)

@@ -584,3 +584,25 @@ async def test_events_cover_the_lifecycle_in_one_sequence(
         if e.event["type"] == "model_delta" and e.event["turn"] == 2
     )
     assert streamed == "abc"
+
+
+async def test_a_10_mb_tool_result_does_not_wedge_the_workflow(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    @tool
+    def dump() -> str:
+        """Returns far too much."""
+        return "y" * (10 * 1024 * 1024)
+
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("dump")]}, "never"]},
+        agents=[agent("agent", tools=["dump"])],
+        tools=[dump],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await asyncio.wait_for(
+            env.agents.run(build_request(entry_agent="agent", input="go")), 60
+        )
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    assert result.outcome is RunOutcome.BUDGET_EXCEEDED
+    assert len(history.to_json()) < 200 * 1024  # the result never entered a payload

@@ -108,10 +108,15 @@ class AgentCaller:
         self._results: dict[str, asyncio.Future[AgentCallResult]] = {}
         self._children: dict[str, ChildWorkflowHandle[object, AgentRunResult]] = {}
         self._started = 0
+        #: Call ids whose child ended normally, so it stored the result for this run to read.
+        self._stored: set[str] = set()
 
     @property
     def active(self) -> int:
         return len(self._children)
+
+    def stored_by_child(self, call_id: str) -> bool:
+        return call_id in self._stored
 
     @property
     def started(self) -> int:
@@ -316,6 +321,7 @@ class AgentCaller:
             self._child_done(call_id)
             raise
         self._child_done(call_id)
+        self._stored.add(call_id)
         self._ledger.refund(result.budget_remaining)
         return AgentCallResult(
             call_id=call_id,

@@ -96,6 +96,8 @@ MODEL_CALL_TIMEOUT = timedelta(minutes=10)
 #: also bounds how long a cancellation takes to reach a streaming model call (~3 s).
 HEARTBEAT_TIMEOUT = timedelta(seconds=4)
 MAX_QUEUED_MESSAGES = 256
+#: Patch id: agent call results reach the caller's model by reference (stored by the child).
+CALL_RESULTS_BY_REFERENCE = "call-results-by-reference"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result), or nothing allowed.
 ToolStep = ToolOutcome | PendingEntry | None
@@ -455,7 +457,10 @@ class AgentRunWorkflow:
             return invalid_arguments_entry(key, call, str(error))
         self._usage.agent_calls += 1
         result = await self._caller.call(plan, ref, self._deadline_at, call.id, request, claimants)
-        return agent_call_entry(key, call, result)
+        stored = self._caller.stored_by_child(call.id) and workflow.patched(
+            CALL_RESULTS_BY_REFERENCE
+        )
+        return agent_call_entry(key, call, result, stored_by_child=stored)
 
     def _children_changed(self, active: int) -> None:
         """running ⇄ waiting_for_child, visible in the record and the search attributes."""

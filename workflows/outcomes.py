@@ -283,8 +283,19 @@ def invalid_arguments_entry(key: str, call: ToolCallSpec, message: str) -> Pendi
     )
 
 
-def agent_call_entry(key: str, call: ToolCallSpec, result: AgentCallResult) -> PendingEntry:
-    """The child's structured result, as the `agent.call` tool result the model reads."""
+def agent_call_entry(
+    key: str, call: ToolCallSpec, result: AgentCallResult, *, stored_by_child: bool
+) -> PendingEntry:
+    """The child's structured result, as the `agent.call` tool result the model reads.
+
+    A child that ended normally stored it (`finish_run`): reference it, so large outputs of
+    many children never add up in one activity payload. Otherwise (refused calls, abnormal ends,
+    results carried over continue-as-new) it is small or already in hand: inline it.
+    """
+    if stored_by_child:
+        return PendingEntry(
+            key=key, role="tool", tool_call_id=call.id, tool_name=call.name, tool_result_of=call.id
+        )
     return PendingEntry(
         key=key,
         role="tool",
