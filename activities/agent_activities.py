@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from activities.artifacts import needs_offload, offload_turn, store_blob
 from activities.compaction import plan_compaction, summary_messages
 from activities.context import (
     agent_call_tool_definition,
@@ -239,7 +240,7 @@ class AgentActivities:
         await self.emit(ref, *_call_completed_events(written))
         if done is not None:
             # A retry after the turn was already stored: never call the model twice.
-            return _with_output(done, input)
+            return await self._returnable(_with_output(done, input), input)
         snapshot = await self.snapshot(ref.snapshot_version)
         agent = snapshot.agent(ref.agent_id)
         profile = snapshot.models[input.model_profile_id]
@@ -281,7 +282,14 @@ class AgentActivities:
             [_assistant_row(assistant_key, ref, turn)],
         )
         await self.emit(ref, {"type": "model_completed", "turn": input.turn, "usage": _usage(turn)})
-        return _with_output(turn, input)
+        return await self._returnable(_with_output(turn, input), input)
+
+    async def _returnable(self, turn: ModelTurn, input: ModelCallInput) -> ModelTurn:
+        """Keep what goes back into the workflow's history under the inline payload limit."""
+        snapshot = await self.snapshot(input.ref.snapshot_version)
+        if not needs_offload(turn, snapshot.policy.inline_payload_bytes):
+            return turn
+        return await self._io(offload_turn, self.store, input.ref, turn, input.turn)
 
     def _prepare_context(
         self, input: ModelCallInput, assistant_key: str
@@ -500,13 +508,22 @@ class AgentActivities:
         size = len(content.encode())
         error = json.loads(content).get("error") if kind is not None else None
         if size > input.result_limit_bytes:
+            # The run ends (the seed's rule), but the result is kept for whoever investigates.
+            artifact = await self._io(
+                store_blob,
+                self.store,
+                ref,
+                f"oversized result of tool call {call.id}",
+                content.encode(),
+                "application/json",
+            )
             return ToolOutcome(
                 tool_call_id=call.id,
                 name=call.name,
                 result_bytes=size,
                 oversized=True,
                 error=f"tool result of {size} bytes exceeds max_result_bytes "
-                f"({input.result_limit_bytes})",
+                f"({input.result_limit_bytes}); stored as artifact {artifact.artifact_id}",
             )
         await self._io(
             self.store.put_tool_result,
@@ -655,7 +672,8 @@ class AgentActivities:
             run_id=record.run_id,
             outcome=OUTCOME_FOR_STATUS[record.status],
             failure=record.failure,
-            output=record.output,
+            # The caller's model reads the value (bounded by max_result_bytes), not a reference.
+            output=self.store.resolve_output(record.output) if record.output else None,
             usage=record.usage,
         )
         self.store.put_tool_result(

@@ -64,6 +64,7 @@ from otherone.runs import (
     AgentCallRequest,
     AgentCallResult,
     AgentFailure,
+    AgentOutput,
     AgentRunRequest,
     AgentRunResult,
     RunOutcome,
@@ -179,11 +180,20 @@ class AgentClient:
         """The run's result (waits while it runs). Terminated runs become failed results."""
         handle = self._workflow(run_id)
         try:
-            return await handle.result()
+            result = await handle.result()
         except WorkflowFailureError as error:
             return _result_of_broken_run(run_id, error)
         except RPCError as error:
             raise _not_found_or(error, run_id) from None
+        return result.model_copy(update={"output": await self.resolve_output(result.output)})
+
+    async def resolve_output(self, output: AgentOutput | None) -> AgentOutput | None:
+        """An output with its value: outputs over the runtime policy's `inline_payload_bytes`
+        travel through Temporal as an artifact reference and are read back from the store here
+        (without a store the reference is returned as it is)."""
+        if output is None or not output.is_reference or self.store is None:
+            return output
+        return await asyncio.to_thread(self.store.resolve_output, output)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run's current record: live from the workflow, or built from its result."""
@@ -201,7 +211,7 @@ class AgentClient:
                         f"(is a worker polling '{self.task_queue}'?)"
                     ) from None
                 raise
-            return record
+            return record.model_copy(update={"output": await self.resolve_output(record.output)})
         return _record_from_result(await self.result(run_id), description)
 
     async def events(
@@ -263,7 +273,7 @@ class AgentClient:
             ) from None
         except RPCError as error:
             raise _not_found_or(error, caller_run_id, finished=True) from None
-        return result
+        return result.model_copy(update={"output": await self.resolve_output(result.output)})
 
     # steering ----------------------------------------------------------------------------
 

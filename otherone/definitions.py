@@ -279,6 +279,9 @@ class RuntimePolicy(_Frozen):
     #: A run continues as new (a fresh Temporal history, same run id) after this many turns,
     #: or earlier when Temporal suggests it.
     continue_as_new_after_turns: Annotated[int, Field(gt=0, le=100_000)] = 500
+    #: Outputs bigger than this are stored as artifacts and travel through Temporal by reference
+    #: (well under Temporal's 2 MB payload limit; tool results always travel by reference).
+    inline_payload_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 256 * 1024
 
 
 _PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]

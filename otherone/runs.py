@@ -172,17 +172,49 @@ class RunUsage(_Model):
     duration_millis: int = 0
 
 
+class ArtifactRef(_Model):
+    """A stored blob (in our store's artifacts table, scoped by partition), passed by reference."""
+
+    artifact_id: str
+    #: The tenant the blob belongs to (every store read is scoped by it).
+    partition_key: str
+    name: str
+    media_type: str
+    size_bytes: int
+
+
 class AgentOutput(_Model):
-    """A run's output: text, or JSON when a result contract asked for (or detected) it."""
+    """A run's output: text, or JSON when a result contract asked for (or detected) it.
+
+    An output bigger than the runtime policy's `inline_payload_bytes` travels through Temporal as
+    an `artifact` reference with `value` None; `AgentClient` results carry the value again
+    (read from the store), see `AgentClient.resolve_output`.
+    """
 
     type: Literal["text", "json"] = "text"
     value: JsonValue = None
+    artifact: ArtifactRef | None = None
+
+    @property
+    def is_reference(self) -> bool:
+        """True while the value is only referenced (stored as `artifact`), not carried."""
+        return self.artifact is not None and self.value is None
 
     @property
     def text(self) -> str:
         if self.type == "text" and isinstance(self.value, str):
             return self.value
         return json.dumps(self.value, ensure_ascii=False)
+
+    def encoded(self) -> bytes:
+        """The value as stored in an artifact: UTF-8 text, or JSON."""
+        return self.text.encode()
+
+    def with_stored_value(self, content: bytes) -> AgentOutput:
+        """This output with the value read back from its artifact."""
+        text = content.decode()
+        value: JsonValue = text if self.type == "text" else json.loads(text)
+        return self.model_copy(update={"value": value})
 
 
 class AgentRunResult(_Model):
@@ -253,6 +285,7 @@ __all__ = [
     "AgentOutput",
     "AgentRunRequest",
     "AgentRunResult",
+    "ArtifactRef",
     "InputMessage",
     "ResultContract",
     "RunOutcome",

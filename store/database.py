@@ -34,7 +34,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import EventRecord, RunRef
-from otherone.runs import RunRecord, RunStatus
+from otherone.runs import AgentOutput, RunRecord, RunStatus
 from store.engine import create_store_engine, parse_url
 from store.errors import SessionBusyError, StoreError
 from store.records import (
@@ -358,6 +358,15 @@ class Store:
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
         return None if row is None else _artifact(row._mapping)
+
+    def resolve_output(self, output: AgentOutput) -> AgentOutput:
+        """The output with its value read back from its artifact (unchanged if carried inline
+        or if the artifact is gone)."""
+        if not output.is_reference:
+            return output
+        assert output.artifact is not None
+        stored = self.get_artifact(output.artifact.partition_key, output.artifact.artifact_id)
+        return output if stored is None else output.with_stored_value(stored.content)
 
     # run records -------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 
+from pydantic import JsonValue
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, is_cancelled_exception
@@ -526,6 +527,7 @@ class AgentRunWorkflow:
             usage=self._usage.snapshot(self._elapsed()),
             metadata=self._input.request.metadata,
             budget_remaining=self._ledger.left() if self._ledger else self._input.budget,
+            artifacts=_artifacts_of(ending.output),
         )
 
     async def _finish_activity(self, ref: RunRef, ending: Ending) -> None:
@@ -567,6 +569,13 @@ class AgentRunWorkflow:
             snapshot_version=plan.snapshot_version if plan else (input.snapshot_version or ""),
             include_thinking_events=input.request.include_thinking_events,
         )
+
+
+def _artifacts_of(output: AgentOutput | None) -> tuple[JsonValue, ...]:
+    """The result's artifact list: the output's, when it was too big to travel inline."""
+    if output is None or output.artifact is None:
+        return ()
+    return (output.artifact.model_dump(mode="json"),)
 
 
 def _timed_out() -> Ending:
