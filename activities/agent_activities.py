@@ -35,7 +35,7 @@ from activities.context import (
     wire_tool_calls,
 )
 from activities.memory_tools import MEMORY_POLICY_METADATA_KEY, MemoryTools
-from activities.model_stream import OutputLimitExceeded, TurnCollector
+from activities.model_stream import OutputLimitExceeded, TurnCollector, valid_unicode
 from activities.output import apply_result_contract
 from activities.providers import default_providers
 from activities.providers.base import ModelProvider, ModelRequest, ProviderError, TextDelta
@@ -75,6 +75,21 @@ HEARTBEAT_EVERY_SECONDS = 1.0
 LEASE_SLACK = timedelta(minutes=1)
 #: Tool `started` events carry the arguments, cut to this size (events are for people).
 EVENT_ARGUMENTS_CHARS = 2000
+#: A store call is retried in place for this long (a database restart) before the attempt fails.
+STORE_OUTAGE_PATIENCE = timedelta(minutes=2)
+STORE_RETRY_FIRST_DELAY = 0.25
+STORE_RETRY_MAX_DELAY = 5.0
+#: What descendants still report under the `lifecycle_only` event visibility.
+LIFECYCLE_EVENTS = frozenset(
+    {
+        "run_started",
+        "run_completed",
+        "run_failed",
+        "run_cancelled",
+        "agent_call_started",
+        "agent_call_completed",
+    }
+)
 EXPECTED_FAILURES = frozenset(
     {
         FailureCode.AGENT_NOT_FOUND,
@@ -133,13 +148,29 @@ class AgentActivities:
     # helpers -----------------------------------------------------------------------------
 
     async def _io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a store call in a thread; database errors become retryable storage errors."""
-        try:
-            return await asyncio.to_thread(function, *args, **kwargs)
-        except OtheroneError:
-            raise
-        except Exception as error:  # the driver's errors are many; all are retryable here
-            raise failure(FailureCode.STORAGE_ERROR, f"storage: {error}", retryable=True) from error
+        """Run a store call in a thread, riding out a database outage of up to
+        `STORE_OUTAGE_PATIENCE` in place (heartbeating); then a retryable storage error.
+
+        Waiting here rather than failing the attempt matters for model and tool activities:
+        their few Temporal attempts are meant for provider and tool faults, and a retried model
+        call costs tokens. Every store write is idempotent, so repeating one is safe.
+        """
+        delay, waited = STORE_RETRY_FIRST_DELAY, 0.0
+        while True:
+            try:
+                return await asyncio.to_thread(function, *args, **kwargs)
+            except OtheroneError:
+                raise
+            except Exception as error:  # the driver's errors are many; all are retryable here
+                if waited >= STORE_OUTAGE_PATIENCE.total_seconds():
+                    raise failure(
+                        FailureCode.STORAGE_ERROR, f"storage: {error}", retryable=True
+                    ) from error
+                activity.logger.warning("store unavailable, retrying in %.1fs: %s", delay, error)
+            _heartbeat_if_running()
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
 
     async def snapshot(self, version: str | None) -> RuntimeSnapshot:
         """The run's snapshot: the worker's current one for a new root, else the stored one."""
@@ -157,9 +188,13 @@ class AgentActivities:
         return loaded
 
     async def emit(self, ref: RunRef, *bodies: dict[str, Any]) -> None:
-        """Store events. Observation only: a failure to store one never fails the run."""
+        """Store the events the run's visibility lets through. Observation only: a failure to
+        store one never fails the run."""
+        visible = [body for body in bodies if _visible(ref, body)]
+        if not visible:
+            return
         try:
-            await asyncio.to_thread(self.store.append_events, ref, list(bodies))
+            await asyncio.to_thread(self.store.append_events, ref, visible)
         except Exception as error:
             activity.logger.warning("event store write failed: %s", error)
 
@@ -167,6 +202,10 @@ class AgentActivities:
 
     @activity.defn(name=ACTIVITY_PREPARE_RUN)
     async def prepare_run(self, input: PrepareRunInput) -> RunPlan:
+        async with _heartbeating():  # a killed worker is noticed in seconds, not minutes
+            return await self._prepare_run(input)
+
+    async def _prepare_run(self, input: PrepareRunInput) -> RunPlan:
         snapshot = await self.snapshot(input.ref.snapshot_version or None)
         try:
             agent = snapshot.agent(input.ref.agent_id)
@@ -195,7 +234,10 @@ class AgentActivities:
             raise failure(FailureCode.SESSION_BUSY, error.message) from error
         ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
         await self._io(self.store.upsert_run_record, _running_record(input, agent.version))
-        await self.emit(ref, {"type": "run_started"})
+        started: dict[str, Any] = {"type": "run_started"}
+        if ref.agent_call_id is not None:
+            started["agent_call_id"] = ref.agent_call_id  # links the child to its caller's call
+        await self.emit(ref, started)
         return RunPlan(
             snapshot_version=snapshot.version,
             agent_id=agent.id,
@@ -236,8 +278,8 @@ class AgentActivities:
     async def call_model(self, input: ModelCallInput) -> ModelTurn:
         ref = input.ref
         assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
-        written, done, rows, summary = await self._io(self._prepare_context, input, assistant_key)
-        await self.emit(ref, *_call_completed_events(written))
+        done, rows, summary = await self._io(self._prepare_context, input, assistant_key)
+        await self.emit(ref, *_call_completed_events(input.pending))
         if done is not None:
             # A retry after the turn was already stored: never call the model twice.
             return await self._returnable(_with_output(done, input), input)
@@ -271,9 +313,7 @@ class AgentActivities:
         started: list[dict[str, Any]] = (
             [{"type": "user_message_queued", "count": queued}] if queued else []
         )
-        await self.emit(
-            ref, *started, {"type": "model_started", "turn": input.turn, "attempt": request.attempt}
-        )
+        await self.emit(ref, *started, _model_started(input.turn, request.attempt))
         turn = await self._stream(provider, request, input, ref)
         await self._io(
             self.store.append_entries,
@@ -281,7 +321,15 @@ class AgentActivities:
             ref.session_id,
             [_assistant_row(assistant_key, ref, turn)],
         )
-        await self.emit(ref, {"type": "model_completed", "turn": input.turn, "usage": _usage(turn)})
+        await self.emit(
+            ref,
+            {
+                "type": "model_completed",
+                "turn": input.turn,
+                "attempt": request.attempt,
+                "usage": _usage(turn),
+            },
+        )
         return await self._returnable(_with_output(turn, input), input)
 
     async def _returnable(self, turn: ModelTurn, input: ModelCallInput) -> ModelTurn:
@@ -293,18 +341,18 @@ class AgentActivities:
 
     def _prepare_context(
         self, input: ModelCallInput, assistant_key: str
-    ) -> tuple[list[EntryRow], ModelTurn | None, list[EntryRow], str | None]:
+    ) -> tuple[ModelTurn | None, list[EntryRow], str | None]:
         """Write pending entries; then the context: latest summary and the entries after it."""
         ref = input.ref
         written = self._materialise(ref, input.pending)
         self.store.append_entries(ref.partition_key, ref.session_id, written)
         existing = self.store.get_entry(ref.partition_key, ref.session_id, assistant_key)
         if existing is not None:
-            return written, turn_from_entry(existing), [], None
+            return turn_from_entry(existing), [], None
         compaction = self.store.latest_compaction(ref.partition_key, ref.session_id)
         after = compaction.up_to_entry_id if compaction else None
         entries = self.store.load_entries(ref.partition_key, ref.session_id, after_id=after)
-        return written, None, entries, compaction.summary if compaction else None
+        return None, entries, compaction.summary if compaction else None
 
     async def _compact(
         self,
@@ -460,7 +508,7 @@ class AgentActivities:
         kind, content = await self._invoke(
             spec.invoke, call.arguments, context, spec.timeout_seconds, spec.max_attempts
         )
-        outcome = await self._store_tool_result(input, kind, content)
+        outcome = await self._store_tool_result(input, kind, valid_unicode(content))
         await self.emit(
             ref,
             {
@@ -545,6 +593,10 @@ class AgentActivities:
     @activity.defn(name=ACTIVITY_PREPARE_CALL)
     async def prepare_call(self, input: PrepareCallInput) -> CallPlan:
         """Check an agent call (the seed's order) and build the child's input; deny = raise."""
+        async with _heartbeating():
+            return await self._prepare_call(input)
+
+    async def _prepare_call(self, input: PrepareCallInput) -> CallPlan:
         caller, request = input.caller, input.request
         await self.emit(
             caller,
@@ -648,9 +700,13 @@ class AgentActivities:
 
     @activity.defn(name=ACTIVITY_FINISH_RUN)
     async def finish_run(self, input: FinishRunInput) -> None:
+        async with _heartbeating():
+            await self._finish_run(input)
+
+    async def _finish_run(self, input: FinishRunInput) -> None:
         ref = input.ref
         rows = await self._io(self._materialise, ref, input.pending)
-        await self.emit(ref, *_call_completed_events(rows))
+        await self.emit(ref, *_call_completed_events(input.pending))
         await self._io(self.store.append_entries, ref.partition_key, ref.session_id, rows)
         if input.release_session:
             await self._io(
@@ -660,6 +716,43 @@ class AgentActivities:
             await self._io(self.store.upsert_run_record, input.record)
             await self._io(self._store_call_result, input.record)
         await self.emit(ref, _terminal_event(input))
+        if input.record is not None:
+            await self._announce_to_caller(ref, input.record)
+
+    async def _announce_to_caller(self, ref: RunRef, record: RunRecord) -> None:
+        """`agent_call_completed` in the caller's name, the moment the child has ended (the
+        caller itself may be waiting for other children, or be a trusted call's client)."""
+        if record.parent_run_id is None or record.agent_call_id is None:
+            return
+        try:
+            caller = await asyncio.to_thread(
+                self.store.get_run_record, ref.partition_key, record.parent_run_id
+            )
+        except Exception as error:  # observation only
+            activity.logger.warning("caller record read failed: %s", error)
+            return
+        if caller is None:
+            return
+        caller_ref = ref.model_copy(
+            update={
+                "run_id": caller.run_id,
+                "parent_run_id": caller.parent_run_id,
+                "agent_call_id": caller.agent_call_id,
+                "agent_id": caller.agent_id,
+                "depth": caller.depth,
+                "session_id": caller.session_id or "",
+            }
+        )
+        await self.emit(
+            caller_ref,
+            {
+                "type": "agent_call_completed",
+                "call_id": record.agent_call_id,
+                "target": record.agent_id,
+                "outcome": OUTCOME_FOR_STATUS[record.status].value,
+                "child_run_id": record.run_id,
+            },
+        )
 
     def _store_call_result(self, record: RunRecord) -> None:
         """A child stores the `agent.call` result its caller will read, so that the result (up
@@ -716,6 +809,12 @@ class _DeltaBuffer:
             )
 
 
+def _heartbeat_if_running() -> None:
+    """Heartbeat when called inside an activity (store helpers also run in tests directly)."""
+    with contextlib.suppress(RuntimeError):
+        activity.heartbeat()
+
+
 @contextlib.asynccontextmanager
 async def _heartbeating() -> AsyncIterator[None]:
     """Heartbeat while the body runs, so cancellation reaches it and stalls are detected."""
@@ -749,6 +848,7 @@ def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:
         run_id=ref.run_id,
         root_run_id=ref.root_run_id,
         parent_run_id=ref.parent_run_id,
+        agent_call_id=ref.agent_call_id,
         agent_id=ref.agent_id,
         agent_definition_version=agent_version,
         session_id=ref.session_id,
@@ -780,17 +880,38 @@ def _with_output(turn: ModelTurn, input: ModelCallInput) -> ModelTurn:
     return turn.model_copy(update={"output": output, "output_error": problem})
 
 
-def _call_completed_events(rows: list[EntryRow]) -> list[dict[str, Any]]:
-    """`agent_call_completed` for each agent call result about to enter the transcript."""
+def _visible(ref: RunRef, body: dict[str, Any]) -> bool:
+    """The seed's visibility rule: it filters descendants' events only."""
+    if ref.depth == 0 or ref.event_visibility == "all":
+        return True
+    return ref.event_visibility == "lifecycle_only" and body.get("type") in LIFECYCLE_EVENTS
+
+
+def _model_started(turn: int, attempt: int) -> dict[str, Any]:
+    """A retry's deltas replace the earlier attempts' text of the same turn: say so."""
+    event: dict[str, Any] = {"type": "model_started", "turn": turn, "attempt": attempt}
+    if attempt > 1:
+        event["supersedes_attempt"] = attempt - 1
+    return event
+
+
+def _call_completed_events(pending: tuple[PendingEntry, ...]) -> list[dict[str, Any]]:
+    """`agent_call_completed` for child results that reached this run inline.
+
+    A child that stores its result for the caller announces the completion itself (see
+    `_announce_to_caller`); a refused call was announced by `prepare_call`. What is left are
+    results of children that never stored theirs (runs that began before results went by
+    reference, or a child that could not start).
+    """
     events: list[dict[str, Any]] = []
-    for entry in rows:
-        if entry.tool_name != AGENT_CALL_TOOL:
+    for entry in pending:
+        if entry.tool_name != AGENT_CALL_TOOL or entry.tool_result_of is not None:
             continue
         try:
-            result = json.loads(entry.content)
+            result = json.loads(entry.content or "")
         except json.JSONDecodeError:
             continue
-        if isinstance(result, dict) and "outcome" in result:
+        if isinstance(result, dict) and "outcome" in result and result.get("run_id"):
             events.append(
                 {
                     "type": "agent_call_completed",

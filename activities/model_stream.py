@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -14,6 +15,19 @@ from activities.providers.base import (
     UsageReport,
 )
 from otherone.contracts import ModelTurn, ToolCallSpec
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD.
+
+    A provider's JSON may carry a broken ``\\udXXX`` escape and a tool may return text decoded
+    with ``surrogateescape``; Python keeps those as lone surrogates, which no UTF-8 consumer (the
+    store, events, Temporal payloads) accepts, so one bad character would fail every retry.
+    Valid astral characters are single code points in a Python string, never matched here.
+    """
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class OutputLimitExceeded(Exception):
@@ -53,11 +67,12 @@ class TurnCollector:
         async for item in stream:
             match item:
                 case TextDelta(text=text):
+                    text = valid_unicode(text)
                     self._grow(len(text.encode()))
                     self.text.append(text)
                     await on_text(text)
                 case ThinkingDelta(text=text):
-                    await on_thinking(text)
+                    await on_thinking(valid_unicode(text))
                 case ToolCallDelta():
                     self._grow(len(item.arguments.encode()) + len((item.name or "").encode()))
                     self._merge(item)
@@ -87,9 +102,9 @@ class TurnCollector:
         if target is None:
             target = _PendingCall(index=delta.index)
             self.calls.append(target)
-        target.id = delta.id or target.id
-        target.name = delta.name or target.name
-        target.arguments += delta.arguments
+        target.id = valid_unicode(delta.id or target.id)
+        target.name = valid_unicode(delta.name or target.name)
+        target.arguments += valid_unicode(delta.arguments)
 
     def turn(self) -> ModelTurn:
         total = (

@@ -70,6 +70,7 @@ from otherone.runs import (
     RunOutcome,
     RunRecord,
     RunStatus,
+    unencodable_path,
 )
 from store import Store
 
@@ -77,6 +78,8 @@ DEFAULT_TASK_QUEUE = "otherone"
 MAX_MESSAGES_PER_SIGNAL = 64
 QUERY_TIMEOUT = timedelta(seconds=10)
 _RUN_ID = re.compile(r"[A-Za-z0-9_./:-]{1,1000}")
+#: Parts of a pydantic error location that name a union member (``str``, ``tuple[...]``).
+_TYPE_TAG = re.compile(r"^(str|int|float|bool|dict|list|tuple|bytes|none)$|[][,]")
 _EPOCH = datetime.fromtimestamp(0, UTC)
 _TERMINAL_EVENTS = {"run_completed", "run_failed", "run_cancelled"}
 
@@ -86,10 +89,26 @@ def build_request(**fields: Any) -> AgentRunRequest:
     try:
         return AgentRunRequest.model_validate(fields)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        message = first["msg"].removeprefix("Value error, ")
+        field, message = _most_specific(error)
         raise InvalidRequestError(message, field=field) from None
+
+
+def _most_specific(error: ValidationError) -> tuple[str, str]:
+    """The deepest problem's field path, without pydantic's union tags (``input.str``).
+
+    A union (``input``: text or messages) reports one error per member: a bad ``role`` in a
+    message must be named as ``input.0.role``, not as "input should be a valid string";
+    problems at the same place are joined with "or".
+    """
+    found: dict[str, list[str]] = {}
+    for problem in error.errors(include_url=False):
+        path = ".".join(str(part) for part in problem["loc"] if not _TYPE_TAG.search(str(part)))
+        message = problem["msg"].removeprefix("Value error, ")
+        found.setdefault(path, [])
+        if message not in found[path]:
+            found[path].append(message)
+    field = max(found, key=lambda path: path.count(".") + bool(path))
+    return field, " or ".join(found[field])
 
 
 def root_run_id(request: AgentRunRequest) -> str:
@@ -126,7 +145,13 @@ class RunHandle:
 
 
 class AgentClient:
-    """Client API of Otherone. ``store`` is only needed to read events."""
+    """Client API of Otherone. ``store`` is needed to read events and large outputs.
+
+    ``partition_key`` scopes the client to one tenant (e.g. one per request of a multi-tenant
+    API): it starts runs of that partition only, and a run of another partition is reported as
+    not found by every call (results, records, trees, events, messages, cancellation), so a
+    leaked or guessed run id reveals nothing. Unscoped (None), the client is an operator's.
+    """
 
     def __init__(
         self,
@@ -134,10 +159,12 @@ class AgentClient:
         *,
         task_queue: str = DEFAULT_TASK_QUEUE,
         store: Store | None = None,
+        partition_key: str | None = None,
     ) -> None:
         self.temporal = client
         self.task_queue = task_queue
         self.store = store
+        self.partition_key = partition_key
 
     # starting ----------------------------------------------------------------------------
 
@@ -147,6 +174,12 @@ class AgentClient:
 
     async def start(self, request: AgentRunRequest) -> RunHandle:
         """Start a root run; the same idempotency key returns the same run."""
+        partition = request.runtime_context.partition_key
+        if self.partition_key is not None and partition != self.partition_key:
+            raise InvalidRequestError(
+                f"this client is scoped to partition '{self.partition_key}'",
+                field="runtime_context.partition_key",
+            )
         run_id = root_run_id(request)
         fingerprint = request.fingerprint()
         # A key used before (finished run) is refused; the fingerprint check below decides.
@@ -178,6 +211,7 @@ class AgentClient:
 
     async def result(self, run_id: str) -> AgentRunResult:
         """The run's result (waits while it runs). Terminated runs become failed results."""
+        await self._check_tenant(run_id)
         handle = self._workflow(run_id)
         try:
             result = await handle.result()
@@ -193,11 +227,15 @@ class AgentClient:
         (without a store the reference is returned as it is)."""
         if output is None or not output.is_reference or self.store is None:
             return output
+        assert output.artifact is not None
+        if self.partition_key not in (None, output.artifact.partition_key):
+            return output  # a scoped client reads its own tenant's artifacts only
         return await asyncio.to_thread(self.store.resolve_output, output)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run's current record: live from the workflow, or built from its result."""
         description = await self._describe(run_id)
+        self._check_partition(run_id, description)
         if description.status == WorkflowExecutionStatus.RUNNING:
             try:
                 record: RunRecord = await self._workflow(run_id).query(
@@ -220,9 +258,12 @@ class AgentClient:
         """Events of the run's tree from ``after`` on, until the run has ended."""
         if self.store is None:
             raise InvalidRequestError("AgentClient needs a store to read events", field="store")
+        await self._check_tenant(run_id)
         cursor, quiet_polls = after, 0
         while True:
-            batch = await asyncio.to_thread(self.store.read_events, run_id, after=cursor)
+            batch = await asyncio.to_thread(
+                self.store.read_events, run_id, after=cursor, partition_key=self.partition_key
+            )
             for event in batch:
                 cursor = event.sequence
                 yield event
@@ -242,10 +283,11 @@ class AgentClient:
         """
         if not _RUN_ID.fullmatch(root_run_id):
             raise InvalidRequestError("not a run id", field="root_run_id")
-        ids = [
-            execution.id
-            async for execution in self.temporal.list_workflows(f'RootWorkflowId = "{root_run_id}"')
-        ]
+        await self._check_tenant(root_run_id)
+        query = f'RootWorkflowId = "{root_run_id}"'
+        if self.partition_key is not None:
+            query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'
+        ids = [execution.id async for execution in self.temporal.list_workflows(query)]
         if root_run_id not in ids:
             ids.insert(0, root_run_id)  # visibility may lag a fresh start; describe is exact
         records = await asyncio.gather(*(self.get_run(run_id) for run_id in dict.fromkeys(ids)))
@@ -258,6 +300,7 @@ class AgentClient:
     ) -> AgentCallResult:
         """Ask a running run to call an agent (trusted); the same call id gives the same result."""
         update = CallAgentInput(call_id=call_id, request=request)
+        await self._check_tenant(caller_run_id)
         try:
             result: AgentCallResult = await self._workflow(caller_run_id).execute_update(
                 UPDATE_CALL_AGENT, update, id=f"call-{call_id}", result_type=AgentCallResult
@@ -281,6 +324,7 @@ class AgentClient:
         """Queue user messages for a running run (taken at its next safe point)."""
         batch = (messages,) if isinstance(messages, str) else tuple(messages)
         _validate_messages(batch)
+        await self._check_tenant(run_id)
         try:
             await self._workflow(run_id).signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
         except RPCError as error:
@@ -289,6 +333,7 @@ class AgentClient:
     async def cancel(self, run_id: str) -> None:
         """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""
         # The server accepts a cancel request for a closed workflow as a no-op: say so instead.
+        await self._check_tenant(run_id)
         if not await self._is_running(run_id):
             raise RunNotActiveError(run_id)
         try:
@@ -299,7 +344,22 @@ class AgentClient:
     # internals ---------------------------------------------------------------------------
 
     def _workflow(self, run_id: str) -> WorkflowHandle[Any, AgentRunResult]:
+        if not isinstance(run_id, str) or not run_id.strip():
+            # Temporal would answer with a bare INVALID_ARGUMENT ("WorkflowId is not set").
+            raise InvalidRequestError("must be a non-empty run id", field="run_id")
         return self.temporal.get_workflow_handle(run_id, result_type=AgentRunResult)
+
+    async def _check_tenant(self, run_id: str) -> None:
+        """A scoped client treats runs of other partitions as absent."""
+        if self.partition_key is not None:
+            self._check_partition(run_id, await self._describe(run_id))
+
+    def _check_partition(self, run_id: str, description: WorkflowExecutionDescription) -> None:
+        if self.partition_key is None:
+            return
+        partition = description.typed_search_attributes.get(attrs.PARTITION) or DEFAULT_PARTITION
+        if partition != self.partition_key:
+            raise RunNotFoundError(run_id)
 
     async def _describe(self, run_id: str) -> WorkflowExecutionDescription:
         try:
@@ -322,6 +382,11 @@ def _validate_messages(batch: tuple[str, ...]) -> None:
     for index, message in enumerate(batch):
         if not isinstance(message, str) or not message.strip():
             raise InvalidRequestError("must be a non-empty string", field=f"messages.{index}")
+        if unencodable_path(message) is not None:
+            raise InvalidRequestError(
+                "must be valid UTF-8 text: it contains an unpaired surrogate",
+                field=f"messages.{index}",
+            )
         if len(message.encode("utf-8")) > MAX_INPUT_BYTES:
             raise InvalidRequestError(
                 f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"

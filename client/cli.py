@@ -5,14 +5,18 @@ Commands::
     otherone dev                        dev server (SQLite file, Web UI) + a worker, foreground
     otherone worker                     a worker against an existing Temporal server
     otherone run AGENT TEXT [...]       start a run, stream its text, print the result
+                                        (--follow: the live view of `watch`)
     otherone send RUN_ID TEXT [TEXT...] queue user messages for a running run
     otherone cancel RUN_ID              cancel a run (and its descendants)
     otherone show RUN_ID [--json]       a run's record
     otherone tree RUN_ID [--json]       the tree of runs (agent calls) RUN_ID belongs to
+    otherone watch RUN_ID [--json]      live view of a run tree until its root ends
     otherone sessions [--internal] [--partition P] [--json]
                                         sessions of a partition (child sessions on request)
     otherone db upgrade                 create or upgrade the store's tables (migrations)
     otherone demo [--keep]              offline end-to-end demo (own server, worker, example team)
+    otherone codec-server [--port 8888] [--cors-origin URL]
+                                        decrypts payloads for the Web UI (OTHERONE_ENCRYPTION_KEYS)
 
 Settings (``--config``, ``--address``, ``--namespace``, ``--task-queue``, ``--database-url``,
 ``--data-dir``, ``--ui-port``, ``--port``, ``--max-concurrent-activities``) default to
@@ -54,16 +58,18 @@ import signal
 import socket
 import sys
 import tempfile
+import textwrap
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import quote
 
 from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -90,12 +96,17 @@ from worker.telemetry import WorkerTelemetry, shutdown_tracing, worker_telemetry
 
 if TYPE_CHECKING:
     from temporalio.client import Client
-    from temporalio.worker import Worker
+    from temporalio.converter import PayloadCodec
+    from temporalio.service import RPCError
 
     from client.agent_client import AgentClient, RunHandle
     from otherone.config import RuntimeConfig
     from otherone.runs import AgentRunRequest
     from store import SessionInfo, Store
+    from worker.app import AgentWorker
+    from worker.codec import EncryptionCodec
+    from worker.codec_server import CodecServer
+    from worker.shutdown import ActivityTracker, ShutdownReport
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -165,9 +176,10 @@ class Interrupted(Exception):
 
 def classify_error(error: BaseException, address: str | None = None) -> tuple[int, str]:
     """Exit code and one-line message for an exception a command raised."""
-    from temporalio.service import RPCError, RPCStatusCode
+    from temporalio.service import RPCError
 
     from store import StoreError
+    from worker.codec import PayloadDecryptionError
     from worker.devserver import DevServerError
 
     unreachable = f"cannot reach Temporal at {address or '?'} (is `otherone dev` running?)"
@@ -183,23 +195,22 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
             code, message = EXIT_USAGE, error.message
         case UnavailableError():
             code, message = EXIT_UNAVAILABLE, error.message
+        case PayloadDecryptionError():
+            code, message = EXIT_USAGE, error.message
+        case KeyError() if "binary/encrypted" in str(error):  # the converter meets ciphertext
+            code, message = (
+                EXIT_USAGE,
+                "the run's payloads are encrypted: set OTHERONE_ENCRYPTION_KEYS (or "
+                "OTHERONE_ENCRYPTION_KEY_FILE) to the keys its workers use",
+            )
         case StoreError():
             code, message = EXIT_UNAVAILABLE, f"database: {error.message}"
         case OtheroneError():
             code, message = EXIT_FAILED, error.message
         case ValidationError():
             code, message = EXIT_USAGE, _validation_message(error)
-        case RPCError() if error.status in (
-            RPCStatusCode.UNAVAILABLE,
-            RPCStatusCode.DEADLINE_EXCEEDED,
-        ):
-            code, message = EXIT_UNAVAILABLE, unreachable
-        case RPCError() if error.status == RPCStatusCode.NOT_FOUND:
-            code, message = EXIT_NOT_FOUND, f"not found: {error.message}"
-        case RPCError() if error.status == RPCStatusCode.INVALID_ARGUMENT:
-            code, message = EXIT_USAGE, f"rejected by Temporal: {error.message}"
         case RPCError():
-            code, message = EXIT_FAILED, f"Temporal error ({error.status.name}): {error.message}"
+            code, message = _classify_rpc_error(error, unreachable)
         case DevServerError():
             code, message = EXIT_UNAVAILABLE, str(error)
         case _ if _is_database_error(error):
@@ -207,6 +218,20 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
         case _:
             code, message = EXIT_FAILED, f"unexpected {type(error).__name__}: {error}"
     return code, _one_line(message)
+
+
+def _classify_rpc_error(error: RPCError, unreachable: str) -> tuple[int, str]:
+    from temporalio.service import RPCStatusCode
+
+    match error.status:
+        case RPCStatusCode.UNAVAILABLE | RPCStatusCode.DEADLINE_EXCEEDED:
+            return EXIT_UNAVAILABLE, unreachable
+        case RPCStatusCode.NOT_FOUND:
+            return EXIT_NOT_FOUND, f"not found: {error.message}"
+        case RPCStatusCode.INVALID_ARGUMENT:
+            return EXIT_USAGE, f"rejected by Temporal: {error.message}"
+        case _:
+            return EXIT_FAILED, f"Temporal error ({error.status.name}): {error.message}"
 
 
 def _is_database_error(error: BaseException) -> bool:
@@ -248,6 +273,14 @@ SETTING_OPTIONS = (
     _Option("--port", "temporal_port", "PORT"),
     _Option("--max-concurrent-activities", "max_concurrent_activities", "N"),
 )
+#: Options of `otherone worker` only: task queues and roles (`worker.queues`).
+WORKER_OPTIONS = (
+    _Option("--roles", "worker_roles", "ROLES"),
+    _Option("--model-task-queue", "model_task_queue", "NAME"),
+    _Option("--tool-task-queue", "tool_task_queue", "NAME"),
+    _Option("--max-concurrent-model-calls", "max_concurrent_model_calls", "N"),
+    _Option("--max-concurrent-tool-calls", "max_concurrent_tool_calls", "N"),
+)
 
 
 def _defaults() -> Settings | None:
@@ -261,25 +294,64 @@ def _option_help(option: _Option, defaults: Settings | None) -> str:
     info = Settings.model_fields[option.field]
     value = getattr(defaults, option.field) if defaults is not None else info.default
     shown = "(none)" if value is None else str(value)
+    if isinstance(value, tuple):  # e.g. worker roles: shown as they are written
+        shown = ",".join(str(item) for item in value)
     env = f"OTHERONE_{option.field.upper()}"
     return f"{info.description} [{env}; now: {shown}]".replace("%", "%%")
+
+
+def environment_help() -> str:
+    """Every `Settings` field as its environment variable: flag, meaning and default."""
+    flags = {option.field: option.flag for option in (*SETTING_OPTIONS, *WORKER_OPTIONS)}
+    lines = [
+        "settings (environment variables, or a .env file in the working directory; an empty "
+        "value\nmeans unset; a flag wins over its variable):"
+    ]
+    for name, info in Settings.model_fields.items():
+        flag = f"  ({flags[name]})" if name in flags else ""
+        lines.append(f"  OTHERONE_{name.upper()}{flag}")
+        text = f"{info.description or ''} Default: {_default_text(info)}."
+        lines += textwrap.wrap(text, 76, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines).replace("%", "%%")
+
+
+def _default_text(info: FieldInfo) -> str:
+    if info.default_factory is not None:
+        return "see above"
+    value = info.default
+    if value is None:
+        return "unset"
+    if isinstance(value, tuple | list):
+        return ",".join(str(item) for item in value)
+    return str(value)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """`Settings` from the environment, overridden by the options given on the command line."""
     overrides = {
         option.field: getattr(args, option.field)
-        for option in SETTING_OPTIONS
+        for option in (*SETTING_OPTIONS, *WORKER_OPTIONS)
         if hasattr(args, option.field)
     }
     try:
         return Settings(**overrides)
     except ValidationError as error:
-        first = error.errors(include_url=False)[0]
-        name = str(first["loc"][0]) if first["loc"] else ""
-        flags = {option.field: option.flag for option in SETTING_OPTIONS}
-        where = f"{flags.get(name, name)} / OTHERONE_{name.upper()}" if name else "settings"
-        raise CliError(EXIT_USAGE, f"{where}: {first['msg']}") from None
+        raise CliError(EXIT_USAGE, _settings_error(error)) from None
+
+
+def _settings_error(error: ValidationError) -> str:
+    """One line naming the variable (and flag) of the first invalid setting, with the value
+    given unless the setting is a secret."""
+    first = error.errors(include_url=False)[0]
+    name = str(first["loc"][0]) if first["loc"] else ""
+    if name not in Settings.model_fields:
+        return f"settings: {first['msg']}"
+    flags = {option.field: option.flag for option in (*SETTING_OPTIONS, *WORKER_OPTIONS)}
+    env = f"OTHERONE_{name.upper()}"
+    where = f"{flags[name]} / {env}" if name in flags else env
+    secret = "SecretStr" in repr(Settings.model_fields[name].annotation)
+    given = "" if secret or "input" not in first else f" (got {str(first['input'])[:60]!r})"
+    return f"{where}: {first['msg']}{given}"
 
 
 def _config_path(settings: Settings, err: Console) -> Path:
@@ -351,7 +423,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
             parents=[common],
         )
 
-    command(
+    dev = command(
         "dev",
         "run a local Temporal dev server and a worker (foreground)",
         "Start a Temporal dev server (state in <data-dir>/temporal.db, Web UI on --ui-port, "
@@ -359,12 +431,27 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
         "the worker, then the server. Uses the example configuration when the default "
         "config file does not exist.",
     )
-    command(
+    worker = command(
         "worker",
         "run a worker against an existing Temporal server",
         "Run a worker for --config on --task-queue against the Temporal server at --address, "
-        "with the store at --database-url. Ctrl-C / SIGTERM shut it down gracefully.",
+        "with the store at --database-url. SIGTERM / Ctrl-C: stop polling, let in-flight "
+        "activities finish for up to OTHERONE_SHUTDOWN_GRACE_SECONDS, exit 0 (a second signal "
+        "exits at once). With "
+        "--model-task-queue / --tool-task-queue (the same on every worker), model and tool "
+        "calls run on queues of their own and --roles picks what this process serves.",
     )
+    queues = worker.add_argument_group("task queues and roles")
+    for option in WORKER_OPTIONS:
+        queues.add_argument(
+            option.flag,
+            dest=option.field,
+            metavar=option.metavar,
+            default=argparse.SUPPRESS,
+            help=_option_help(option, defaults),
+        )
+    for process in (dev, worker):  # the commands that run a worker list every setting
+        process.epilog = f"{environment_help()}\n\n{EXIT_CODES_HELP}"
     run = command(
         "run",
         "start a run and stream its output",
@@ -392,6 +479,13 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="no streaming, no summary: print only the output text",
     )
+    run.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="show the live view of `otherone watch` (the whole tree: status, text, tools, "
+        "usage; a table per run at the end); with --json: the event envelopes, one a line",
+    )
     send = command(
         "send",
         "queue user messages for a running run",
@@ -417,6 +511,22 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     tree.add_argument("run_id", metavar="RUN_ID", help="the root run, or any run of its tree")
     tree.add_argument(
         "--json", action="store_true", help="print the RunRecords as a JSON array (root first)"
+    )
+    watch = command(
+        "watch",
+        "follow a tree of runs live",
+        "Follow the tree of runs RUN_ID belongs to (from its first event, read from the store at "
+        "--database-url) until its root ends: on a terminal, a live view of the runs (status, "
+        "turn, usage), the streaming text of active runs and recent tool and agent calls; "
+        "otherwise plain lines as `otherone run` prints them. Then a table per run (status, "
+        "model/tool/agent calls, tokens, duration) and the result summary. Exit code by the "
+        "root's outcome, as `otherone run`. Ctrl-C stops watching; the run keeps going.",
+    )
+    watch.add_argument("run_id", metavar="RUN_ID", help="the root run, or any run of its tree")
+    watch.add_argument(
+        "--json",
+        action="store_true",
+        help="print the raw event envelopes (EventRecord), one JSON object a line",
     )
     sessions = command(
         "sessions",
@@ -462,7 +572,45 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="keep the server running after the run (to browse the Web UI) until Ctrl-C",
     )
+    _add_codec_server_parser(commands, formatter)
     return parser
+
+
+def _add_codec_server_parser(commands: Any, formatter: type[argparse.HelpFormatter]) -> None:
+    """``codec-server``: without the common settings options, whose ``--port`` is Temporal's."""
+    from worker.codec_server import DEFAULT_PORT
+
+    codec = commands.add_parser(
+        "codec-server",
+        help="serve Temporal's codec protocol so the Web UI shows encrypted payloads",
+        description="Serve POST /decode and /encode (Temporal's codec server protocol) with the "
+        "keys of OTHERONE_ENCRYPTION_KEYS / OTHERONE_ENCRYPTION_KEY_FILE, for the Web UI "
+        "(`temporal server start-dev --ui-codec-endpoint URL`, or OTHERONE_UI_CODEC_ENDPOINT for "
+        "`otherone dev`) and the CLI (`temporal workflow show --codec-endpoint URL`). No "
+        "authentication unless OTHERONE_CODEC_SERVER_TOKEN is set (then 'Authorization: Bearer "
+        "<token>' is required): anyone who can reach the port can decrypt, so keep it on "
+        "127.0.0.1. Ctrl-C stops it.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=formatter,
+    )
+    codec.add_argument(
+        "--port",
+        dest="codec_port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="PORT",
+        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    codec.add_argument(
+        "--host", default="127.0.0.1", metavar="HOST", help="address to bind (default 127.0.0.1)"
+    )
+    codec.add_argument(
+        "--cors-origin",
+        action="append",
+        metavar="URL",
+        help="origin of a Web UI allowed to call it (repeatable; default "
+        "http://127.0.0.1:<OTHERONE_UI_PORT> and http://localhost:<OTHERONE_UI_PORT>)",
+    )
 
 
 # --------------------------------------------------------------------------- runtime context
@@ -474,8 +622,14 @@ class Context:
     out: Console
     err: Console
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set by a second signal: stop waiting for in-flight work (a worker's drain) at once.
+    force: asyncio.Event = field(default_factory=asyncio.Event)
     #: Printed (instead of a bare "interrupted") when a signal ends the command.
     interrupt_note: str | None = None
+
+    def on_signal(self) -> None:
+        """SIGINT/SIGTERM: the first asks to stop, any further one to stop now."""
+        (self.force if self.stop.is_set() else self.stop).set()
 
     async def interruptible(self, awaitable: Awaitable[_T]) -> _T:
         """Await ``awaitable``; a signal cancels it and raises `Interrupted`."""
@@ -500,11 +654,16 @@ Command = Callable[[argparse.Namespace, Context], Coroutine[Any, Any, int]]
 
 
 async def _connect(
-    address: str, namespace: str, telemetry: WorkerTelemetry | None = None
+    address: str,
+    namespace: str,
+    telemetry: WorkerTelemetry | None = None,
+    *,
+    codec: PayloadCodec | None = None,
 ) -> Client:
     """A client whose namespace answers, or `CliError` (4: unreachable, 2: no such namespace).
 
-    ``telemetry`` (workers only) adds tracing and the Prometheus metrics runtime."""
+    ``telemetry`` (workers only) adds tracing and the Prometheus metrics runtime; ``codec``
+    (`_payload_codec`) encrypts payloads."""
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -515,7 +674,8 @@ async def _connect(
         traced = telemetry is not None and telemetry.tracing
         runtime = telemetry.runtime if telemetry is not None else None
         client = await asyncio.wait_for(
-            connect(address, namespace, tracing=traced, runtime=runtime), CONNECT_TIMEOUT
+            connect(address, namespace, tracing=traced, runtime=runtime, payload_codec=codec),
+            CONNECT_TIMEOUT,
         )
         await asyncio.wait_for(
             client.workflow_service.describe_namespace(
@@ -532,6 +692,21 @@ async def _connect(
     except (RuntimeError, OSError, TimeoutError):
         raise CliError(EXIT_UNAVAILABLE, unreachable) from None
     return client
+
+
+def _payload_codec(settings: Settings) -> EncryptionCodec | None:
+    """The encryption codec of ``OTHERONE_ENCRYPTION_KEYS`` / ``_KEY_FILE`` (None: no keys).
+
+    A bad key raises `ConfigurationError` naming the setting (exit code 2)."""
+    from worker.codec import codec_from_settings
+
+    return codec_from_settings(settings)
+
+
+def _ui_codec_args(settings: Settings) -> list[str]:
+    """``otherone dev``'s Web UI decodes payloads through ``OTHERONE_UI_CODEC_ENDPOINT``."""
+    endpoint = settings.ui_codec_endpoint
+    return ["--ui-codec-endpoint", endpoint] if endpoint else []
 
 
 def _open_store(url: str, *, migrate: bool = True) -> Store:
@@ -648,19 +823,57 @@ async def load_tree(agents: AgentClient, run_id: str) -> tuple[RunRecord, list[R
         await asyncio.sleep(0.1)
 
 
-async def _serve(worker: Worker, ctx: Context) -> None:
-    """Run ``worker`` until a signal, then shut it down gracefully."""
-    running = asyncio.ensure_future(worker.run())
-    stopper = asyncio.ensure_future(ctx.stop.wait())
-    done, _ = await asyncio.wait({running, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    if running in done:
-        stopper.cancel()
-        running.result()  # raises what stopped the worker
-        raise CliError(EXIT_FAILED, "worker stopped unexpectedly")
-    ctx.err.print("stopping the worker…", style="dim")
-    await worker.shutdown()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
+async def _serve(worker: AgentWorker, ctx: Context, tracker: ActivityTracker) -> ShutdownReport:
+    """Run ``worker`` until a signal, then drain it (`worker.shutdown.serve`): in-flight
+    activities get ``shutdown_grace_seconds`` to finish; a second signal stops waiting."""
+    from worker.shutdown import WorkerFailed, serve
+
+    def notify(message: str) -> None:
+        ctx.err.print(message, style="dim", markup=False)
+
+    try:
+        return await serve(
+            worker.workers,
+            ctx.stop,
+            tracker=tracker,
+            health_file=ctx.settings.health_file,
+            notify=notify,
+            force=ctx.force,
+        )
+    except WorkerFailed as error:
+        raise CliError(EXIT_FAILED, str(error)) from None
+
+
+@contextlib.asynccontextmanager
+async def _event_pruning(settings: Settings, store: Store) -> AsyncIterator[None]:
+    """Prune old events in the background while the worker serves (`worker.retention`)."""
+    if not settings.event_retention_hours:
+        yield
+        return
+    from worker.retention import prune_events_periodically
+
+    retention = timedelta(hours=settings.event_retention_hours)
+    task = asyncio.create_task(prune_events_periodically(store, retention))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _activity_tracker() -> ActivityTracker:
+    from worker.shutdown import ActivityTracker
+
+    return ActivityTracker()
+
+
+def _leave_if_unclean(report: ShutdownReport) -> None:
+    """After a drain that left activities running (they ignored cancellation, e.g. a tool
+    blocked in a thread, or a second signal came): exit 0 at once. `asyncio.run`'s cleanup
+    would otherwise wait for their threads for ever; Temporal retries them elsewhere."""
+    if not report.clean:
+        _exit_now(EXIT_OK)
 
 
 def _port_in_use(port: int) -> bool:
@@ -682,6 +895,7 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
     settings = ctx.settings
     config_path = _config_path(settings, ctx.err)
     config = _load_config(config_path)
+    codec = _payload_codec(settings)
     for port, flag in ((settings.temporal_port, "--port"), (settings.ui_port, "--ui-port")):
         if _port_in_use(port):
             raise CliError(
@@ -696,19 +910,26 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
         db_file=data_dir / "temporal.db",
         namespace=settings.namespace,
         log_file=data_dir / "temporal.log",
+        extra_args=_ui_codec_args(settings),
     )
     try:
         ctx.err.print("starting the Temporal dev server…", style="dim")
         await server.start()
         telemetry = worker_telemetry(settings)
-        client = await _connect(server.address, settings.namespace, telemetry)
+        tracker = _activity_tracker()
+        client = await _connect(server.address, settings.namespace, telemetry, codec=codec)
         worker = build_worker(
             client,
             config,
             store,
             task_queue=settings.task_queue,
             max_concurrent_activities=settings.max_concurrent_activities,
-            interceptors=telemetry.interceptors(config),
+            interceptors=[*telemetry.interceptors(config), tracker],
+            graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
+            model_task_queue=settings.model_task_queue,
+            tool_task_queue=settings.tool_task_queue,
+            max_concurrent_model_calls=settings.max_concurrent_model_calls,
+            max_concurrent_tool_calls=settings.max_concurrent_tool_calls,
         )
         rows = [
             ("temporal", f"{server.address}  (namespace {settings.namespace})"),
@@ -727,11 +948,13 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
             )
         ctx.out.print("ready: Ctrl-C to stop", style="dim")
         sys.stdout.flush()
-        await _serve(worker, ctx)
+        async with _event_pruning(settings, store):
+            report = await _serve(worker, ctx, tracker)
     finally:
         ctx.err.print("stopping the Temporal dev server…", style="dim")
         await server.stop()
         store.close()
+    _leave_if_unclean(report)
     return EXIT_OK
 
 
@@ -741,25 +964,38 @@ async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
     settings = ctx.settings
     config_path = _config_path(settings, ctx.err)
     config = _load_config(config_path)
+    codec = _payload_codec(settings)
     store = _open_store(settings.store_url())
     try:
         telemetry = worker_telemetry(settings)
-        client = await _connect(settings.temporal_address, settings.namespace, telemetry)
+        tracker = _activity_tracker()
+        client = await _connect(
+            settings.temporal_address, settings.namespace, telemetry, codec=codec
+        )
         worker = build_worker(
             client,
             config,
             store,
             task_queue=settings.task_queue,
             max_concurrent_activities=settings.max_concurrent_activities,
-            interceptors=telemetry.interceptors(config),
+            interceptors=[*telemetry.interceptors(config), tracker],
+            graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
+            model_task_queue=settings.model_task_queue,
+            tool_task_queue=settings.tool_task_queue,
+            roles=settings.worker_roles,
+            max_concurrent_model_calls=settings.max_concurrent_model_calls,
+            max_concurrent_tool_calls=settings.max_concurrent_tool_calls,
         )
         ctx.err.print(
-            f"worker on task queue {settings.task_queue} at {settings.temporal_address} "
+            f"worker on task queue {', '.join(worker.task_queues)} "
+            f"(roles {','.join(settings.worker_roles)}) at {settings.temporal_address} "
             f"(namespace {settings.namespace}, config {config_path}, "
             f"store {_safe_url(settings.store_url())}); Ctrl-C to stop",
             markup=False,
         )
-        await _serve(worker, ctx)
+        async with _event_pruning(settings, store):
+            report = await _serve(worker, ctx, tracker)
+        _leave_if_unclean(report)
     finally:
         store.close()
     return EXIT_OK
@@ -776,7 +1012,8 @@ def _request_from(args: argparse.Namespace) -> AgentRunRequest:
     # Always start by key (a random one if none was given): the run id is then known before
     # the start RPC, so an interrupt at any moment can still name the run, and a start that is
     # retried after a network error cannot create a second run.
-    fields["idempotency_key"] = args.idempotency_key or f"cli-{uuid.uuid4().hex}"
+    given = args.idempotency_key  # an explicit "" is refused by validation, not replaced
+    fields["idempotency_key"] = f"cli-{uuid.uuid4().hex}" if given is None else given
     return build_request(**fields)
 
 
@@ -785,9 +1022,16 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
     settings = ctx.settings
     request = _request_from(args)  # validate before touching the network
+    if args.follow and args.quiet:
+        raise CliError(EXIT_USAGE, "--follow: not allowed with --quiet")
     streaming = not (args.json or args.quiet)
-    client = await _connect(settings.temporal_address, settings.namespace)
-    store = _event_store(settings, ctx.err) if streaming else None
+    codec = _payload_codec(settings)
+    client = await _connect(settings.temporal_address, settings.namespace, codec=codec)
+    store: Store | None = None
+    if args.follow:
+        store = _watch_store(settings)  # refused before the run starts
+    elif streaming:
+        store = _event_store(settings, ctx.err)
     try:
         agents = AgentClient(client, task_queue=settings.task_queue, store=store)
         run_id = root_run_id(request)
@@ -796,6 +1040,8 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             f"(`otherone show {run_id}`, `otherone cancel {run_id}`)"
         )
         handle = await agents.start(request)
+        if args.follow:
+            return await _watch(ctx, agents, handle.run_id, json_lines=args.json)
         if not streaming:
             result = await handle.result()
             if args.json:
@@ -823,7 +1069,8 @@ async def _agent_client(ctx: Context) -> AgentClient:
     from client.agent_client import AgentClient
 
     settings = ctx.settings
-    client = await _connect(settings.temporal_address, settings.namespace)
+    codec = _payload_codec(settings)
+    client = await _connect(settings.temporal_address, settings.namespace, codec=codec)
     return AgentClient(client, task_queue=settings.task_queue)
 
 
@@ -864,6 +1111,76 @@ async def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
     else:
         print_run_tree(ctx.out, records, marked=args.run_id)
     return EXIT_OK
+
+
+async def cmd_watch(args: argparse.Namespace, ctx: Context) -> int:
+    from client.agent_client import AgentClient
+    from client.watch import root_of
+
+    settings = ctx.settings
+    codec = _payload_codec(settings)
+    client = await _connect(settings.temporal_address, settings.namespace, codec=codec)
+    root = await root_of(client, args.run_id)  # RunNotFoundError (exit 3) for an unknown id
+    store = _watch_store(settings)
+    try:
+        agents = AgentClient(client, task_queue=settings.task_queue, store=store)
+        ctx.interrupt_note = f"interrupted: stopped watching run {root}; it keeps going"
+        ctx.err.print(
+            f"watching run {root} (Ctrl-C stops watching; the run keeps going)",
+            style="dim",
+            markup=False,
+        )
+        return await _watch(ctx, agents, root, json_lines=args.json)
+    finally:
+        store.close()
+
+
+def _watch_store(settings: Settings) -> Store:
+    """The store to read events from; a default SQLite file that does not exist is an error."""
+    url = settings.store_url()
+    if _absent_sqlite_file(url):
+        raise CliError(
+            EXIT_USAGE,
+            f"no event store at {url.removeprefix('sqlite:///')} "
+            "(give --database-url / --data-dir as the worker's)",
+        )
+    return _open_store(url)
+
+
+async def _watch(ctx: Context, agents: AgentClient, run_id: str, *, json_lines: bool) -> int:
+    """Follow the tree of root ``run_id`` until it ends (`client.watch`); exit code by outcome.
+
+    A live view when stderr is an interactive terminal, plain lines otherwise, envelopes with
+    ``json_lines``; then (not for JSON) the output text, a table per run and the summary."""
+    from client.watch import WatchMode, WatchState, follow_tree, live_console, print_summary
+
+    console = live_console(sys.stderr)
+    if json_lines:
+        mode = WatchMode.JSON
+    else:
+        mode = WatchMode.LIVE if console.is_interactive else WatchMode.PLAIN
+    printer = EventPrinter(run_id, sys.stdout, ctx.err)
+    state = await follow_tree(
+        agents.events(run_id),
+        WatchState(run_id),
+        mode=mode,
+        out=sys.stdout,
+        printer=printer,
+        live_console=console,
+    )
+    result = await agents.result(run_id)
+    if mode is not WatchMode.JSON:
+        _print_output(result, printer)
+        if not state.events_seen:
+            ctx.err.print(
+                "note: the store has no events of this run (is --database-url the worker's?)",
+                style="dim",
+            )
+        print_summary(ctx.err, state, datetime.now(UTC))
+        settings = ctx.settings
+        link = await _ui_link(agents.temporal, _ui_base(settings), settings.namespace, run_id)
+        print_result_summary(ctx.err, result, ui_url=link)
+    return EXIT_FOR_OUTCOME.get(result.outcome, EXIT_FAILED)
 
 
 async def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
@@ -964,7 +1281,8 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
         try:
             ctx.err.print("starting an in-memory Temporal dev server…", style="dim")
             await ctx.interruptible(server.start())
-            client = await _connect(server.address, server.namespace)
+            codec = _payload_codec(ctx.settings)
+            client = await _connect(server.address, server.namespace, codec=codec)
             worker = build_worker(client, config, store, task_queue=DEMO_TASK_QUEUE)
             async with worker:
                 agents = AgentClient(client, task_queue=DEMO_TASK_QUEUE, store=store)
@@ -999,6 +1317,63 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     return code
 
 
+async def cmd_codec_server(args: argparse.Namespace, ctx: Context) -> int:
+    from worker.codec_server import CodecServer, default_cors_origins
+
+    settings = ctx.settings
+    codec = _payload_codec(settings)
+    if codec is None:
+        raise CliError(
+            EXIT_USAGE,
+            "no encryption keys: set OTHERONE_ENCRYPTION_KEYS or OTHERONE_ENCRYPTION_KEY_FILE",
+        )
+    if not 0 <= args.codec_port < 65536:
+        raise CliError(EXIT_USAGE, f"--port: {args.codec_port} is not a TCP port")
+    token = settings.codec_server_token
+    server = CodecServer(
+        codec,
+        host=args.host,
+        port=args.codec_port,
+        cors_origins=args.cors_origin or default_cors_origins(settings.ui_port),
+        token=token.get_secret_value() if token is not None else None,
+        log=lambda line: ctx.err.print(line, style="dim", markup=False),
+    )
+    try:
+        server.start()
+    except OSError as error:
+        raise CliError(
+            EXIT_USAGE,
+            f"cannot listen on {args.host}:{args.codec_port}: {error.strerror or error} "
+            "(choose another with --port)",
+        ) from None
+    try:
+        _print_codec_server(ctx, server, authenticated=token is not None)
+        await ctx.stop.wait()
+    finally:
+        await asyncio.to_thread(server.stop)
+    return EXIT_OK
+
+
+def _print_codec_server(ctx: Context, server: CodecServer, *, authenticated: bool) -> None:
+    keys = ", ".join(server.codec.key_ids)
+    rows = [
+        ("codec", f"{server.url}  (keys {keys}; encrypts with {server.codec.active_key_id})"),
+        ("cors", ", ".join(sorted(server.cors_origins)) or "-"),
+        ("auth", "bearer token" if authenticated else "none (anyone who can connect decrypts)"),
+        ("web ui", f"temporal server start-dev --ui-codec-endpoint {server.url}"),
+        ("cli", f"temporal workflow show --detailed --codec-endpoint {server.url} -w RUN_ID"),
+    ]
+    for label, value in rows:
+        ctx.out.print(f"{label:<7} {value}", markup=False)
+    if not authenticated and server.host not in ("127.0.0.1", "localhost", "::1"):
+        ctx.err.print(
+            f"warning: listening on {server.host} without OTHERONE_CODEC_SERVER_TOKEN",
+            markup=False,
+        )
+    ctx.out.print("ready: Ctrl-C to stop", style="dim")
+    sys.stdout.flush()
+
+
 COMMANDS: dict[str, tuple[Command, bool]] = {
     # name: (function, handles signals itself: a signal means "shut down and exit 0")
     "dev": (cmd_dev, True),
@@ -1009,8 +1384,10 @@ COMMANDS: dict[str, tuple[Command, bool]] = {
     "cancel": (cmd_cancel, False),
     "show": (cmd_show, False),
     "tree": (cmd_tree, False),
+    "watch": (cmd_watch, False),
     "sessions": (cmd_sessions, False),
     "db": (cmd_db, False),
+    "codec-server": (cmd_codec_server, True),
 }
 
 
@@ -1022,7 +1399,7 @@ async def _dispatch(args: argparse.Namespace, ctx: Context) -> int:
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
     for signum in signals:
-        loop.add_signal_handler(signum, ctx.stop.set)
+        loop.add_signal_handler(signum, ctx.on_signal)
     try:
         if handles_signals:
             return await function(args, ctx)
@@ -1074,14 +1451,18 @@ def _safe_url(url: str) -> str:
         return url
 
 
-def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Console-script entry point: run, flush, and leave through ``os._exit``."""
-    code = run_cli(argv)
+def _exit_now(code: int) -> NoReturn:
+    """Flush traces and output, then leave through ``os._exit`` (no interpreter teardown)."""
     shutdown_tracing()  # os._exit skips the SDK's flush at exit
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Console-script entry point: run, flush, and leave through ``os._exit``."""
+    _exit_now(run_cli(argv))
 
 
 if __name__ == "__main__":

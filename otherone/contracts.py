@@ -24,6 +24,7 @@ from otherone.runs import (
     AgentFailure,
     AgentOutput,
     AgentRunRequest,
+    EventVisibility,
     ResultContract,
     RunRecord,
     RunStatus,
@@ -41,6 +42,11 @@ ACTIVITY_CALL_MODEL = "otherone.call_model"
 ACTIVITY_RUN_TOOL = "otherone.run_tool"
 ACTIVITY_FINISH_RUN = "otherone.finish_run"
 ACTIVITY_PREPARE_CALL = "otherone.prepare_call"
+#: Store activities (prepare, check a call, finish) heartbeat: a worker killed while running
+#: one is noticed after this long, and the activity runs again elsewhere.
+STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+#: They ride out a database outage in place for up to 2 minutes (`AgentActivities._io`).
+STORE_ACTIVITY_TIMEOUT = timedelta(minutes=5)
 
 #: Workflow memo keys.
 MEMO_FINGERPRINT = "request_fingerprint"
@@ -57,6 +63,8 @@ class RunRef(_Contract):
     run_id: str
     root_run_id: str
     parent_run_id: str | None = None
+    #: The `agent.call` that started this run (children only).
+    agent_call_id: str | None = None
     agent_id: str
     depth: int = 0
     partition_key: str
@@ -64,6 +72,8 @@ class RunRef(_Contract):
     #: The run's fixed snapshot ("" only in the prepare step of a new root).
     snapshot_version: str
     include_thinking_events: bool = False
+    #: The root request's event visibility; it filters the events of descendants only.
+    event_visibility: EventVisibility = "all"
 
 
 class RunInput(_Contract):
@@ -155,6 +165,11 @@ class RunPlan(_Contract):
     #: Agents this run may call through ``agent.call`` (empty: the tool is not offered).
     reachable_agents: tuple[str, ...] = ()
     continue_as_new_after_turns: int = 500
+    #: Task queues of this run's model calls and tool calls, fixed by the worker that prepared
+    #: it (`worker.queues`). None: the run's own workflow task queue — what plans recorded
+    #: before queues could be split mean too.
+    model_task_queue: str | None = None
+    tool_task_queue: str | None = None
 
 
 class PendingEntry(_Contract):

@@ -27,6 +27,11 @@ PARTITION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 DEFAULT_PARTITION = "local"
 
 
+#: Which events of descendants are stored (the root's own events always are): `all`;
+#: `lifecycle_only` (run_started/completed/failed/cancelled and agent calls); `root_only` (none).
+EventVisibility = Literal["all", "lifecycle_only", "root_only"]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -34,8 +39,50 @@ class _Model(BaseModel):
 def _bounded_text(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty")
+    _check_unicode(value)
     if len(value.encode("utf-8")) > MAX_INPUT_BYTES:
         raise ValueError(f"must be at most {MAX_INPUT_BYTES} bytes")
+    return value
+
+
+def unencodable_path(value: Any, path: str = "") -> str | None:
+    """Where in ``value`` a string holds a lone surrogate (None: all UTF-8 encodable).
+
+    Python decodes undecodable bytes (command-line arguments, files read with
+    ``surrogateescape``) and broken JSON escapes to lone surrogates; Temporal payloads, the store
+    and events can only carry UTF-8, so such text is refused where it enters.
+    """
+    match value:
+        case str():
+            return None if value.isascii() or _encodable(value) else path or "(text)"
+        case BaseModel():
+            items: Any = ((name, getattr(value, name)) for name in type(value).model_fields)
+        case dict():
+            items = value.items()
+        case list() | tuple():
+            items = enumerate(value)
+        case _:
+            return None
+    for key, item in items:
+        found = unencodable_path(key, path) or unencodable_path(item, f"{path}.{key}".lstrip("."))
+        if found is not None:
+            return found
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_unicode(value: Any) -> Any:
+    where = unencodable_path(value)
+    if where is not None:
+        inside = "" if where == "(text)" else f" (at {where})"
+        raise ValueError(f"must be valid UTF-8 text{inside}: it contains an unpaired surrogate")
     return value
 
 
@@ -77,7 +124,7 @@ class AgentRunRequest(_Model):
     limits: RunLimitOverrides | None = None
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    event_visibility: Literal["all", "lifecycle_only", "root_only"] = "all"
+    event_visibility: EventVisibility = "all"
     include_thinking_events: bool = False
 
     @field_validator("input")
@@ -87,6 +134,7 @@ class AgentRunRequest(_Model):
             return _bounded_text(value)
         if not value:
             raise ValueError("must contain at least one message")
+        _check_unicode(value)
         if not any(message.role == "user" and message.content.strip() for message in value):
             raise ValueError("must contain a non-empty user message")
         return value
@@ -94,6 +142,7 @@ class AgentRunRequest(_Model):
     @field_validator("metadata")
     @classmethod
     def _metadata_small(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        _check_unicode(value)
         if len(json.dumps(value, default=str).encode()) > 16 * 1024:
             raise ValueError("must be at most 16 KiB as JSON")
         return value
@@ -129,6 +178,8 @@ class AgentCallRequest(_Model):
     max_iterations: Annotated[int, Field(gt=0)] | None = None
     timeout: PositiveDuration | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    _valid_unicode = field_validator("task", "context", "metadata")(_check_unicode)
 
 
 class RunOutcome(StrEnum):
@@ -286,6 +337,7 @@ __all__ = [
     "AgentRunRequest",
     "AgentRunResult",
     "ArtifactRef",
+    "EventVisibility",
     "InputMessage",
     "ResultContract",
     "RunOutcome",

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Engine,
     RowMapping,
     Table,
+    delete,
     func,
     select,
     text,
@@ -501,6 +502,21 @@ class Store:
                 )
                 sequences.append(sequence)
         return sequences
+
+    def prune_events(self, older_than: datetime) -> int:
+        """Delete the events of root trees that have been quiet since before ``older_than``.
+
+        Whole trees only: pruning part of a live tree could let its sequence restart below a
+        consumer's cursor. Returns the number of events deleted.
+        """
+        quiet_roots = (
+            select(events.c.root_run_id)
+            .group_by(events.c.root_run_id)
+            .having(func.max(events.c.created_at) < older_than)
+        )
+        with self.engine.begin() as conn:
+            result = conn.execute(delete(events).where(events.c.root_run_id.in_(quiet_roots)))
+        return int(result.rowcount or 0)
 
     def read_events(
         self,

@@ -13,7 +13,6 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.providers.base import ModelProvider
 from client.agent_client import AgentClient
@@ -28,7 +27,7 @@ from otherone.definitions import (
 )
 from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES
 from store import Store
-from worker.app import build_worker
+from worker.app import AgentWorker, build_worker
 from worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
 
 
@@ -47,7 +46,7 @@ async def start_test_server() -> WorkflowEnvironment:
 class AgentEnv:
     agents: AgentClient
     store: Store
-    worker: Worker
+    worker: AgentWorker
     config: RuntimeConfig
 
 

@@ -164,7 +164,7 @@ def server_from_url(url: str) -> PostgresServer:
     return server
 
 
-def _postgres_bindir() -> Path | None:
+def postgres_bindir() -> Path | None:
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl"):
         return Path(found).parent
@@ -220,6 +220,11 @@ class ThrowawayCluster:
             "initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
             "--no-sync",
         )  # fmt: skip
+        self.resume()
+        return PostgresServer(DEFAULT_HOST, self.port, "postgres", None, "postgres")
+
+    def resume(self) -> None:
+        """Start the server on the cluster's data (again, after `pause`)."""
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses={DEFAULT_HOST} -c fsync=off "
             "-c full_page_writes=off -c synchronous_commit=off"
@@ -228,7 +233,10 @@ class ThrowawayCluster:
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options,
             "-w", "-t", str(CLUSTER_START_TIMEOUT), "start",
         )  # fmt: skip
-        return PostgresServer(DEFAULT_HOST, self.port, "postgres", None, "postgres")
+
+    def pause(self) -> None:
+        """Stop the server, keeping its data (a database outage, for fault tests)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def stop(self) -> None:
         with contextlib.suppress(PostgresUnavailable, subprocess.TimeoutExpired):
@@ -247,7 +255,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     if found is not None:
         yield found
         return
-    bindir = _postgres_bindir()
+    bindir = postgres_bindir()
     if bindir is None:
         raise PostgresUnavailable(
             f"no PostgreSQL server at {DEFAULT_HOST}:{DEFAULT_PORT} "

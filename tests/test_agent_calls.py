@@ -451,6 +451,9 @@ async def test_root_cancellation_cancels_the_whole_tree(
         ("b", RunStatus.CANCELLED),
         ("c", RunStatus.CANCELLED),
     ]
+    # Once cancelled, no run asks its model again after its children have ended.
+    assert [r.agent_id for r in provider.requests] == ["a", "b", "c"]
+    assert [r.usage.model_calls for r in tree] == [1, 1, 1]
 
 
 async def test_cancelling_a_child_does_not_cancel_its_parent(

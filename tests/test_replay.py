@@ -11,11 +11,13 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from tests.histories.broken_workflow import ReorderedAgentRunWorkflow
+from tests.histories.scenarios import SCENARIOS
 from worker.app import sandbox_runner
 from workflows import AgentRunWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
-RECORDED = sorted(HISTORIES.glob("*.json"))
+#: Histories of the current workflow code (`make record-histories`) and of earlier versions.
+RECORDED = sorted(HISTORIES.glob("*.json")) + sorted((HISTORIES / "legacy").glob("*.json"))
 
 
 def _history(path: Path) -> WorkflowHistory:
@@ -30,17 +32,12 @@ def _replayer(*workflows: type) -> Replayer:
     )
 
 
-def test_histories_are_checked_in() -> None:
-    assert {path.stem for path in RECORDED} >= {
-        "tools_and_streaming",
-        "parallel_tools",
-        "signal_mid_run",
-        "cancelled",
-        "timed_out",
-        "nested_call",
-        "cancelled_tree",
-        "timed_out_child",
-    }
+def test_every_scenario_is_checked_in_now_and_from_before() -> None:
+    current = {path.stem.split(".")[0] for path in HISTORIES.glob("*.json")}
+    assert current == set(SCENARIOS), "run `make record-histories`"
+    legacy = {path.stem for path in (HISTORIES / "legacy").glob("*.json")}
+    assert legacy >= {"tools_and_streaming", "nested_call", "cancelled_tree", "signal_mid_run"}
+    assert any(path.name.endswith(".2.json") for path in HISTORIES.glob("continue_as_new.*"))
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda path: path.stem)

@@ -23,7 +23,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, insert, inspect, select, text
+from sqlalchemy import Engine, insert, inspect, select, text, update
 
 from otherone.contracts import RunRef
 from otherone.errors import ConfigurationError
@@ -32,7 +32,8 @@ from otherone.runs import AgentFailure, AgentOutput, RunRecord, RunStatus, RunUs
 from otherone.toml_config import load_config
 from store import EntryRow, SessionBusyError, Store, StoreError
 from store.migrate import BASELINE_REVISION, VERSION_TABLE, alembic_config, head_revision
-from store.schema import PARTITIONED_TABLES, memory_points, metadata
+from store.schema import PARTITIONED_TABLES, events, memory_points, metadata
+from worker.retention import prune_once
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OUR_TABLES = {table.name for table in metadata.sorted_tables}
@@ -429,6 +430,27 @@ def test_events_have_one_sequence_per_root(store: Store) -> None:
     assert [r.sequence for r in store.read_events("root-1", after=1, limit=1)] == [2]
     assert [r.sequence for r in store.read_events("root-1", partition_key="tenant-a")] == [1, 2, 3]
     assert store.read_events("root-1", partition_key="tenant-b") == []
+
+
+def test_retention_prunes_whole_quiet_trees_only(store: Store) -> None:
+    now = datetime.now(UTC)
+    store.append_events(_ref("root-quiet"), [{"type": "run_started"}, {"type": "run_completed"}])
+    store.append_events(_ref("root-live"), [{"type": "run_started"}])
+    with store.engine.begin() as conn:  # age everything of root-quiet and root-live's first event
+        conn.execute(
+            update(events)
+            .where(events.c.root_run_id.in_(["root-quiet", "root-live"]))
+            .values(created_at=now - timedelta(days=10))
+        )
+    store.append_events(_ref("root-live"), [{"type": "model_started"}])
+
+    assert store.prune_events(now - timedelta(days=7)) == 2
+    assert store.read_events("root-quiet") == []
+    # A tree still active keeps its old events too: its sequence must never restart.
+    assert [r.sequence for r in store.read_events("root-live")] == [1, 2]
+    assert store.prune_events(now - timedelta(days=7)) == 0
+    assert asyncio.run(prune_once(store, timedelta(days=7))) == 0  # what a worker runs hourly
+    assert asyncio.run(prune_once(store, timedelta(0))) == 2  # root-live, quiet from now on
 
 
 def test_concurrent_appenders_leave_no_gaps_or_duplicates(store: Store) -> None:

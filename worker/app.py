@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Self
 
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadCodec,
+)
 from temporalio.runtime import Runtime
 from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -15,7 +27,18 @@ from activities.agent_activities import AgentActivities
 from activities.providers.base import ModelProvider
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig
+from otherone.contracts import ACTIVITY_PREPARE_RUN, PrepareRunInput, RunPlan
 from store import Store
+from worker.queues import (
+    ALL_ROLES,
+    QueueWorker,
+    SlotLimits,
+    TaskQueues,
+    WorkerRole,
+    parse_roles,
+    plan_workers,
+    stamp_queues,
+)
 from workflows import AgentRunWorkflow
 
 #: Our shared packages are pure (pydantic models, constants): pass them through the sandbox so
@@ -29,26 +52,122 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     )
 
 
+def data_converter(payload_codec: PayloadCodec | None = None) -> DataConverter:
+    """The pydantic data converter, with ``payload_codec`` (e.g. encryption) when given.
+
+    With a codec, failure messages and stack traces move into encoded attributes too, so the
+    codec covers them (`DefaultFailureConverterWithEncodedAttributes`); readers need the codec.
+    """
+    if payload_codec is None:
+        return pydantic_data_converter
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=payload_codec,
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
+
+
 async def connect(
     address: str,
     namespace: str = "default",
     *,
     tracing: bool = False,
     runtime: Runtime | None = None,
+    payload_codec: PayloadCodec | None = None,
 ) -> Client:
     """A client with the pydantic data converter (workers, clients and replayers must agree).
 
     ``tracing`` adds Temporal's OpenTelemetry ``TracingInterceptor`` (workers built from this
     client inherit it; see `worker.telemetry`); ``runtime`` is e.g. a Prometheus-metrics runtime
-    (`worker.telemetry.prometheus_runtime`).
+    (`worker.telemetry.prometheus_runtime`). ``payload_codec`` (e.g. `worker.codec`'s
+    `EncryptionCodec`, from `codec_from_settings(Settings())`) encodes every payload this client
+    and the workers built from it send; every client and worker of a namespace must use it.
     """
     return await Client.connect(
         address,
         namespace=namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(payload_codec),
         interceptors=[TracingInterceptor()] if tracing else [],
         runtime=runtime,
     )
+
+
+class AgentWorker:
+    """The Temporal workers of one process, one per task queue it polls, run as one.
+
+    `build_worker` returns it. Like a single `temporalio.worker.Worker` it is run with
+    ``async with`` (started on entry, shut down on exit) or with `run` until `shutdown`; a fatal
+    error of any of its workers shuts the others down and is raised.
+    """
+
+    def __init__(self, workers: Sequence[Worker]) -> None:
+        if not workers:
+            raise ValueError("an AgentWorker needs at least one worker")
+        self._workers = tuple(workers)
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    @property
+    def workers(self) -> tuple[Worker, ...]:
+        return self._workers
+
+    @property
+    def task_queues(self) -> tuple[str, ...]:
+        return tuple(worker.task_queue for worker in self._workers)
+
+    @property
+    def is_running(self) -> bool:
+        return any(worker.is_running for worker in self._workers)
+
+    @property
+    def is_shutdown(self) -> bool:
+        return all(worker.is_shutdown for worker in self._workers)
+
+    async def run(self) -> None:
+        """Run every worker until `shutdown`; raise the first fatal error (after stopping all)."""
+        tasks = [asyncio.ensure_future(worker.run()) for worker in self._workers]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()  # a cancelled Worker.run shuts that worker down
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        failed = [task for task in done if task.exception() is not None]
+        if failed:
+            await self.shutdown()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            error = failed[0].exception()
+            assert error is not None
+            raise error
+
+    async def shutdown(self) -> None:
+        """Stop polling on every queue and wait until in-flight work has ended."""
+        await asyncio.gather(*(worker.shutdown() for worker in self._workers))
+
+    async def __aenter__(self) -> Self:
+        stack = contextlib.AsyncExitStack()
+        try:
+            for worker in self._workers:
+                await stack.enter_async_context(worker)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is None:
+            raise RuntimeError("AgentWorker was never started")
+        # Shut down all at once (each worker's own exit would wait for it alone), then let each
+        # worker's context exit raise a fatal error it had.
+        await self.shutdown()
+        await stack.__aexit__(exc_type, exc, traceback)
 
 
 def build_worker(
@@ -62,21 +181,79 @@ def build_worker(
     max_concurrent_activities: int = 64,
     interceptors: Sequence[Interceptor] = (),
     max_cached_workflows: int = 1000,
-) -> Worker:
-    """A worker that runs agent workflows and their activities on ``task_queue``.
+    model_task_queue: str | None = None,
+    tool_task_queue: str | None = None,
+    roles: Iterable[WorkerRole | str] = ALL_ROLES,
+    max_concurrent_model_calls: int | None = None,
+    max_concurrent_tool_calls: int | None = None,
+    graceful_shutdown_timeout: timedelta = timedelta(0),
+    workflows: Sequence[type] = (AgentRunWorkflow,),
+) -> AgentWorker:
+    """The workers that run agent workflows (on ``task_queue``) and their activities.
 
     ``authorizer`` may deny agent calls (after the static checks passed). ``interceptors`` are
     added to those the client carries (e.g. `worker.telemetry.OtheroneActivityInterceptor`);
     ``max_cached_workflows`` (Temporal's default) of 0 makes every workflow task a replay.
+
+    Task queues (`worker.queues`): by default model and tool calls run on ``task_queue`` too,
+    one Temporal worker with ``max_concurrent_activities`` slots. ``model_task_queue`` /
+    ``tool_task_queue`` route them to queues of their own, polled by workers with
+    ``max_concurrent_model_calls`` / ``max_concurrent_tool_calls`` slots (default:
+    ``max_concurrent_activities``); ``roles`` picks which of workflows, model and tools this
+    process serves (all by default). Every worker of a deployment must name the same queues.
+    ``workflows`` replaces the workflow class(es) (e.g. a patched version in upgrade tests).
+    Raises `ConfigurationError` for roles that cannot work with these queues.
     """
-    activities = AgentActivities(config, store, dict(providers or {}), authorizer)
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[AgentRunWorkflow],
-        activities=activities.all(),
-        workflow_runner=sandbox_runner(),
-        max_concurrent_activities=max_concurrent_activities,
-        interceptors=interceptors,
-        max_cached_workflows=max_cached_workflows,
+    queues = TaskQueues(task_queue, model_task_queue, tool_task_queue)
+    slots = SlotLimits(
+        max_concurrent_activities, max_concurrent_model_calls, max_concurrent_tool_calls
     )
+    planned = plan_workers(queues, parse_roles([str(role) for role in roles]), slots)
+    activities = AgentActivities(config, store, dict(providers or {}), authorizer)
+    return AgentWorker(
+        [
+            Worker(
+                client,
+                task_queue=spec.task_queue,
+                workflows=list(workflows) if spec.workflows else [],
+                activities=_activities_for(spec, activities, queues),
+                workflow_runner=sandbox_runner(),
+                max_concurrent_activities=spec.max_concurrent_activities,
+                interceptors=interceptors,
+                max_cached_workflows=max_cached_workflows,
+                graceful_shutdown_timeout=graceful_shutdown_timeout,
+            )
+            for spec in planned
+        ]
+    )
+
+
+def _activities_for(
+    spec: QueueWorker, activities: AgentActivities, queues: TaskQueues
+) -> list[Callable[..., Any]]:
+    """The activities one queue's worker registers (see `worker.queues.plan_workers`)."""
+    model, tool = activities.call_model, activities.run_tool
+    chosen: list[Callable[..., Any]] = []
+    for function in activities.all():
+        if function == model:
+            wanted = spec.model
+        elif function == tool:
+            wanted = spec.tools
+        else:  # store activities stay with the workflows
+            wanted = spec.workflows
+        if not wanted:
+            continue
+        if function == activities.prepare_run:
+            function = _stamped_prepare_run(activities, queues)
+        chosen.append(function)
+    return chosen
+
+
+def _stamped_prepare_run(activities: AgentActivities, queues: TaskQueues) -> Callable[..., Any]:
+    """`prepare_run` whose plan names this worker's model and tool queues (`stamp_queues`)."""
+
+    @activity.defn(name=ACTIVITY_PREPARE_RUN)
+    async def prepare_run(input: PrepareRunInput) -> RunPlan:
+        return stamp_queues(await activities.prepare_run(input), queues)
+
+    return prepare_run

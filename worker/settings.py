@@ -5,12 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from worker.queues import ALL_ROLES, WorkerRole, parse_roles
 
 DEFAULT_TASK_QUEUE = "otherone"
 DEFAULT_DATA_DIR = Path(".otherone")
+#: Seconds in-flight activities get to finish after SIGTERM (`Settings.shutdown_grace_seconds`).
+DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
 
 
 #: Environment variables that name an OTLP endpoint (tracing then defaults to on).
@@ -38,7 +43,11 @@ def _otel_exporter_configured() -> bool:
 class Settings(BaseSettings):
     """Where the worker and the CLI find Temporal, the configuration and the database."""
 
-    model_config = SettingsConfigDict(env_prefix="OTHERONE_", env_file=".env", extra="ignore")
+    # env_ignore_empty: an empty variable means "unset" (the default applies), so a deployment
+    # can pass optional settings through as ``OTHERONE_X: ${OTHERONE_X:-}`` (docker-compose.yml).
+    model_config = SettingsConfigDict(
+        env_prefix="OTHERONE_", env_file=".env", extra="ignore", env_ignore_empty=True
+    )
 
     temporal_address: str = Field("127.0.0.1:7233", description="Temporal frontend host:port.")
     namespace: str = Field("default", description="Temporal namespace.")
@@ -59,6 +68,34 @@ class Settings(BaseSettings):
         7233, description="Port of the dev server started by `otherone dev`."
     )
     max_concurrent_activities: int = Field(64, gt=0, description="Activity slots of one worker.")
+    # Task queues and roles (`worker.queues`): every worker of a deployment names the same queues.
+    model_task_queue: str | None = Field(
+        None,
+        description="Task queue of model calls; default: the workflow --task-queue (no split). "
+        "Name one to scale model workers apart (--roles model).",
+    )
+    tool_task_queue: str | None = Field(
+        None,
+        description="Task queue of tool calls; default: the workflow --task-queue (no split). "
+        "Name one to scale tool workers apart (--roles tools).",
+    )
+    worker_roles: Annotated[tuple[WorkerRole, ...], NoDecode] = Field(
+        ALL_ROLES,
+        description="What `otherone worker` serves: a comma list of workflows, model, tools "
+        "(or all); model/tools alone need their own model/tool task queue.",
+    )
+    max_concurrent_model_calls: int | None = Field(
+        None,
+        gt=0,
+        description="Activity slots of the model task queue's worker (when split); default: "
+        "max_concurrent_activities.",
+    )
+    max_concurrent_tool_calls: int | None = Field(
+        None,
+        gt=0,
+        description="Activity slots of the tool task queue's worker (when split); default: "
+        "max_concurrent_activities.",
+    )
     tracing: bool = Field(
         default_factory=_otel_exporter_configured,
         description="OpenTelemetry tracing (exporters from OTEL_* variables); default: on when "
@@ -70,6 +107,48 @@ class Settings(BaseSettings):
     metrics_host: str = Field(
         "127.0.0.1", description="Address the Prometheus metrics endpoint binds to."
     )
+    event_retention_hours: float = Field(
+        168.0,
+        ge=0,
+        description="Workers delete the stored events of run trees quiet for longer than this "
+        "(hourly; whole trees only). 0 keeps events for ever.",
+    )
+    shutdown_grace_seconds: float = Field(
+        DEFAULT_SHUTDOWN_GRACE_SECONDS,
+        ge=0,
+        description="On SIGTERM/Ctrl-C the worker stops polling and lets in-flight activities "
+        "finish for up to this many seconds, then cancels them (Temporal retries them on another "
+        "worker) and exits 0. Give the container at least this plus ~15 s to stop.",
+    )
+    health_file: Path | None = Field(
+        None,
+        description="While the worker runs, rewrite this file every 5 s (removed on shutdown); "
+        "the container healthcheck `python -P worker/health.py` checks that it is fresh.",
+    )
+    encryption_keys: SecretStr | None = Field(
+        None,
+        description="Encrypt payloads stored by Temporal: 'id:base64key,...' (AES-256, 32 bytes "
+        "each); the first key encrypts, every key decrypts (rotation). See `worker.codec`.",
+    )
+    encryption_key_file: Path | None = Field(
+        None,
+        description="File of encryption keys, one 'id:base64key' a line (after "
+        "OTHERONE_ENCRYPTION_KEYS' keys; the first key listed encrypts).",
+    )
+    codec_server_token: SecretStr | None = Field(
+        None,
+        description="If set, `otherone codec-server` requires 'Authorization: Bearer <token>'.",
+    )
+    ui_codec_endpoint: str | None = Field(
+        None,
+        description="Codec server URL the Web UI of `otherone dev` decodes payloads with "
+        "(e.g. http://127.0.0.1:8888 from `otherone codec-server`).",
+    )
+
+    @field_validator("worker_roles", mode="before")
+    @classmethod
+    def _roles(cls, value: Any) -> tuple[WorkerRole, ...]:
+        return parse_roles(value)
 
     def store_url(self) -> str:
         from store import default_database_url

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from pydantic import ValidationError
 from temporalio import workflow
@@ -27,6 +27,8 @@ with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
     from otherone.contracts import (
         ACTIVITY_PREPARE_CALL,
+        STORE_ACTIVITY_TIMEOUT,
+        STORE_HEARTBEAT_TIMEOUT,
         WORKFLOW_NAME,
         CallPlan,
         PrepareCallInput,
@@ -54,7 +56,6 @@ with workflow.unsafe.imports_passed_through():
         failure_from_activity_error,
     )
 
-PREPARE_CALL_TIMEOUT = timedelta(seconds=60)
 #: Patch id of the allowance rule that splits calls between children after a small reserve.
 GENEROUS_ALLOWANCES = "generous-allowances"
 
@@ -240,7 +241,8 @@ class AgentCaller:
                 limits=plan.limits,
             ),
             result_type=CallPlan,
-            start_to_close_timeout=PREPARE_CALL_TIMEOUT,
+            start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             summary=f"check call {ref.agent_id} → {request.target}",
         )
         return result

@@ -31,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_RUN_TOOL,
         QUERY_RECORD,
         SIGNAL_USER_MESSAGES,
+        STORE_ACTIVITY_TIMEOUT,
+        STORE_HEARTBEAT_TIMEOUT,
         UPDATE_CALL_AGENT,
         WORKFLOW_NAME,
         CallAgentInput,
@@ -82,7 +84,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 #: Store activities are quick; they retry on their own schedule (database restarts).
-STORE_ACTIVITY_TIMEOUT = timedelta(seconds=60)
 STORE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
 )
@@ -99,6 +100,9 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=4)
 MAX_QUEUED_MESSAGES = 256
 #: Patch id: agent call results reach the caller's model by reference (stored by the child).
 CALL_RESULTS_BY_REFERENCE = "call-results-by-reference"
+#: Patch id: a run cancelled while waiting for its children stops once they have ended, instead
+#: of going on to another model call.
+STOP_AFTER_CANCELLED_CHILDREN = "stop-after-cancelled-children"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result), or nothing allowed.
 ToolStep = ToolOutcome | PendingEntry | None
@@ -248,6 +252,7 @@ class AgentRunWorkflow:
                 ),
                 result_type=RunPlan,
                 start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+                heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
                 retry_policy=STORE_RETRY,
                 summary=f"prepare {input.request.entry_agent}",
             )
@@ -342,6 +347,8 @@ class AgentRunWorkflow:
         self._usage.tool_calls += len(turn.tool_calls)
         steps = await self._run_tools(plan, ref, turn.tool_calls)
         self._pending.extend(self._tool_entries(ref, iteration, turn.tool_calls, steps))
+        if _cancellation_swallowed() and workflow.patched(STOP_AFTER_CANCELLED_CHILDREN):
+            raise asyncio.CancelledError()  # the run was cancelled while its children ended
         return None
 
     def _final_answer(self, turn: ModelTurn) -> Ending:
@@ -382,6 +389,7 @@ class AgentRunWorkflow:
                     compaction_threshold=self._input.request.session.threshold_percentage,
                 ),
                 result_type=ModelTurn,
+                task_queue=plan.model_task_queue,  # None: this workflow's own queue
                 start_to_close_timeout=MODEL_CALL_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=MODEL_RETRY,
@@ -428,6 +436,7 @@ class AgentRunWorkflow:
                 ACTIVITY_RUN_TOOL,
                 ToolCallInput(ref=ref, call=call, result_limit_bytes=plan.result_limit_bytes),
                 result_type=ToolOutcome,
+                task_queue=plan.tool_task_queue,  # None: this workflow's own queue
                 start_to_close_timeout=timedelta(seconds=settings.timeout_seconds + 30),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(
@@ -546,6 +555,7 @@ class AgentRunWorkflow:
                 record=self.record(),
             ),
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary=f"finish {self._status.value}",
         )
@@ -562,12 +572,14 @@ class AgentRunWorkflow:
             run_id=input.run_id,
             root_run_id=input.root_run_id,
             parent_run_id=input.parent_run_id,
+            agent_call_id=input.agent_call_id,
             agent_id=input.request.entry_agent,
             depth=input.depth,
             partition_key=input.request.runtime_context.partition_key,
             session_id=self._session_id,
             snapshot_version=plan.snapshot_version if plan else (input.snapshot_version or ""),
             include_thinking_events=input.request.include_thinking_events,
+            event_visibility=input.request.event_visibility,
         )
 
 
@@ -594,6 +606,17 @@ def _raise_if_run_ending(call: ToolCallSpec, outcome: ToolOutcome) -> None:
     if outcome.error_kind is ToolErrorKind.FATAL:
         message = f"tool '{call.name}' failed fatally: {outcome.error}"
         raise RunEnded(Ending.failed(AgentFailure(code=FailureCode.TOOL_ERROR, message=message)))
+
+
+def _cancellation_swallowed() -> bool:
+    """Was this run cancelled while it awaited something that returned normally anyway?
+
+    Awaiting a child turns the run's cancellation into a cancellation request to the child;
+    when the child then ends with its structured (`cancelled`) result, the await returns that
+    result and the CancelledError is gone. The task's cancel count remembers the request.
+    """
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _reraise_cancellation(error: ActivityError) -> None:

@@ -1,7 +1,9 @@
 """Re-record the checked-in workflow histories: `make record-histories`.
 
 Do this only when a workflow change is *meant* to be incompatible (and guarded by
-`workflow.patched`); otherwise a failing replay test is the bug report.
+`workflow.patched`); otherwise a failing replay test is the bug report. Histories recorded by
+earlier versions of the workflow live in `legacy/` and are never re-recorded: they are what runs
+in flight during an upgrade look like.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+
+from temporalio.client import Client, WorkflowHistory
 
 from tests.harness import start_test_server
 from tests.histories.scenarios import SCENARIOS
@@ -26,12 +30,28 @@ async def record() -> None:
         for name, scenario in SCENARIOS.items():
             with tempfile.TemporaryDirectory() as tmp:
                 run_id = await scenario(env.client, f"record-{uuid.uuid4()}", Path(tmp))
-            history = await env.client.get_workflow_handle(run_id).fetch_history()
-            path = HERE / f"{name}.json"
-            path.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-            print(f"recorded {path.relative_to(HERE.parents[1])}")
+            chain = await _histories(env.client, run_id)
+            for index, history in enumerate(chain, start=1):
+                # A run that continued as new has several histories: name.1.json, name.2.json...
+                path = HERE / (f"{name}.json" if len(chain) == 1 else f"{name}.{index}.json")
+                path.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+                print(f"recorded {path.relative_to(HERE.parents[1])}")
     finally:
         await env.shutdown()
+
+
+async def _histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """Every history of the run, oldest first (following continue-as-new back)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    chain = [history]
+    while (
+        previous := chain[0]
+        .events[0]
+        .workflow_execution_started_event_attributes.continued_execution_run_id
+    ):
+        handle = client.get_workflow_handle(workflow_id, run_id=previous)
+        chain.insert(0, await handle.fetch_history())
+    return chain
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from temporalio.client import Client
 
 from client.agent_client import build_request
 from otherone.config import RuntimeConfig
-from otherone.definitions import AgentDefinition, ModelOverrides
+from otherone.definitions import AgentDefinition, ModelOverrides, RuntimePolicy
+from otherone.runs import AgentCallRequest
 from otherone.tools import tool
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
@@ -155,7 +156,116 @@ async def timed_out_child(client: Client, task_queue: str, tmp: Path) -> str:
     return result.run_id
 
 
+async def single_agent(client: Client, task_queue: str, tmp: Path) -> str:
+    config = scripted_config({"agent": ["Hello there."]})
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="hi"))
+    return result.run_id
+
+
+async def agent_call(client: Client, task_queue: str, tmp: Path) -> str:
+    config = _team_config(a=[{"tool_calls": [_call("to_b", "b", "help")]}, "a done"], b=["b done"])
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="a", input="go"))
+    return result.run_id
+
+
+async def parallel_children(client: Client, task_queue: str, tmp: Path) -> str:
+    agents = [
+        AgentDefinition.model_validate(
+            {
+                "id": "boss",
+                "description": "boss",
+                "callable_agents": ["x", "y"],
+                "model_overrides": {"parallel_tool_calls": True},
+            }
+        ),
+        AgentDefinition.model_validate({"id": "x", "description": "x"}),
+        AgentDefinition.model_validate({"id": "y", "description": "y"}),
+    ]
+    config = scripted_config(
+        {
+            "boss": [{"tool_calls": [_call("cx", "x", "one"), _call("cy", "y", "two")]}, "merged"],
+            "x": ["x done"],
+            "y": ["y done"],
+        },
+        agents=agents,
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="boss", input="go"))
+    return result.run_id
+
+
+async def trusted_call(client: Client, task_queue: str, tmp: Path) -> str:
+    provider = RecordingProvider()
+    gate = provider.gate("a", 1)
+    config = _team_config(a=["a done"], b=["b done"])
+    async with agent_env(client, task_queue, config, tmp, providers={"scripted": provider}) as env:
+        handle = await env.agents.start(build_request(entry_agent="a", input="go"))
+        await asyncio.wait_for(provider.started.wait(), 10)
+        await env.agents.call_agent(handle.run_id, "t1", AgentCallRequest(target="b", task="t"))
+        gate.set()
+        await handle.result()
+    return handle.run_id
+
+
+async def budget_exceeded(client: Client, task_queue: str, tmp: Path) -> str:
+    again = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}
+    config = scripted_config(
+        {"agent": [again, again, again]},
+        agents=[_agent(tools=["get_weather"])],
+        tools=[get_weather],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(
+            build_request(entry_agent="agent", input="loop", limits={"max_iterations_per_run": 2})
+        )
+    return result.run_id
+
+
+async def continue_as_new(client: Client, task_queue: str, tmp: Path) -> str:
+    turns: list[Any] = [
+        {"tool_calls": [{"name": "get_weather", "arguments": {"city": f"c{n}"}}]} for n in range(5)
+    ]
+    config = scripted_config(
+        {"agent": [*turns, "done"]},
+        agents=[_agent(tools=["get_weather"])],
+        tools=[get_weather],
+        policy=RuntimePolicy(continue_as_new_after_turns=3),
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="count"))
+    return result.run_id
+
+
+async def compaction(client: Client, task_queue: str, tmp: Path) -> str:
+    """Long turns in a 1,000-token window: the later model calls summarise the older part."""
+    long_turn = {
+        "text": "word " * 300,
+        "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+    }
+    config = scripted_config(
+        {"agent": [long_turn, long_turn, long_turn, "short"]},
+        agents=[_agent(tools=["get_weather"])],
+        tools=[get_weather],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(
+            build_request(entry_agent="agent", input="talk", session={"context_window": 1000})
+        )
+        events = [e.event["type"] async for e in env.agents.events(result.run_id)]
+    assert "context_compacted" in events, events
+    return result.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
+    "single_agent": single_agent,
+    "agent_call": agent_call,
+    "parallel_children": parallel_children,
+    "trusted_call": trusted_call,
+    "budget_exceeded": budget_exceeded,
+    "continue_as_new": continue_as_new,
+    "compaction": compaction,
     "tools_and_streaming": tools_and_streaming,
     "parallel_tools": parallel_tools,
     "signal_mid_run": signal_mid_run,

@@ -1,0 +1,695 @@
+"""Live view of a tree of runs: ``otherone watch RUN_ID`` and ``otherone run ... --follow``.
+
+The view is a pure function of the event stream: `WatchState` folds event envelopes (no I/O,
+no clock; the timestamps come from the envelopes and "now" is a parameter of the renderers),
+and `render_live` / `render_tree` / `render_summary` turn a state into rich renderables. So the
+whole view is testable without a terminal or a server; `follow_tree` only wires an event
+iterator (`AgentClient.events`) to one of three outputs:
+
+- ``live``: a rich `Live` display on a terminal (refreshed from the event loop, so rendering
+  never races the fold), cleared when the root ends;
+- ``plain``: when stderr is not an interactive terminal (a pipe, a file, ``TERM=dumb``): the
+  line-based `EventPrinter` of ``otherone run`` (root text on stdout, activity on stderr), no
+  cursor movement;
+- ``json``: every envelope as one JSON object a line on stdout (``EventRecord`` as stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TextIO
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.measure import Measurement
+from rich.panel import Panel
+from rich.segment import Segments
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from client.console import EventPrinter
+from otherone.contracts import EventRecord, child_run_id
+from otherone.errors import RunNotFoundError
+
+__all__ = [
+    "Activity",
+    "RunView",
+    "WatchMode",
+    "WatchState",
+    "follow_tree",
+    "live_console",
+    "print_summary",
+    "render_live",
+    "render_summary",
+    "render_tree",
+    "root_of",
+]
+
+#: Display status of a run: the terminal ones are the outcomes the events spell.
+PENDING = "pending"  # an agent call was made; the child has not started (yet)
+RUNNING = "running"
+REFUSED = "refused"  # the call was refused before a child started (e.g. agent_call_denied)
+_TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out", "budget_exceeded", REFUSED})
+_STATUS_STYLE = {
+    PENDING: "dim",
+    RUNNING: "cyan",
+    "completed": "green",
+    "cancelled": "yellow",
+    REFUSED: "red",
+}
+#: Refreshes per second of the live display (spinners and durations move between events).
+LIVE_REFRESH_PER_SECOND = 8
+#: Characters of a run's streamed text shown in the live view.
+TAIL_CHARS = 240
+#: Most active runs whose text the live view shows at once (the most recently active).
+MAX_TEXT_PANELS = 4
+
+
+class WatchMode(StrEnum):
+    LIVE = "live"
+    PLAIN = "plain"
+    JSON = "json"
+
+
+@dataclass
+class RunView:
+    """What the events have told about one run of the tree."""
+
+    run_id: str
+    agent_id: str
+    depth: int
+    parent_run_id: str | None
+    call_id: str | None = None
+    status: str = PENDING
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    failure: str | None = None
+    turn: int = 0
+    attempt: int = 0
+    in_model_call: bool = False
+    model_calls: int = 0
+    model_retries: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    #: Text (and thinking) of the run's current model turn and attempt.
+    text: str = ""
+    thinking: str = ""
+    tool_call_ids: set[str] = field(default_factory=set)
+    agent_call_ids: set[str] = field(default_factory=set)
+    open_tools: dict[str, str] = field(default_factory=dict)  # tool call id -> tool name
+    open_calls: dict[str, str] = field(default_factory=dict)  # call id -> target agent
+    children: list[str] = field(default_factory=list)  # child run ids, in call order
+    #: Sequence of the last event of this run (to pick the most recently active runs).
+    last_sequence: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in _TERMINAL
+
+    @property
+    def active(self) -> bool:
+        return self.status == RUNNING
+
+    @property
+    def tool_calls(self) -> int:
+        return len(self.tool_call_ids)
+
+    @property
+    def agent_calls(self) -> int:
+        return len(self.agent_call_ids)
+
+    @property
+    def tokens(self) -> int | None:
+        """Total tokens of the run's model calls; None when no call reported any."""
+        if self.total_tokens is not None:
+            return self.total_tokens
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    def duration(self, now: datetime) -> float | None:
+        """Seconds from its start to its end (to ``now`` while it runs); None before it starts."""
+        if self.started_at is None:
+            return None
+        end = self.ended_at or now
+        return max((end - self.started_at).total_seconds(), 0.0)
+
+    def add_usage(self, usage: object) -> None:
+        if not isinstance(usage, Mapping):
+            return
+        for name in ("input_tokens", "output_tokens", "total_tokens"):
+            value = usage.get(name)
+            if isinstance(value, int):
+                setattr(self, name, (getattr(self, name) or 0) + value)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One line of the live view's recent activity (tool calls, agent calls, ends)."""
+
+    sequence: int
+    run_id: str
+    agent_id: str
+    depth: int
+    text: str
+    style: str = "dim"
+
+
+class WatchState:
+    """The fold of a root tree's event envelopes into what the view shows.
+
+    `apply` is idempotent for replays: an envelope whose sequence is not above the last one
+    applied is ignored, so a consumer that resumes with some overlap shows nothing twice.
+    Unknown event types are counted and otherwise ignored (newer workers may emit more).
+    """
+
+    def __init__(self, root_run_id: str, *, max_activity: int = 8) -> None:
+        self.root_run_id = root_run_id
+        self.runs: dict[str, RunView] = {}
+        self.activity: deque[Activity] = deque(maxlen=max_activity)
+        self.last_sequence = 0
+        self.events_seen = 0
+        self.first_timestamp: datetime | None = None
+
+    # queries -----------------------------------------------------------------------------
+
+    @property
+    def root(self) -> RunView | None:
+        return self.runs.get(self.root_run_id)
+
+    @property
+    def finished(self) -> bool:
+        """The root has ended (its terminal event was applied)."""
+        root = self.root
+        return root is not None and root.terminal
+
+    def ordered(self) -> list[RunView]:
+        """Every run, depth first from the root (children in call order), orphans last."""
+        seen: set[str] = set()
+        ordered: list[RunView] = []
+
+        def visit(run_id: str) -> None:
+            view = self.runs.get(run_id)
+            if view is None or run_id in seen:
+                return
+            seen.add(run_id)
+            ordered.append(view)
+            for child in view.children:
+                visit(child)
+
+        visit(self.root_run_id)
+        for run_id in self.runs:
+            visit(run_id)
+        return ordered
+
+    def active(self) -> list[RunView]:
+        """Runs that have started and not ended, most recently active first."""
+        running = [view for view in self.runs.values() if view.active]
+        return sorted(running, key=lambda view: view.last_sequence, reverse=True)
+
+    # folding -----------------------------------------------------------------------------
+
+    def apply(self, record: EventRecord) -> None:
+        if record.sequence <= self.last_sequence:
+            return  # a replayed envelope
+        self.last_sequence = record.sequence
+        self.events_seen += 1
+        if self.first_timestamp is None:
+            self.first_timestamp = record.timestamp
+        view = self._view(record)
+        view.last_sequence = record.sequence
+        handler = _HANDLERS.get(str(record.event.get("type")))
+        if handler is not None:
+            handler(self, view, record)
+
+    def _view(self, record: EventRecord) -> RunView:
+        """The run an envelope is about; created (and hung under its parent) when first seen."""
+        view = self.runs.get(record.run_id)
+        if view is None:
+            view = self._add(
+                record.run_id,
+                agent_id=record.agent_id,
+                depth=record.depth,
+                parent_run_id=record.parent_run_id,
+                call_id=_call_id_of(record.run_id, record.parent_run_id),
+            )
+        return view
+
+    def _add(
+        self,
+        run_id: str,
+        *,
+        agent_id: str,
+        depth: int,
+        parent_run_id: str | None,
+        call_id: str | None,
+    ) -> RunView:
+        view = RunView(run_id, agent_id, depth, parent_run_id, call_id=call_id)
+        self.runs[run_id] = view
+        parent = self.runs.get(parent_run_id or "")
+        if parent is not None and run_id not in parent.children:
+            parent.children.append(run_id)
+        return view
+
+    def _note(self, view: RunView, record: EventRecord, text: str, style: str = "dim") -> None:
+        self.activity.append(
+            Activity(record.sequence, view.run_id, view.agent_id, view.depth, text, style)
+        )
+
+    # handlers (one per event type) -------------------------------------------------------
+
+    def _run_started(self, view: RunView, record: EventRecord) -> None:
+        if not view.terminal:
+            view.status = RUNNING
+        if view.started_at is None:
+            view.started_at = record.timestamp
+
+    def _model_started(self, view: RunView, record: EventRecord) -> None:
+        turn, attempt = _int(record.event.get("turn")), _int(record.event.get("attempt"))
+        if turn == view.turn and attempt > view.attempt:
+            view.model_retries += 1
+            self._note(view, record, f"↻ model call retried (attempt {attempt})", "yellow")
+        self._ensure_running(view, record)
+        view.turn, view.attempt = turn, attempt
+        view.text = view.thinking = ""
+        view.in_model_call = True
+
+    def _delta(self, view: RunView, record: EventRecord) -> None:
+        content = record.event.get("content")
+        if not isinstance(content, str):
+            return
+        self._ensure_running(view, record)
+        position = (_int(record.event.get("turn")), _int(record.event.get("attempt")))
+        if position != (view.turn, view.attempt):  # its model_started was not seen
+            view.turn, view.attempt = position
+            view.text = view.thinking = ""
+        if record.event.get("type") == "thinking_delta":
+            view.thinking += content
+        else:
+            view.text += content
+
+    def _model_completed(self, view: RunView, record: EventRecord) -> None:
+        view.in_model_call = False
+        view.model_calls += 1
+        view.add_usage(record.event.get("usage"))
+
+    def _tool_started(self, view: RunView, record: EventRecord) -> None:
+        event = record.event
+        call_id, name = str(event.get("tool_call_id")), str(event.get("tool_name"))
+        self._ensure_running(view, record)
+        view.tool_call_ids.add(call_id)
+        view.open_tools[call_id] = name
+        arguments = _one_line(str(event.get("arguments") or ""))[:80]
+        self._note(view, record, f"→ {name} {arguments}".rstrip())
+
+    def _tool_completed(self, view: RunView, record: EventRecord) -> None:
+        event = record.event
+        name = str(event.get("tool_name"))
+        view.open_tools.pop(str(event.get("tool_call_id")), None)
+        error = event.get("error")
+        if error:
+            self._note(view, record, f"✗ {name}: {_one_line(str(error))[:120]}", "red")
+        else:
+            self._note(view, record, f"✓ {name}")
+
+    def _call_started(self, view: RunView, record: EventRecord) -> None:
+        call_id, target = str(record.event.get("call_id")), str(record.event.get("target"))
+        if call_id in view.agent_call_ids:
+            return  # the check was retried
+        view.agent_call_ids.add(call_id)
+        view.open_calls[call_id] = target
+        child = child_run_id(record.root_run_id, record.run_id, call_id)
+        if child not in self.runs:
+            self._add(
+                child,
+                agent_id=target,
+                depth=view.depth + 1,
+                parent_run_id=view.run_id,
+                call_id=call_id,
+            )
+        elif child not in view.children:
+            view.children.append(child)
+        self._note(view, record, f"↳ {target} called ({call_id})")
+
+    def _call_completed(self, view: RunView, record: EventRecord) -> None:
+        """The caller took a call's result; ends the child if its own end was not seen."""
+        event = record.event
+        call_id, target = str(event.get("call_id")), str(event.get("target"))
+        view.open_calls.pop(call_id, None)
+        child_id = event.get("child_run_id")
+        if not isinstance(child_id, str):
+            child_id = child_run_id(record.root_run_id, record.run_id, call_id)
+        child = self.runs.get(child_id)
+        if child is None or child.terminal:
+            return
+        outcome = str(event.get("outcome") or "failed")
+        code = event.get("code")
+        child.status = REFUSED if child.started_at is None and code else outcome
+        child.failure = str(code) if code else child.failure
+        child.ended_at = record.timestamp if child.started_at is not None else None
+        detail = f": {code}" if code else ""
+        style = "red" if child.status not in ("completed", "cancelled") else "dim"
+        self._note(view, record, f"↳ {target} {child.status.replace('_', ' ')}{detail}", style)
+
+    def _messages_queued(self, view: RunView, record: EventRecord) -> None:
+        self._note(view, record, f"✉ {record.event.get('count')} queued message(s) taken")
+
+    def _compacted(self, view: RunView, record: EventRecord) -> None:
+        summarised = record.event.get("summarised_entries")
+        self._note(view, record, f"⇲ context compacted ({summarised} entries summarised)")
+
+    def _ended(self, view: RunView, record: EventRecord) -> None:
+        event = record.event
+        kind = event.get("type")
+        if kind == "run_completed":
+            view.status = "completed"
+        elif kind == "run_cancelled":
+            view.status = "cancelled"
+        else:
+            view.status = str(event.get("status") or "failed")
+            failure = event.get("failure")
+            if isinstance(failure, Mapping):
+                message = _one_line(str(failure.get("message") or ""))
+                view.failure = f"{failure.get('code')}: {message}"[:200]
+        view.ended_at = record.timestamp
+        if view.started_at is None:
+            view.started_at = record.timestamp
+        view.in_model_call = False
+        view.open_tools.clear()
+        style = {"completed": "green", "cancelled": "yellow"}.get(view.status, "red")
+        detail = f": {view.failure}" if view.failure else ""
+        self._note(view, record, f"■ {view.status.replace('_', ' ')}{detail}", style)
+
+    def _ensure_running(self, view: RunView, record: EventRecord) -> None:
+        """A run whose run_started was not seen (lost, or before the cursor) is running."""
+        if view.status == PENDING:
+            view.status = RUNNING
+            view.started_at = view.started_at or record.timestamp
+
+
+_Handler = Callable[[WatchState, RunView, EventRecord], None]
+_HANDLERS: dict[str, _Handler] = {
+    "run_started": WatchState._run_started,
+    "model_started": WatchState._model_started,
+    "model_delta": WatchState._delta,
+    "thinking_delta": WatchState._delta,
+    "model_completed": WatchState._model_completed,
+    "tool_started": WatchState._tool_started,
+    "tool_completed": WatchState._tool_completed,
+    "agent_call_started": WatchState._call_started,
+    "agent_call_completed": WatchState._call_completed,
+    "user_message_queued": WatchState._messages_queued,
+    "context_compacted": WatchState._compacted,
+    "run_completed": WatchState._ended,
+    "run_failed": WatchState._ended,
+    "run_cancelled": WatchState._ended,
+}
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_tree(state: WatchState, now: datetime) -> Tree:
+    """The runs as a tree: agent, call id, status, turn, usage, what it is doing now.
+
+    A run in a model call gets a spinner (it animates on a live display, a static frame
+    elsewhere).
+    """
+    root = state.root
+    tree = Tree(
+        _node(root, now) if root is not None else Text(state.root_run_id, style="bold"),
+        guide_style="dim",
+    )
+    nodes: dict[str, Tree] = {state.root_run_id: tree}
+    for view in state.ordered():
+        if view.run_id == state.root_run_id:
+            continue
+        parent = nodes.get(view.parent_run_id or "", tree)
+        nodes[view.run_id] = parent.add(_node(view, now))
+    return tree
+
+
+def render_live(state: WatchState, now: datetime, *, tail_chars: int = TAIL_CHARS) -> Group:
+    """The whole live view: header, run tree, text tails of active runs, recent activity."""
+    parts: list[RenderableType] = [_header(state, now), render_tree(state, now)]
+    for view in state.active()[:MAX_TEXT_PANELS]:
+        tail = _tail_text(view, tail_chars)
+        if tail is None:
+            continue
+        title = Text.assemble((view.agent_id, "bold"), (f"  turn {view.turn}", "dim"))
+        parts.append(Panel(tail, title=title, title_align="left", border_style="dim"))
+    if state.activity:
+        lines = Text()
+        for index, item in enumerate(state.activity):
+            if index:
+                lines.append("\n")
+            lines.append(f"{'  ' * item.depth}{item.agent_id} ", style="bold dim")
+            lines.append(item.text, style=item.style)
+        parts.append(Panel(lines, title="recent", title_align="left", border_style="dim"))
+    return Group(*parts)
+
+
+def render_summary(state: WatchState, now: datetime) -> Table:
+    """One row per run (tree order): status, model calls, tool calls, agent calls, tokens,
+    duration; a total row when the tree has more than one run."""
+    table = Table(box=box.HORIZONTALS, pad_edge=False, header_style="bold", show_edge=False)
+    table.add_column("run", no_wrap=True)
+    table.add_column("call", style="dim", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    for header in ("model calls", "tool calls", "agent calls", "tokens", "duration"):
+        table.add_column(header, justify="right", no_wrap=True)
+    views = state.ordered()
+    for view in views:
+        tokens = view.tokens
+        seconds = view.duration(now)
+        table.add_row(
+            Text("  " * view.depth + view.agent_id),
+            view.call_id or "",
+            _status(view),
+            str(view.model_calls),
+            str(view.tool_calls),
+            str(view.agent_calls),
+            "-" if tokens is None else str(tokens),
+            "-" if seconds is None else f"{seconds:.2f} s",
+        )
+    if len(views) > 1:
+        known = [view.tokens for view in views if view.tokens is not None]
+        root = state.root
+        seconds = root.duration(now) if root is not None else None
+        table.add_section()
+        table.add_row(
+            Text(f"total ({len(views)} runs)", style="bold"),
+            "",
+            "",
+            str(sum(view.model_calls for view in views)),
+            str(sum(view.tool_calls for view in views)),
+            str(sum(view.agent_calls for view in views)),
+            str(sum(known)) if known else "-",
+            "-" if seconds is None else f"{seconds:.2f} s",
+        )
+    return table
+
+
+def _header(state: WatchState, now: datetime) -> Text:
+    root = state.root
+    elapsed = root.duration(now) if root is not None else None
+    parts = [f"run {state.root_run_id}", _plural(state.events_seen, "event")]
+    if elapsed is not None:
+        parts.append(f"{elapsed:.1f} s")
+    return Text(" · ".join(parts), style="dim")
+
+
+def _node(view: RunView, now: datetime) -> RenderableType:
+    label = Text()
+    label.append(view.agent_id, style="bold")
+    if view.call_id:
+        label.append(f"  {view.call_id}", style="dim")
+    label.append("  ")
+    label.append_text(_status(view))
+    facts: list[str] = []
+    if view.turn:
+        facts.append(f"turn {view.turn}")
+    facts.append(_plural(view.model_calls, "model call"))
+    if view.tool_calls:
+        facts.append(_plural(view.tool_calls, "tool call"))
+    if view.agent_calls:
+        facts.append(_plural(view.agent_calls, "agent call"))
+    if view.tokens is not None:
+        facts.append(f"{view.tokens} tokens")
+    seconds = view.duration(now)
+    if seconds is not None:
+        facts.append(f"{seconds:.1f} s")
+    label.append("  " + " · ".join(facts), style="dim")
+    doing = _doing(view)
+    if doing:
+        label.append(f"  {doing}", style="cyan")
+    if view.failure and view.terminal:
+        label.append(f"  {view.failure}", style="red")
+    if view.in_model_call and not view.terminal:
+        return Spinner("dots", text=label, style="cyan")
+    return label
+
+
+def _doing(view: RunView) -> str:
+    """What an active run waits on: its tools, its children, or its model."""
+    if view.terminal:
+        return ""
+    if view.open_tools:
+        return "→ " + ", ".join(sorted(set(view.open_tools.values())))
+    if view.open_calls:
+        return "waiting for " + ", ".join(view.open_calls.values())
+    if view.in_model_call:
+        return "thinking…" if view.thinking and not view.text else "model call"
+    return ""
+
+
+def _status(view: RunView) -> Text:
+    style = _STATUS_STYLE.get(view.status, "red")
+    return Text(view.status.replace("_", " "), style=style)
+
+
+def _tail_text(view: RunView, chars: int) -> Text | None:
+    """The end of the run's current text (or thinking, before any text), on one line."""
+    if view.text.strip():
+        return Text(_tail(view.text, chars))
+    if view.thinking.strip():
+        return Text(_tail(view.thinking, chars), style="dim italic")
+    return None
+
+
+def _tail(text: str, chars: int) -> str:
+    flat = _one_line(text)
+    return flat if len(flat) <= chars else "…" + flat[-(chars - 1) :]
+
+
+def print_summary(console: Console, state: WatchState, now: datetime) -> None:
+    """`render_summary` on ``console``; not on a terminal, at its natural width (a pipe or a
+    file gets one line per run, never folded)."""
+    table = render_summary(state, now)
+    if console.is_terminal:
+        console.print(table)
+        return
+    wide = Measurement.get(console, console.options.update(width=100_000), table).maximum
+    options = console.options.update(width=max(console.width, wide))
+    for line in console.render_lines(table, options, pad=False, new_lines=True):
+        console.print(Segments(line), end="")
+
+
+# --------------------------------------------------------------------------- following
+
+
+def live_console(file: TextIO) -> Console:
+    """The console of the live view. Unlike `client.console.make_console` it wraps: a live
+    display must know how many lines each frame takes to redraw it in place."""
+    return Console(file=file, highlight=False, emoji=False)
+
+
+async def root_of(client: Client, run_id: str) -> str:
+    """The root run of ``run_id``'s tree (itself for a root); `RunNotFoundError` if unknown.
+
+    Described rather than queried, so it needs no worker (a run waiting for one is found)."""
+    try:
+        description = await client.get_workflow_handle(run_id).describe()
+    except RPCError as error:
+        if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+            raise RunNotFoundError(run_id) from None
+        raise
+    return description.root_id or run_id
+
+
+async def follow_tree(
+    events: AsyncIterator[EventRecord],
+    state: WatchState,
+    *,
+    mode: WatchMode,
+    out: TextIO,
+    printer: EventPrinter | None = None,
+    live_console: Console | None = None,
+) -> WatchState:
+    """Fold ``events`` into ``state`` while showing them; returns when the iterator ends.
+
+    ``json`` writes each envelope to ``out``; ``plain`` hands each to ``printer``; ``live``
+    draws `render_live` on ``live_console`` (cleared at the end: the caller prints the final
+    summary). The iterator decides when to stop (`AgentClient.events` ends at the root's end).
+    """
+    if mode is WatchMode.JSON:
+        async for record in events:
+            state.apply(record)
+            out.write(record.model_dump_json() + "\n")
+            out.flush()
+    elif mode is WatchMode.PLAIN:
+        if printer is None:
+            raise ValueError("plain mode needs an EventPrinter")
+        async for record in events:
+            state.apply(record)
+            printer.handle(record)
+        printer.finish()
+    else:
+        if live_console is None:
+            raise ValueError("live mode needs a console")
+        async with _live(state, live_console):
+            async for record in events:
+                state.apply(record)
+    return state
+
+
+@contextlib.asynccontextmanager
+async def _live(state: WatchState, console: Console) -> AsyncIterator[Live]:
+    """A transient `Live` display refreshed by a task of the running event loop.
+
+    Refreshing from the loop (not rich's own thread) means a frame is never drawn while the
+    state is half-way through an `apply`.
+    """
+    live = Live(
+        console=console,
+        auto_refresh=False,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+        get_renderable=lambda: render_live(state, datetime.now(UTC)),
+    )
+
+    async def refresh() -> None:
+        while True:
+            live.refresh()
+            await asyncio.sleep(1 / LIVE_REFRESH_PER_SECOND)
+
+    with live:
+        task = asyncio.ensure_future(refresh())
+        try:
+            yield live
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _call_id_of(run_id: str, parent_run_id: str | None) -> str | None:
+    """The call id a child's run id was derived from (readable ids only)."""
+    if parent_run_id and run_id.startswith(parent_run_id + "/"):
+        return run_id.removeprefix(parent_run_id + "/")
+    return None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0

@@ -1,0 +1,92 @@
+"""Load: 200 concurrent root runs, each with a tool call and a child, on one worker.
+
+The wall time is printed (run with ``-s`` to see it) and reported in docs/benchmarks.md; the test
+asserts correctness only, timing targets live in `bench/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from client.agent_client import build_request
+from otherone.definitions import AgentDefinition, RuntimeLimits
+from otherone.runs import RunOutcome
+from otherone.tools import ToolContext, tool
+from tests.harness import agent_env, scripted_config
+
+ROOTS = 200
+
+#: Tool side effects by idempotency key (the test process hosts the worker).
+EFFECTS: dict[str, int] = {}
+
+
+@tool
+def stamp(label: str, ctx: ToolContext) -> str:
+    """Stamp a label (a side effect, counted per idempotency key)."""
+    EFFECTS[ctx.idempotency_key] = EFFECTS.get(ctx.idempotency_key, 0) + 1
+    return f"stamped {label}"
+
+
+@pytest.mark.timeout(900)
+async def test_200_concurrent_roots_with_a_tool_and_a_child_each_complete(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config(
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        {"id": "s", "name": "stamp", "arguments": {"label": "x"}},
+                        {
+                            "id": "h",
+                            "name": "agent.call",
+                            "arguments": {"agent": "helper", "task": "help"},
+                        },
+                    ]
+                },
+                "lead done",
+            ],
+            "helper": ["helped"],
+        },
+        agents=[
+            AgentDefinition.model_validate(
+                {
+                    "id": "lead",
+                    "description": "leads",
+                    "tools": ["stamp"],
+                    "callable_agents": ["helper"],
+                    "model_overrides": {"parallel_tool_calls": True},
+                }
+            ),
+            AgentDefinition.model_validate({"id": "helper", "description": "helps"}),
+        ],
+        tools=[stamp],
+        limits=RuntimeLimits(),
+    )
+    EFFECTS.clear()
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        started = time.monotonic()
+        handles = await asyncio.gather(
+            *(
+                env.agents.start(build_request(entry_agent="lead", input=f"job {n}"))
+                for n in range(ROOTS)
+            )
+        )
+        results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 800)
+        wall = time.monotonic() - started
+        children = await asyncio.gather(
+            *(env.agents.get_run(f"{h.run_id}/h") for h in handles[:20])
+        )
+    print(f"\n{ROOTS} roots (tool + child each): {wall:.1f} s wall", file=sys.stderr)
+    assert [r.outcome for r in results] == [RunOutcome.COMPLETED] * ROOTS
+    assert all(r.text == "lead done" for r in results)
+    assert all(r.usage.agent_calls == 1 and r.usage.model_calls == 2 for r in results)
+    assert sorted(EFFECTS) == sorted(f"{h.run_id}:s" for h in handles)
+    assert set(EFFECTS.values()) == {1}
+    assert all(c.output is not None and c.output.value == "helped" for c in children)

@@ -1,0 +1,216 @@
+"""Deploying changed workflow code while runs are in flight (docs/upgrading.md).
+
+Why: agent runs last minutes to hours, so a deploy always meets runs that began on the old code.
+A worker that picks such a run up replays its history on the *new* code; a change that emits
+different commands there fails the run's workflow tasks with a nondeterminism error until the
+old code returns. What must hold, with a real worker swap in the middle of a run:
+
+- a change behind ``workflow.patched(id)`` lets a run started on the old code finish on the new
+  worker by the old path, while runs started after the deploy take the new path;
+- the same change without the guard does not replay the old run's history (the Replayer shows
+  it before any deploy — the check the procedure asks for);
+- the follow-up steps hold too: the new runs' histories do not replay on the old code (so a
+  rollback must wait, or keep the patch), and ``deprecate_patch`` replays the new runs but not
+  the old ones (so it waits until no old run is left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+from temporalio.workflow import NondeterminismError
+
+from client.agent_client import AgentClient, build_request
+from otherone.definitions import AccessPolicy, AgentDefinition
+from otherone.runs import AgentRunResult, RunOutcome
+from otherone.tools import tool
+from store import Store
+from tests.harness import scripted_config, wait_until
+from tests.providers import RecordingProvider
+from tests.upgrade_workflows import (
+    VERSION_2_PATCH,
+    VERSION_KEY,
+    DeprecatedPatchAgentRunWorkflow,
+    PatchedAgentRunWorkflow,
+    UnpatchedAgentRunWorkflow,
+)
+from worker.app import build_worker, sandbox_runner
+from worker.upgrade import replay_check
+from workflows import AgentRunWorkflow
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up (fixed data)."""
+    return f"value of {key}"
+
+
+CONFIG = scripted_config(
+    {
+        "agent": [
+            {"tool_calls": [{"name": "lookup", "id": "look", "arguments": {"key": "k"}}]},
+            "done",
+        ]
+    },
+    agents=[AgentDefinition(id="agent", description="agent", tools=AccessPolicy.allow("lookup"))],
+    tools=[lookup],
+)
+
+
+async def _history(handle: WorkflowHandle[Any, Any]) -> WorkflowHistory:
+    return WorkflowHistory.from_json(handle.id, (await handle.fetch_history()).to_json())
+
+
+async def _replays(workflow: type, history: WorkflowHistory) -> bool:
+    """True if ``history`` replays on ``workflow``; False on a nondeterminism error."""
+    replayer = Replayer(
+        workflows=[workflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+    try:
+        await replayer.replay_workflow(history)
+    except NondeterminismError:
+        return False
+    return True
+
+
+async def _count(client: Client, query: str, expected: int) -> bool:
+    return (await client.count_workflows(query)).count == expected
+
+
+async def _upgrade_check(client: Client, query: str) -> tuple[int, str]:
+    """``python -m worker.upgrade --query QUERY`` against the test server."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        OTHERONE_TEMPORAL_ADDRESS=client.service_client.config.target_host,
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "worker.upgrade",
+        "--query",
+        query,
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+def _patch_markers(history: WorkflowHistory) -> int:
+    return sum(
+        1
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and VERSION_2_PATCH.encode() in event.marker_recorded_event_attributes.SerializeToString()
+    )
+
+
+async def _version_memo(handle: WorkflowHandle[Any, Any]) -> Any:
+    return (await (await handle.describe()).memo()).get(VERSION_KEY)
+
+
+@pytest.mark.timeout(120)
+async def test_a_patched_change_lets_runs_in_flight_finish_on_the_old_path(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    agents = AgentClient(client, task_queue=task_queue, store=store)
+    try:
+        # Old code: a run gets through its tool call; its second model call is in flight when
+        # the worker is stopped for the deploy.
+        old_provider = RecordingProvider()
+        old_provider.gate("agent", 2)  # never opened: the deploy interrupts this call
+        async with build_worker(
+            client, CONFIG, store, task_queue=task_queue, providers={"scripted": old_provider}
+        ):
+            old = await agents.start(build_request(entry_agent="agent", input="before the deploy"))
+            await wait_until(
+                lambda: len(old_provider.calls("agent")) == 2, message="second model call held"
+            )
+            in_flight = await _history(client.get_workflow_handle(old.run_id))
+
+            # Before deploying, the procedure's check (`worker.upgrade`): the running runs replay
+            # on the patched code, and would not on the same change without the patch.
+            running = f'TaskQueue="{task_queue}" AND ExecutionStatus="Running"'
+            await wait_until(
+                lambda: _count(client, running, 1), message="the run listed as running"
+            )
+            unpatched = await replay_check(
+                client, workflows=[UnpatchedAgentRunWorkflow], query=running
+            )
+            assert unpatched.checked == 1 and list(unpatched.failures) == [old.run_id]
+            assert "Nondeterminism" in unpatched.failures[old.run_id]
+            patched = await replay_check(client, workflows=[PatchedAgentRunWorkflow], query=running)
+            assert patched.checked == 1 and patched.ok
+            # The command-line form, run from the current code: the run replays (exit 0).
+            code, output = await _upgrade_check(client, running)
+            assert code == 0, output
+            assert output.strip().splitlines()[-1] == "1 run(s) checked: all replay", output
+
+        # The same checks on the history alone (the Replayer, no Temporal needed).
+        assert await _replays(PatchedAgentRunWorkflow, in_flight)
+        assert not await _replays(UnpatchedAgentRunWorkflow, in_flight)
+
+        # New code: the interrupted model call is retried here; the old run finishes on v1.
+        new_provider = RecordingProvider()
+        async with build_worker(
+            client,
+            CONFIG,
+            store,
+            task_queue=task_queue,
+            providers={"scripted": new_provider},
+            workflows=[PatchedAgentRunWorkflow],
+        ):
+            old_result: AgentRunResult = await asyncio.wait_for(old.result(), 60)
+            new_result = await agents.run(
+                build_request(entry_agent="agent", input="after the deploy")
+            )
+    finally:
+        store.close()
+
+    assert old_result.outcome is new_result.outcome is RunOutcome.COMPLETED
+    assert (old_result.text, new_result.text) == ("done", "done")
+    assert old_result.metadata[VERSION_KEY] == 1
+    assert new_result.metadata[VERSION_KEY] == 2
+    # The old run's second model call ran on the new worker (the deploy did not lose it).
+    assert [request.turn for request in new_provider.calls("agent")] == [2, 1, 2]
+
+    old_handle = client.get_workflow_handle(old_result.run_id)
+    new_handle = client.get_workflow_handle(new_result.run_id)
+    assert await _version_memo(old_handle) is None
+    assert await _version_memo(new_handle) == 2
+    old_history, new_history = await _history(old_handle), await _history(new_handle)
+    assert (_patch_markers(old_history), _patch_markers(new_history)) == (0, 1)
+
+    # Both finished histories replay on the patched code; the old one on the old code too.
+    assert await _replays(PatchedAgentRunWorkflow, old_history)
+    assert await _replays(PatchedAgentRunWorkflow, new_history)
+    assert await _replays(AgentRunWorkflow, old_history)
+    # Rolling back is not free: a run that took the new path does not replay on the old code.
+    assert not await _replays(AgentRunWorkflow, new_history)
+    # Step two (deprecate_patch) fits the new runs, and only them: wait until old runs are gone.
+    assert await _replays(DeprecatedPatchAgentRunWorkflow, new_history)
+    assert not await _replays(DeprecatedPatchAgentRunWorkflow, old_history)

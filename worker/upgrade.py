@@ -1,0 +1,121 @@
+"""Before deploying changed workflow code: replay the runs in flight on it (docs/upgrading.md).
+
+    python -m worker.upgrade [--query QUERY]
+
+Run it from the *new* code against the deployment's Temporal (the usual ``OTHERONE_*``
+settings: address, namespace, encryption keys). It lists the running `AgentRunWorkflow`
+executions (or those ``QUERY`` selects), replays each history on this code's workflow, prints one
+line per run that would fail, and exits 0 when every run replays, 1 otherwise (2: bad settings,
+4: Temporal unreachable). A failure means the change needs a ``workflow.patched`` guard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from otherone.contracts import WORKFLOW_NAME
+from worker.app import sandbox_runner
+from workflows import AgentRunWorkflow
+
+CONNECT_TIMEOUT_SECONDS = 15.0
+#: The runs a deploy meets: every agent run still running.
+RUNNING_RUNS = f'WorkflowType="{WORKFLOW_NAME}" AND ExecutionStatus="Running"'
+
+
+@dataclass(frozen=True)
+class ReplayCheck:
+    """How many histories were replayed, and why those that failed did (by workflow id)."""
+
+    checked: int
+    failures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+async def replay_check(
+    client: Client,
+    *,
+    workflows: Sequence[type] = (AgentRunWorkflow,),
+    query: str = RUNNING_RUNS,
+) -> ReplayCheck:
+    """Replay the histories of the runs ``query`` lists on ``workflows`` (this code's)."""
+    replayer = Replayer(
+        workflows=list(workflows),
+        data_converter=client.data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+    checked = 0
+    failures: dict[str, str] = {}
+    histories = client.list_workflows(query).map_histories()
+    async with replayer.workflow_replay_iterator(histories) as results:
+        async for result in results:
+            checked += 1
+            if result.replay_failure is not None:
+                failures[result.history.workflow_id] = _one_line(result.replay_failure)
+    return ReplayCheck(checked=checked, failures=failures)
+
+
+def _one_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+async def _main(query: str) -> int:
+    from pydantic import ValidationError
+
+    from otherone.errors import ConfigurationError
+    from worker.app import connect
+    from worker.codec import codec_from_settings
+    from worker.settings import Settings
+
+    try:
+        settings = Settings()
+        codec = codec_from_settings(settings)
+    except (ValidationError, ConfigurationError) as error:
+        print(f"error: settings: {error}".splitlines()[0], file=sys.stderr)
+        return 2
+    try:
+        client = await asyncio.wait_for(
+            connect(settings.temporal_address, settings.namespace, payload_codec=codec),
+            CONNECT_TIMEOUT_SECONDS,
+        )
+    except Exception as error:  # a plain RuntimeError (or our timeout) when unreachable
+        print(
+            f"error: cannot reach Temporal at {settings.temporal_address}: {error}", file=sys.stderr
+        )
+        return 4
+    check = await replay_check(client, query=query)
+    for workflow_id, reason in sorted(check.failures.items()):
+        print(f"would fail: {workflow_id}: {reason}")
+    verdict = "all replay" if check.ok else f"{len(check.failures)} would fail"
+    print(f"{check.checked} run(s) checked: {verdict}")
+    return 0 if check.ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker.upgrade",
+        description="Replay the running agent runs on this code's workflow (pre-deploy check).",
+    )
+    parser.add_argument(
+        "--query", default=RUNNING_RUNS, help=f"visibility query (default: {RUNNING_RUNS})"
+    )
+    args = parser.parse_args(argv)
+    return asyncio.run(_main(args.query))
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # a process that used a Client can abort at exit (sdk-python#300)
