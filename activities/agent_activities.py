@@ -60,7 +60,7 @@ from otherone.contracts import (
     ToolOutcome,
     ToolSettings,
 )
-from otherone.definitions import AgentDefinition, RuntimeLimits
+from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits
 from otherone.errors import FailureCode, OtheroneError
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
@@ -78,7 +78,7 @@ EVENT_ARGUMENTS_CHARS = 2000
 #: A store call is retried in place for this long (a database restart) before the attempt fails.
 STORE_OUTAGE_PATIENCE = timedelta(minutes=2)
 STORE_RETRY_FIRST_DELAY = 0.25
-STORE_RETRY_MAX_DELAY = 5.0
+STORE_RETRY_MAX_DELAY = 2.0
 #: What descendants still report under the `lifecycle_only` event visibility.
 LIFECYCLE_EVENTS = frozenset(
     {
@@ -156,21 +156,25 @@ class AgentActivities:
         call costs tokens. Every store write is idempotent, so repeating one is safe.
         """
         delay, waited = STORE_RETRY_FIRST_DELAY, 0.0
-        while True:
-            try:
-                return await asyncio.to_thread(function, *args, **kwargs)
-            except OtheroneError:
-                raise
-            except Exception as error:  # the driver's errors are many; all are retryable here
-                if waited >= STORE_OUTAGE_PATIENCE.total_seconds():
-                    raise failure(
-                        FailureCode.STORAGE_ERROR, f"storage: {error}", retryable=True
-                    ) from error
-                activity.logger.warning("store unavailable, retrying in %.1fs: %s", delay, error)
-            _heartbeat_if_running()
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
+        # Heartbeating throughout (also while a call hangs in its thread): the activity's
+        # heartbeat timeout must not end the attempt while the store is merely slow or down.
+        async with _heartbeating():
+            while True:
+                try:
+                    return await asyncio.to_thread(function, *args, **kwargs)
+                except OtheroneError:
+                    raise
+                except Exception as error:  # the driver's errors are many; all retryable here
+                    if waited >= STORE_OUTAGE_PATIENCE.total_seconds():
+                        raise failure(
+                            FailureCode.STORAGE_ERROR, f"storage: {error}", retryable=True
+                        ) from error
+                    activity.logger.warning(
+                        "store unavailable, retrying in %.1fs: %s", delay, error
+                    )
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
 
     async def snapshot(self, version: str | None) -> RuntimeSnapshot:
         """The run's snapshot: the worker's current one for a new root, else the stored one."""
@@ -373,8 +377,12 @@ class AgentActivities:
         )
         if plan is None:
             return rows, summary
+        provider, summary_request = await self._summary_request(provider, request, input)
         summary_request = dataclasses.replace(
-            request, messages=summary_messages(summary, plan.summarise), tools=[], purpose="summary"
+            summary_request,
+            messages=summary_messages(summary, plan.summarise),
+            tools=[],
+            purpose="summary",
         )
         text = await self._summarise(provider, summary_request)
         ref = input.ref
@@ -397,6 +405,29 @@ class AgentActivities:
             },
         )
         return list(plan.keep), text
+
+    async def _summary_request(
+        self, provider: ModelProvider, request: ModelRequest, input: ModelCallInput
+    ) -> tuple[ModelProvider, ModelRequest]:
+        """The runtime policy's `summary_model` writes summaries when set, else the agent's."""
+        snapshot = await self.snapshot(input.ref.snapshot_version)
+        profile_id = snapshot.policy.summary_model
+        if profile_id is None or profile_id == request.profile.id:
+            return provider, request
+        profile = snapshot.models[profile_id]
+        summariser = self.providers.get(profile.provider)
+        if summariser is None:
+            raise failure(
+                FailureCode.MODEL_ERROR,
+                f"provider '{profile.provider}' of summary model '{profile.id}' "
+                "is not available on this worker",
+            )
+        # The summary profile's own settings: the agent's overrides are for its turns.
+        agent = snapshot.agent(input.ref.agent_id).model_copy(
+            update={"model_overrides": ModelOverrides()}
+        )
+        settings = generation_settings(profile, agent)
+        return summariser, dataclasses.replace(request, profile=profile, settings=settings)
 
     async def _summarise(self, provider: ModelProvider, request: ModelRequest) -> str:
         parts: list[str] = []
@@ -821,7 +852,7 @@ async def _heartbeating() -> AsyncIterator[None]:
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
+            _heartbeat_if_running()
             await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
 
     task = asyncio.create_task(beat())

@@ -60,6 +60,7 @@ from otherone.errors import (
 from otherone.runs import (
     DEFAULT_PARTITION,
     MAX_INPUT_BYTES,
+    PARTITION_PATTERN,
     STATUS_FOR_OUTCOME,
     AgentCallRequest,
     AgentCallResult,
@@ -161,6 +162,11 @@ class AgentClient:
         store: Store | None = None,
         partition_key: str | None = None,
     ) -> None:
+        if partition_key is not None and not re.fullmatch(PARTITION_PATTERN, partition_key):
+            raise InvalidRequestError(
+                "must be 1-128 letters, digits or _.:@- (starting with a letter or digit)",
+                field="partition_key",
+            )
         self.temporal = client
         self.task_queue = task_queue
         self.store = store
@@ -357,8 +363,9 @@ class AgentClient:
     def _check_partition(self, run_id: str, description: WorkflowExecutionDescription) -> None:
         if self.partition_key is None:
             return
-        partition = description.typed_search_attributes.get(attrs.PARTITION) or DEFAULT_PARTITION
-        if partition != self.partition_key:
+        # No Partition attribute: not one of our runs (any workflow of the namespace could be
+        # asked for by id), so never one of this tenant's.
+        if description.typed_search_attributes.get(attrs.PARTITION) != self.partition_key:
             raise RunNotFoundError(run_id)
 
     async def _describe(self, run_id: str) -> WorkflowExecutionDescription:

@@ -659,22 +659,34 @@ async def _connect(
     telemetry: WorkerTelemetry | None = None,
     *,
     codec: PayloadCodec | None = None,
+    settings: Settings | None = None,
 ) -> Client:
     """A client whose namespace answers, or `CliError` (4: unreachable, 2: no such namespace).
 
     ``telemetry`` (workers only) adds tracing and the Prometheus metrics runtime; ``codec``
-    (`_payload_codec`) encrypts payloads."""
+    (`_payload_codec`) encrypts payloads; ``settings`` give TLS and API key (not for the
+    embedded dev server)."""
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.service import RPCError, RPCStatusCode
 
     from worker.app import connect
+    from worker.connection import TemporalConnection, temporal_connection
 
     unreachable = f"cannot reach Temporal at {address} (is `otherone dev` running?)"
+    connection = temporal_connection(settings) if settings is not None else TemporalConnection()
     try:
         traced = telemetry is not None and telemetry.tracing
         runtime = telemetry.runtime if telemetry is not None else None
         client = await asyncio.wait_for(
-            connect(address, namespace, tracing=traced, runtime=runtime, payload_codec=codec),
+            connect(
+                address,
+                namespace,
+                tracing=traced,
+                runtime=runtime,
+                payload_codec=codec,
+                tls=connection.tls,
+                api_key=connection.api_key,
+            ),
             CONNECT_TIMEOUT,
         )
         await asyncio.wait_for(
@@ -970,7 +982,7 @@ async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
         telemetry = worker_telemetry(settings)
         tracker = _activity_tracker()
         client = await _connect(
-            settings.temporal_address, settings.namespace, telemetry, codec=codec
+            settings.temporal_address, settings.namespace, telemetry, codec=codec, settings=settings
         )
         worker = build_worker(
             client,
@@ -1026,12 +1038,16 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         raise CliError(EXIT_USAGE, "--follow: not allowed with --quiet")
     streaming = not (args.json or args.quiet)
     codec = _payload_codec(settings)
-    client = await _connect(settings.temporal_address, settings.namespace, codec=codec)
+    client = await _connect(
+        settings.temporal_address, settings.namespace, codec=codec, settings=settings
+    )
     store: Store | None = None
     if args.follow:
         store = _watch_store(settings)  # refused before the run starts
     elif streaming:
         store = _event_store(settings, ctx.err)
+    else:
+        store = _existing_store(settings)  # to read an output stored as an artifact
     try:
         agents = AgentClient(client, task_queue=settings.task_queue, store=store)
         run_id = root_run_id(request)
@@ -1070,8 +1086,19 @@ async def _agent_client(ctx: Context) -> AgentClient:
 
     settings = ctx.settings
     codec = _payload_codec(settings)
-    client = await _connect(settings.temporal_address, settings.namespace, codec=codec)
-    return AgentClient(client, task_queue=settings.task_queue)
+    client = await _connect(
+        settings.temporal_address, settings.namespace, codec=codec, settings=settings
+    )
+    # With the store, outputs stored as artifacts are shown whole.
+    return AgentClient(client, task_queue=settings.task_queue, store=_existing_store(settings))
+
+
+def _existing_store(settings: Settings) -> Store | None:
+    """The store, unless it is a default SQLite file that does not exist (nothing to read)."""
+    url = settings.store_url()
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return None
+    return _open_store(url, migrate=False)
 
 
 async def cmd_send(args: argparse.Namespace, ctx: Context) -> int:
@@ -1119,7 +1146,9 @@ async def cmd_watch(args: argparse.Namespace, ctx: Context) -> int:
 
     settings = ctx.settings
     codec = _payload_codec(settings)
-    client = await _connect(settings.temporal_address, settings.namespace, codec=codec)
+    client = await _connect(
+        settings.temporal_address, settings.namespace, codec=codec, settings=settings
+    )
     root = await root_of(client, args.run_id)  # RunNotFoundError (exit 3) for an unknown id
     store = _watch_store(settings)
     try:

@@ -24,6 +24,7 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
+from otherone.runs import unencodable_path
 from otherone.skills import Skill, SkillRegistry
 from otherone.tools import RESERVED_TOOL_NAMES, ToolDefinitionError, ToolRegistry, ToolSpec
 from otherone.wire_names import check_wire_names
@@ -176,12 +177,23 @@ class RuntimeConfig:
     def add_agent(self, agent: AgentDefinition) -> None:
         if agent.id in self.agents:
             raise self._error(f"duplicate agent id '{agent.id}'", table=f"agents.{agent.id}")
+        self._require_utf8(agent, f"agents.{agent.id}")
         self.agents[agent.id] = agent
 
     def add_model(self, model: ModelProfile) -> None:
         if model.id in self.models:
             raise self._error(f"duplicate model id '{model.id}'", table=f"models.{model.id}")
+        self._require_utf8(model, f"models.{model.id}")
         self.models[model.id] = model
+
+    def _require_utf8(self, definition: BaseModel, table: str) -> None:
+        """Refuse text no snapshot could store (a lone surrogate, e.g. from undecodable bytes)
+        here, instead of every run of the worker failing to save the snapshot."""
+        path = unencodable_path(definition)
+        if path is not None:
+            raise self._error(
+                "must be valid UTF-8 text (it holds a lone surrogate)", table=table, field=path
+            )
 
     def add_tool(self, tool_: ToolSpec | Callable[..., Any]) -> ToolSpec:
         try:
@@ -240,6 +252,13 @@ class RuntimeConfig:
                 raise self._error(f"unknown skill '{name}'", table=table, field="skills")
 
     def _validate_policy(self) -> None:
+        summary_model = self.policy.summary_model
+        if summary_model is not None and summary_model not in self.models:
+            raise self._error(
+                f"summary_model '{summary_model}' is not a declared model",
+                table="policy",
+                field="summary_model",
+            )
         for name in self.policy.tools.names:
             if name not in self.tools:
                 raise self._error(f"unknown tool '{name}'", table="policy", field="tools")

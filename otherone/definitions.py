@@ -282,6 +282,9 @@ class RuntimePolicy(_Frozen):
     #: Outputs bigger than this are stored as artifacts and travel through Temporal by reference
     #: (well under Temporal's 2 MB payload limit; tool results always travel by reference).
     inline_payload_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 256 * 1024
+    #: The model profile that writes compaction summaries (e.g. a cheaper one); None: the
+    #: compacting agent's own model.
+    summary_model: ModelProfileId | None = None
 
 
 _PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]

@@ -253,6 +253,12 @@ class AgentOutput(_Model):
 
     @property
     def text(self) -> str:
+        if self.is_reference:
+            assert self.artifact is not None
+            return (
+                f"[output of {self.artifact.size_bytes} bytes stored as artifact "
+                f"{self.artifact.artifact_id}; an AgentClient with the store reads it]"
+            )
         if self.type == "text" and isinstance(self.value, str):
             return self.value
         return json.dumps(self.value, ensure_ascii=False)

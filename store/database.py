@@ -69,6 +69,10 @@ _TERMINAL_STATUSES = tuple(status.value for status in RunStatus if status.is_ter
 Insert = postgresql.Insert | sqlite.Insert
 
 
+#: Statuses of a run that has not ended.
+LIVE_STATUSES = (RunStatus.CREATED, RunStatus.RUNNING, RunStatus.WAITING_FOR_CHILD)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -504,7 +508,8 @@ class Store:
         return sequences
 
     def prune_events(self, older_than: datetime) -> int:
-        """Delete the events of root trees that have been quiet since before ``older_than``.
+        """Delete the events of ended root trees that have been quiet since before
+        ``older_than``.
 
         Whole trees only: pruning part of a live tree could let its sequence restart below a
         consumer's cursor. Returns the number of events deleted.
@@ -514,8 +519,18 @@ class Store:
             .group_by(events.c.root_run_id)
             .having(func.max(events.c.created_at) < older_than)
         )
+        # A root whose record says it still runs keeps its events, however quiet (a run that
+        # waits days for a slow tool or a message is still followed by someone's cursor).
+        live_roots = select(run_records.c.run_id).where(
+            (run_records.c.run_id == run_records.c.root_run_id)
+            & run_records.c.status.in_([status.value for status in LIVE_STATUSES])
+        )
         with self.engine.begin() as conn:
-            result = conn.execute(delete(events).where(events.c.root_run_id.in_(quiet_roots)))
+            result = conn.execute(
+                delete(events).where(
+                    events.c.root_run_id.in_(quiet_roots) & events.c.root_run_id.not_in(live_roots)
+                )
+            )
         return int(result.rowcount or 0)
 
     def read_events(

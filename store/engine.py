@@ -7,6 +7,8 @@ backends run the same test suite.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +44,22 @@ def parse_url(url: str) -> URL:
     return parsed
 
 
+#: How long `_enable_wal` keeps trying while another connection holds a new file (~10 s).
+WAL_ATTEMPTS = 200
+WAL_RETRY_SECONDS = 0.05
+#: Seconds a PostgreSQL connection attempt may take.
+PG_CONNECT_TIMEOUT = 10
+
+
 def create_store_engine(url: str | URL) -> Engine:
     """The engine the store uses for everything but migrations."""
     parsed = parse_url(url) if isinstance(url, str) else url
     if parsed.get_backend_name() == "postgresql":
-        return create_engine(parsed, pool_pre_ping=True)
+        # A database that does not answer (failover, dropped packets) fails a connect in
+        # seconds instead of hanging a worker thread; activities then retry (`_io`).
+        return create_engine(
+            parsed, pool_pre_ping=True, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT}
+        )
     _make_parent_dir(parsed)
     engine = create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
     event.listen(engine, "connect", _sqlite_pragmas)
@@ -76,10 +89,24 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL lets the client read events while workers write; busy_timeout makes concurrent
     # writers wait instead of failing with "database is locked".
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
+    _enable_wal(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _enable_wal(cursor: Any) -> None:
+    """Switch to WAL. Changing the journal mode needs the file to itself and SQLite reports
+    "database is locked" at once (no busy handler) while another connection is opening a new
+    file, e.g. processes starting together: try again for a while."""
+    for attempt in range(WAL_ATTEMPTS):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == WAL_ATTEMPTS - 1:
+                raise
+            time.sleep(WAL_RETRY_SECONDS)
 
 
 def _sqlite_autocommit_driver(dbapi_connection: Any, record: Any) -> None:

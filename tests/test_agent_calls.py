@@ -456,6 +456,35 @@ async def test_root_cancellation_cancels_the_whole_tree(
     assert [r.usage.model_calls for r in tree] == [1, 1, 1]
 
 
+async def test_a_cancelled_sequential_turn_starts_none_of_its_later_calls(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    provider.gate("b", 1)  # the first child hangs until cancelled
+    config = team(
+        agent("a", callable_agents=["b", "c"]),
+        agent("b"),
+        agent("c"),
+        a=[calls(agent_call("to_b", "b", "first"), agent_call("to_c", "c", "second"))],
+        b=["never"],
+        c=["never either"],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="a", input="go"))
+        await wait_until(lambda: any(r.agent_id == "b" for r in provider.requests))
+        await handle.cancel()
+        result = await asyncio.wait_for(handle.result(), 30)
+        tree = await env.agents.list_run_tree(handle.run_id)
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is RunOutcome.CANCELLED
+    assert [r.agent_id for r in tree] == ["a", "b"]  # c was never started
+    assert [r.agent_id for r in provider.requests] == ["a", "b"]
+    not_run = next(e for e in entries if e.tool_call_id == "to_c")
+    assert not_run.error_kind == "cancelled" and "nothing was executed" in not_run.content
+
+
 async def test_cancelling_a_child_does_not_cancel_its_parent(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:

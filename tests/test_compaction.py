@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 from activities.compaction import plan_compaction, summary_messages
 from activities.context import parent_excerpt
 from client.agent_client import build_request
-from otherone.definitions import AgentDefinition, ContextTransferPolicy, RuntimeLimits
+from otherone.definitions import (
+    AgentDefinition,
+    ContextTransferPolicy,
+    ModelProfile,
+    RuntimeLimits,
+    RuntimePolicy,
+)
+from otherone.errors import ConfigurationError
 from otherone.tools import tool
 from store import EntryRow
 from tests.harness import agent_env, scripted_config
@@ -126,3 +134,58 @@ def test_parent_summary_policy_prefers_the_latest_summary() -> None:
     assert parent_excerpt(rows, summary_policy, 1000, "x" * 100) == "x" * 40  # 10 tokens ≈ 40 chars
     assert parent_excerpt(rows, summary_policy, 1000, None) == "user: the question"  # seed fallback
     assert parent_excerpt(rows, window_policy, 1000, "ignored") == "user: the question"
+
+
+async def test_a_configured_summary_model_writes_the_summaries(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    long_turn = {
+        "text": "word " * 300,
+        "tool_calls": [{"name": "note", "arguments": {}}],
+    }
+
+    @tool
+    def note() -> str:
+        """Note."""
+        return "noted"
+
+    config = scripted_config(
+        {"talker": [long_turn, long_turn, long_turn, "done"]},
+        agents=[
+            AgentDefinition.model_validate(
+                {
+                    "id": "talker",
+                    "description": "talks",
+                    "tools": ["note"],
+                    "model_overrides": {"temperature": 1.5},
+                }
+            )
+        ],
+        tools=[note],
+        policy=RuntimePolicy(summary_model="cheap"),
+    )
+    config.add_model(
+        ModelProfile.model_validate(
+            {"id": "cheap", "provider": "scripted", "model": "small", "temperature": 0.0}
+        )
+    )
+    provider = RecordingProvider()
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(
+            build_request(entry_agent="talker", input="talk", session={"context_window": 1000})
+        )
+    summaries = [r for r in provider.calls() if r.purpose == "summary"]
+    turns = [r for r in provider.calls() if r.purpose == "turn"]
+    assert result.text == "done" and summaries
+    assert {r.profile.id for r in summaries} == {"cheap"}
+    assert {r.settings["temperature"] for r in summaries} == {0.0}  # not the agent's override
+    assert {r.profile.id for r in turns} == {"scripted"}
+
+
+def test_an_unknown_summary_model_is_a_config_error() -> None:
+    config = scripted_config({"a": ["x"]}, policy=RuntimePolicy(summary_model="nope"))
+    with pytest.raises(ConfigurationError) as refused:
+        config.validate()
+    assert (refused.value.table, refused.value.field) == ("policy", "summary_model")

@@ -239,3 +239,15 @@ def test_root_run_ids_derive_from_partition_and_key() -> None:
     unkeyed = build_request(entry_agent="a", input="hi")
     assert root_run_id(unkeyed) != root_run_id(unkeyed)
     assert keyed.fingerprint() != keyed.model_copy(update={"input": "other"}).fingerprint()
+
+
+def test_a_config_with_text_no_snapshot_could_store_is_refused_naming_the_field() -> None:
+    from otherone.config import RuntimeConfig
+    from otherone.errors import ConfigurationError
+
+    profile = ModelProfile.model_validate(
+        {"id": "s", "provider": "scripted", "model": "t", "script": {"a": ["bad \udcff text"]}}
+    )
+    with pytest.raises(ConfigurationError) as refused:
+        RuntimeConfig(models=[profile])
+    assert refused.value.table == "models.s" and refused.value.field == "script.a.0.text"

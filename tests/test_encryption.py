@@ -370,6 +370,11 @@ def test_codec_server_protocol(codec_server: CodecServer, codec: EncryptionCodec
         assert [p.metadata["encoding"] for p in sealed] == [ENCODING, ENCODING]
         decoded = http.post("/default/decode", json=payloads_json(sealed))
         assert payloads_from(decoded.json()) == original
+        # A page of another origin cannot use the server to decrypt, even without preflight.
+        oracle = http.post(
+            "/decode", json=payloads_json(sealed), headers={"Origin": "http://evil.example"}
+        )
+        assert oracle.status_code == 403 and "payloads" not in oracle.text
 
         errors = {
             "not json": http.post(

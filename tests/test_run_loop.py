@@ -133,6 +133,52 @@ async def test_parallel_tools_run_concurrently_and_results_keep_call_order(
     assert [json.loads(e.content) for e in tool_entries] == ["done second", "done first"]
 
 
+async def test_parallel_tools_run_at_most_max_concurrent_tool_calls_at_once(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    active = 0
+    peak = 0
+
+    @tool
+    async def step(n: int) -> int:
+        """One step."""
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(0.1)
+        active -= 1
+        return n
+
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("step", {"n": i}, f"c{i}") for i in range(5)]}, "ok"]},
+        agents=[
+            agent("agent", tools=["step"], model_overrides=ModelOverrides(parallel_tool_calls=True))
+        ],
+        tools=[step],
+        limits=RuntimeLimits(max_concurrent_tool_calls=2),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        tool_entries = [
+            e for e in env.store.load_entries("local", result.session_id) if e.role == "tool"
+        ]
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    # Tool activities scheduled by each workflow task: never more than two at once.
+    batches: list[int] = [0]
+    for event in history.events:
+        if event.HasField("workflow_task_completed_event_attributes"):
+            batches.append(0)
+        attributes = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes") and (
+            attributes.activity_type.name == "otherone.run_tool"
+        ):
+            batches[-1] += 1
+    assert result.outcome is RunOutcome.COMPLETED
+    assert [json.loads(e.content) for e in tool_entries] == [0, 1, 2, 3, 4]
+    assert max(batches) == 2 and sum(batches) == 5
+    assert peak <= 2
+
+
 async def test_tools_run_one_at_a_time_without_parallel_tool_calls(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:

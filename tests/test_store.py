@@ -436,10 +436,16 @@ def test_retention_prunes_whole_quiet_trees_only(store: Store) -> None:
     now = datetime.now(UTC)
     store.append_events(_ref("root-quiet"), [{"type": "run_started"}, {"type": "run_completed"}])
     store.append_events(_ref("root-live"), [{"type": "run_started"}])
-    with store.engine.begin() as conn:  # age everything of root-quiet and root-live's first event
+    store.append_events(_ref("root-waiting"), [{"type": "run_started"}])
+    # root-waiting has been quiet for days but has not ended (e.g. waits for a message).
+    store.upsert_run_record(_record("root-waiting", root_run_id="root-waiting"))
+    store.upsert_run_record(
+        _record("root-quiet", root_run_id="root-quiet", status=RunStatus.COMPLETED)
+    )
+    with store.engine.begin() as conn:  # age all but the event root-live appends below
         conn.execute(
             update(events)
-            .where(events.c.root_run_id.in_(["root-quiet", "root-live"]))
+            .where(events.c.root_run_id.in_(["root-quiet", "root-live", "root-waiting"]))
             .values(created_at=now - timedelta(days=10))
         )
     store.append_events(_ref("root-live"), [{"type": "model_started"}])
@@ -448,6 +454,7 @@ def test_retention_prunes_whole_quiet_trees_only(store: Store) -> None:
     assert store.read_events("root-quiet") == []
     # A tree still active keeps its old events too: its sequence must never restart.
     assert [r.sequence for r in store.read_events("root-live")] == [1, 2]
+    assert [r.sequence for r in store.read_events("root-waiting")] == [1]
     assert store.prune_events(now - timedelta(days=7)) == 0
     assert asyncio.run(prune_once(store, timedelta(days=7))) == 0  # what a worker runs hourly
     assert asyncio.run(prune_once(store, timedelta(0))) == 2  # root-live, quiet from now on

@@ -49,7 +49,7 @@ from store import Store
 from tests.harness import scripted_config, wait_until
 from tests.upgrade_workflows import UnroutedAgentRunWorkflow
 from worker.app import AgentWorker, build_worker, sandbox_runner
-from worker.queues import WorkerRole, parse_roles
+from worker.queues import SlotLimits, TaskQueues, WorkerRole, parse_roles, plan_workers
 from worker.settings import Settings
 from workflows import AgentRunWorkflow
 
@@ -355,6 +355,15 @@ def test_roles_parse_and_refuse_what_cannot_work() -> None:
         parse_roles("modle")
     with pytest.raises(ValueError, match="at least one"):
         parse_roles(" , ")
+
+
+def test_a_shared_model_and_tool_queue_is_served_whole_by_either_role() -> None:
+    """Temporal hands any task of a queue to any of its pollers: a model-only process polling
+    the queue tool calls share must be able to run them too."""
+    queues = TaskQueues("wf", model="act", tool="act")
+    for role in (WorkerRole.MODEL, WorkerRole.TOOLS):
+        (worker,) = plan_workers(queues, [role], SlotLimits())
+        assert (worker.task_queue, worker.model, worker.tools) == ("act", True, True)
 
 
 async def test_a_model_worker_needs_its_own_queue(

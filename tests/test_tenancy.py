@@ -106,3 +106,9 @@ async def test_a_scoped_client_cannot_start_read_list_steer_or_cancel_other_tena
     assert user_messages == ["b's secret task"]  # tenant A's message never arrived
     assert resolved_by_a is not None and resolved_by_a.value is None  # no read of B's artifact
     assert sessions_a == []
+
+
+def test_a_scoped_client_needs_a_valid_partition_key(client: Client) -> None:
+    with pytest.raises(InvalidRequestError) as refused:
+        AgentClient(client, partition_key='a" OR WorkflowId != "')
+    assert refused.value.field == "partition_key"

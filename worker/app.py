@@ -20,6 +20,7 @@ from temporalio.converter import (
     PayloadCodec,
 )
 from temporalio.runtime import Runtime
+from temporalio.service import TLSConfig
 from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -74,6 +75,8 @@ async def connect(
     tracing: bool = False,
     runtime: Runtime | None = None,
     payload_codec: PayloadCodec | None = None,
+    tls: TLSConfig | bool = False,
+    api_key: str | None = None,
 ) -> Client:
     """A client with the pydantic data converter (workers, clients and replayers must agree).
 
@@ -82,6 +85,8 @@ async def connect(
     (`worker.telemetry.prometheus_runtime`). ``payload_codec`` (e.g. `worker.codec`'s
     `EncryptionCodec`, from `codec_from_settings(Settings())`) encodes every payload this client
     and the workers built from it send; every client and worker of a namespace must use it.
+    ``tls`` / ``api_key`` reach a production cluster (`worker.connection.temporal_connection`
+    builds them from settings).
     """
     return await Client.connect(
         address,
@@ -89,6 +94,8 @@ async def connect(
         data_converter=data_converter(payload_codec),
         interceptors=[TracingInterceptor()] if tracing else [],
         runtime=runtime,
+        tls=tls,
+        api_key=api_key,
     )
 
 

@@ -91,6 +91,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         try:
             operation = self._operation()
+            # A browser page of another origin must not use us as a decryption oracle (its
+            # request carries its Origin; the CLI and curl send none).
+            if self.headers.get("Origin") is not None and not self._origin_allowed():
+                raise _HttpError(HTTPStatus.FORBIDDEN, "origin not allowed")
             self._authorize()
             payloads = self._read_payloads()
             try:

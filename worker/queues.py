@@ -164,11 +164,14 @@ def plan_workers(
             continue  # not split: the workflow queue's worker serves it
         slots_here = limit or slots.activities
         known = workers.get(queue)
+        # One queue for model and tool calls: Temporal hands either kind to any of its
+        # pollers, so whoever polls it must be able to run both.
+        shared = queues.model == queues.tool
         if known is None:
             workers[queue] = QueueWorker(
                 queue,
-                model=role is WorkerRole.MODEL,
-                tools=role is WorkerRole.TOOLS,
+                model=role is WorkerRole.MODEL or shared,
+                tools=role is WorkerRole.TOOLS or shared,
                 max_concurrent_activities=slots_here,
             )
         else:  # the model and tool queues are one queue

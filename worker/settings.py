@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from worker.queues import ALL_ROLES, WorkerRole, parse_roles
@@ -66,6 +66,26 @@ class Settings(BaseSettings):
     ui_port: int = Field(8233, description="Port of the Temporal Web UI started by `otherone dev`.")
     temporal_port: int = Field(
         7233, description="Port of the dev server started by `otherone dev`."
+    )
+    temporal_tls: bool = Field(
+        False,
+        description="Connect to Temporal over TLS (implied by any temporal_tls_* file or an API "
+        "key); without a CA file the system's root certificates are trusted.",
+    )
+    temporal_tls_ca_file: Path | None = Field(
+        None, description="PEM file of the CA that signed the Temporal server's certificate."
+    )
+    temporal_tls_cert_file: Path | None = Field(
+        None, description="PEM client certificate for mutual TLS (with temporal_tls_key_file)."
+    )
+    temporal_tls_key_file: Path | None = Field(
+        None, description="PEM private key of temporal_tls_cert_file."
+    )
+    temporal_tls_server_name: str | None = Field(
+        None, description="Name to verify the server's certificate against (default: the host)."
+    )
+    temporal_api_key: SecretStr | None = Field(
+        None, description="API key for Temporal Cloud (sent as a bearer token; implies TLS)."
     )
     max_concurrent_activities: int = Field(64, gt=0, description="Activity slots of one worker.")
     # Task queues and roles (`worker.queues`): every worker of a deployment names the same queues.
@@ -149,6 +169,15 @@ class Settings(BaseSettings):
     @classmethod
     def _roles(cls, value: Any) -> tuple[WorkerRole, ...]:
         return parse_roles(value)
+
+    @model_validator(mode="after")
+    def _client_certificate_pair(self) -> Settings:
+        if (self.temporal_tls_cert_file is None) != (self.temporal_tls_key_file is None):
+            raise ValueError(
+                "OTHERONE_TEMPORAL_TLS_CERT_FILE and OTHERONE_TEMPORAL_TLS_KEY_FILE must be set "
+                "together (mutual TLS needs the certificate and its key)"
+            )
+        return self
 
     def store_url(self) -> str:
         from store import default_database_url

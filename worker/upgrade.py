@@ -76,17 +76,25 @@ async def _main(query: str) -> int:
     from otherone.errors import ConfigurationError
     from worker.app import connect
     from worker.codec import codec_from_settings
+    from worker.connection import temporal_connection
     from worker.settings import Settings
 
     try:
         settings = Settings()
         codec = codec_from_settings(settings)
+        connection = temporal_connection(settings)
     except (ValidationError, ConfigurationError) as error:
         print(f"error: settings: {error}".splitlines()[0], file=sys.stderr)
         return 2
     try:
         client = await asyncio.wait_for(
-            connect(settings.temporal_address, settings.namespace, payload_codec=codec),
+            connect(
+                settings.temporal_address,
+                settings.namespace,
+                payload_codec=codec,
+                tls=connection.tls,
+                api_key=connection.api_key,
+            ),
             CONNECT_TIMEOUT_SECONDS,
         )
     except Exception as error:  # a plain RuntimeError (or our timeout) when unreachable

@@ -79,6 +79,7 @@ with workflow.unsafe.imports_passed_through():
         failure_from_activity_error,
         input_entries,
         invalid_arguments_entry,
+        not_run_entry,
         permission_denied_entry,
         tool_result_entry,
     )
@@ -103,6 +104,10 @@ CALL_RESULTS_BY_REFERENCE = "call-results-by-reference"
 #: Patch id: a run cancelled while waiting for its children stops once they have ended, instead
 #: of going on to another model call.
 STOP_AFTER_CANCELLED_CHILDREN = "stop-after-cancelled-children"
+#: Patch id: the calls of a sequential turn left when the run is cancelled are not started.
+SKIP_CALLS_AFTER_CANCELLATION = "skip-calls-after-cancellation"
+#: Patch id: a turn's parallel tool calls run at most `max_concurrent_tool_calls` at a time.
+TOOL_CONCURRENCY_LIMIT = "tool-concurrency-limit"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result), or nothing allowed.
 ToolStep = ToolOutcome | PendingEntry | None
@@ -412,12 +417,60 @@ class AgentRunWorkflow:
         parallel = plan.parallel_tool_calls and len(calls) > 1
         claimants = Claimants(agent_calls if parallel else 1)
         if parallel:
+            limit = plan.limits.max_concurrent_tool_calls
+            if len(calls) - agent_calls > limit and workflow.patched(TOOL_CONCURRENCY_LIMIT):
+                slots = asyncio.Semaphore(limit)
+                return list(
+                    await asyncio.gather(
+                        *(self._run_tool_in(slots, plan, ref, call, claimants) for call in calls)
+                    )
+                )
             return list(
                 await asyncio.gather(
                     *(self._run_tool(plan, ref, call, claimants) for call in calls)
                 )
             )
-        return [await self._run_tool(plan, ref, call, claimants) for call in calls]
+        return await self._run_in_order(plan, ref, calls, claimants)
+
+    async def _run_in_order(
+        self,
+        plan: RunPlan,
+        ref: RunRef,
+        calls: tuple[ToolCallSpec, ...],
+        claimants: Claimants,
+    ) -> list[ToolStep]:
+        """One call after the other; once the run is cancelled (a child's result swallowed
+        the cancellation), the calls left are answered as not run instead of started."""
+        steps: list[ToolStep] = []
+        for call in calls:
+            if (
+                steps
+                and _cancellation_swallowed()
+                and workflow.patched(SKIP_CALLS_AFTER_CANCELLATION)
+            ):
+                steps.append(not_run_entry(call))
+            else:
+                steps.append(await self._run_tool(plan, ref, call, claimants))
+        return steps
+
+    async def _run_tool_in(
+        self,
+        slots: asyncio.Semaphore,
+        plan: RunPlan,
+        ref: RunRef,
+        call: ToolCallSpec,
+        claimants: Claimants,
+    ) -> ToolStep:
+        """A tool call that waits for one of the run's `max_concurrent_tool_calls` slots
+        (agent calls do not: children are bounded by max_children_per_run and allowances)."""
+        if self._is_agent_call(plan, call):
+            return await self._run_tool(plan, ref, call, claimants)
+        # No `async with`/`finally`: on cache eviction the coroutine is closed outside the
+        # workflow's event loop. A slot is only lost when the run is ending anyway.
+        await slots.acquire()
+        step = await self._run_tool(plan, ref, call, claimants)
+        slots.release()
+        return step
 
     @staticmethod
     def _is_agent_call(plan: RunPlan, call: ToolCallSpec) -> bool:

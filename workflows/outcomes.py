@@ -251,6 +251,19 @@ def permission_denied_entry(key: str, call: ToolCallSpec) -> PendingEntry:
     )
 
 
+def not_run_entry(call: ToolCallSpec) -> PendingEntry:
+    """A later call of a sequential turn the run was cancelled before (the key is set by the
+    caller, like every step's)."""
+    return PendingEntry(
+        key="",
+        role="tool",
+        content=json.dumps({"error": "the run was cancelled; nothing was executed"}),
+        tool_call_id=call.id,
+        tool_name=call.name,
+        error_kind=ToolErrorKind.CANCELLED,
+    )
+
+
 def tool_result_entry(key: str, call: ToolCallSpec, outcome: ToolOutcome) -> PendingEntry:
     if outcome.error_kind is not None and outcome.result_bytes == 0:
         # The tool activity never stored a result (e.g. it failed before running).

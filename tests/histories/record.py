@@ -24,10 +24,18 @@ from tests.histories.scenarios import SCENARIOS
 HERE = Path(__file__).resolve().parent
 
 
-async def record() -> None:
+async def record(names: list[str]) -> None:
+    """Record the named scenarios (all when none is named)."""
+    unknown = sorted(set(names) - set(SCENARIOS))
+    if unknown:
+        raise SystemExit(
+            f"unknown scenario(s): {', '.join(unknown)}; known: {', '.join(SCENARIOS)}"
+        )
     env = await start_test_server()
     try:
         for name, scenario in SCENARIOS.items():
+            if names and name not in names:
+                continue
             with tempfile.TemporaryDirectory() as tmp:
                 run_id = await scenario(env.client, f"record-{uuid.uuid4()}", Path(tmp))
             chain = await _histories(env.client, run_id)
@@ -55,6 +63,6 @@ async def _histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
+    asyncio.run(record(sys.argv[1:]))
     sys.stdout.flush()
     os._exit(0)

@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from client.agent_client import build_request
 from otherone.config import RuntimeConfig
-from otherone.definitions import AgentDefinition, ModelOverrides, RuntimePolicy
+from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
 from otherone.runs import AgentCallRequest
 from otherone.tools import tool
 from tests.harness import agent_env, scripted_config, wait_until
@@ -145,6 +145,29 @@ async def cancelled_tree(client: Client, task_queue: str, tmp: Path) -> str:
     return handle.run_id
 
 
+async def cancelled_sequential_calls(client: Client, task_queue: str, tmp: Path) -> str:
+    """Cancelled while the first of two sequential calls runs: the second is never started."""
+    provider = RecordingProvider()
+    provider.gate("b", 1)
+    agents = [
+        AgentDefinition.model_validate(
+            {"id": "a", "description": "a", "callable_agents": ["b", "c"]}
+        ),
+        AgentDefinition.model_validate({"id": "b", "description": "b"}),
+        AgentDefinition.model_validate({"id": "c", "description": "c"}),
+    ]
+    config = scripted_config(
+        {"a": [{"tool_calls": [_call("to_b", "b", "one"), _call("to_c", "c", "two")]}]},
+        agents=agents,
+    )
+    async with agent_env(client, task_queue, config, tmp, providers={"scripted": provider}) as env:
+        handle = await env.agents.start(build_request(entry_agent="a", input="go"))
+        await wait_until(lambda: any(request.agent_id == "b" for request in provider.requests))
+        await handle.cancel()
+        await handle.result()
+    return handle.run_id
+
+
 async def timed_out_child(client: Client, task_queue: str, tmp: Path) -> str:
     provider = RecordingProvider()
     provider.gate("b", 1)
@@ -209,6 +232,22 @@ async def trusted_call(client: Client, task_queue: str, tmp: Path) -> str:
     return handle.run_id
 
 
+async def tool_concurrency(client: Client, task_queue: str, tmp: Path) -> str:
+    """Four parallel tool calls, at most two at a time (`max_concurrent_tool_calls`)."""
+    calls = [{"name": "get_weather", "arguments": {"city": f"c{n}"}} for n in range(4)]
+    config = scripted_config(
+        {"agent": [{"tool_calls": calls}, "All sunny."]},
+        agents=[
+            _agent(tools=["get_weather"], model_overrides=ModelOverrides(parallel_tool_calls=True))
+        ],
+        tools=[get_weather],
+        limits=RuntimeLimits(max_concurrent_tool_calls=2),
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="four cities"))
+    return result.run_id
+
+
 async def budget_exceeded(client: Client, task_queue: str, tmp: Path) -> str:
     again = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}
     config = scripted_config(
@@ -263,6 +302,7 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "agent_call": agent_call,
     "parallel_children": parallel_children,
     "trusted_call": trusted_call,
+    "tool_concurrency": tool_concurrency,
     "budget_exceeded": budget_exceeded,
     "continue_as_new": continue_as_new,
     "compaction": compaction,
@@ -274,4 +314,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "nested_call": nested_call,
     "cancelled_tree": cancelled_tree,
     "timed_out_child": timed_out_child,
+    "cancelled_sequential_calls": cancelled_sequential_calls,
 }
