@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 
+from activities.providers.base import ModelRequest, StreamEvent, TextDelta
 from client.agent_client import build_request
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits
 from otherone.errors import FailureCode
@@ -476,6 +478,37 @@ async def test_cancel_during_a_model_call_returns_a_cancelled_result(
     assert result.failure is None
     assert record.status is RunStatus.CANCELLED
     assert again.outcome is RunOutcome.COMPLETED
+
+
+async def test_cancellation_stops_the_streaming_model_call_within_seconds(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The provider's stream itself is cancelled (no tokens paid for a cancelled run), promptly:
+    heartbeats go to the server every second, not every 0.8 x the heartbeat timeout."""
+    streaming = asyncio.Event()
+    stopped = asyncio.Event()
+
+    class Endless:
+        async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+            yield TextDelta("thinking about it")
+            streaming.set()
+            try:
+                await asyncio.Event().wait()  # a model that never finishes
+            except asyncio.CancelledError:
+                stopped.set()
+                raise
+
+    config = scripted_config({"agent": ["never"]})
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": Endless()}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="wait"))
+        await asyncio.wait_for(streaming.wait(), 10)
+        await handle.cancel()
+        result = await asyncio.wait_for(handle.result(), 10)
+        # Well under the 10 s heartbeat timeout: the cancellation came with a heartbeat.
+        await asyncio.wait_for(stopped.wait(), 5)
+    assert result.outcome is RunOutcome.CANCELLED
 
 
 async def test_deadline_ends_the_run_timed_out(

@@ -95,9 +95,11 @@ MODEL_RETRY = RetryPolicy(
     maximum_attempts=5,
 )
 MODEL_CALL_TIMEOUT = timedelta(minutes=10)
-#: Activities heartbeat every second; the SDK sends one at most every 0.8 x this timeout, so it
-#: also bounds how long a cancellation takes to reach a streaming model call (~3 s).
-HEARTBEAT_TIMEOUT = timedelta(seconds=4)
+#: Activities heartbeat every second and workers send them every second
+#: (`worker.app.HEARTBEAT_THROTTLE`), so cancellation reaches a streaming model call in ~1-2 s.
+#: The timeout itself only detects a dead or stalled worker: long enough that a busy process
+#: (hundreds of runs in one event loop) does not lose attempts of model calls, which cost tokens.
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 MAX_QUEUED_MESSAGES = 256
 #: Patch id: agent call results reach the caller's model by reference (stored by the child).
 CALL_RESULTS_BY_REFERENCE = "call-results-by-reference"
