@@ -112,6 +112,8 @@ events = Table(
     Column("body", Text, nullable=False),
     _created_at(),
     UniqueConstraint("root_run_id", "sequence", name="uq_event_sequence"),
+    # Retention (`Store.prune_events`): each tree's newest event without a table scan.
+    Index("ix_otherone_events_root_created", "root_run_id", "created_at"),
 )
 
 compactions = Table(
