@@ -734,15 +734,15 @@ def _open_store(url: str, *, migrate: bool = True) -> Store:
 
 def _event_store(settings: Settings, err: Console) -> Store | None:
     """The store to stream events from; None when a default SQLite file does not exist."""
-    url = settings.store_url()
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+    store = _existing_store(settings, migrate=True)
+    if store is None:
         err.print(
-            f"note: no event store at {url.removeprefix('sqlite:///')}: the output is printed "
-            "when the run ends (give --database-url / --data-dir as the worker's to stream)",
+            f"note: no event store at {settings.store_url().removeprefix('sqlite:///')}: the "
+            "output is printed when the run ends (give --database-url / --data-dir as the "
+            "worker's to stream)",
             style="dim",
         )
-        return None
-    return _open_store(url)
+    return store
 
 
 def _ui_base(settings: Settings) -> str:
@@ -1093,12 +1093,12 @@ async def _agent_client(ctx: Context) -> AgentClient:
     return AgentClient(client, task_queue=settings.task_queue, store=_existing_store(settings))
 
 
-def _existing_store(settings: Settings) -> Store | None:
+def _existing_store(settings: Settings, *, migrate: bool = False) -> Store | None:
     """The store, unless it is a default SQLite file that does not exist (nothing to read)."""
     url = settings.store_url()
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None
-    return _open_store(url, migrate=False)
+    return _open_store(url, migrate=migrate)
 
 
 async def cmd_send(args: argparse.Namespace, ctx: Context) -> int:

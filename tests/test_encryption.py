@@ -14,7 +14,6 @@ import asyncio
 import base64
 import json
 import os
-import shutil
 import signal
 import sys
 import uuid
@@ -37,6 +36,7 @@ from otherone.definitions import AgentDefinition
 from otherone.errors import ConfigurationError
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.tools import tool
+from tests.browser import chromium_path
 from tests.harness import agent_env, scripted_config
 from worker.app import connect
 from worker.codec import (
@@ -561,10 +561,9 @@ async def test_web_ui_shows_decrypted_payloads_through_the_codec_server(
 ) -> None:
     """The real Web UI (`--ui-codec-endpoint`) in headless Chromium: CORS preflight, /decode,
     and the run's input and result shown in plaintext although the history is encrypted."""
-    playwright_api = pytest.importorskip("playwright.async_api")
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    import playwright.async_api as playwright_api
+
+    chromium = chromium_path()
     ui_port = free_port()
     requests: list[str] = []
     origin = f"http://127.0.0.1:{ui_port}"

@@ -13,7 +13,6 @@ Chromium missing: skipped locally, a failure in CI (``.ci/run`` installs it).
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,8 +27,8 @@ from client.agent_client import build_request
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import RunOutcome
 from otherone.toml_config import load_config
+from tests.browser import chromium_path
 from tests.harness import agent_env
-from tests.store_fixtures import running_in_ci
 from worker.app import connect
 from worker.devserver import DevServer
 
@@ -39,16 +38,6 @@ pytestmark = pytest.mark.timeout(180)
 ELEMENT_TIMEOUT_MS = 15_000
 #: Seconds to keep reloading a page while the server's visibility catches up with the runs.
 VISIBILITY_SECONDS = 60.0
-
-
-def chromium_path() -> str:
-    found = shutil.which("chromium")
-    if found is None:
-        reason = "Debian's chromium is not installed (apt-get install -y chromium)"
-        if running_in_ci():
-            pytest.fail(f"the Web UI test must run in CI: {reason}", pytrace=False)
-        pytest.skip(reason)
-    return found
 
 
 @pytest_asyncio.fixture
