@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
-PACKAGES := otherone workflows activities store worker client
+PACKAGES := otherone
 
 .PHONY: venv demo test lint fmt dev record-histories clean bench
 
@@ -28,7 +28,7 @@ test: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict $(PACKAGES)
+	$(BIN)/mypy --strict -p $(PACKAGES)
 
 fmt: venv
 	$(BIN)/ruff check --fix .

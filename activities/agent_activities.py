@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from activities.artifacts import needs_offload, offload_turn, store_blob
-from activities.compaction import plan_compaction, summary_messages
-from activities.context import (
+from otherone.activities.artifacts import needs_offload, offload_turn, store_blob
+from otherone.activities.compaction import plan_compaction, summary_messages
+from otherone.activities.context import (
     agent_call_tool_definition,
     build_child_input,
     generation_settings,
@@ -34,11 +34,11 @@ from activities.context import (
     turn_from_entry,
     wire_tool_calls,
 )
-from activities.memory_tools import MEMORY_POLICY_METADATA_KEY, MemoryTools
-from activities.model_stream import OutputLimitExceeded, TurnCollector, valid_unicode
-from activities.output import apply_result_contract
-from activities.providers import default_providers
-from activities.providers.base import ModelProvider, ModelRequest, ProviderError, TextDelta
+from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY, MemoryTools
+from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector, valid_unicode
+from otherone.activities.output import apply_result_contract
+from otherone.activities.providers import default_providers
+from otherone.activities.providers.base import ModelProvider, ModelRequest, ProviderError, TextDelta
 from otherone.authorization import AgentCallAuthorizer, CallerView
 from otherone.config import AGENT_CALL_TOOL, AgentNotFoundError, RuntimeConfig, RuntimeSnapshot
 from otherone.contracts import (
@@ -63,9 +63,9 @@ from otherone.contracts import (
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits
 from otherone.errors import FailureCode, OtheroneError
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
+from otherone.store import EntryRow, SessionBusyError, Store, estimate_tokens
+from otherone.store.memory import MemoryStore
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
-from store import EntryRow, SessionBusyError, Store, estimate_tokens
-from store.memory import MemoryStore
 
 T = TypeVar("T")
 

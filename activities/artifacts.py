@@ -12,7 +12,7 @@ import hashlib
 
 from otherone.contracts import ModelTurn, RunRef
 from otherone.runs import AgentOutput, ArtifactRef
-from store import Store
+from otherone.store import Store
 
 MEDIA_TYPE_FOR_OUTPUT = {"text": "text/plain; charset=utf-8", "json": "application/json"}
 

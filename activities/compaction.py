@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from store import EntryRow
-from store.records import estimate_entry_tokens
+from otherone.store import EntryRow
+from otherone.store.records import estimate_entry_tokens
 
 #: Share of the context window kept verbatim after a compaction.
 KEEP_FRACTION = 0.4

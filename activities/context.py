@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from activities.compaction import summary_message
+from otherone.activities.compaction import summary_message
 from otherone.config import AGENT_CALL_TOOL, RuntimeSnapshot
 from otherone.contracts import ModelTurn, ToolCallSpec
 from otherone.definitions import (
@@ -15,7 +15,7 @@ from otherone.definitions import (
     ModelProfile,
 )
 from otherone.skills import format_skills_for_prompt
-from store import EntryRow
+from otherone.store import EntryRow
 
 #: The seed's memory sentences, by what the agent's memory policy lets it do.
 MEMORY_READ_ONLY_SENTENCE = "\nLong-term memory is read-only. Use memory.recall only when relevant."

@@ -17,14 +17,14 @@ from pydantic import Field
 
 from otherone.config import MEMORY_RECALL_TOOL, MEMORY_STORE_TOOL
 from otherone.definitions import MemoryPolicy
-from otherone.tools import ToolContext, ToolError, ToolSpec, tool
-from store.memory import (
+from otherone.store.memory import (
     SHARED_SCOPE,
     MemoryStore,
     agent_scope,
     contains_sensitive_memory,
     memory_point_id,
 )
+from otherone.tools import ToolContext, ToolError, ToolSpec, tool
 
 __all__ = [
     "MEMORY_POLICY_METADATA_KEY",

@@ -6,7 +6,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from activities.providers.base import (
+from otherone.activities.providers.base import (
     Finished,
     StreamEvent,
     TextDelta,

@@ -16,8 +16,6 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.providers.base import ModelProvider, ModelRequest, StreamEvent, TextDelta
-from activities.providers.scripted import ScriptedProvider
 from bench.common import (
     ChunkClock,
     Result,
@@ -34,13 +32,15 @@ from bench.common import (
     summary,
     with_memory,
 )
-from client.agent_client import AgentClient, build_request
+from otherone.activities.providers.base import ModelProvider, ModelRequest, StreamEvent, TextDelta
+from otherone.activities.providers.scripted import ScriptedProvider
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
 from otherone.runs import AgentRunResult, RunOutcome
+from otherone.store import Store
 from otherone.tools import tool
-from store import Store
-from worker.app import build_worker, connect
+from otherone.worker.app import build_worker, connect
 
 MODEL_ACTIVITY = "otherone.call_model"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.common import SMOKE, WORKLOAD_NAMES, Result, Sizes
 from bench.report import markdown_table, rows_json, text_table, workload_rows
-from worker.devserver import THROTTLE_FIX_DYNAMIC_CONFIG, DevServer
+from otherone.worker.devserver import THROTTLE_FIX_DYNAMIC_CONFIG, DevServer
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"

@@ -73,7 +73,7 @@ from otherone.runs import (
     RunStatus,
     unencodable_path,
 )
-from store import Store
+from otherone.store import Store
 
 DEFAULT_TASK_QUEUE = "otherone"
 MAX_MESSAGES_PER_SIGNAL = 64

@@ -20,7 +20,8 @@ Commands::
 
 Settings (``--config``, ``--address``, ``--namespace``, ``--task-queue``, ``--database-url``,
 ``--data-dir``, ``--ui-port``, ``--port``, ``--max-concurrent-activities``) default to
-`worker.settings.Settings` (environment variables ``OTHERONE_*`` or ``.env``). They are accepted
+`otherone.worker.settings.Settings` (environment variables ``OTHERONE_*`` or ``.env``). They are
+accepted
 before or after the command; after it wins.
 
 Output: stdout carries content (streamed text, final output, tables, trees, JSON); stderr carries
@@ -74,7 +75,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from client.console import (
+from otherone.client.console import (
     EventPrinter,
     make_console,
     print_record,
@@ -91,22 +92,22 @@ from otherone.errors import (
     UnavailableError,
 )
 from otherone.runs import DEFAULT_PARTITION, AgentRunResult, RunOutcome, RunRecord
-from worker.settings import Settings
-from worker.telemetry import WorkerTelemetry, shutdown_tracing, worker_telemetry
+from otherone.worker.settings import Settings
+from otherone.worker.telemetry import WorkerTelemetry, shutdown_tracing, worker_telemetry
 
 if TYPE_CHECKING:
     from temporalio.client import Client
     from temporalio.converter import PayloadCodec
     from temporalio.service import RPCError
 
-    from client.agent_client import AgentClient, RunHandle
+    from otherone.client.agent_client import AgentClient, RunHandle
     from otherone.config import RuntimeConfig
     from otherone.runs import AgentRunRequest
-    from store import SessionInfo, Store
-    from worker.app import AgentWorker
-    from worker.codec import EncryptionCodec
-    from worker.codec_server import CodecServer
-    from worker.shutdown import ActivityTracker, ShutdownReport
+    from otherone.store import SessionInfo, Store
+    from otherone.worker.app import AgentWorker
+    from otherone.worker.codec import EncryptionCodec
+    from otherone.worker.codec_server import CodecServer
+    from otherone.worker.shutdown import ActivityTracker, ShutdownReport
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -178,9 +179,9 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
     """Exit code and one-line message for an exception a command raised."""
     from temporalio.service import RPCError
 
-    from store import StoreError
-    from worker.codec import PayloadDecryptionError
-    from worker.devserver import DevServerError
+    from otherone.store import StoreError
+    from otherone.worker.codec import PayloadDecryptionError
+    from otherone.worker.devserver import DevServerError
 
     unreachable = f"cannot reach Temporal at {address or '?'} (is `otherone dev` running?)"
     code: int
@@ -273,7 +274,7 @@ SETTING_OPTIONS = (
     _Option("--port", "temporal_port", "PORT"),
     _Option("--max-concurrent-activities", "max_concurrent_activities", "N"),
 )
-#: Options of `otherone worker` only: task queues and roles (`worker.queues`).
+#: Options of `otherone worker` only: task queues and roles (`otherone.worker.queues`).
 WORKER_OPTIONS = (
     _Option("--roles", "worker_roles", "ROLES"),
     _Option("--model-task-queue", "model_task_queue", "NAME"),
@@ -578,7 +579,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
 
 def _add_codec_server_parser(commands: Any, formatter: type[argparse.HelpFormatter]) -> None:
     """``codec-server``: without the common settings options, whose ``--port`` is Temporal's."""
-    from worker.codec_server import DEFAULT_PORT
+    from otherone.worker.codec_server import DEFAULT_PORT
 
     codec = commands.add_parser(
         "codec-server",
@@ -669,8 +670,8 @@ async def _connect(
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.service import RPCError, RPCStatusCode
 
-    from worker.app import connect
-    from worker.connection import TemporalConnection, temporal_connection
+    from otherone.worker.app import connect
+    from otherone.worker.connection import TemporalConnection, temporal_connection
 
     unreachable = f"cannot reach Temporal at {address} (is `otherone dev` running?)"
     connection = temporal_connection(settings) if settings is not None else TemporalConnection()
@@ -710,7 +711,7 @@ def _payload_codec(settings: Settings) -> EncryptionCodec | None:
     """The encryption codec of ``OTHERONE_ENCRYPTION_KEYS`` / ``_KEY_FILE`` (None: no keys).
 
     A bad key raises `ConfigurationError` naming the setting (exit code 2)."""
-    from worker.codec import codec_from_settings
+    from otherone.worker.codec import codec_from_settings
 
     return codec_from_settings(settings)
 
@@ -724,7 +725,7 @@ def _ui_codec_args(settings: Settings) -> list[str]:
 def _open_store(url: str, *, migrate: bool = True) -> Store:
     from sqlalchemy.exc import ArgumentError
 
-    from store import Store
+    from otherone.store import Store
 
     try:
         return Store.open(url, migrate=migrate)
@@ -836,9 +837,9 @@ async def load_tree(agents: AgentClient, run_id: str) -> tuple[RunRecord, list[R
 
 
 async def _serve(worker: AgentWorker, ctx: Context, tracker: ActivityTracker) -> ShutdownReport:
-    """Run ``worker`` until a signal, then drain it (`worker.shutdown.serve`): in-flight
+    """Run ``worker`` until a signal, then drain it (`otherone.worker.shutdown.serve`): in-flight
     activities get ``shutdown_grace_seconds`` to finish; a second signal stops waiting."""
-    from worker.shutdown import WorkerFailed, serve
+    from otherone.worker.shutdown import WorkerFailed, serve
 
     def notify(message: str) -> None:
         ctx.err.print(message, style="dim", markup=False)
@@ -858,11 +859,11 @@ async def _serve(worker: AgentWorker, ctx: Context, tracker: ActivityTracker) ->
 
 @contextlib.asynccontextmanager
 async def _event_pruning(settings: Settings, store: Store) -> AsyncIterator[None]:
-    """Prune old events in the background while the worker serves (`worker.retention`)."""
+    """Prune old events in the background while the worker serves (`otherone.worker.retention`)."""
     if not settings.event_retention_hours:
         yield
         return
-    from worker.retention import prune_events_periodically
+    from otherone.worker.retention import prune_events_periodically
 
     retention = timedelta(hours=settings.event_retention_hours)
     task = asyncio.create_task(prune_events_periodically(store, retention))
@@ -875,7 +876,7 @@ async def _event_pruning(settings: Settings, store: Store) -> AsyncIterator[None
 
 
 def _activity_tracker() -> ActivityTracker:
-    from worker.shutdown import ActivityTracker
+    from otherone.worker.shutdown import ActivityTracker
 
     return ActivityTracker()
 
@@ -901,8 +902,8 @@ def _port_in_use(port: int) -> bool:
 
 
 async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
-    from worker.app import build_worker
-    from worker.devserver import DevServer
+    from otherone.worker.app import build_worker
+    from otherone.worker.devserver import DevServer
 
     settings = ctx.settings
     config_path = _config_path(settings, ctx.err)
@@ -971,7 +972,7 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
-    from worker.app import build_worker
+    from otherone.worker.app import build_worker
 
     settings = ctx.settings
     config_path = _config_path(settings, ctx.err)
@@ -1014,7 +1015,7 @@ async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _request_from(args: argparse.Namespace) -> AgentRunRequest:
-    from client.agent_client import build_request
+    from otherone.client.agent_client import build_request
 
     fields: dict[str, Any] = {"entry_agent": args.agent, "input": args.text}
     if args.session is not None:
@@ -1030,7 +1031,7 @@ def _request_from(args: argparse.Namespace) -> AgentRunRequest:
 
 
 async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
-    from client.agent_client import AgentClient, root_run_id
+    from otherone.client.agent_client import AgentClient, root_run_id
 
     settings = ctx.settings
     request = _request_from(args)  # validate before touching the network
@@ -1082,7 +1083,7 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def _agent_client(ctx: Context) -> AgentClient:
-    from client.agent_client import AgentClient
+    from otherone.client.agent_client import AgentClient
 
     settings = ctx.settings
     codec = _payload_codec(settings)
@@ -1141,8 +1142,8 @@ async def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def cmd_watch(args: argparse.Namespace, ctx: Context) -> int:
-    from client.agent_client import AgentClient
-    from client.watch import root_of
+    from otherone.client.agent_client import AgentClient
+    from otherone.client.watch import root_of
 
     settings = ctx.settings
     codec = _payload_codec(settings)
@@ -1177,11 +1178,18 @@ def _watch_store(settings: Settings) -> Store:
 
 
 async def _watch(ctx: Context, agents: AgentClient, run_id: str, *, json_lines: bool) -> int:
-    """Follow the tree of root ``run_id`` until it ends (`client.watch`); exit code by outcome.
+    """Follow the tree of root ``run_id`` until it ends (`otherone.client.watch`); exit code by
+    outcome.
 
     A live view when stderr is an interactive terminal, plain lines otherwise, envelopes with
     ``json_lines``; then (not for JSON) the output text, a table per run and the summary."""
-    from client.watch import WatchMode, WatchState, follow_tree, live_console, print_summary
+    from otherone.client.watch import (
+        WatchMode,
+        WatchState,
+        follow_tree,
+        live_console,
+        print_summary,
+    )
 
     console = live_console(sys.stderr)
     if json_lines:
@@ -1296,11 +1304,11 @@ async def cmd_db(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
-    from client.agent_client import AgentClient, build_request
+    from otherone.client.agent_client import AgentClient, build_request
     from otherone.examples import EXAMPLE_CONFIG
-    from store import Store
-    from worker.app import build_worker
-    from worker.devserver import DevServer
+    from otherone.store import Store
+    from otherone.worker.app import build_worker
+    from otherone.worker.devserver import DevServer
 
     config = _load_config(EXAMPLE_CONFIG)
     request = build_request(entry_agent=DEMO_AGENT, input=DEMO_QUESTION)
@@ -1347,7 +1355,7 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def cmd_codec_server(args: argparse.Namespace, ctx: Context) -> int:
-    from worker.codec_server import CodecServer, default_cors_origins
+    from otherone.worker.codec_server import CodecServer, default_cors_origins
 
     settings = ctx.settings
     codec = _payload_codec(settings)

@@ -38,7 +38,7 @@ from rich.tree import Tree
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from client.console import EventPrinter
+from otherone.client.console import EventPrinter
 from otherone.contracts import EventRecord, child_run_id
 from otherone.errors import RunNotFoundError
 
@@ -591,7 +591,7 @@ def print_summary(console: Console, state: WatchState, now: datetime) -> None:
 
 
 def live_console(file: TextIO) -> Console:
-    """The console of the live view. Unlike `client.console.make_console` it wraps: a live
+    """The console of the live view. Unlike `otherone.client.console.make_console` it wraps: a live
     display must know how many lines each frame takes to redraw it in place."""
     return Console(file=file, highlight=False, emoji=False)
 

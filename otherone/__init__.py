@@ -1,8 +1,17 @@
-"""Otherone on Temporal: shared domain types and configuration.
+"""Otherone on Temporal: a durable multi-agent runtime for LLM agents.
 
-Everything a user declares or receives is importable from here; the workflow sandbox imports
-this package too, so it holds no I/O.
+Everything a user declares, starts or receives is importable from here. The domain types are
+imported at once; the process wiring (`AgentClient`, `build_worker`, `connect`, `DevServer`,
+`Settings`, `Store`) is imported on first use, because the workflow sandbox imports this package
+too and must not load I/O libraries (and the CLI starts faster).
+
+Subpackages: `otherone.workflows` (the deterministic run loop), `otherone.activities` (model,
+tool and store steps), `otherone.store` (SQL store), `otherone.worker` (worker and dev server
+wiring), `otherone.client` (`AgentClient` and the `otherone` CLI).
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from otherone.config import RuntimeConfig, RuntimeSnapshot
 from otherone.definitions import (
@@ -50,10 +59,37 @@ from otherone.runs import (
 from otherone.toml_config import load_config
 from otherone.tools import ToolContext, ToolError, ToolErrorKind, ToolRegistry, ToolSpec, tool
 
+if TYPE_CHECKING:
+    from otherone.client import AgentClient, RunHandle
+    from otherone.store import Store
+    from otherone.worker import DevServer, Settings, build_worker, connect
+
+#: Names served lazily by `__getattr__`: name → module that defines it.
+_LAZY_EXPORTS = {
+    "AgentClient": "otherone.client",
+    "RunHandle": "otherone.client",
+    "Store": "otherone.store",
+    "DevServer": "otherone.worker",
+    "Settings": "otherone.worker",
+    "build_worker": "otherone.worker",
+    "connect": "otherone.worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'otherone' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "AccessPolicy",
     "AgentCallRequest",
     "AgentCallResult",
+    "AgentClient",
     "AgentDefinition",
     "AgentFailure",
     "AgentLimits",
@@ -63,6 +99,7 @@ __all__ = [
     "ArtifactRef",
     "ConfigurationError",
     "ContextTransferPolicy",
+    "DevServer",
     "FailureCode",
     "IdempotencyConflictError",
     "InputMessage",
@@ -72,6 +109,7 @@ __all__ = [
     "ModelProfile",
     "OtheroneError",
     "ResultContract",
+    "RunHandle",
     "RunLimitOverrides",
     "RunNotActiveError",
     "RunNotFoundError",
@@ -88,12 +126,16 @@ __all__ = [
     "ScriptedToolCall",
     "ScriptedTurn",
     "SessionTarget",
+    "Settings",
+    "Store",
     "ToolContext",
     "ToolError",
     "ToolErrorKind",
     "ToolRegistry",
     "ToolSpec",
     "UnavailableError",
+    "build_worker",
+    "connect",
     "load_config",
     "tool",
 ]

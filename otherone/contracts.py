@@ -166,7 +166,7 @@ class RunPlan(_Contract):
     reachable_agents: tuple[str, ...] = ()
     continue_as_new_after_turns: int = 500
     #: Task queues of this run's model calls and tool calls, fixed by the worker that prepared
-    #: it (`worker.queues`). None: the run's own workflow task queue — what plans recorded
+    #: it (`otherone.worker.queues`). None: the run's own workflow task queue — what plans recorded
     #: before queues could be split mean too.
     model_task_queue: str | None = None
     tool_task_queue: str | None = None

@@ -2,14 +2,14 @@
 points, snapshots, session leases and events.
 
 Only activities and clients touch it; workflows never do I/O. A SQLite file (in the data
-directory) by default, PostgreSQL (psycopg) when configured. Tables are in `store.schema`,
-created and changed by Alembic migrations (`store.migrate`) that `Store.open` applies.
+directory) by default, PostgreSQL (psycopg) when configured. Tables are in `otherone.store.schema`,
+created and changed by Alembic migrations (`otherone.store.migrate`) that `Store.open` applies.
 """
 
-from store.database import Store
-from store.engine import default_database_url
-from store.errors import SessionBusyError, StoreError
-from store.records import (
+from otherone.store.database import Store
+from otherone.store.engine import default_database_url
+from otherone.store.errors import SessionBusyError, StoreError
+from otherone.store.records import (
     Artifact,
     Compaction,
     EntryRow,

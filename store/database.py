@@ -7,7 +7,8 @@ attempts racing each other write once. Every query filters by partition key: the
 the tenant boundary (events are addressed by their root run id, which is globally unique, and
 are filtered by partition too when the caller names one).
 
-Tables are described in `store.schema` and created by the migrations in `store.migrations`
+Tables are described in `otherone.store.schema` and created by the migrations in
+`otherone.store.migrations`
 (`Store.open` applies them).
 """
 
@@ -36,9 +37,9 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import EventRecord, RunRef
 from otherone.runs import AgentOutput, RunRecord, RunStatus
-from store.engine import create_store_engine, parse_url
-from store.errors import SessionBusyError, StoreError
-from store.records import (
+from otherone.store.engine import create_store_engine, parse_url
+from otherone.store.errors import SessionBusyError, StoreError
+from otherone.store.records import (
     Artifact,
     Compaction,
     EntryRow,
@@ -49,7 +50,7 @@ from store.records import (
     estimate_entry_tokens,
     utc,
 )
-from store.schema import (
+from otherone.store.schema import (
     artifacts,
     compactions,
     entries,
@@ -105,7 +106,7 @@ class Store:
         # sandbox-safe to import (workflow modules import it indirectly).
         from alembic.util import CommandError
 
-        from store.migrate import upgrade
+        from otherone.store.migrate import upgrade
 
         try:
             return upgrade(self.engine)

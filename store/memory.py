@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from store.schema import memory_points
+from otherone.store.schema import memory_points
 
 __all__ = [
     "MAX_RECALLED_MEMORIES",

@@ -22,9 +22,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.exc import OperationalError
 
-from store.engine import sqlite_locking_engine
-from store.errors import StoreError
-from store.records import MigrationResult
+from otherone.store.engine import sqlite_locking_engine
+from otherone.store.errors import StoreError
+from otherone.store.records import MigrationResult
 
 #: Not resolved: `store` is imported inside Temporal's workflow sandbox, where resolve() is not.
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"

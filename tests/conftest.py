@@ -27,7 +27,7 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from store import Store
+from otherone.store import Store
 from tests.harness import start_test_server
 from tests.store_fixtures import (
     PostgresUnavailable,

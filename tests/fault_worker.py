@@ -17,10 +17,10 @@ from pathlib import Path
 
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition
+from otherone.store import Store
 from otherone.tools import ToolContext, tool
-from store import Store
+from otherone.worker.app import build_worker, connect
 from tests.harness import scripted_config
-from worker.app import build_worker, connect
 
 #: The test's working directory (effects/, attempts.log, release), set by `main`.
 WORKDIR = Path(".")

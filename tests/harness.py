@@ -14,9 +14,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.providers.base import ModelProvider
-from client.agent_client import AgentClient
+from otherone.activities.providers.base import ModelProvider
 from otherone.authorization import AgentCallAuthorizer
+from otherone.client.agent_client import AgentClient
 from otherone.config import RuntimeConfig
 from otherone.definitions import (
     AgentDefinition,
@@ -26,9 +26,9 @@ from otherone.definitions import (
     ScriptedTurn,
 )
 from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES
-from store import Store
-from worker.app import AgentWorker, build_worker
-from worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
+from otherone.store import Store
+from otherone.worker.app import AgentWorker, build_worker
+from otherone.worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
 
 
 async def start_test_server() -> WorkflowEnvironment:

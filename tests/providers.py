@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from activities.providers.base import ModelRequest, StreamEvent
-from activities.providers.scripted import ScriptedProvider
+from otherone.activities.providers.base import ModelRequest, StreamEvent
+from otherone.activities.providers.scripted import ScriptedProvider
 
 
 @dataclass

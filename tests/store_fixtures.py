@@ -30,8 +30,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import URL
 
-from store import Store
-from worker.devserver import free_port
+from otherone.store import Store
+from otherone.worker.devserver import free_port
 
 ENV_VAR = "OTHERONE_TEST_POSTGRES"
 DEFAULT_HOST = "127.0.0.1"

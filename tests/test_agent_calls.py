@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from client.agent_client import build_request
 from otherone.authorization import AuthorizationDecision, CallerView
+from otherone.client.agent_client import build_request
 from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.errors import FailureCode, RunNotActiveError
 from otherone.runs import AgentCallRequest, AgentCallResult, ResultContract, RunOutcome, RunStatus
@@ -694,8 +694,8 @@ async def test_events_carry_parent_and_child_lineage(
 TREE_PROCESS = textwrap.dedent(
     """
     import asyncio, json, os, sys
-    from client.agent_client import AgentClient
-    from worker.app import connect
+    from otherone.client.agent_client import AgentClient
+    from otherone.worker.app import connect
 
     async def main() -> None:
         agents = AgentClient(await connect(sys.argv[1]))

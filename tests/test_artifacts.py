@@ -8,7 +8,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.runs import DEFAULT_PARTITION, AgentCallRequest, ResultContract, RunOutcome
 from otherone.tools import tool

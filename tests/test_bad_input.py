@@ -29,9 +29,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from activities.providers.base import ModelRequest, StreamEvent, TextDelta, ToolCallDelta
-from client.agent_client import AgentClient, build_request, root_run_id
-from client.cli import run_cli
+from otherone.activities.providers.base import ModelRequest, StreamEvent, TextDelta, ToolCallDelta
+from otherone.client.agent_client import AgentClient, build_request, root_run_id
+from otherone.client.cli import run_cli
 from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.errors import (
     ConfigurationError,
@@ -50,9 +50,9 @@ from otherone.runs import (
     RunOutcome,
     RunStatus,
 )
+from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.tools import tool
-from store import Store
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 
@@ -863,7 +863,7 @@ async def test_cli_refuses_non_utf8_bytes_and_reports_a_failed_run(
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "client.cli",
+            "otherone.client.cli",
             *args,
             env=env,
             cwd=REPO_ROOT,

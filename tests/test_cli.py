@@ -3,7 +3,8 @@
 Why: the CLI is what people touch first; its exit codes and one-line errors are a contract for
 scripts, and its streaming/summary output must keep working against a real Temporal server and
 a real worker. The test process hosts the worker (``tests.harness.agent_env``) on the session
-dev server; each CLI call is a separate ``python -m client.cli`` process with ``OTHERONE_*``
+dev server; each CLI call is a separate ``python -m otherone.client.cli`` process with
+``OTHERONE_*``
 settings pointing at that server, task queue and store.
 """
 
@@ -27,13 +28,13 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from client.agent_client import AgentClient, build_request, root_run_id
+from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import AgentRunResult, RunOutcome, RunRecord, RunStatus
+from otherone.store import Store
 from otherone.toml_config import load_config
-from store import Store
+from otherone.worker.devserver import free_port
 from tests.harness import agent_env, wait_until
-from worker.devserver import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -77,12 +78,12 @@ def cli_env(address: str, task_queue: str, tmp_path: Path) -> dict[str, str]:
 async def otherone(
     *args: str, env: dict[str, str], limit: float = 60.0, cwd: Path = REPO_ROOT
 ) -> Completed:
-    """Run ``python -m client.cli ARGS`` to completion (killed after ``limit`` seconds)."""
+    """Run ``python -m otherone.client.cli ARGS`` to completion (killed after ``limit`` seconds)."""
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         *args,
         cwd=cwd,
         env=env,
@@ -287,7 +288,7 @@ async def test_worker_command_runs_agents_and_stops_on_sigterm(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         "worker",
         cwd=REPO_ROOT,
         env=env,
@@ -322,7 +323,7 @@ async def test_dev_serves_runs_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> No
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         "dev",
         cwd=tmp_path,
         env=env,
@@ -381,7 +382,7 @@ def test_live_view_of_children_is_stderr_only_indented_and_shown_once() -> None:
     import io
     from datetime import UTC, datetime, timedelta
 
-    from client.console import EventPrinter, make_console
+    from otherone.client.console import EventPrinter, make_console
     from otherone.contracts import EventRecord
 
     root = "run-r"
@@ -465,7 +466,7 @@ def test_help_documents_exit_codes_and_settings() -> None:
     import subprocess
 
     result = subprocess.run(
-        [sys.executable, "-m", "client.cli", "worker", "--help"],
+        [sys.executable, "-m", "otherone.client.cli", "worker", "--help"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -500,7 +501,7 @@ async def test_interrupted_run_keeps_going_and_can_be_steered(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         "run",
         "assistant",
         QUESTION,

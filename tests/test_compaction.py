@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.compaction import plan_compaction, summary_messages
-from activities.context import parent_excerpt
-from client.agent_client import build_request
+from otherone.activities.compaction import plan_compaction, summary_messages
+from otherone.activities.context import parent_excerpt
+from otherone.client.agent_client import build_request
 from otherone.definitions import (
     AgentDefinition,
     ContextTransferPolicy,
@@ -18,8 +18,8 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError
+from otherone.store import EntryRow
 from otherone.tools import tool
-from store import EntryRow
 from tests.harness import agent_env, scripted_config
 from tests.providers import RecordingProvider
 

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from client.agent_client import build_request, root_run_id
 from otherone import (
     AccessPolicy,
     AgentDefinition,
@@ -21,6 +20,7 @@ from otherone import (
     RuntimePolicy,
     tool,
 )
+from otherone.client.agent_client import build_request, root_run_id
 
 
 def test_runtime_limits_have_the_seed_defaults() -> None:

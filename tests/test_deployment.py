@@ -33,12 +33,12 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.providers.secrets import DEFAULT_KEY_ENV, SECRETS_FILE_ENV
+from otherone.activities.providers.secrets import DEFAULT_KEY_ENV, SECRETS_FILE_ENV
 from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES, type_name
 from otherone.toml_config import load_config
-from worker.devserver import find_temporal_binary
-from worker.settings import Settings
-from worker.shutdown import ABANDON_AFTER_SECONDS
+from otherone.worker.devserver import find_temporal_binary
+from otherone.worker.settings import Settings
+from otherone.worker.shutdown import ABANDON_AFTER_SECONDS
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -621,7 +621,7 @@ async def test_setup_script_creates_the_namespace_and_registers_the_attributes(
 def cli(*args: str, env: Mapping[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     clean = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     return subprocess.run(
-        [sys.executable, "-m", "client.cli", *args],
+        [sys.executable, "-m", "otherone.client.cli", *args],
         cwd=cwd,
         env={**clean, "PYTHONPATH": str(REPO), **env},
         capture_output=True,

@@ -1,4 +1,4 @@
-"""Tests for ``worker.devserver`` against the real ``temporal`` binary (no mocks).
+"""Tests for ``otherone.worker.devserver`` against the real ``temporal`` binary (no mocks).
 
 Why: ``otherone dev`` and the demo rely on DevServer for persistence across restarts and for
 our custom search attributes; if either silently broke, runs would vanish or every workflow
@@ -28,7 +28,7 @@ from otherone.search_attributes import (
     DEPTH,
     dev_server_args,
 )
-from worker.devserver import (
+from otherone.worker.devserver import (
     THROTTLE_FIX_ARGS,
     DevServer,
     DevServerError,

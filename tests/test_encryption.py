@@ -1,4 +1,5 @@
-"""Payload encryption (`worker.codec`) and the codec server (`worker.codec_server`).
+"""Payload encryption (`otherone.worker.codec`) and the codec server
+(`otherone.worker.codec_server`).
 
 Why these tests: with encryption on, nothing a user wrote may reach Temporal's history in
 plaintext, while every client and worker holding the keys reads runs as before, keys rotate
@@ -30,16 +31,14 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from client.agent_client import build_request
-from client.cli import run_cli
+from otherone.client.agent_client import build_request
+from otherone.client.cli import run_cli
 from otherone.definitions import AgentDefinition
 from otherone.errors import ConfigurationError
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.tools import tool
-from tests.browser import chromium_path
-from tests.harness import agent_env, scripted_config
-from worker.app import connect
-from worker.codec import (
+from otherone.worker.app import connect
+from otherone.worker.codec import (
     ENCODING,
     KEY_ID_METADATA,
     EncryptionCodec,
@@ -49,9 +48,11 @@ from worker.codec import (
     load_key_file,
     parse_keys,
 )
-from worker.codec_server import CodecServer
-from worker.devserver import DevServer, free_port
-from worker.settings import Settings
+from otherone.worker.codec_server import CodecServer
+from otherone.worker.devserver import DevServer, free_port
+from otherone.worker.settings import Settings
+from tests.browser import chromium_path
+from tests.harness import agent_env, scripted_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -445,7 +446,7 @@ async def codec_server_process() -> AsyncIterator[tuple[asyncio.subprocess.Proce
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         "codec-server",
         "--port",
         "0",
@@ -512,7 +513,7 @@ async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         *args,
         env=env,
         cwd=REPO_ROOT,

@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from temporalio.client import Client
 
-from activities.providers.base import ModelRequest, ProviderError, StreamEvent, TextDelta
-from activities.providers.scripted import ScriptedProvider
-from client.agent_client import build_request
+from otherone.activities.providers.base import ModelRequest, ProviderError, StreamEvent, TextDelta
+from otherone.activities.providers.scripted import ScriptedProvider
+from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
 from otherone.contracts import EventRecord
 from otherone.definitions import AgentDefinition

@@ -18,16 +18,16 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.definitions import AgentDefinition
 from otherone.runs import DEFAULT_PARTITION, RunOutcome, RunStatus
+from otherone.store import Store
 from otherone.tools import tool
-from store import Store
+from otherone.worker.app import connect
+from otherone.worker.devserver import DevServer, free_port
 from tests.fault_worker import SLOW_CHUNKS, effect_file, fault_config
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.store_fixtures import ThrowawayCluster, postgres_bindir, running_in_ci
-from worker.app import connect
-from worker.devserver import DevServer, free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

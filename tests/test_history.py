@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from client.agent_client import build_request
+from otherone.client.agent_client import build_request
 from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.runs import RunOutcome
 from otherone.tools import tool

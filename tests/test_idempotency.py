@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from client.agent_client import build_request
+from otherone.client.agent_client import build_request
 from otherone.errors import IdempotencyConflictError
 from otherone.runs import RunOutcome
 from tests.harness import agent_env, scripted_config
@@ -130,8 +130,8 @@ async def test_the_key_is_scoped_by_partition(
 CLIENT_PROCESS = textwrap.dedent(
     """
     import asyncio, json, os, sys
-    from client.agent_client import AgentClient, build_request
-    from worker.app import connect
+    from otherone.client.agent_client import AgentClient, build_request
+    from otherone.worker.app import connect
 
     async def main() -> None:
         temporal = await connect(sys.argv[1])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from client.agent_client import build_request
+from otherone.client.agent_client import build_request
 from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.runs import RunOutcome
 from otherone.tools import ToolContext, tool

@@ -14,22 +14,22 @@ import pytest
 from sqlalchemy import update
 from temporalio.client import Client
 
-from activities.context import system_prompt_for
-from activities.memory_tools import MemoryTools
-from client.agent_client import build_request
+from otherone.activities.context import system_prompt_for
+from otherone.activities.memory_tools import MemoryTools
+from otherone.client.agent_client import build_request
 from otherone.config import MEMORY_RECALL_TOOL, MEMORY_STORE_TOOL, RuntimeConfig
 from otherone.definitions import AgentDefinition, MemoryPolicy, ModelProfile
 from otherone.runs import RunOutcome
-from otherone.tools import ToolContext, ToolError, ToolErrorKind
-from store import Store
-from store.memory import (
+from otherone.store import Store
+from otherone.store.memory import (
     MAX_RECALLED_MEMORIES,
     SHARED_SCOPE,
     MemoryStore,
     agent_scope,
     contains_sensitive_memory,
 )
-from store.schema import memory_points
+from otherone.store.schema import memory_points
+from otherone.tools import ToolContext, ToolError, ToolErrorKind
 from tests.harness import agent_env, scripted_config
 from tests.providers import RecordingProvider
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from activities.model_stream import TurnCollector
-from activities.providers import default_providers
-from activities.providers.base import (
+from otherone.activities.model_stream import TurnCollector
+from otherone.activities.providers import default_providers
+from otherone.activities.providers.base import (
     Finished,
     ModelProvider,
     ModelRequest,
@@ -27,8 +27,8 @@ from activities.providers.base import (
     ToolCallDelta,
     UsageReport,
 )
-from activities.providers.http import HttpCall, retry_after
-from activities.providers.secrets import ApiKey, parse_env_file
+from otherone.activities.providers.http import HttpCall, retry_after
+from otherone.activities.providers.secrets import ApiKey, parse_env_file
 from otherone.definitions import ModelProfile
 from tests.fixtures.providers.wire_server import (
     Reply,

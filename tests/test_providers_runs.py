@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from client.agent_client import build_request
+from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import FailureCode

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activities.providers.anthropic import MessagesState
-from activities.providers.base import (
+from otherone.activities.providers.anthropic import MessagesState
+from otherone.activities.providers.base import (
     Finished,
     ProviderError,
     StreamEvent,
@@ -24,8 +24,8 @@ from activities.providers.base import (
     ToolCallDelta,
     UsageReport,
 )
-from activities.providers.openai import ChatCompletionsState
-from activities.providers.sse import ServerSentEvent, SSEDecoder
+from otherone.activities.providers.openai import ChatCompletionsState
+from otherone.activities.providers.sse import ServerSentEvent, SSEDecoder
 from otherone.wire_names import WireNames
 from tests.fixtures.providers.wire_server import fixture
 

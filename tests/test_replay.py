@@ -10,10 +10,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
+from otherone.worker.app import sandbox_runner
+from otherone.workflows import AgentRunWorkflow
 from tests.histories.broken_workflow import ReorderedAgentRunWorkflow
 from tests.histories.scenarios import SCENARIOS
-from worker.app import sandbox_runner
-from workflows import AgentRunWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 #: Histories of the current workflow code (`make record-histories`) and of earlier versions.

@@ -10,8 +10,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.providers.base import ModelRequest, StreamEvent, TextDelta
-from client.agent_client import build_request
+from otherone.activities.providers.base import ModelRequest, StreamEvent, TextDelta
+from otherone.client.agent_client import build_request
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits
 from otherone.errors import FailureCode
 from otherone.runs import RunOutcome, RunStatus

@@ -4,7 +4,7 @@ Why: durability is the point of running agents on Temporal. A worker process can
 moment (OOM, node loss, ``kill -9``); the runs it was serving must finish on the other workers,
 and side effects must not happen twice even though the interrupted tool calls run again.
 
-Set-up: a real dev server (the session's), three real ``python -m client.cli worker``
+Set-up: a real dev server (the session's), three real ``python -m otherone.client.cli worker``
 processes with split model and tool queues (two serve every role, one only model and tools), a
 shared SQLite store, and 50 root runs of ``lead``: a tool call with a side effect, then an
 ``agent.call`` to ``helper`` (a child run), then the answer. The tool records every attempt and
@@ -36,9 +36,9 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.runs import AgentRunResult, RunOutcome
-from store import Store
+from otherone.store import Store
 from tests.harness import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -177,7 +177,7 @@ async def _start_worker(deployment: Deployment, name: str, roles: str) -> Worker
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "client.cli",
+            "otherone.client.cli",
             "worker",
             "--roles",
             roles,

@@ -13,8 +13,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.context import CHILD_OUTPUT_LABEL
-from client.agent_client import build_request
+from otherone.activities.context import CHILD_OUTPUT_LABEL
+from otherone.client.agent_client import build_request
 from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.runs import RunOutcome
 from tests.harness import agent_env, scripted_config

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.context import system_prompt_for
-from client.agent_client import build_request
+from otherone.activities.context import system_prompt_for
+from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig, RuntimeSnapshot
 from otherone.definitions import AccessPolicy, AgentDefinition, ModelProfile, RuntimePolicy
 from otherone.errors import ConfigurationError

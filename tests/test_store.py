@@ -29,11 +29,11 @@ from otherone.contracts import RunRef
 from otherone.errors import ConfigurationError
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import AgentFailure, AgentOutput, RunRecord, RunStatus, RunUsage
+from otherone.store import EntryRow, SessionBusyError, Store, StoreError
+from otherone.store.migrate import BASELINE_REVISION, VERSION_TABLE, alembic_config, head_revision
+from otherone.store.schema import PARTITIONED_TABLES, events, memory_points, metadata
 from otherone.toml_config import load_config
-from store import EntryRow, SessionBusyError, Store, StoreError
-from store.migrate import BASELINE_REVISION, VERSION_TABLE, alembic_config, head_revision
-from store.schema import PARTITIONED_TABLES, events, memory_points, metadata
-from worker.retention import prune_once
+from otherone.worker.retention import prune_once
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OUR_TABLES = {table.name for table in metadata.sorted_tables}
@@ -572,7 +572,7 @@ async def _otherone(*args: str, url: str, tmp_path: Path) -> tuple[int, str, str
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         *args,
         cwd=REPO_ROOT,
         env=env,

@@ -31,7 +31,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.contracts import (
     ACTIVITY_CALL_MODEL,
@@ -44,14 +44,14 @@ from otherone.definitions import AccessPolicy, AgentDefinition, ModelOverrides
 from otherone.errors import ConfigurationError
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import RunOutcome
+from otherone.store import Store
 from otherone.tools import tool
-from store import Store
+from otherone.worker.app import AgentWorker, build_worker, sandbox_runner
+from otherone.worker.queues import SlotLimits, TaskQueues, WorkerRole, parse_roles, plan_workers
+from otherone.worker.settings import Settings
+from otherone.workflows import AgentRunWorkflow
 from tests.harness import scripted_config, wait_until
 from tests.upgrade_workflows import UnroutedAgentRunWorkflow
-from worker.app import AgentWorker, build_worker, sandbox_runner
-from worker.queues import SlotLimits, TaskQueues, WorkerRole, parse_roles, plan_workers
-from worker.settings import Settings
-from workflows import AgentRunWorkflow
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -398,7 +398,7 @@ async def _cli_worker(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         "worker",
         *args,
         cwd=REPO_ROOT,

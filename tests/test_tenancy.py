@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.errors import InvalidRequestError, RunNotFoundError
 from otherone.runs import AgentCallRequest, RunOutcome

@@ -29,12 +29,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from otherone.errors import ConfigurationError
 from otherone.examples import EXAMPLE_CONFIG
+from otherone.store import Store
 from otherone.toml_config import load_config
-from store import Store
+from otherone.worker.connection import temporal_connection
+from otherone.worker.settings import Settings
 from tests.harness import agent_env
 from tests.test_cli import address_of, cli_env, otherone
-from worker.connection import temporal_connection
-from worker.settings import Settings
 
 
 @dataclass

@@ -23,15 +23,15 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition
 from otherone.runs import AgentRunResult, RunOutcome
-from store import Store
+from otherone.store import Store
+from otherone.worker.app import build_worker, connect
+from otherone.worker.settings import Settings, otel_trace_exporters
+from otherone.worker.telemetry import SPAN_NAMES, OtheroneActivityInterceptor, prometheus_runtime
 from tests.harness import scripted_config
-from worker.app import build_worker, connect
-from worker.settings import Settings, otel_trace_exporters
-from worker.telemetry import SPAN_NAMES, OtheroneActivityInterceptor, prometheus_runtime
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_WORKFLOW = "RunWorkflow:AgentRunWorkflow"
@@ -302,8 +302,8 @@ def test_tracing_setting_defaults_to_the_otel_environment(
 
 CONSOLE_SCRIPT = """
 from opentelemetry import trace
-from worker.settings import Settings
-from worker.telemetry import configure_tracing, shutdown_tracing, worker_telemetry
+from otherone.worker.settings import Settings
+from otherone.worker.telemetry import configure_tracing, shutdown_tracing, worker_telemetry
 
 telemetry = worker_telemetry(Settings())
 assert telemetry.tracing and telemetry.runtime is None and telemetry.interceptors()

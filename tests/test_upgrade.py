@@ -29,11 +29,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.definitions import AccessPolicy, AgentDefinition
 from otherone.runs import AgentRunResult, RunOutcome
+from otherone.store import Store
 from otherone.tools import tool
-from store import Store
+from otherone.worker.app import build_worker, sandbox_runner
+from otherone.worker.upgrade import replay_check
+from otherone.workflows import AgentRunWorkflow
 from tests.harness import scripted_config, wait_until
 from tests.providers import RecordingProvider
 from tests.upgrade_workflows import (
@@ -43,9 +46,6 @@ from tests.upgrade_workflows import (
     PatchedAgentRunWorkflow,
     UnpatchedAgentRunWorkflow,
 )
-from worker.app import build_worker, sandbox_runner
-from worker.upgrade import replay_check
-from workflows import AgentRunWorkflow
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ async def _count(client: Client, query: str, expected: int) -> bool:
 
 
 async def _upgrade_check(client: Client, query: str) -> tuple[int, str]:
-    """``python -m worker.upgrade --query QUERY`` against the test server."""
+    """``python -m otherone.worker.upgrade --query QUERY`` against the test server."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
@@ -100,7 +100,7 @@ async def _upgrade_check(client: Client, query: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "worker.upgrade",
+        "otherone.worker.upgrade",
         "--query",
         query,
         cwd=REPO_ROOT,
@@ -152,7 +152,8 @@ async def test_a_patched_change_lets_runs_in_flight_finish_on_the_old_path(
             )
             in_flight = await _history(client.get_workflow_handle(old.run_id))
 
-            # Before deploying, the procedure's check (`worker.upgrade`): the running runs replay
+            # Before deploying, the procedure's check (`otherone.worker.upgrade`): the running runs
+            # replay
             # on the patched code, and would not on the same change without the patch.
             running = f'TaskQueue="{task_queue}" AND ExecutionStatus="Running"'
             await wait_until(

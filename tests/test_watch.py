@@ -1,4 +1,4 @@
-"""The live watch view: `client.watch` folded and rendered without a terminal, and the
+"""The live watch view: `otherone.client.watch` folded and rendered without a terminal, and the
 ``otherone watch`` / ``otherone run --follow`` commands as real subprocesses.
 
 Why: the view must show what the events say (tree, status, text, usage) however they arrive
@@ -29,9 +29,9 @@ from rich.console import Console
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from client.agent_client import AgentClient, build_request, root_run_id
-from client.console import EventPrinter, make_console
-from client.watch import (
+from otherone.client.agent_client import AgentClient, build_request, root_run_id
+from otherone.client.console import EventPrinter, make_console
+from otherone.client.watch import (
     WatchMode,
     WatchState,
     follow_tree,
@@ -42,8 +42,8 @@ from client.watch import (
 )
 from otherone.contracts import EventRecord
 from otherone.examples import EXAMPLE_CONFIG
+from otherone.store import Store
 from otherone.toml_config import load_config
-from store import Store
 from tests.harness import agent_env, wait_until
 from tests.test_cli import (
     REPO_ROOT,
@@ -365,7 +365,7 @@ async def _spawn(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "client.cli",
+        "otherone.client.cli",
         *args,
         cwd=REPO_ROOT,
         env=env,
@@ -519,7 +519,7 @@ async def test_watch_on_a_terminal_draws_a_live_view(
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "client.cli",
+            "otherone.client.cli",
             "watch",
             run_id,
             cwd=REPO_ROOT,

@@ -23,14 +23,14 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from client.agent_client import build_request
+from otherone.client.agent_client import build_request
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import RunOutcome
 from otherone.toml_config import load_config
+from otherone.worker.app import connect
+from otherone.worker.devserver import DevServer
 from tests.browser import chromium_path
 from tests.harness import agent_env
-from worker.app import connect
-from worker.devserver import DevServer
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -1,4 +1,4 @@
-"""Graceful shutdown of ``otherone worker`` (`worker.shutdown`) and its health file.
+"""Graceful shutdown of ``otherone worker`` (`otherone.worker.shutdown`) and its health file.
 
 Why: a deploy or a scale-down sends SIGTERM to workers in the middle of tool calls. The
 contract: the worker stops polling, lets in-flight activities finish (up to
@@ -30,11 +30,11 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from client.agent_client import AgentClient, build_request, root_run_id
+from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.runs import AgentRunResult, RunOutcome
+from otherone.worker import health
 from tests.harness import wait_until
 from tests.shutdown_tools import SIDE_EFFECTS_DIR_ENV
-from worker import health
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -133,7 +133,7 @@ class Setup:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "client.cli",
+            "otherone.client.cli",
             "worker",
             cwd=REPO_ROOT,
             env={**self.env, **extra_env},

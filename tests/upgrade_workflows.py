@@ -21,7 +21,7 @@ from temporalio import workflow
 
 from otherone.contracts import WORKFLOW_NAME, RunInput, RunPlan
 from otherone.runs import AgentRunResult
-from workflows.agent_run import AgentRunWorkflow
+from otherone.workflows.agent_run import AgentRunWorkflow
 
 #: The patch id of the version-2 change.
 VERSION_2_PATCH = "memo-workflow-version"

@@ -24,13 +24,13 @@ from temporalio.service import TLSConfig
 from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.agent_activities import AgentActivities
-from activities.providers.base import ModelProvider
+from otherone.activities.agent_activities import AgentActivities
+from otherone.activities.providers.base import ModelProvider
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig
 from otherone.contracts import ACTIVITY_PREPARE_RUN, PrepareRunInput, RunPlan
-from store import Store
-from worker.queues import (
+from otherone.store import Store
+from otherone.worker.queues import (
     ALL_ROLES,
     QueueWorker,
     SlotLimits,
@@ -40,11 +40,26 @@ from worker.queues import (
     plan_workers,
     stamp_queues,
 )
-from workflows import AgentRunWorkflow
+from otherone.workflows import AgentRunWorkflow
 
-#: Our shared packages are pure (pydantic models, constants): pass them through the sandbox so
-#: they are imported once per worker, not once per workflow run.
-PASSTHROUGH_MODULES = ("otherone", "workflows.outcomes")
+#: Our pure modules (pydantic models, constants): passed through the sandbox so they are imported
+#: once per worker, not once per workflow run. Listed one by one: Temporal matches passthrough
+#: names by prefix, and "otherone" alone would also pass through `otherone.workflows` (which
+#: must stay sandboxed so its determinism is checked) and the I/O subpackages.
+PASSTHROUGH_MODULES = (
+    "otherone.authorization",
+    "otherone.config",
+    "otherone.contracts",
+    "otherone.definitions",
+    "otherone.errors",
+    "otherone.runs",
+    "otherone.search_attributes",
+    "otherone.skills",
+    "otherone.toml_config",
+    "otherone.tools",
+    "otherone.wire_names",
+    "otherone.workflows.outcomes",
+)
 
 
 #: Longest gap between heartbeats sent to the server (see `build_worker`).
@@ -85,11 +100,14 @@ async def connect(
     """A client with the pydantic data converter (workers, clients and replayers must agree).
 
     ``tracing`` adds Temporal's OpenTelemetry ``TracingInterceptor`` (workers built from this
-    client inherit it; see `worker.telemetry`); ``runtime`` is e.g. a Prometheus-metrics runtime
-    (`worker.telemetry.prometheus_runtime`). ``payload_codec`` (e.g. `worker.codec`'s
+    client inherit it; see `otherone.worker.telemetry`); ``runtime`` is e.g. a Prometheus-metrics
+    runtime
+    (`otherone.worker.telemetry.prometheus_runtime`). ``payload_codec`` (e.g.
+    `otherone.worker.codec`'s
     `EncryptionCodec`, from `codec_from_settings(Settings())`) encodes every payload this client
     and the workers built from it send; every client and worker of a namespace must use it.
-    ``tls`` / ``api_key`` reach a production cluster (`worker.connection.temporal_connection`
+    ``tls`` / ``api_key`` reach a production cluster
+    (`otherone.worker.connection.temporal_connection`
     builds them from settings).
     """
     return await Client.connect(
@@ -203,10 +221,12 @@ def build_worker(
     """The workers that run agent workflows (on ``task_queue``) and their activities.
 
     ``authorizer`` may deny agent calls (after the static checks passed). ``interceptors`` are
-    added to those the client carries (e.g. `worker.telemetry.OtheroneActivityInterceptor`);
+    added to those the client carries (e.g.
+    `otherone.worker.telemetry.OtheroneActivityInterceptor`);
     ``max_cached_workflows`` (Temporal's default) of 0 makes every workflow task a replay.
 
-    Task queues (`worker.queues`): by default model and tool calls run on ``task_queue`` too,
+    Task queues (`otherone.worker.queues`): by default model and tool calls run on ``task_queue``
+    too,
     one Temporal worker with ``max_concurrent_activities`` slots. ``model_task_queue`` /
     ``tool_task_queue`` route them to queues of their own, polled by workers with
     ``max_concurrent_model_calls`` / ``max_concurrent_tool_calls`` slots (default:
@@ -246,7 +266,7 @@ def build_worker(
 def _activities_for(
     spec: QueueWorker, activities: AgentActivities, queues: TaskQueues
 ) -> list[Callable[..., Any]]:
-    """The activities one queue's worker registers (see `worker.queues.plan_workers`)."""
+    """The activities one queue's worker registers (see `otherone.worker.queues.plan_workers`)."""
     model, tool = activities.call_model, activities.run_tool
     chosen: list[Callable[..., Any]] = []
     for function in activities.all():

@@ -4,7 +4,7 @@ Why a codec: everything a run sends through Temporal (workflow input with the pr
 inputs and results, memos, summaries, failure messages) is stored in the server's history. With
 the codec on, the client and the worker encrypt each payload before it leaves the process, so
 the server (and anyone reading its database or Web UI) sees only ciphertext; an operator reads
-it back through the codec server (`worker.codec_server`).
+it back through the codec server (`otherone.worker.codec_server`).
 
 Format of an encrypted payload::
 
@@ -44,7 +44,7 @@ from temporalio.converter import PayloadCodec
 from otherone.errors import ConfigurationError, OtheroneError
 
 if TYPE_CHECKING:
-    from worker.settings import Settings
+    from otherone.worker.settings import Settings
 
 __all__ = [
     "ENCODING",

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from worker.codec import EncryptionCodec, PayloadDecryptionError
+from otherone.worker.codec import EncryptionCodec, PayloadDecryptionError
 
 __all__ = ["DEFAULT_PORT", "MAX_BODY_BYTES", "CodecServer", "default_cors_origins"]
 

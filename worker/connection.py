@@ -14,12 +14,12 @@ from pathlib import Path
 from temporalio.service import TLSConfig
 
 from otherone.errors import ConfigurationError
-from worker.settings import Settings
+from otherone.worker.settings import Settings
 
 
 @dataclass(frozen=True)
 class TemporalConnection:
-    """What `worker.app.connect` needs besides the address and namespace."""
+    """What `otherone.worker.app.connect` needs besides the address and namespace."""
 
     # Out of reprs: the TLS config holds the client's private key.
     tls: TLSConfig | bool = field(default=False, repr=False)

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 
-from store import Store
+from otherone.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from worker.queues import ALL_ROLES, WorkerRole, parse_roles
+from otherone.worker.queues import ALL_ROLES, WorkerRole, parse_roles
 
 DEFAULT_TASK_QUEUE = "otherone"
 DEFAULT_DATA_DIR = Path(".otherone")
@@ -23,7 +23,8 @@ OTLP_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_
 
 
 def otel_trace_exporters(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Trace exporters the ``OTEL_*`` variables ask for (`worker.telemetry.configure_tracing`).
+    """Trace exporters the ``OTEL_*`` variables ask for
+    (`otherone.worker.telemetry.configure_tracing`).
 
     ``OTEL_TRACES_EXPORTER`` (comma list, ``none`` dropped), else ``otlp`` when an OTLP
     endpoint is set, else none.
@@ -88,7 +89,8 @@ class Settings(BaseSettings):
         None, description="API key for Temporal Cloud (sent as a bearer token; implies TLS)."
     )
     max_concurrent_activities: int = Field(64, gt=0, description="Activity slots of one worker.")
-    # Task queues and roles (`worker.queues`): every worker of a deployment names the same queues.
+    # Task queues and roles (`otherone.worker.queues`): every worker of a deployment names the same
+    # queues.
     model_task_queue: str | None = Field(
         None,
         description="Task queue of model calls; default: the workflow --task-queue (no split). "
@@ -148,7 +150,8 @@ class Settings(BaseSettings):
     encryption_keys: SecretStr | None = Field(
         None,
         description="Encrypt payloads stored by Temporal: 'id:base64key,...' (AES-256, 32 bytes "
-        "each); the first key encrypts, every key decrypts (rotation). See `worker.codec`.",
+        "each); the first key encrypts, every key decrypts (rotation). See "
+        "`otherone.worker.codec`.",
     )
     encryption_key_file: Path | None = Field(
         None,
@@ -180,6 +183,6 @@ class Settings(BaseSettings):
         return self
 
     def store_url(self) -> str:
-        from store import default_database_url
+        from otherone.store import default_database_url
 
         return self.database_url or default_database_url(self.data_dir)

@@ -3,9 +3,10 @@
 What `serve` does when ``stop`` is set (the CLI sets it on SIGTERM / Ctrl-C):
 
 1. every worker stops polling (`Worker.shutdown`): no new workflow or activity task starts in
-   this process; the health file (`worker.health`) goes away at once;
+   this process; the health file (`otherone.worker.health`) goes away at once;
 2. activities already running get the worker's ``graceful_shutdown_timeout``
-   (`Settings.shutdown_grace_seconds`, passed by `worker.app.build_worker`) to finish and report
+   (`Settings.shutdown_grace_seconds`, passed by `otherone.worker.app.build_worker`) to finish and
+   report
    their results to Temporal;
 3. after that the SDK cancels the ones still running (an async activity gets `CancelledError`);
    Temporal retries them on another worker (a tool gets the same idempotency key);
@@ -37,7 +38,7 @@ from temporalio.worker import (
     Worker,
 )
 
-from worker import health
+from otherone.worker import health
 
 #: Seconds `serve` keeps waiting after the grace period for cancelled activities to report.
 ABANDON_AFTER_SECONDS = 10.0

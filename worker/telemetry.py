@@ -54,10 +54,10 @@ from otherone.contracts import (
     RunRef,
     ToolOutcome,
 )
-from worker.settings import otel_trace_exporters
+from otherone.worker.settings import otel_trace_exporters
 
 if TYPE_CHECKING:
-    from worker.settings import Settings
+    from otherone.worker.settings import Settings
 
 DEFAULT_SERVICE_NAME = "otherone-worker"
 TRACER_NAME = "otherone"
@@ -135,7 +135,8 @@ def shutdown_tracing() -> None:
 def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
     """A Temporal runtime serving its metrics at ``http://host:port/metrics`` (Prometheus).
 
-    Pass it to ``Client.connect(..., runtime=...)`` (`worker.app.connect`); workers built from
+    Pass it to ``Client.connect(..., runtime=...)`` (`otherone.worker.app.connect`); workers built
+    from
     that client report their metrics there. One runtime per process and port.
     """
     return Runtime(
@@ -145,8 +146,8 @@ def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
 
 @dataclass(frozen=True)
 class WorkerTelemetry:
-    """What `Settings` ask for: pass ``tracing``/``runtime`` to `worker.app.connect` and
-    ``interceptors(config)`` to `worker.app.build_worker`."""
+    """What `Settings` ask for: pass ``tracing``/``runtime`` to `otherone.worker.app.connect` and
+    ``interceptors(config)`` to `otherone.worker.app.build_worker`."""
 
     tracing: bool
     runtime: Runtime | None

@@ -1,6 +1,6 @@
 """Before deploying changed workflow code: replay the runs in flight on it (docs/upgrading.md).
 
-    python -m worker.upgrade [--query QUERY]
+    python -m otherone.worker.upgrade [--query QUERY]
 
 Run it from the *new* code against the deployment's Temporal (the usual ``OTHERONE_*``
 settings: address, namespace, encryption keys). It lists the running `AgentRunWorkflow`
@@ -22,8 +22,8 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from otherone.contracts import WORKFLOW_NAME
-from worker.app import sandbox_runner
-from workflows import AgentRunWorkflow
+from otherone.worker.app import sandbox_runner
+from otherone.workflows import AgentRunWorkflow
 
 CONNECT_TIMEOUT_SECONDS = 15.0
 #: The runs a deploy meets: every agent run still running.
@@ -74,10 +74,10 @@ async def _main(query: str) -> int:
     from pydantic import ValidationError
 
     from otherone.errors import ConfigurationError
-    from worker.app import connect
-    from worker.codec import codec_from_settings
-    from worker.connection import temporal_connection
-    from worker.settings import Settings
+    from otherone.worker.app import connect
+    from otherone.worker.codec import codec_from_settings
+    from otherone.worker.connection import temporal_connection
+    from otherone.worker.settings import Settings
 
     try:
         settings = Settings()
@@ -112,7 +112,7 @@ async def _main(query: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m worker.upgrade",
+        prog="python -m otherone.worker.upgrade",
         description="Replay the running agent runs on this code's workflow (pre-deploy check).",
     )
     parser.add_argument(

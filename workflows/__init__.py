@@ -1,5 +1,5 @@
 """Deterministic orchestration: every agent run is one `AgentRunWorkflow` (no I/O here)."""
 
-from workflows.agent_run import AgentRunWorkflow
+from otherone.workflows.agent_run import AgentRunWorkflow
 
 __all__ = ["AgentRunWorkflow"]

@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         SessionTarget,
     )
-    from workflows.outcomes import (
+    from otherone.workflows.outcomes import (
         BudgetDenied,
         BudgetLedger,
         Claimants,

@@ -63,13 +63,13 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
     )
     from otherone.tools import ToolErrorKind
-    from workflows.agent_calls import (
+    from otherone.workflows.agent_calls import (
         AgentCallArgumentsError,
         AgentCaller,
         failed_call,
         parse_agent_call,
     )
-    from workflows.outcomes import (
+    from otherone.workflows.outcomes import (
         BudgetLedger,
         Claimants,
         Ending,
@@ -96,7 +96,8 @@ MODEL_RETRY = RetryPolicy(
 )
 MODEL_CALL_TIMEOUT = timedelta(minutes=10)
 #: Activities heartbeat every second and workers send them every second
-#: (`worker.app.HEARTBEAT_THROTTLE`), so cancellation reaches a streaming model call in ~1-2 s.
+#: (`otherone.worker.app.HEARTBEAT_THROTTLE`), so cancellation reaches a streaming model call in
+#: ~1-2 s.
 #: The timeout itself only detects a dead or stalled worker: long enough that a busy process
 #: (hundreds of runs in one event loop) does not lose attempts of model calls, which cost tokens.
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)

@@ -1,9 +1,9 @@
 """Model providers: one module per wire format, all behind the `ModelProvider` seam."""
 
-from activities.providers.anthropic import AnthropicProvider
-from activities.providers.base import ModelProvider
-from activities.providers.openai import OpenAIChatProvider
-from activities.providers.scripted import ScriptedProvider
+from otherone.activities.providers.anthropic import AnthropicProvider
+from otherone.activities.providers.base import ModelProvider
+from otherone.activities.providers.openai import OpenAIChatProvider
+from otherone.activities.providers.scripted import ScriptedProvider
 
 
 def default_providers() -> dict[str, ModelProvider]:

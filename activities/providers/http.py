@@ -34,9 +34,9 @@ from typing import Any, Protocol
 
 import httpx
 
-from activities.providers.base import ProviderError, StreamEvent
-from activities.providers.secrets import ApiKey
-from activities.providers.sse import ServerSentEvent, iter_sse
+from otherone.activities.providers.base import ProviderError, StreamEvent
+from otherone.activities.providers.secrets import ApiKey
+from otherone.activities.providers.sse import ServerSentEvent, iter_sse
 from otherone.definitions import ModelProfile
 
 CONNECT_TIMEOUT_SECONDS = 10.0

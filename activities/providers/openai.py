@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from activities.providers.base import (
+from otherone.activities.providers.base import (
     Finished,
     ModelRequest,
     ProviderError,
@@ -40,7 +40,7 @@ from activities.providers.base import (
     ToolCallDelta,
     UsageReport,
 )
-from activities.providers.http import (
+from otherone.activities.providers.http import (
     HttpCall,
     TransportOptions,
     body_options,
@@ -49,8 +49,8 @@ from activities.providers.http import (
     parse_chunk,
     run_stream,
 )
-from activities.providers.secrets import resolve_api_key
-from activities.providers.sse import ServerSentEvent
+from otherone.activities.providers.secrets import resolve_api_key
+from otherone.activities.providers.sse import ServerSentEvent
 from otherone.wire_names import WireNames
 
 DEFAULT_BASE_URLS = {

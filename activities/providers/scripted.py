@@ -10,7 +10,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
-from activities.providers.base import (
+from otherone.activities.providers.base import (
     Finished,
     ModelRequest,
     ProviderError,

@@ -21,7 +21,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from activities.providers.base import ProviderError
+from otherone.activities.providers.base import ProviderError
 from otherone.definitions import ModelProfile
 
 SECRETS_FILE_ENV = "OTHERONE_SECRETS_FILE"

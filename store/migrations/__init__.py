@@ -1,1 +1,2 @@
-"""Alembic migrations of our tables (run by `store.migrate`, not imported by the runtime)."""
+"""Alembic migrations of our tables (run by `otherone.store.migrate`, not imported by the
+runtime)."""

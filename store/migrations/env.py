@@ -1,6 +1,7 @@
 """Alembic environment of our tables.
 
-The runtime (`store.migrate`) hands Alembic an open connection, already holding the migration
+The runtime (`otherone.store.migrate`) hands Alembic an open connection, already holding the
+migration
 lock and inside the transaction the migration must run in; this module only runs the scripts on
 it. Developers writing a new migration run Alembic's own command line instead (see
 ``alembic.ini`` next to this file); the database URL then comes from ``-x url=...`` or
@@ -14,9 +15,9 @@ import os
 from alembic import context
 from sqlalchemy import Connection
 
-from store.engine import create_store_engine
-from store.migrate import VERSION_TABLE
-from store.schema import metadata
+from otherone.store.engine import create_store_engine
+from otherone.store.migrate import VERSION_TABLE
+from otherone.store.schema import metadata
 
 
 def _run_on(connection: Connection) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from client.agent_client import build_request
+from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
 from otherone.runs import AgentCallRequest

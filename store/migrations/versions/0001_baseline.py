@@ -1,6 +1,7 @@
 """Baseline: the tables `metadata.create_all` made before migrations existed.
 
-Databases created then hold exactly this schema; `store.migrate` stamps them with this revision
+Databases created then hold exactly this schema; `otherone.store.migrate` stamps them with this
+revision
 instead of running it.
 
 Revision ID: 0001
