@@ -45,7 +45,7 @@ ACTIVITY_PREPARE_CALL = "otherone.prepare_call"
 #: Store activities (prepare, check a call, finish) heartbeat: a worker killed while running
 #: one is noticed after this long, and the activity runs again elsewhere.
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-#: They ride out a database outage in place for up to 2 minutes (`AgentActivities._io`).
+#: They ride out a database outage in place for up to 2 minutes (`ActivityContext.io`).
 STORE_ACTIVITY_TIMEOUT = timedelta(minutes=5)
 
 #: Workflow memo keys.

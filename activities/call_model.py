@@ -1,0 +1,246 @@
+"""`call_model`: one model turn of a run, in the order it happens.
+
+1. Write the turn's pending entries; load the context (latest summary and the entries after it).
+   A retry that finds the turn's answer already stored returns it: never call the model twice.
+2. Build the request (system prompt, offered tools, generation settings) and compact the
+   context if it nears the window (`compact_context`).
+3. Stream the answer, writing deltas as batched events (`DeltaBuffer`), within the output limit.
+4. Store the assistant entry, apply the run's result contract, and keep what goes back into
+   the workflow's history under the inline payload limit (larger parts become artifacts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity
+
+from otherone.activities.artifacts import needs_offload, offload_turn
+from otherone.activities.compact_context import compact_context
+from otherone.activities.context import (
+    agent_call_tool_definition,
+    generation_settings,
+    messages_from_entries,
+    system_prompt_for,
+    tool_definitions,
+    turn_from_entry,
+    wire_tool_calls,
+)
+from otherone.activities.memory_tools import MemoryTools
+from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
+from otherone.activities.output import apply_result_contract
+from otherone.activities.providers.base import ModelProvider, ModelRequest, ProviderError
+from otherone.activities.shared import (
+    ActivityContext,
+    call_completed_events,
+    failure,
+    heartbeating,
+    materialise,
+)
+from otherone.config import RuntimeSnapshot
+from otherone.contracts import ModelCallInput, ModelTurn, RunRef
+from otherone.definitions import AgentDefinition
+from otherone.errors import FailureCode
+from otherone.store import EntryRow, Store
+
+#: Deltas are written to the event store at most this often (batching keeps the store calm).
+DELTA_FLUSH_SECONDS = 0.05
+
+
+async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTurn:
+    ref = input.ref
+    assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
+    done, rows, summary = await context.io(_prepare_context, context.store, input, assistant_key)
+    await context.emit(ref, *call_completed_events(input.pending))
+    if done is not None:
+        # A retry after the turn was already stored: never call the model twice.
+        return await _returnable(context, _with_output(done, input), input)
+    snapshot = await context.snapshot(ref.snapshot_version)
+    agent = snapshot.agent(ref.agent_id)
+    profile = snapshot.models[input.model_profile_id]
+    provider = context.providers.get(profile.provider)
+    if provider is None:
+        raise failure(
+            FailureCode.MODEL_ERROR,
+            f"provider '{profile.provider}' of model '{profile.id}' "
+            "is not available on this worker",
+        )
+    system_prompt = system_prompt_for(snapshot, agent)
+    tools = _offered_tools(snapshot, agent, context.memory_tools)
+    request = ModelRequest(
+        profile=profile,
+        agent_id=agent.id,
+        run_id=ref.run_id,
+        turn=input.turn,
+        attempt=activity.info().attempt,
+        messages=[],
+        tools=tools,
+        settings=generation_settings(profile, agent),
+    )
+    rows, summary = await compact_context(
+        context, provider, request, input, system_prompt, rows, summary
+    )
+    request = dataclasses.replace(
+        request, messages=messages_from_entries(system_prompt, rows, summary)
+    )
+    queued = sum(1 for entry in input.pending if entry.queued)
+    started: list[dict[str, Any]] = (
+        [{"type": "user_message_queued", "count": queued}] if queued else []
+    )
+    await context.emit(ref, *started, _model_started(input.turn, request.attempt))
+    turn = await _stream(context, provider, request, input)
+    await context.io(
+        context.store.append_entries,
+        ref.partition_key,
+        ref.session_id,
+        [_assistant_row(assistant_key, ref, turn)],
+    )
+    await context.emit(
+        ref,
+        {
+            "type": "model_completed",
+            "turn": input.turn,
+            "attempt": request.attempt,
+            "usage": _usage(turn),
+        },
+    )
+    return await _returnable(context, _with_output(turn, input), input)
+
+
+def _prepare_context(
+    store: Store, input: ModelCallInput, assistant_key: str
+) -> tuple[ModelTurn | None, list[EntryRow], str | None]:
+    """Write pending entries; then the context: latest summary and the entries after it."""
+    ref = input.ref
+    written = materialise(store, ref, input.pending)
+    store.append_entries(ref.partition_key, ref.session_id, written)
+    existing = store.get_entry(ref.partition_key, ref.session_id, assistant_key)
+    if existing is not None:
+        return turn_from_entry(existing), [], None
+    compaction = store.latest_compaction(ref.partition_key, ref.session_id)
+    after = compaction.up_to_entry_id if compaction else None
+    entries = store.load_entries(ref.partition_key, ref.session_id, after_id=after)
+    return None, entries, compaction.summary if compaction else None
+
+
+def _offered_tools(
+    snapshot: RuntimeSnapshot, agent: AgentDefinition, memory_tools: MemoryTools
+) -> list[dict[str, Any]]:
+    """What the model sees: allowed tools, memory tools, `agent.call` if anyone is reachable."""
+    names = snapshot.tool_names_for(agent)
+    tools = tool_definitions(snapshot, names) + memory_tools.definitions(names)
+    reachable = snapshot.reachable_agents(agent)
+    if reachable:
+        tools.append(agent_call_tool_definition(reachable))
+    return tools
+
+
+def _model_started(turn: int, attempt: int) -> dict[str, Any]:
+    """A retry's deltas replace the earlier attempts' text of the same turn: say so."""
+    event: dict[str, Any] = {"type": "model_started", "turn": turn, "attempt": attempt}
+    if attempt > 1:
+        event["supersedes_attempt"] = attempt - 1
+    return event
+
+
+async def _stream(
+    context: ActivityContext, provider: ModelProvider, request: ModelRequest, input: ModelCallInput
+) -> ModelTurn:
+    ref = input.ref
+    deltas = DeltaBuffer(context, ref, input.turn, request.attempt)
+    collector = TurnCollector(limit_bytes=input.result_limit_bytes)
+
+    async def on_thinking(text: str) -> None:
+        if ref.include_thinking_events:
+            await deltas.add("thinking_delta", text)
+
+    try:
+        async with heartbeating():
+            turn = await collector.consume(
+                provider.stream(request),
+                lambda text: deltas.add("model_delta", text),
+                on_thinking,
+            )
+    except OutputLimitExceeded as error:
+        raise failure(FailureCode.BUDGET_EXCEEDED, f"max_result_bytes: {error}") from error
+    except ProviderError as error:
+        delay = timedelta(seconds=error.retry_after) if error.retry_after else None
+        raise failure(
+            FailureCode.MODEL_ERROR,
+            error.message,
+            retryable=error.retryable,
+            next_retry_delay=delay,
+        ) from error
+    finally:
+        await deltas.flush()
+    return turn
+
+
+class DeltaBuffer:
+    """Batches stream deltas into few event writes; each carries the activity attempt."""
+
+    def __init__(self, context: ActivityContext, ref: RunRef, turn: int, attempt: int) -> None:
+        self.context, self.ref, self.turn, self.attempt = context, ref, turn, attempt
+        self.parts: list[tuple[str, str]] = []
+        # The first delta goes out at once (first-token latency); later ones are batched.
+        self.last_flush = float("-inf")
+
+    async def add(self, kind: str, text: str) -> None:
+        if self.parts and self.parts[-1][0] == kind:
+            self.parts[-1] = (kind, self.parts[-1][1] + text)
+        else:
+            self.parts.append((kind, text))
+        if time.monotonic() - self.last_flush >= DELTA_FLUSH_SECONDS:
+            await self.flush()
+
+    async def flush(self) -> None:
+        parts, self.parts = self.parts, []
+        self.last_flush = time.monotonic()
+        if parts:
+            await self.context.emit(
+                self.ref,
+                *(
+                    {"type": kind, "content": text, "turn": self.turn, "attempt": self.attempt}
+                    for kind, text in parts
+                ),
+            )
+
+
+def _assistant_row(key: str, ref: RunRef, turn: ModelTurn) -> EntryRow:
+    return EntryRow(
+        entry_key=key,
+        role="assistant",
+        content=turn.content,
+        tool_calls=wire_tool_calls(turn.tool_calls) or None,
+        usage={**_usage(turn), "finish_reason": turn.finish_reason},
+        run_id=ref.run_id,
+    )
+
+
+def _usage(turn: ModelTurn) -> dict[str, Any]:
+    return {
+        "input_tokens": turn.input_tokens,
+        "output_tokens": turn.output_tokens,
+        "total_tokens": turn.total_tokens,
+    }
+
+
+def _with_output(turn: ModelTurn, input: ModelCallInput) -> ModelTurn:
+    """Apply the run's result contract to a final answer."""
+    if turn.tool_calls:
+        return turn
+    output, problem = apply_result_contract(turn.content, input.result_contract)
+    return turn.model_copy(update={"output": output, "output_error": problem})
+
+
+async def _returnable(
+    context: ActivityContext, turn: ModelTurn, input: ModelCallInput
+) -> ModelTurn:
+    """Keep what goes back into the workflow's history under the inline payload limit."""
+    snapshot = await context.snapshot(input.ref.snapshot_version)
+    if not needs_offload(turn, snapshot.policy.inline_payload_bytes):
+        return turn
+    return await context.io(offload_turn, context.store, input.ref, turn, input.turn)

@@ -1,0 +1,112 @@
+"""The compaction step of a model call: when `compaction.plan_compaction` says the context nears
+the window, a summary model call replaces its older part; the summary is stored (idempotently,
+keyed by run and turn) and announced as `context_compacted`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import timedelta
+
+from otherone.activities.compaction import plan_compaction, summary_messages
+from otherone.activities.context import generation_settings
+from otherone.activities.providers.base import ModelProvider, ModelRequest, ProviderError, TextDelta
+from otherone.activities.shared import ActivityContext, failure, heartbeating
+from otherone.contracts import ModelCallInput
+from otherone.definitions import ModelOverrides
+from otherone.errors import FailureCode
+from otherone.store import EntryRow, estimate_tokens
+
+
+async def compact_context(
+    context: ActivityContext,
+    provider: ModelProvider,
+    request: ModelRequest,
+    input: ModelCallInput,
+    system_prompt: str,
+    rows: list[EntryRow],
+    summary: str | None,
+) -> tuple[list[EntryRow], str | None]:
+    """Summarise the older part of the context when it nears the window (the seed's rule)."""
+    fixed = estimate_tokens(system_prompt + json.dumps(request.tools) + (summary or ""))
+    plan = plan_compaction(
+        rows,
+        fixed_tokens=fixed,
+        context_window=input.context_window,
+        threshold=input.compaction_threshold,
+    )
+    if plan is None:
+        return rows, summary
+    provider, summary_request = await _summary_request(context, provider, request, input)
+    summary_request = dataclasses.replace(
+        summary_request,
+        messages=summary_messages(summary, plan.summarise),
+        tools=[],
+        purpose="summary",
+    )
+    text = await _summarise(provider, summary_request)
+    ref = input.ref
+    await context.io(
+        context.store.add_compaction,
+        ref.partition_key,
+        ref.session_id,
+        key=f"{ref.run_id}:t{input.turn}:compaction",
+        summary=text,
+        up_to_entry_id=plan.up_to_entry_id,
+        tokens=estimate_tokens(text),
+    )
+    await context.emit(
+        ref,
+        {
+            "type": "context_compacted",
+            "turn": input.turn,
+            "summarised_entries": len(plan.summarise),
+            "kept_entries": len(plan.keep),
+        },
+    )
+    return list(plan.keep), text
+
+
+async def _summary_request(
+    context: ActivityContext,
+    provider: ModelProvider,
+    request: ModelRequest,
+    input: ModelCallInput,
+) -> tuple[ModelProvider, ModelRequest]:
+    """The runtime policy's `summary_model` writes summaries when set, else the agent's."""
+    snapshot = await context.snapshot(input.ref.snapshot_version)
+    profile_id = snapshot.policy.summary_model
+    if profile_id is None or profile_id == request.profile.id:
+        return provider, request
+    profile = snapshot.models[profile_id]
+    summariser = context.providers.get(profile.provider)
+    if summariser is None:
+        raise failure(
+            FailureCode.MODEL_ERROR,
+            f"provider '{profile.provider}' of summary model '{profile.id}' "
+            "is not available on this worker",
+        )
+    # The summary profile's own settings: the agent's overrides are for its turns.
+    agent = snapshot.agent(input.ref.agent_id).model_copy(
+        update={"model_overrides": ModelOverrides()}
+    )
+    settings = generation_settings(profile, agent)
+    return summariser, dataclasses.replace(request, profile=profile, settings=settings)
+
+
+async def _summarise(provider: ModelProvider, request: ModelRequest) -> str:
+    parts: list[str] = []
+    try:
+        async with heartbeating():
+            async for event in provider.stream(request):
+                if isinstance(event, TextDelta):
+                    parts.append(event.text)
+    except ProviderError as error:
+        delay = timedelta(seconds=error.retry_after) if error.retry_after else None
+        raise failure(
+            FailureCode.MODEL_ERROR,
+            f"compaction: {error.message}",
+            retryable=error.retryable,
+            next_retry_delay=delay,
+        ) from error
+    return "".join(parts).strip() or "(no summary)"

@@ -1,0 +1,111 @@
+"""`finish_run`: write the run's last entries, release its session, store its record (and, for a
+child, the `agent.call` result its caller reads), and announce how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import activity
+
+from otherone.activities.shared import ActivityContext, call_completed_events, materialise
+from otherone.config import AGENT_CALL_TOOL
+from otherone.contracts import FinishRunInput, RunRef
+from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
+from otherone.store import Store
+
+OUTCOME_FOR_STATUS = {
+    RunStatus.COMPLETED: RunOutcome.COMPLETED,
+    RunStatus.FAILED: RunOutcome.FAILED,
+    RunStatus.CANCELLED: RunOutcome.CANCELLED,
+    RunStatus.TIMED_OUT: RunOutcome.TIMED_OUT,
+    RunStatus.BUDGET_EXCEEDED: RunOutcome.BUDGET_EXCEEDED,
+}
+
+
+async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
+    ref, store = input.ref, context.store
+    rows = await context.io(materialise, store, ref, input.pending)
+    await context.emit(ref, *call_completed_events(input.pending))
+    await context.io(store.append_entries, ref.partition_key, ref.session_id, rows)
+    if input.release_session:
+        await context.io(store.release_session, ref.partition_key, ref.session_id, ref.run_id)
+    if input.record is not None:
+        await context.io(store.upsert_run_record, input.record)
+        await context.io(_store_call_result, store, input.record)
+    await context.emit(ref, _terminal_event(input))
+    if input.record is not None:
+        await announce_to_caller(context, ref, input.record)
+
+
+async def announce_to_caller(context: ActivityContext, ref: RunRef, record: RunRecord) -> None:
+    """`agent_call_completed` in the caller's name, the moment the child has ended (the
+    caller itself may be waiting for other children, or be a trusted call's client)."""
+    if record.parent_run_id is None or record.agent_call_id is None:
+        return
+    try:
+        caller = await asyncio.to_thread(
+            context.store.get_run_record, ref.partition_key, record.parent_run_id
+        )
+    except Exception as error:  # observation only
+        activity.logger.warning("caller record read failed: %s", error)
+        return
+    if caller is None:
+        return
+    caller_ref = ref.model_copy(
+        update={
+            "run_id": caller.run_id,
+            "parent_run_id": caller.parent_run_id,
+            "agent_call_id": caller.agent_call_id,
+            "agent_id": caller.agent_id,
+            "depth": caller.depth,
+            "session_id": caller.session_id or "",
+        }
+    )
+    await context.emit(
+        caller_ref,
+        {
+            "type": "agent_call_completed",
+            "call_id": record.agent_call_id,
+            "target": record.agent_id,
+            "outcome": OUTCOME_FOR_STATUS[record.status].value,
+            "child_run_id": record.run_id,
+        },
+    )
+
+
+def _store_call_result(store: Store, record: RunRecord) -> None:
+    """A child stores the `agent.call` result its caller will read, so that the result (up
+    to max_result_bytes) reaches the caller's model by reference, not through history."""
+    if record.parent_run_id is None or record.agent_call_id is None:
+        return
+    result = AgentCallResult(
+        call_id=record.agent_call_id,
+        target=record.agent_id,
+        run_id=record.run_id,
+        outcome=OUTCOME_FOR_STATUS[record.status],
+        failure=record.failure,
+        # The caller's model reads the value (bounded by max_result_bytes), not a reference.
+        output=store.resolve_output(record.output) if record.output else None,
+        usage=record.usage,
+    )
+    store.put_tool_result(
+        record.partition_key,
+        record.parent_run_id,
+        record.agent_call_id,
+        tool_name=AGENT_CALL_TOOL,
+        content=result.model_dump_json(exclude_none=True),
+        error_kind=None,
+    )
+
+
+def _terminal_event(input: FinishRunInput) -> dict[str, Any]:
+    if input.status is RunStatus.COMPLETED:
+        return {"type": "run_completed"}
+    if input.status is RunStatus.CANCELLED:
+        return {"type": "run_cancelled"}
+    return {
+        "type": "run_failed",
+        "status": input.status.value,
+        "failure": input.failure.model_dump(mode="json") if input.failure else None,
+    }

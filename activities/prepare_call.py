@@ -1,0 +1,122 @@
+"""`prepare_call`: check an `agent.call` in the seed's order (task, context size, target,
+access, cycle, depth, then the authorizer) and build the child's input; a denial raises."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+from temporalio.exceptions import ApplicationError
+
+from otherone.activities.context import build_child_input, parent_excerpt
+from otherone.activities.shared import ActivityContext, failure
+from otherone.authorization import CallerView
+from otherone.contracts import CallPlan, PrepareCallInput, RunRef
+from otherone.definitions import AgentDefinition
+from otherone.errors import FailureCode
+from otherone.store import EntryRow, Store
+
+
+async def prepare_call(context: ActivityContext, input: PrepareCallInput) -> CallPlan:
+    caller, request = input.caller, input.request
+    await context.emit(
+        caller,
+        {"type": "agent_call_started", "call_id": input.call_id, "target": request.target},
+    )
+    try:
+        return await _check_call(context, input)
+    except ApplicationError as error:
+        await context.emit(
+            caller,
+            {
+                "type": "agent_call_completed",
+                "call_id": input.call_id,
+                "target": request.target,
+                "outcome": "failed",
+                "code": error.type,
+            },
+        )
+        raise
+
+
+async def _check_call(context: ActivityContext, input: PrepareCallInput) -> CallPlan:
+    caller, request, limits = input.caller, input.request, input.limits
+    snapshot = await context.snapshot(caller.snapshot_version)
+    caller_agent = snapshot.agent(caller.agent_id)
+    if not request.task.strip():
+        raise failure(FailureCode.INVALID_CONFIGURATION, "Agent call task is required")
+    context_bytes = len(json.dumps(request.context).encode()) if request.context is not None else 0
+    if context_bytes > limits.max_context_transfer_bytes:
+        raise failure(
+            FailureCode.BUDGET_EXCEEDED, "max_context_transfer_bytes: context is too large"
+        )
+    target = snapshot.agents.get(request.target)
+    if target is None:
+        raise failure(FailureCode.AGENT_NOT_FOUND, f"agent '{request.target}' is not defined")
+    if not (
+        caller_agent.callable_agents.allows(target.id)
+        and snapshot.policy.callable_agents.allows(target.id)
+    ):
+        raise failure(
+            FailureCode.AGENT_CALL_DENIED,
+            f"agent '{caller.agent_id}' may not call '{target.id}'",
+        )
+    if not snapshot.policy.allow_recursive_calls and target.id in input.ancestry:
+        chain = " -> ".join((*input.ancestry, target.id))
+        raise failure(FailureCode.AGENT_CALL_CYCLE, f"agent call cycle: {chain}")
+    if caller.depth + 1 > limits.max_depth:
+        raise failure(
+            FailureCode.MAX_DEPTH_EXCEEDED, f"max_depth ({limits.max_depth}) would be exceeded"
+        )
+    await _authorize(context, input, target)
+    child_input = await _child_input(context, input, target)
+    return CallPlan(target_id=target.id, child_input=child_input)
+
+
+async def _authorize(
+    context: ActivityContext, input: PrepareCallInput, target: AgentDefinition
+) -> None:
+    if context.authorizer is None:
+        return
+    caller = input.caller
+    view = CallerView(
+        run_id=caller.run_id,
+        root_run_id=caller.root_run_id,
+        agent_id=caller.agent_id,
+        depth=caller.depth,
+        partition_key=caller.partition_key,
+        session_id=caller.session_id,
+        ancestry=input.ancestry,
+    )
+    decision = context.authorizer(view, target, input.request)
+    if inspect.isawaitable(decision):
+        decision = await decision
+    if not decision.allowed:
+        raise failure(
+            FailureCode.AGENT_CALL_DENIED,
+            f"agent '{caller.agent_id}' may not call '{target.id}': {decision.reason}",
+        )
+
+
+def _parent_session(store: Store, caller: RunRef) -> tuple[list[EntryRow], str | None]:
+    compaction = store.latest_compaction(caller.partition_key, caller.session_id)
+    rows = store.load_entries(caller.partition_key, caller.session_id)
+    return rows, compaction.summary if compaction else None
+
+
+async def _child_input(
+    context: ActivityContext, input: PrepareCallInput, target: AgentDefinition
+) -> str:
+    caller, limit = input.caller, input.limits.max_context_transfer_bytes
+    excerpt = None
+    if target.context.kind != "explicit_only":
+        rows, summary = await context.io(_parent_session, context.store, caller)
+        excerpt = parent_excerpt(rows, target.context, limit, summary)
+    text = build_child_input(caller.agent_id, input.request.task, input.request.context, excerpt)
+    if len(text.encode()) > limit:
+        raise failure(
+            FailureCode.BUDGET_EXCEEDED,
+            f"max_context_transfer_bytes: the child's input is {len(text.encode())} bytes "
+            f"(limit {limit})",
+        )
+    return text

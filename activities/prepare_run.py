@@ -1,0 +1,115 @@
+"""`prepare_run`: pin the run's snapshot, take its session lease, record it as running and plan
+it (model, limits, tools, reachable agents) for the workflow."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from otherone.activities.shared import ActivityContext, failure
+from otherone.config import AgentNotFoundError, RuntimeSnapshot
+from otherone.contracts import PrepareRunInput, RunPlan, ToolSettings
+from otherone.definitions import RuntimeLimits
+from otherone.errors import FailureCode
+from otherone.runs import RunRecord, RunStatus
+from otherone.store import SessionBusyError
+
+LEASE_SLACK = timedelta(minutes=1)
+
+
+async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPlan:
+    snapshot = await context.snapshot(input.ref.snapshot_version or None)
+    try:
+        agent = snapshot.agent(input.ref.agent_id)
+        limits = snapshot.limits.tightened(input.request.limits)
+    except AgentNotFoundError as error:
+        raise failure(FailureCode.AGENT_NOT_FOUND, error.message) from error
+    except ValueError as error:
+        raise failure(FailureCode.INVALID_CONFIGURATION, str(error)) from error
+    profile = snapshot.resolve_model(agent, input.caller_model_profile_id)
+    timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.ref.depth == 0)
+    # The lease expires with the run (plus slack for finishing), so a run terminated from
+    # outside cannot lock its session for longer than it could have run.
+    lease_until = datetime.now(UTC) + timeout + LEASE_SLACK
+    if input.inherited_deadline is not None:
+        lease_until = min(lease_until, input.inherited_deadline + LEASE_SLACK)
+    try:
+        await context.io(
+            context.store.acquire_session,
+            input.ref.partition_key,
+            input.ref.session_id,
+            input.ref.run_id,
+            internal=input.internal_session,
+            lease_until=lease_until,
+        )
+    except SessionBusyError as error:
+        raise failure(FailureCode.SESSION_BUSY, error.message) from error
+    ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
+    await context.io(context.store.upsert_run_record, _running_record(input, agent.version))
+    started: dict[str, Any] = {"type": "run_started"}
+    if ref.agent_call_id is not None:
+        started["agent_call_id"] = ref.agent_call_id  # links the child to its caller's call
+    await context.emit(ref, started)
+    return RunPlan(
+        snapshot_version=snapshot.version,
+        agent_id=agent.id,
+        agent_version=agent.version,
+        model_profile_id=profile.id,
+        model_label=f"{profile.provider}/{profile.model}",
+        limits=limits,
+        max_iterations=min(
+            _max_iterations(agent.limits.max_iterations, limits),
+            input.max_iterations or limits.max_iterations_per_run,
+        ),
+        result_limit_bytes=min(
+            agent.limits.max_result_bytes or limits.max_result_bytes, limits.max_result_bytes
+        ),
+        timeout=timeout,
+        parallel_tool_calls=bool(agent.model_overrides.parallel_tool_calls),
+        tools={
+            name: settings
+            for name in snapshot.tool_names_for(agent)
+            if (settings := _tool_settings(context, snapshot, name)) is not None
+        },
+        reachable_agents=tuple(target.id for target in snapshot.reachable_agents(agent)),
+        continue_as_new_after_turns=snapshot.policy.continue_as_new_after_turns,
+    )
+
+
+def _tool_settings(
+    context: ActivityContext, snapshot: RuntimeSnapshot, name: str
+) -> ToolSettings | None:
+    """How the workflow runs a tool: a user tool's from the snapshot, or a built-in's."""
+    source = snapshot.tools.get(name) or context.memory_tools.get(name)
+    if source is None:
+        return None
+    return ToolSettings(timeout_seconds=source.timeout_seconds, max_attempts=source.max_attempts)
+
+
+def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:
+    ref = input.ref
+    return RunRecord(
+        run_id=ref.run_id,
+        root_run_id=ref.root_run_id,
+        parent_run_id=ref.parent_run_id,
+        agent_call_id=ref.agent_call_id,
+        agent_id=ref.agent_id,
+        agent_definition_version=agent_version,
+        session_id=ref.session_id,
+        partition_key=ref.partition_key,
+        status=RunStatus.RUNNING,
+        depth=ref.depth,
+        started_at=datetime.now(UTC),
+        metadata=input.request.metadata,
+    )
+
+
+def _max_iterations(agent_limit: int | None, limits: RuntimeLimits) -> int:
+    return min(agent_limit or limits.max_iterations_per_run, limits.max_iterations_per_run)
+
+
+def _run_timeout(agent_millis: int | None, limits: RuntimeLimits, *, root: bool) -> timedelta:
+    timeout = min(limits.run_timeout, limits.root_timeout) if root else limits.run_timeout
+    if agent_millis is not None:
+        timeout = min(timeout, timedelta(milliseconds=agent_millis))
+    return timeout

@@ -1,0 +1,138 @@
+"""`run_tool`: run one tool call (a user tool or a built-in memory tool) and store its result,
+which the workflow's history only references. Classified tool errors go back to the model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+
+from otherone.activities.artifacts import store_blob
+from otherone.activities.context import tool_error_content
+from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY
+from otherone.activities.model_stream import valid_unicode
+from otherone.activities.shared import ActivityContext, heartbeating
+from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
+from otherone.tools import ToolContext, ToolError, ToolErrorKind
+
+#: Tool `started` events carry the arguments, cut to this size (events are for people).
+EVENT_ARGUMENTS_CHARS = 2000
+
+
+async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
+    ref, call = input.ref, input.call
+    spec = context.config.tools.get(call.name) or context.memory_tools.get(call.name)
+    info = activity.info()
+    if spec is None:
+        return ToolOutcome(
+            tool_call_id=call.id,
+            name=call.name,
+            error_kind=ToolErrorKind.FATAL,
+            error=f"tool '{call.name}' is not registered on this worker",
+        )
+    await context.emit(
+        ref,
+        {
+            "type": "tool_started",
+            "tool_call_id": call.id,
+            "tool_name": call.name,
+            "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS],
+        },
+    )
+    tool_context = ToolContext(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        run_id=ref.run_id,
+        root_run_id=ref.root_run_id,
+        agent_id=ref.agent_id,
+        session_id=ref.session_id,
+        partition_key=ref.partition_key,
+        idempotency_key=f"{ref.run_id}:{call.id}",
+        attempt=info.attempt,
+        metadata={MEMORY_POLICY_METADATA_KEY: await _memory_policy(context, ref)},
+    )
+    kind, content = await _invoke(
+        spec.invoke, call.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
+    )
+    outcome = await _store_tool_result(context, input, kind, valid_unicode(content))
+    await context.emit(
+        ref,
+        {
+            "type": "tool_completed",
+            "tool_call_id": call.id,
+            "tool_name": call.name,
+            "error": outcome.error,
+        },
+    )
+    return outcome
+
+
+async def _memory_policy(context: ActivityContext, ref: RunRef) -> str:
+    """The calling agent's memory policy, for tools (the seed passes it to every tool)."""
+    snapshot = await context.snapshot(ref.snapshot_version)
+    return snapshot.agent(ref.agent_id).memory.value
+
+
+async def _invoke(
+    invoke: Callable[..., Any],
+    arguments: str,
+    context: ToolContext,
+    timeout_seconds: float,
+    max_attempts: int,
+) -> tuple[ToolErrorKind | None, str]:
+    """Run the tool; classified errors go back to the model, others retry then turn fatal."""
+    try:
+        async with heartbeating():
+            result = await asyncio.wait_for(invoke(arguments, context), timeout_seconds)
+    except ToolError as error:
+        return error.kind, tool_error_content(error.message)
+    except TimeoutError:
+        return ToolErrorKind.TIMED_OUT, tool_error_content(
+            f"tool timed out after {timeout_seconds:g}s"
+        )
+    except Exception as error:
+        if context.attempt < max_attempts:
+            raise  # Temporal retries it; the tool got the same idempotency key
+        return ToolErrorKind.FATAL, tool_error_content(f"{type(error).__name__}: {error}")
+    return None, json.dumps(result, ensure_ascii=False)
+
+
+async def _store_tool_result(
+    context: ActivityContext, input: ToolCallInput, kind: ToolErrorKind | None, content: str
+) -> ToolOutcome:
+    ref, call = input.ref, input.call
+    size = len(content.encode())
+    error = json.loads(content).get("error") if kind is not None else None
+    if size > input.result_limit_bytes:
+        # The run ends (the seed's rule), but the result is kept for whoever investigates.
+        artifact = await context.io(
+            store_blob,
+            context.store,
+            ref,
+            f"oversized result of tool call {call.id}",
+            content.encode(),
+            "application/json",
+        )
+        return ToolOutcome(
+            tool_call_id=call.id,
+            name=call.name,
+            result_bytes=size,
+            oversized=True,
+            error=f"tool result of {size} bytes exceeds max_result_bytes "
+            f"({input.result_limit_bytes}); stored as artifact {artifact.artifact_id}",
+        )
+    await context.io(
+        context.store.put_tool_result,
+        ref.partition_key,
+        ref.run_id,
+        call.id,
+        tool_name=call.name,
+        content=content,
+        error_kind=kind.value if kind else None,
+    )
+    return ToolOutcome(
+        tool_call_id=call.id, name=call.name, error_kind=kind, error=error, result_bytes=size
+    )

@@ -1,0 +1,233 @@
+"""What every activity of a run shares: the worker's store, providers and snapshots
+(`ActivityContext`), store I/O that rides out outages, event emission, heartbeating and how
+failures are classified for the workflow.
+
+Each activity classifies its failures for the workflow: `ApplicationError(type=<FailureCode>)`,
+retryable or not, so Temporal owns retries and the workflow decides outcomes. Every write is
+idempotent under activity retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from otherone.activities.context import tool_error_content
+from otherone.activities.memory_tools import MemoryTools
+from otherone.activities.providers import default_providers
+from otherone.activities.providers.base import ModelProvider
+from otherone.authorization import AgentCallAuthorizer
+from otherone.config import AGENT_CALL_TOOL, RuntimeConfig, RuntimeSnapshot
+from otherone.contracts import PendingEntry, RunRef
+from otherone.errors import FailureCode, OtheroneError
+from otherone.store import EntryRow, Store
+from otherone.store.memory import MemoryStore
+
+T = TypeVar("T")
+
+HEARTBEAT_EVERY_SECONDS = 1.0
+#: A store call is retried in place for this long (a database restart) before the attempt fails.
+STORE_OUTAGE_PATIENCE = timedelta(minutes=2)
+STORE_RETRY_FIRST_DELAY = 0.25
+STORE_RETRY_MAX_DELAY = 2.0
+#: What descendants still report under the `lifecycle_only` event visibility.
+LIFECYCLE_EVENTS = frozenset(
+    {
+        "run_started",
+        "run_completed",
+        "run_failed",
+        "run_cancelled",
+        "agent_call_started",
+        "agent_call_completed",
+    }
+)
+EXPECTED_FAILURES = frozenset(
+    {
+        FailureCode.AGENT_NOT_FOUND,
+        FailureCode.BUDGET_EXCEEDED,
+        FailureCode.INVALID_CONFIGURATION,
+        FailureCode.SESSION_BUSY,
+    }
+)
+
+
+def failure(
+    code: FailureCode, message: str, *, retryable: bool = False, **kwargs: Any
+) -> ApplicationError:
+    """An error the workflow maps to `AgentFailure(code)`; non-retryable unless said otherwise.
+
+    Expected outcomes (a busy session, an unknown agent, a spent budget) are marked benign so
+    the worker logs them at debug level instead of as tracebacks.
+    """
+    category = (
+        ApplicationErrorCategory.BENIGN
+        if code in EXPECTED_FAILURES
+        else ApplicationErrorCategory.UNSPECIFIED
+    )
+    return ApplicationError(
+        message, type=code.value, non_retryable=not retryable, category=category, **kwargs
+    )
+
+
+class ActivityContext:
+    """One worker's configuration, store, providers and snapshot cache, shared by its activities."""
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        store: Store,
+        providers: dict[str, ModelProvider] | None = None,
+        authorizer: AgentCallAuthorizer | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.authorizer = authorizer
+        self.providers: dict[str, ModelProvider] = {**default_providers(), **(providers or {})}
+        self.memory_tools = MemoryTools(MemoryStore(store.engine))
+        self._snapshots: dict[str, RuntimeSnapshot] = {}
+        self._current = config.snapshot()
+
+    async def io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a store call in a thread, riding out a database outage of up to
+        `STORE_OUTAGE_PATIENCE` in place (heartbeating); then a retryable storage error.
+
+        Waiting here rather than failing the attempt matters for model and tool activities:
+        their few Temporal attempts are meant for provider and tool faults, and a retried model
+        call costs tokens. Every store write is idempotent, so repeating one is safe.
+        """
+        delay, waited = STORE_RETRY_FIRST_DELAY, 0.0
+        # Heartbeating throughout (also while a call hangs in its thread): the activity's
+        # heartbeat timeout must not end the attempt while the store is merely slow or down.
+        async with heartbeating():
+            while True:
+                try:
+                    return await asyncio.to_thread(function, *args, **kwargs)
+                except OtheroneError:
+                    raise
+                except Exception as error:  # the driver's errors are many; all retryable here
+                    if waited >= STORE_OUTAGE_PATIENCE.total_seconds():
+                        raise failure(
+                            FailureCode.STORAGE_ERROR, f"storage: {error}", retryable=True
+                        ) from error
+                    activity.logger.warning(
+                        "store unavailable, retrying in %.1fs: %s", delay, error
+                    )
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
+
+    async def snapshot(self, version: str | None) -> RuntimeSnapshot:
+        """The run's snapshot: the worker's current one for a new root, else the stored one."""
+        if version is None:
+            await self.io(self.store.save_snapshot, self._current)
+            self._snapshots[self._current.version] = self._current
+            return self._current
+        cached = self._snapshots.get(version)
+        if cached is not None:
+            return cached
+        loaded = await self.io(self.store.load_snapshot, version)
+        if loaded is None:
+            raise failure(FailureCode.INTERNAL_ERROR, f"runtime snapshot '{version}' is not stored")
+        self._snapshots[version] = loaded
+        return loaded
+
+    async def emit(self, ref: RunRef, *bodies: dict[str, Any]) -> None:
+        """Store the events the run's visibility lets through. Observation only: a failure to
+        store one never fails the run."""
+        visible = [body for body in bodies if _visible(ref, body)]
+        if not visible:
+            return
+        try:
+            await asyncio.to_thread(self.store.append_events, ref, visible)
+        except Exception as error:
+            activity.logger.warning("event store write failed: %s", error)
+
+
+def materialise(store: Store, ref: RunRef, pending: tuple[PendingEntry, ...]) -> list[EntryRow]:
+    """Turn pending entries into rows, reading referenced tool results from the store."""
+    ids = [entry.tool_result_of for entry in pending if entry.tool_result_of]
+    stored = store.get_tool_results(ref.partition_key, ref.run_id, ids)
+    rows: list[EntryRow] = []
+    for entry in pending:
+        content = entry.content
+        if entry.tool_result_of is not None:
+            content = stored.get(entry.tool_result_of, tool_error_content("tool result was lost"))
+        rows.append(
+            EntryRow(
+                entry_key=entry.key,
+                role=entry.role,
+                content=content or "",
+                tool_call_id=entry.tool_call_id,
+                tool_name=entry.tool_name,
+                error_kind=entry.error_kind.value if entry.error_kind else None,
+                run_id=ref.run_id,
+            )
+        )
+    return rows
+
+
+def call_completed_events(pending: tuple[PendingEntry, ...]) -> list[dict[str, Any]]:
+    """`agent_call_completed` for child results that reached this run inline.
+
+    A child that stores its result for the caller announces the completion itself (see
+    `finish_run.announce_to_caller`); a refused call was announced by `prepare_call`. What is
+    left are results of children that never stored theirs (runs that began before results went
+    by reference, or a child that could not start).
+    """
+    events: list[dict[str, Any]] = []
+    for entry in pending:
+        if entry.tool_name != AGENT_CALL_TOOL or entry.tool_result_of is not None:
+            continue
+        try:
+            result = json.loads(entry.content or "")
+        except json.JSONDecodeError:
+            continue
+        if isinstance(result, dict) and "outcome" in result and result.get("run_id"):
+            events.append(
+                {
+                    "type": "agent_call_completed",
+                    "call_id": result.get("call_id"),
+                    "target": result.get("target"),
+                    "outcome": result.get("outcome"),
+                    "child_run_id": result.get("run_id"),
+                }
+            )
+    return events
+
+
+def _visible(ref: RunRef, body: dict[str, Any]) -> bool:
+    """The seed's visibility rule: it filters descendants' events only."""
+    if ref.depth == 0 or ref.event_visibility == "all":
+        return True
+    return ref.event_visibility == "lifecycle_only" and body.get("type") in LIFECYCLE_EVENTS
+
+
+def _heartbeat_if_running() -> None:
+    """Heartbeat when called inside an activity (store helpers also run in tests directly)."""
+    with contextlib.suppress(RuntimeError):
+        activity.heartbeat()
+
+
+@contextlib.asynccontextmanager
+async def heartbeating() -> AsyncIterator[None]:
+    """Heartbeat while the body runs, so cancellation reaches it and stalls are detected."""
+
+    async def beat() -> None:
+        while True:
+            _heartbeat_if_running()
+            await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
