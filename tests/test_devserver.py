@@ -196,9 +196,7 @@ async def test_otel_settings_meant_for_our_processes_do_not_reach_the_server(
 
 async def test_a_start_up_failure_shows_the_last_lines_of_the_servers_log(tmp_path: Path) -> None:
     log_file = tmp_path / "temporal.log"
-    server = DevServer(
-        headless=True, log_file=log_file, extra_args=["--no-such-flag-for-the-test"]
-    )
+    server = DevServer(headless=True, log_file=log_file, extra_args=["--no-such-flag-for-the-test"])
     with pytest.raises(DevServerError) as raised:
         await server.start()
     message = str(raised.value)
