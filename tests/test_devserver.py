@@ -182,3 +182,25 @@ async def test_missing_binary_is_a_dev_server_error(tmp_path: Path) -> None:
     with pytest.raises(DevServerError, match="could not execute"):
         await server.start()
     assert not server.running
+
+
+async def test_otel_settings_meant_for_our_processes_do_not_reach_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README's `OTEL_TRACES_EXPORTER=console` is valid for our tracing; the Temporal server
+    refuses it and exits, so the server must not inherit it."""
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    async with DevServer(headless=True) as server:
+        assert server.running
+
+
+async def test_a_start_up_failure_shows_the_last_lines_of_the_servers_log(tmp_path: Path) -> None:
+    log_file = tmp_path / "temporal.log"
+    server = DevServer(headless=True, log_file=log_file, extra_args=["--no-such-flag-for-the-test"])
+    with pytest.raises(DevServerError) as raised:
+        await server.start()
+    message = str(raised.value)
+    assert "exited with code" in message
+    assert f"last lines of the server's log ({log_file})" in message
+    assert "no-such-flag-for-the-test" in message  # the server's own complaint
+    assert all(len(line) < 600 for line in message.splitlines())

@@ -16,6 +16,7 @@ import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -27,11 +28,12 @@ from temporalio.client import Client
 from temporalio.service import TLSConfig
 from temporalio.testing import WorkflowEnvironment
 
-from otherone.errors import ConfigurationError
+from otherone.errors import ConfigurationError, UnavailableError
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.store import Store
 from otherone.toml_config import load_config
-from otherone.worker.connection import temporal_connection
+from otherone.worker.app import connect
+from otherone.worker.connection import TemporalConnectError, temporal_connection
 from otherone.worker.settings import Settings
 from tests.harness import agent_env
 from tests.test_cli import address_of, cli_env, otherone
@@ -176,7 +178,7 @@ async def test_the_cli_reaches_temporal_through_mutual_tls_and_is_refused_withou
     assert answered.code == 0, answered.describe()
     assert "sunny in Paris" in answered.stdout
     assert refused.code == 4, refused.describe()  # unreachable: the handshake was refused
-    assert "cannot reach Temporal" in refused.stderr
+    assert "client certificate" in refused.stderr, refused.stderr
 
 
 def test_connection_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,3 +206,39 @@ def test_connection_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         temporal_connection(Settings(temporal_tls_ca_file=tmp_path / "missing.pem"))
     assert unreadable.value.field == "OTHERONE_TEMPORAL_TLS_CA_FILE"
     assert "key-123" not in repr(Settings(temporal_api_key="key-123"))  # type: ignore[arg-type]
+
+
+async def _connect_error(address: str, **options: Any) -> str:
+    with pytest.raises(TemporalConnectError) as raised:
+        await asyncio.wait_for(connect(address, **options), 30)
+    assert isinstance(raised.value, UnavailableError)
+    return raised.value.message
+
+
+async def test_connection_errors_name_the_cause_and_the_setting(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """Refused, unknown host, TLS to a plaintext server, plaintext to a TLS server, an
+    untrusted certificate, a wrong server name, a missing client certificate: each says so."""
+    plain = address_of(temporal_env)
+    pki = make_pki(tmp_path)
+    ca = pki.ca.read_bytes()
+    refused = await _connect_error("127.0.0.1:1")
+    assert "connection refused" in refused and "OTHERONE_TEMPORAL_ADDRESS" in refused
+    unknown = await _connect_error("no-such-host.invalid:7233")
+    assert "unknown host 'no-such-host.invalid'" in unknown
+    tls_to_plain = await _connect_error(plain, tls=True)
+    assert "does not speak TLS" in tls_to_plain and "OTHERONE_TEMPORAL_TLS" in tls_to_plain
+    async with tls_proxy(pki, plain, mutual=True) as address:
+        plain_to_tls = await _connect_error(address)
+        assert "wants TLS (OTHERONE_TEMPORAL_TLS=true)" in plain_to_tls
+        untrusted = await _connect_error(address, tls=True)
+        assert "not trusted" in untrusted and "OTHERONE_TEMPORAL_TLS_CA_FILE" in untrusted
+        wrong_name = await _connect_error(
+            address, tls=TLSConfig(server_root_ca_cert=ca, domain="other.example")
+        )
+        assert "OTHERONE_TEMPORAL_TLS_SERVER_NAME" in wrong_name
+        no_cert = await _connect_error(
+            address, tls=TLSConfig(server_root_ca_cert=ca, domain="localhost")
+        )
+        assert "client certificate" in no_cert and "OTHERONE_TEMPORAL_TLS_CERT_FILE" in no_cert

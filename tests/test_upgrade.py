@@ -90,19 +90,34 @@ async def _count(client: Client, query: str, expected: int) -> bool:
     return (await client.count_workflows(query)).count == expected
 
 
-async def _upgrade_check(client: Client, query: str) -> tuple[int, str]:
-    """``python -m otherone.worker.upgrade --query QUERY`` against the test server."""
+#: The command line on the unpatched change: `main` with another workflow class.
+UNPATCHED_CHECK = """
+import os, sys
+from otherone.worker.upgrade import main
+from tests.upgrade_workflows import UnpatchedAgentRunWorkflow
+code = main(sys.argv[1:], workflows=[UnpatchedAgentRunWorkflow])
+sys.stdout.flush()
+os._exit(code)
+"""
+
+
+async def _upgrade_check(
+    client: Client, query: str, *options: str, unpatched: bool = False
+) -> tuple[int, str]:
+    """``python -m otherone.worker.upgrade --query QUERY`` against the test server (on the
+    unpatched workflow when ``unpatched``)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
         OTHERONE_TEMPORAL_ADDRESS=client.service_client.config.target_host,
     )
+    program = ["-c", UNPATCHED_CHECK] if unpatched else ["-m", "otherone.worker.upgrade"]
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "otherone.worker.upgrade",
+        *program,
         "--query",
         query,
+        *options,
         cwd=REPO_ROOT,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
@@ -170,6 +185,15 @@ async def test_a_patched_change_lets_runs_in_flight_finish_on_the_old_path(
             code, output = await _upgrade_check(client, running)
             assert code == 0, output
             assert output.strip().splitlines()[-1] == "1 run(s) checked: all replay", output
+            # On the unpatched change: exactly one line per run, details only when asked.
+            code, output = await _upgrade_check(client, running, unpatched=True)
+            assert code == 1, output
+            lines = output.strip().splitlines()
+            assert len(lines) == 2, output
+            assert lines[0].startswith(f"would fail: {old.run_id}: NondeterminismError"), output
+            assert lines[1] == "1 run(s) checked: 1 would fail", output
+            code, verbose = await _upgrade_check(client, running, "--verbose", unpatched=True)
+            assert code == 1 and len(verbose.splitlines()) > len(lines), verbose
 
         # The same checks on the history alone (the Replayer, no Temporal needed).
         assert await _replays(PatchedAgentRunWorkflow, in_flight)

@@ -30,6 +30,11 @@ from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig
 from otherone.contracts import ACTIVITY_PREPARE_RUN, PrepareRunInput, RunPlan
 from otherone.store import Store
+from otherone.worker.connection import (
+    TemporalConnectError,
+    TemporalConnection,
+    explain_connect_error,
+)
 from otherone.worker.queues import (
     ALL_ROLES,
     QueueWorker,
@@ -91,7 +96,7 @@ async def connect(
     address: str,
     namespace: str = "default",
     *,
-    tracing: bool = False,
+    tracing: bool | None = None,
     runtime: Runtime | None = None,
     payload_codec: PayloadCodec | None = None,
     tls: TLSConfig | bool = False,
@@ -100,25 +105,46 @@ async def connect(
     """A client with the pydantic data converter (workers, clients and replayers must agree).
 
     ``tracing`` adds Temporal's OpenTelemetry ``TracingInterceptor`` (workers built from this
-    client inherit it; see `otherone.worker.telemetry`); ``runtime`` is e.g. a Prometheus-metrics
-    runtime
+    client inherit it; see `otherone.worker.telemetry`), so a run tree started from this client
+    is one trace. ``None`` (the default) turns it on whenever the ``OTEL_*`` variables name an
+    exporter, installing our tracer provider unless the application installed its own.
+    ``runtime`` is e.g. a Prometheus-metrics runtime
     (`otherone.worker.telemetry.prometheus_runtime`). ``payload_codec`` (e.g.
-    `otherone.worker.codec`'s
-    `EncryptionCodec`, from `codec_from_settings(Settings())`) encodes every payload this client
-    and the workers built from it send; every client and worker of a namespace must use it.
-    ``tls`` / ``api_key`` reach a production cluster
-    (`otherone.worker.connection.temporal_connection`
-    builds them from settings).
+    `otherone.worker.codec`'s `EncryptionCodec`, from `codec_from_settings(Settings())`)
+    encodes every payload this client and the workers built from it send; every client and
+    worker of a namespace must use it. ``tls`` / ``api_key`` reach a production cluster
+    (`otherone.worker.connection.temporal_connection` builds them from settings).
+
+    Raises `TemporalConnectError` (an `UnavailableError`) naming the likely cause (refused,
+    unknown host, TLS handshake, untrusted certificate, refused credentials) and the setting.
     """
-    return await Client.connect(
-        address,
-        namespace=namespace,
-        data_converter=data_converter(payload_codec),
-        interceptors=[TracingInterceptor()] if tracing else [],
-        runtime=runtime,
-        tls=tls,
-        api_key=api_key,
-    )
+    if tracing is None:
+        tracing = _tracing_configured()
+    try:
+        return await Client.connect(
+            address,
+            namespace=namespace,
+            data_converter=data_converter(payload_codec),
+            interceptors=[TracingInterceptor()] if tracing else [],
+            runtime=runtime,
+            tls=tls,
+            api_key=api_key,
+        )
+    except RuntimeError as error:
+        connection = TemporalConnection(tls=tls, api_key=api_key)
+        raise TemporalConnectError(explain_connect_error(error, address, connection)) from error
+
+
+def _tracing_configured() -> bool:
+    """True when ``OTEL_*`` names an exporter; then spans need an SDK provider to go anywhere."""
+    from otherone.worker.settings import otel_trace_exporters
+
+    if not otel_trace_exporters():
+        return False
+    from otherone.worker.telemetry import ensure_tracing
+
+    ensure_tracing("otherone-client")
+    return True
 
 
 class AgentWorker:

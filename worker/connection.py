@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from temporalio.service import TLSConfig
+from temporalio.service import RPCStatusCode, TLSConfig
 
-from otherone.errors import ConfigurationError
+from otherone.errors import ConfigurationError, UnavailableError
 from otherone.worker.settings import Settings
 
 
@@ -63,3 +63,80 @@ def _read(path: Path | None, setting: str) -> bytes | None:
         raise ConfigurationError(
             f"cannot read {path}: {error.strerror}", field=f"OTHERONE_{setting.upper()}"
         ) from None
+
+
+#: What the transport says when the server closes the connection right after connecting.
+_DROPPED = (
+    "close_notify",
+    "CertificateRequired",
+    "UnexpectedEof",
+    "broken pipe",
+    "transport error",
+)
+
+
+class TemporalConnectError(UnavailableError):
+    """Temporal could not be reached; the message names the likely cause and the setting."""
+
+
+def explain_connect_error(
+    error: BaseException, address: str, connection: TemporalConnection
+) -> str:
+    """One line naming the likely cause of a failed connection, and the setting to check.
+
+    The SDK reports every failure as a ``RuntimeError`` carrying the transport's error chain
+    (tonic/rustls/hyper); the markers below are the ones that chain shows for each cause.
+    """
+    text = str(error)
+    tls = connection.tls is not False
+    where = f"Temporal at {address} (OTHERONE_TEMPORAL_ADDRESS)"
+    if isinstance(error, TimeoutError):
+        return f"no answer from {where} in time: a firewall, or the wrong port?"
+    if "dns error" in text or "Name or service not known" in text:
+        host = address.rsplit(":", 1)[0]
+        return f"unknown host '{host}' for {where}"
+    if "ConnectionRefused" in text or "Connection refused" in text:
+        return f"connection refused by {where}: nothing listens there (is `otherone dev` running?)"
+    if "InvalidContentType" in text or "InvalidMessage" in text:
+        return (
+            f"TLS handshake with {where} failed: the server does not speak TLS; unset "
+            "OTHERONE_TEMPORAL_TLS (and OTHERONE_TEMPORAL_API_KEY, which implies TLS)"
+        )
+    if "InvalidCertificate" in text:
+        return _certificate_problem(text, where)
+    if _is_refused_credential(error):
+        return (
+            f"{where} refused our credentials: check OTHERONE_TEMPORAL_API_KEY (or the client "
+            "certificate) and OTHERONE_NAMESPACE"
+        )
+    if any(marker in text for marker in _DROPPED):
+        # Right after the handshake: a TLS server dropping a plaintext client, or a mutual-TLS
+        # server dropping a client without a certificate it trusts.
+        if tls:
+            return (
+                f"{where} closed the TLS connection: it wants a client certificate it trusts "
+                "(OTHERONE_TEMPORAL_TLS_CERT_FILE / OTHERONE_TEMPORAL_TLS_KEY_FILE)"
+            )
+        return f"{where} dropped the connection: it probably wants TLS (OTHERONE_TEMPORAL_TLS=true)"
+    return f"cannot reach {where}: {text.splitlines()[0] if text else type(error).__name__}"
+
+
+def _certificate_problem(text: str, where: str) -> str:
+    if "NotValidForName" in text:
+        return (
+            f"the TLS certificate of {where} is not valid for the name we expected: set "
+            "OTHERONE_TEMPORAL_TLS_SERVER_NAME to a name the certificate carries"
+        )
+    if "Expired" in text:
+        return f"the TLS certificate of {where} has expired"
+    return (
+        f"the TLS certificate of {where} is not trusted: set OTHERONE_TEMPORAL_TLS_CA_FILE to "
+        "the CA that signed it"
+    )
+
+
+def _is_refused_credential(error: BaseException) -> bool:
+    status = getattr(error, "status", None)
+    return status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED) or (
+        "Unauthenticated" in str(error) or "PermissionDenied" in str(error)
+    )

@@ -68,11 +68,29 @@ THROTTLE_FIX_ARGS: Final[list[str]] = dynamic_config_args(THROTTLE_FIX_DYNAMIC_C
 """The two ``--dynamic-config-value`` flags every dev server we start must get."""
 
 _BINARY_NAME: Final[str] = "temporal.exe" if os.name == "nt" else "temporal"
-_STDERR_TAIL_CHARS: Final[int] = 4000
+_STDERR_TAIL_CHARS: Final[int] = 16000
+#: What a start-up failure shows of the server's log: its last lines, each cut to a readable
+#: length (the server logs whole Go error chains on one line; the log file keeps them whole).
+_TAIL_LINES: Final[int] = 12
+_TAIL_LINE_CHARS: Final[int] = 400
 
 
 class DevServerError(RuntimeError):
     """The dev server binary is missing, failed to start, or did not become ready in time."""
+
+
+#: Prefixes of variables that configure *our* processes but that the Temporal server reads too,
+#: with other meanings: the server refuses e.g. ``OTEL_TRACES_EXPORTER=console``, which our
+#: tracing accepts (README "Tracing and metrics"), and exits at start-up.
+_NOT_FOR_THE_SERVER = ("OTEL_",)
+
+
+def server_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The dev server's environment: ours, without the variables meant for our processes."""
+    source = os.environ if environ is None else environ
+    return {
+        name: value for name, value in source.items() if not name.startswith(_NOT_FOR_THE_SERVER)
+    }
 
 
 def find_temporal_binary() -> Path:
@@ -312,6 +330,7 @@ class DevServer:
         try:
             self._process = subprocess.Popen(
                 argv,
+                env=server_environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=self._log_handle,
                 stderr=subprocess.STDOUT,
@@ -351,11 +370,17 @@ class DevServer:
             text = self._log_path.read_bytes()[-_STDERR_TAIL_CHARS:]
         except OSError:
             return ""
-        return text.decode("utf-8", errors="replace").strip()
+        lines = text.decode("utf-8", errors="replace").strip().splitlines()[-_TAIL_LINES:]
+        return "\n".join(_shorten(line) for line in lines)
 
     def _fail(self, reason: str) -> DevServerError:
         tail = self._output_tail()
-        detail = f"\n--- server output (tail) ---\n{tail}" if tail else " (no server output)"
+        where = f" ({self._log_path})" if self._log_path and not self._log_is_temp else ""
+        detail = (
+            f"\n--- last lines of the server's log{where} ---\n{tail}"
+            if tail
+            else " (no server output)"
+        )
         return DevServerError(f"Temporal dev server {reason}{detail}")
 
     async def _wait_ready(self) -> None:
@@ -387,3 +412,9 @@ class DevServer:
         await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=self.namespace)
         )
+
+
+def _shorten(line: str) -> str:
+    if len(line) <= _TAIL_LINE_CHARS:
+        return line
+    return f"{line[: _TAIL_LINE_CHARS // 2]} … {line[-_TAIL_LINE_CHARS // 2 :]}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -123,6 +123,17 @@ class Settings(BaseSettings):
         description="OpenTelemetry tracing (exporters from OTEL_* variables); default: on when "
         "OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER names an exporter.",
     )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO",
+        description="Level of the worker's log lines (stderr, one line each): DEBUG, INFO "
+        "(start, shutdown, pruned events), WARNING, ERROR.",
+    )
+    ui_url: str | None = Field(
+        None,
+        description="Base URL of the Temporal Web UI that links printed by the CLI point to "
+        "(e.g. http://localhost:8080); default: what `otherone dev` wrote in its data dir, "
+        "else http://localhost:8233.",
+    )
     metrics_port: int | None = Field(
         None, gt=0, lt=65536, description="Serve Temporal worker metrics (Prometheus) on this port."
     )
@@ -167,6 +178,11 @@ class Settings(BaseSettings):
         description="Codec server URL the Web UI of `otherone dev` decodes payloads with "
         "(e.g. http://127.0.0.1:8888 from `otherone codec-server`).",
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
 
     @field_validator("worker_roles", mode="before")
     @classmethod

@@ -121,6 +121,13 @@ def configure_tracing(service_name: str = DEFAULT_SERVICE_NAME) -> TracerProvide
     return provider
 
 
+def ensure_tracing(service_name: str) -> None:
+    """`configure_tracing` unless the application installed an SDK tracer provider of its own
+    (a library must not replace it; OpenTelemetry allows one global provider)."""
+    if _configured is None and not isinstance(trace.get_tracer_provider(), TracerProvider):
+        configure_tracing(service_name)
+
+
 def shutdown_tracing() -> None:
     """Flush and stop the provider installed by `configure_tracing` (no-op if none)."""
     global _configured
