@@ -275,7 +275,7 @@ async def test_unreachable_temporal_exits_4_quickly(tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     env = cli_env(address, "unused", tmp_path)
     result = await otherone("run", "assistant", QUESTION, env=env, limit=30)
-    assert_one_line_error(result, 4, f"cannot reach Temporal at {address}")
+    assert_one_line_error(result, 4, f"connection refused by Temporal at {address}")
     assert result.elapsed < 15, result.elapsed
     shown = await otherone("show", "run-x", env=env, limit=30)
     assert_one_line_error(shown, 4, address)
