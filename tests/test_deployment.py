@@ -65,6 +65,7 @@ SET_BY_THE_STACK = {
     "health_file",
     "metrics_port",
     "metrics_host",
+    "ui_url",
 }
 ONE_SHOT_JOBS = {"temporal-schema", "temporal-setup"}
 LONG_RUNNING = {"temporal-db", "temporal", "temporal-ui", "store-db", "worker", "otel-collector"}
