@@ -1,7 +1,36 @@
-"""Process wiring: worker construction, settings, and the embedded Temporal dev server."""
+"""Process wiring: worker construction, settings, and the embedded Temporal dev server.
 
-from otherone.worker.app import build_worker, connect, sandbox_runner
-from otherone.worker.devserver import DevServer, DevServerError
-from otherone.worker.settings import Settings
+Names are imported on first use, so that importing one light submodule (e.g.
+`otherone.worker.settings` for the CLI's help) does not load Temporal's worker and every
+activity.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from otherone.worker.app import build_worker, connect, sandbox_runner
+    from otherone.worker.devserver import DevServer, DevServerError
+    from otherone.worker.settings import Settings
+
+#: Names served lazily by `__getattr__`: name → module that defines it.
+_LAZY_EXPORTS = {
+    "build_worker": "otherone.worker.app",
+    "connect": "otherone.worker.app",
+    "sandbox_runner": "otherone.worker.app",
+    "DevServer": "otherone.worker.devserver",
+    "DevServerError": "otherone.worker.devserver",
+    "Settings": "otherone.worker.settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'otherone.worker' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["DevServer", "DevServerError", "Settings", "build_worker", "connect", "sandbox_runner"]

@@ -36,10 +36,11 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from otherone.worker.codec import EncryptionCodec, PayloadDecryptionError
+from otherone.worker.settings import CODEC_SERVER_PORT
 
 __all__ = ["DEFAULT_PORT", "MAX_BODY_BYTES", "CodecServer", "default_cors_origins"]
 
-DEFAULT_PORT: Final = 8888
+DEFAULT_PORT: Final = CODEC_SERVER_PORT
 #: Temporal refuses payloads over 2 MB; a request carries at most a few (one event's).
 MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 _ALLOWED_HEADERS: Final = "content-type, x-namespace, authorization"

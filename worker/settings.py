@@ -16,6 +16,9 @@ DEFAULT_TASK_QUEUE = "otherone"
 DEFAULT_DATA_DIR = Path(".otherone")
 #: Seconds in-flight activities get to finish after SIGTERM (`Settings.shutdown_grace_seconds`).
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
+#: Port of `otherone codec-server` unless --port says otherwise (here, not in
+#: `otherone.worker.codec_server`, so the CLI's help does not load Temporal to show it).
+CODEC_SERVER_PORT = 8888
 
 
 #: Environment variables that name an OTLP endpoint (tracing then defaults to on).

@@ -1,0 +1,160 @@
+"""Exit codes, the errors commands raise, and how any error becomes one line and a code."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import TYPE_CHECKING, NoReturn
+
+from pydantic import ValidationError
+
+from otherone.errors import (
+    ConfigurationError,
+    IdempotencyConflictError,
+    InvalidRequestError,
+    OtheroneError,
+    RunNotActiveError,
+    RunNotFoundError,
+    UnavailableError,
+)
+from otherone.runs import RunOutcome
+
+if TYPE_CHECKING:
+    from temporalio.service import RPCError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_UNAVAILABLE = 4
+EXIT_CANCELLED = 5
+EXIT_TIMED_OUT = 6
+EXIT_BUDGET_EXCEEDED = 7
+EXIT_IDEMPOTENCY_CONFLICT = 8
+EXIT_INTERRUPTED = 130
+
+EXIT_FOR_OUTCOME = {
+    RunOutcome.COMPLETED: EXIT_OK,
+    RunOutcome.FAILED: EXIT_FAILED,
+    RunOutcome.CANCELLED: EXIT_CANCELLED,
+    RunOutcome.TIMED_OUT: EXIT_TIMED_OUT,
+    RunOutcome.BUDGET_EXCEEDED: EXIT_BUDGET_EXCEEDED,
+}
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    success (run completed)
+  1    run failed
+  2    bad usage, input or configuration
+  3    run not found, or not running
+  4    Temporal or the database cannot be reached
+  5    run cancelled
+  6    run timed out
+  7    run exceeded its budget
+  8    idempotency conflict (same key, different request)
+  130  interrupted (a started run keeps going)"""
+
+
+class CliError(Exception):
+    """An expected failure of a command: one line for stderr and an exit code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Interrupted(Exception):
+    """SIGINT/SIGTERM arrived while a command was working."""
+
+
+def classify_error(error: BaseException, address: str | None = None) -> tuple[int, str]:
+    """Exit code and one-line message for an exception a command raised."""
+    from temporalio.service import RPCError
+
+    from otherone.store import StoreError
+    from otherone.worker.codec import PayloadDecryptionError
+    from otherone.worker.devserver import DevServerError
+
+    unreachable = f"cannot reach Temporal at {address or '?'} (is `otherone dev` running?)"
+    code: int
+    match error:
+        case CliError():
+            code, message = error.code, error.message
+        case IdempotencyConflictError():
+            code, message = EXIT_IDEMPOTENCY_CONFLICT, error.message
+        case RunNotFoundError() | RunNotActiveError():
+            code, message = EXIT_NOT_FOUND, error.message
+        case InvalidRequestError() | ConfigurationError():
+            code, message = EXIT_USAGE, error.message
+        case UnavailableError():
+            code, message = EXIT_UNAVAILABLE, error.message
+        case PayloadDecryptionError():
+            code, message = EXIT_USAGE, error.message
+        case KeyError() if "binary/encrypted" in str(error):  # the converter meets ciphertext
+            code, message = (
+                EXIT_USAGE,
+                "the run's payloads are encrypted: set OTHERONE_ENCRYPTION_KEYS (or "
+                "OTHERONE_ENCRYPTION_KEY_FILE) to the keys its workers use",
+            )
+        case StoreError():
+            code, message = EXIT_UNAVAILABLE, f"database: {error.message}"
+        case OtheroneError():
+            code, message = EXIT_FAILED, error.message
+        case ValidationError():
+            code, message = EXIT_USAGE, _validation_message(error)
+        case RPCError():
+            code, message = _classify_rpc_error(error, unreachable)
+        case DevServerError():
+            code, message = EXIT_UNAVAILABLE, str(error)
+        case _ if _is_database_error(error):
+            code, message = EXIT_UNAVAILABLE, f"database: {error}"
+        case _:
+            code, message = EXIT_FAILED, f"unexpected {type(error).__name__}: {error}"
+    return code, one_line(message)
+
+
+def _classify_rpc_error(error: RPCError, unreachable: str) -> tuple[int, str]:
+    from temporalio.service import RPCStatusCode
+
+    match error.status:
+        case RPCStatusCode.UNAVAILABLE | RPCStatusCode.DEADLINE_EXCEEDED:
+            return EXIT_UNAVAILABLE, unreachable
+        case RPCStatusCode.NOT_FOUND:
+            return EXIT_NOT_FOUND, f"not found: {error.message}"
+        case RPCStatusCode.INVALID_ARGUMENT:
+            return EXIT_USAGE, f"rejected by Temporal: {error.message}"
+        case _:
+            return EXIT_FAILED, f"Temporal error ({error.status.name}): {error.message}"
+
+
+def _is_database_error(error: BaseException) -> bool:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return isinstance(error, SQLAlchemyError)
+
+
+def _validation_message(error: ValidationError) -> str:
+    first = error.errors(include_url=False)[0]
+    location = ".".join(str(part) for part in first["loc"]) or error.title
+    return f"{location}: {first['msg']}"
+
+
+def one_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush traces and output, then leave through ``os._exit`` (no interpreter teardown)."""
+    # os._exit skips the tracing SDK's flush at exit. Tracing is only ever configured through
+    # `otherone.worker.telemetry`; if no command imported it, there is nothing to flush (and
+    # importing it here would load OpenTelemetry and Temporal just to exit).
+    telemetry = sys.modules.get("otherone.worker.telemetry")
+    if telemetry is not None:
+        telemetry.shutdown_tracing()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

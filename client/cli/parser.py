@@ -1,0 +1,292 @@
+"""Every command's arguments and help, and which module runs it.
+
+Building the parser imports no command module: `COMMANDS` names each command's module, imported
+only when that command runs, so ``otherone --help`` (and a usage error) starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from otherone.client.cli.exits import EXIT_CODES_HELP, EXIT_USAGE
+from otherone.client.cli.options import (
+    SETTING_OPTIONS,
+    SETTINGS_HELP,
+    WORKER_OPTIONS,
+    add_options,
+    environment_help,
+)
+from otherone.runs import DEFAULT_PARTITION
+from otherone.worker.settings import CODEC_SERVER_PORT, Settings
+
+DEMO_AGENT = "coordinator"
+DEMO_QUESTION = "Plan a day in Paris: check the weather and draft a short note."
+
+
+@dataclass(frozen=True)
+class CommandTarget:
+    """Where a command is implemented: ``function`` of ``otherone.client.cli.<module>``."""
+
+    module: str
+    function: str
+    #: A signal means "shut down and exit 0" (servers); for the others it interrupts.
+    handles_signals: bool = False
+
+
+COMMANDS: dict[str, CommandTarget] = {
+    "dev": CommandTarget("serve", "cmd_dev", handles_signals=True),
+    "worker": CommandTarget("serve", "cmd_worker", handles_signals=True),
+    "demo": CommandTarget("demo", "cmd_demo", handles_signals=True),
+    "run": CommandTarget("run", "cmd_run"),
+    "send": CommandTarget("run", "cmd_send"),
+    "cancel": CommandTarget("run", "cmd_cancel"),
+    "show": CommandTarget("show", "cmd_show"),
+    "tree": CommandTarget("show", "cmd_tree"),
+    "watch": CommandTarget("show", "cmd_watch"),
+    "sessions": CommandTarget("sessions", "cmd_sessions"),
+    "db": CommandTarget("sessions", "cmd_db"),
+    "codec-server": CommandTarget("codec_server", "cmd_codec_server", handles_signals=True),
+}
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps prose; keeps text that has its own line breaks (the exit-code table) as it is."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    add_options(common.add_argument_group("settings", SETTINGS_HELP), SETTING_OPTIONS, defaults)
+    parser = _Parser(
+        prog="otherone",
+        description="Otherone on Temporal: durable multi-agent LLM runs.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=EXIT_CODES_HELP,
+            formatter_class=_HelpFormatter,
+            parents=[common],
+        )
+
+    _add_serve(command, defaults)
+    _add_run(command)
+    _add_show(command)
+    _add_sessions(command, common)
+    _add_demo(command)
+    _add_codec_server(commands)
+    return parser
+
+
+Add = Any  # `command(name, summary, description)` of `build_parser`
+
+
+def _add_serve(command: Add, defaults: Settings | None) -> None:
+    dev = command(
+        "dev",
+        "run a local Temporal dev server and a worker (foreground)",
+        "Start a Temporal dev server (state in <data-dir>/temporal.db, Web UI on --ui-port, "
+        "gRPC on 127.0.0.1:--port) and a worker for --config on --task-queue. Ctrl-C stops "
+        "the worker, then the server. Uses the example configuration when the default "
+        "config file does not exist.",
+    )
+    worker = command(
+        "worker",
+        "run a worker against an existing Temporal server",
+        "Run a worker for --config on --task-queue against the Temporal server at --address, "
+        "with the store at --database-url. SIGTERM / Ctrl-C: stop polling, let in-flight "
+        "activities finish for up to OTHERONE_SHUTDOWN_GRACE_SECONDS, exit 0 (a second signal "
+        "exits at once). With "
+        "--model-task-queue / --tool-task-queue (the same on every worker), model and tool "
+        "calls run on queues of their own and --roles picks what this process serves.",
+    )
+    add_options(worker.add_argument_group("task queues and roles"), WORKER_OPTIONS, defaults)
+    for process in (dev, worker):  # the commands that run a worker list every setting
+        process.epilog = f"{environment_help()}\n\n{EXIT_CODES_HELP}"
+
+
+def _add_run(command: Add) -> None:
+    run = command(
+        "run",
+        "start a run and stream its output",
+        "Start a run of AGENT with TEXT, stream the model's text to stdout (tool calls as dim "
+        "lines on stderr), then print the result summary. Exit code by outcome.",
+    )
+    run.add_argument("agent", metavar="AGENT", help="id of the entry agent")
+    run.add_argument("text", metavar="TEXT", help="the user message")
+    run.add_argument("--session", metavar="ID", help="continue (or create) this session")
+    run.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="start at most once per key (the same key returns the same run)",
+    )
+    run.add_argument("--partition", metavar="P", help="partition (tenant) key")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--json",
+        action="store_true",
+        help="print only the AgentRunResult as one JSON line (no streaming)",
+    )
+    mode.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no streaming, no summary: print only the output text",
+    )
+    run.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="show the live view of `otherone watch` (the whole tree: status, text, tools, "
+        "usage; a table per run at the end); with --json: the event envelopes, one a line",
+    )
+    send = command(
+        "send",
+        "queue user messages for a running run",
+        "Queue one or more user messages for RUN_ID; the run takes them at its next safe point.",
+    )
+    send.add_argument("run_id", metavar="RUN_ID")
+    send.add_argument("texts", metavar="TEXT", nargs="+")
+    cancel = command(
+        "cancel",
+        "cancel a run",
+        "Request cancellation of RUN_ID (and, through Temporal, of its descendants).",
+    )
+    cancel.add_argument("run_id", metavar="RUN_ID")
+
+
+def _add_show(command: Add) -> None:
+    show = command("show", "show a run's record", "Show the current record of RUN_ID.")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print the RunRecord as JSON")
+    tree = command(
+        "tree",
+        "show the tree of runs a run belongs to",
+        "Show the whole tree of runs that RUN_ID belongs to (its root and every agent call below "
+        "it, a child run each): agent, call id, status, calls, tokens and duration per run.",
+    )
+    tree.add_argument("run_id", metavar="RUN_ID", help="the root run, or any run of its tree")
+    tree.add_argument(
+        "--json", action="store_true", help="print the RunRecords as a JSON array (root first)"
+    )
+    watch = command(
+        "watch",
+        "follow a tree of runs live",
+        "Follow the tree of runs RUN_ID belongs to (from its first event, read from the store at "
+        "--database-url) until its root ends: on a terminal, a live view of the runs (status, "
+        "turn, usage), the streaming text of active runs and recent tool and agent calls; "
+        "otherwise plain lines as `otherone run` prints them. Then a table per run (status, "
+        "model/tool/agent calls, tokens, duration) and the result summary. Exit code by the "
+        "root's outcome, as `otherone run`. Ctrl-C stops watching; the run keeps going.",
+    )
+    watch.add_argument("run_id", metavar="RUN_ID", help="the root run, or any run of its tree")
+    watch.add_argument(
+        "--json",
+        action="store_true",
+        help="print the raw event envelopes (EventRecord), one JSON object a line",
+    )
+
+
+def _add_sessions(command: Add, common: argparse.ArgumentParser) -> None:
+    sessions = command(
+        "sessions",
+        "list the sessions of a partition",
+        "List the sessions (conversations) of --partition in the store at --database-url, "
+        "oldest first, with the run holding each one's writer lease. The internal sessions of "
+        "child runs (agent calls) are hidden unless --internal.",
+    )
+    sessions.add_argument(
+        "--partition", metavar="P", default=DEFAULT_PARTITION, help="partition (tenant) key"
+    )
+    sessions.add_argument(
+        "--internal", action="store_true", help="also list the internal sessions of child runs"
+    )
+    sessions.add_argument("--json", action="store_true", help="print the sessions as a JSON array")
+    db = command(
+        "db",
+        "manage the store's database",
+        "Maintain the store at --database-url (a SQLite file or PostgreSQL).",
+    )
+    db_actions = db.add_subparsers(dest="db_action", metavar="ACTION", required=True)
+    db_actions.add_parser(
+        "upgrade",
+        help="create or upgrade the store's tables",
+        description="Apply the store's pending migrations (creating the tables on an empty "
+        "database). Workers and `otherone dev` do this when they start; this does it without "
+        "them. Safe while other processes use or upgrade the same database.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+
+
+def _add_demo(command: Add) -> None:
+    demo = command(
+        "demo",
+        "offline end-to-end demo",
+        "Start an in-memory Temporal dev server (with Web UI) on free ports, a worker with the "
+        f"example configuration and a temporary store, run `{DEMO_AGENT}` with "
+        f'"{DEMO_QUESTION}" (it calls `researcher` and `writer` in parallel), stream it, print '
+        "the run tree, the result and the Web UI link, then stop everything. Needs no network "
+        "and no API key.",
+    )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the server running after the run (to browse the Web UI) until Ctrl-C",
+    )
+
+
+def _add_codec_server(commands: Any) -> None:
+    """``codec-server``: without the common settings options, whose ``--port`` is Temporal's."""
+    codec = commands.add_parser(
+        "codec-server",
+        help="serve Temporal's codec protocol so the Web UI shows encrypted payloads",
+        description="Serve POST /decode and /encode (Temporal's codec server protocol) with the "
+        "keys of OTHERONE_ENCRYPTION_KEYS / OTHERONE_ENCRYPTION_KEY_FILE, for the Web UI "
+        "(`temporal server start-dev --ui-codec-endpoint URL`, or OTHERONE_UI_CODEC_ENDPOINT for "
+        "`otherone dev`) and the CLI (`temporal workflow show --codec-endpoint URL`). No "
+        "authentication unless OTHERONE_CODEC_SERVER_TOKEN is set (then 'Authorization: Bearer "
+        "<token>' is required): anyone who can reach the port can decrypt, so keep it on "
+        "127.0.0.1. Ctrl-C stops it.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+    )
+    codec.add_argument(
+        "--port",
+        dest="codec_port",
+        type=int,
+        default=CODEC_SERVER_PORT,
+        metavar="PORT",
+        help=f"port to listen on (default {CODEC_SERVER_PORT}; 0 picks a free one)",
+    )
+    codec.add_argument(
+        "--host", default="127.0.0.1", metavar="HOST", help="address to bind (default 127.0.0.1)"
+    )
+    codec.add_argument(
+        "--cors-origin",
+        action="append",
+        metavar="URL",
+        help="origin of a Web UI allowed to call it (repeatable; default "
+        "http://127.0.0.1:<OTHERONE_UI_PORT> and http://localhost:<OTHERONE_UI_PORT>)",
+    )

@@ -1,0 +1,104 @@
+"""``otherone run`` (start a run and stream it), ``send`` (queue messages), ``cancel``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from typing import Any
+
+from otherone.client.agent_client import AgentClient, build_request, root_run_id
+from otherone.client.cli.context import Context
+from otherone.client.cli.exits import EXIT_OK, EXIT_USAGE, CliError, one_line
+from otherone.client.cli.output import exit_code, follow_run, print_outcome
+from otherone.client.cli.show import watch_tree
+from otherone.client.cli.stores import event_store, existing_store, watch_store
+from otherone.client.cli.temporal import agent_client, connect_configured, ui_base, ui_link
+from otherone.client.console import EventPrinter
+from otherone.runs import AgentRunRequest, AgentRunResult
+from otherone.store import Store
+
+
+async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    settings = ctx.settings
+    request = _request_from(args)  # validate before touching the network
+    if args.follow and args.quiet:
+        raise CliError(EXIT_USAGE, "--follow: not allowed with --quiet")
+    streaming = not (args.json or args.quiet)
+    client = await connect_configured(settings)
+    store: Store | None = None
+    if args.follow:
+        store = watch_store(settings)  # refused before the run starts
+    elif streaming:
+        store = event_store(settings, ctx.err)
+    else:
+        store = existing_store(settings)  # to read an output stored as an artifact
+    try:
+        agents = AgentClient(client, task_queue=settings.task_queue, store=store)
+        run_id = root_run_id(request)
+        ctx.interrupt_note = (
+            f"interrupted: run {run_id} keeps going "
+            f"(`otherone show {run_id}`, `otherone cancel {run_id}`)"
+        )
+        handle = await agents.start(request)
+        if args.follow:
+            return await watch_tree(ctx, agents, handle.run_id, json_lines=args.json)
+        if not streaming:
+            return _print_unstreamed(ctx, await handle.result(), json_line=args.json)
+        printer = EventPrinter(handle.run_id, sys.stdout, ctx.err)
+        result = await follow_run(handle, store, printer)
+        link = await ui_link(client, ui_base(settings), settings.namespace, result.run_id)
+        return print_outcome(ctx.err, result, printer, link)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _request_from(args: argparse.Namespace) -> AgentRunRequest:
+    fields: dict[str, Any] = {"entry_agent": args.agent, "input": args.text}
+    if args.session is not None:
+        fields["session"] = {"session_id": args.session}
+    if args.partition is not None:
+        fields["runtime_context"] = {"partition_key": args.partition}
+    # Always start by key (a random one if none was given): the run id is then known before
+    # the start RPC, so an interrupt at any moment can still name the run, and a start that is
+    # retried after a network error cannot create a second run.
+    given = args.idempotency_key  # an explicit "" is refused by validation, not replaced
+    fields["idempotency_key"] = f"cli-{uuid.uuid4().hex}" if given is None else given
+    return build_request(**fields)
+
+
+def _print_unstreamed(ctx: Context, result: AgentRunResult, *, json_line: bool) -> int:
+    """``--json``: the result as one JSON line; ``--quiet``: the output text (and a failure's
+    one line on stderr)."""
+    if json_line:
+        sys.stdout.write(result.model_dump_json() + "\n")
+    else:
+        if result.text:
+            sys.stdout.write(result.text + "\n")
+        if result.failure is not None:
+            ctx.err.print(
+                f"error: run {result.run_id} {result.outcome.value}: "
+                f"{result.failure.code.value}: {one_line(result.failure.message)}",
+                markup=False,
+            )
+    return exit_code(result)
+
+
+async def cmd_send(args: argparse.Namespace, ctx: Context) -> int:
+    texts: list[str] = args.texts
+    for index, text in enumerate(texts):
+        if not text.strip():
+            raise CliError(EXIT_USAGE, f"messages.{index}: must be a non-empty string")
+    agents = await agent_client(ctx)
+    await agents.send_message(args.run_id, texts)
+    noun = "message" if len(texts) == 1 else "messages"
+    ctx.err.print(f"queued {len(texts)} {noun} for run {args.run_id}", markup=False)
+    return EXIT_OK
+
+
+async def cmd_cancel(args: argparse.Namespace, ctx: Context) -> int:
+    agents = await agent_client(ctx)
+    await agents.cancel(args.run_id)
+    ctx.err.print(f"cancellation requested for run {args.run_id}", markup=False)
+    return EXIT_OK

@@ -1,0 +1,123 @@
+"""``otherone show`` (a run's record), ``tree`` (its tree of runs), ``watch`` (follow it live)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import UTC, datetime
+
+from otherone.client.agent_client import AgentClient
+from otherone.client.cli.context import Context
+from otherone.client.cli.exits import EXIT_OK
+from otherone.client.cli.output import exit_code, print_output
+from otherone.client.cli.stores import watch_store
+from otherone.client.cli.temporal import agent_client, connect_configured, ui_base, ui_link
+from otherone.client.console import EventPrinter, print_record, print_result_summary, print_run_tree
+from otherone.client.watch import (
+    WatchMode,
+    WatchState,
+    follow_tree,
+    live_console,
+    print_summary,
+    root_of,
+)
+from otherone.runs import RunRecord
+
+#: Seconds `tree` waits for Temporal's visibility to list children a run has called.
+TREE_SETTLE_SECONDS = 2.0
+
+
+async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    agents = await agent_client(ctx)
+    record = await agents.get_run(args.run_id)  # a running run's record needs a live worker
+    if args.json:
+        sys.stdout.write(record.model_dump_json() + "\n")
+    else:
+        print_record(ctx.out, record)
+    return EXIT_OK
+
+
+async def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
+    agents = await agent_client(ctx)
+    _, records = await load_tree(agents, args.run_id)
+    if args.json:
+        sys.stdout.write("[" + ",".join(record.model_dump_json() for record in records) + "]\n")
+    else:
+        print_run_tree(ctx.out, records, marked=args.run_id)
+    return EXIT_OK
+
+
+async def load_tree(agents: AgentClient, run_id: str) -> tuple[RunRecord, list[RunRecord]]:
+    """The record of ``run_id`` and every record of its root's tree (root first).
+
+    Temporal lists children through its visibility store, which may lag a little behind: while
+    some run has made more agent calls than the listing shows children for it, list again (for
+    at most `TREE_SETTLE_SECONDS`; a call refused before its child started has no child).
+    """
+    record = await agents.get_run(run_id)  # RunNotFoundError (exit 3) for an unknown id
+    loop = asyncio.get_running_loop()
+    settle_until = loop.time() + TREE_SETTLE_SECONDS
+    while True:
+        records = await agents.list_run_tree(record.root_run_id)
+        children: dict[str, int] = {}
+        for found in records:
+            if found.parent_run_id is not None:
+                children[found.parent_run_id] = children.get(found.parent_run_id, 0) + 1
+        missing = any(found.usage.agent_calls > children.get(found.run_id, 0) for found in records)
+        if not missing or loop.time() >= settle_until:
+            return record, records
+        await asyncio.sleep(0.1)
+
+
+async def cmd_watch(args: argparse.Namespace, ctx: Context) -> int:
+    settings = ctx.settings
+    client = await connect_configured(settings)
+    root = await root_of(client, args.run_id)  # RunNotFoundError (exit 3) for an unknown id
+    store = watch_store(settings)
+    try:
+        agents = AgentClient(client, task_queue=settings.task_queue, store=store)
+        ctx.interrupt_note = f"interrupted: stopped watching run {root}; it keeps going"
+        ctx.err.print(
+            f"watching run {root} (Ctrl-C stops watching; the run keeps going)",
+            style="dim",
+            markup=False,
+        )
+        return await watch_tree(ctx, agents, root, json_lines=args.json)
+    finally:
+        store.close()
+
+
+async def watch_tree(ctx: Context, agents: AgentClient, run_id: str, *, json_lines: bool) -> int:
+    """Follow the tree of root ``run_id`` until it ends (`otherone.client.watch`); exit code by
+    outcome.
+
+    A live view when stderr is an interactive terminal, plain lines otherwise, envelopes with
+    ``json_lines``; then (not for JSON) the output text, a table per run and the summary."""
+    console = live_console(sys.stderr)
+    if json_lines:
+        mode = WatchMode.JSON
+    else:
+        mode = WatchMode.LIVE if console.is_interactive else WatchMode.PLAIN
+    printer = EventPrinter(run_id, sys.stdout, ctx.err)
+    state = await follow_tree(
+        agents.events(run_id),
+        WatchState(run_id),
+        mode=mode,
+        out=sys.stdout,
+        printer=printer,
+        live_console=console,
+    )
+    result = await agents.result(run_id)
+    if mode is not WatchMode.JSON:
+        print_output(result, printer)
+        if not state.events_seen:
+            ctx.err.print(
+                "note: the store has no events of this run (is --database-url the worker's?)",
+                style="dim",
+            )
+        print_summary(ctx.err, state, datetime.now(UTC))
+        settings = ctx.settings
+        link = await ui_link(agents.temporal, ui_base(settings), settings.namespace, run_id)
+        print_result_summary(ctx.err, result, ui_url=link)
+    return exit_code(result)

@@ -1,0 +1,108 @@
+"""Reaching Temporal from a command: a checked client, payload encryption, Web UI links."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from otherone.client.agent_client import AgentClient
+from otherone.client.cli.context import Context
+from otherone.client.cli.exits import EXIT_UNAVAILABLE, EXIT_USAGE, CliError
+from otherone.client.cli.stores import existing_store
+from otherone.worker.app import connect
+from otherone.worker.codec import EncryptionCodec, codec_from_settings
+from otherone.worker.connection import TemporalConnection, temporal_connection
+from otherone.worker.settings import Settings
+
+if TYPE_CHECKING:
+    from otherone.worker.telemetry import WorkerTelemetry
+
+#: Seconds to wait for Temporal to answer the first call before giving up with exit code 4.
+CONNECT_TIMEOUT = 10.0
+
+
+async def connect_checked(
+    address: str,
+    namespace: str,
+    telemetry: WorkerTelemetry | None = None,
+    *,
+    codec: EncryptionCodec | None = None,
+    settings: Settings | None = None,
+) -> Client:
+    """A client whose namespace answers, or `CliError` (4: unreachable, 2: no such namespace).
+
+    ``telemetry`` (workers only) adds tracing and the Prometheus metrics runtime; ``codec``
+    (`codec_from_settings`) encrypts payloads; ``settings`` give TLS and API key (not for the
+    embedded dev server)."""
+    unreachable = f"cannot reach Temporal at {address} (is `otherone dev` running?)"
+    connection = temporal_connection(settings) if settings is not None else TemporalConnection()
+    try:
+        traced = telemetry is not None and telemetry.tracing
+        runtime = telemetry.runtime if telemetry is not None else None
+        client = await asyncio.wait_for(
+            connect(
+                address,
+                namespace,
+                tracing=traced,
+                runtime=runtime,
+                payload_codec=codec,
+                tls=connection.tls,
+                api_key=connection.api_key,
+            ),
+            CONNECT_TIMEOUT,
+        )
+        await asyncio.wait_for(
+            client.workflow_service.describe_namespace(
+                DescribeNamespaceRequest(namespace=namespace)
+            ),
+            CONNECT_TIMEOUT,
+        )
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(
+                EXIT_USAGE, f"namespace '{namespace}' does not exist on Temporal at {address}"
+            ) from None
+        raise CliError(EXIT_UNAVAILABLE, unreachable) from None
+    except (RuntimeError, OSError, TimeoutError):
+        raise CliError(EXIT_UNAVAILABLE, unreachable) from None
+    return client
+
+
+async def connect_configured(settings: Settings) -> Client:
+    """The client of the settings' Temporal (address, namespace, TLS, API key, encryption)."""
+    return await connect_checked(
+        settings.temporal_address,
+        settings.namespace,
+        codec=codec_from_settings(settings),
+        settings=settings,
+    )
+
+
+async def agent_client(ctx: Context) -> AgentClient:
+    """An `AgentClient` of the settings' Temporal and (when it exists) store: with the store,
+    outputs stored as artifacts are shown whole."""
+    settings = ctx.settings
+    client = await connect_configured(settings)
+    return AgentClient(client, task_queue=settings.task_queue, store=existing_store(settings))
+
+
+def ui_base(settings: Settings) -> str:
+    host = settings.temporal_address.rpartition(":")[0] or "127.0.0.1"
+    if host in ("0.0.0.0", "[::]", "::"):
+        host = "127.0.0.1"
+    return f"http://{host}:{settings.ui_port}"
+
+
+async def ui_link(client: Client, base: str, namespace: str, run_id: str) -> str:
+    """Web UI link of the workflow ``run_id`` (with its Temporal run id when it answers)."""
+    link = f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
+    try:
+        description = await client.get_workflow_handle(run_id).describe()
+    except RPCError:
+        return link
+    return f"{link}/{quote(description.run_id, safe='')}/history"
