@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from otherone.credentials import credential_paths
 from otherone.definitions import (
     INHERIT_MODEL,
     AgentDefinition,
@@ -22,6 +23,7 @@ from otherone.definitions import (
     ModelProfile,
     RuntimeLimits,
     RuntimePolicy,
+    credentials_refused_message,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
 from otherone.runs import unencodable_path
@@ -178,13 +180,26 @@ class RuntimeConfig:
         if agent.id in self.agents:
             raise self._error(f"duplicate agent id '{agent.id}'", table=f"agents.{agent.id}")
         self._require_utf8(agent, f"agents.{agent.id}")
+        self._refuse_credentials(
+            agent.model_overrides.other, f"agents.{agent.id}", "model_overrides.other"
+        )
         self.agents[agent.id] = agent
 
     def add_model(self, model: ModelProfile) -> None:
         if model.id in self.models:
             raise self._error(f"duplicate model id '{model.id}'", table=f"models.{model.id}")
         self._require_utf8(model, f"models.{model.id}")
+        self._refuse_credentials(model.other, f"models.{model.id}", "other")
         self.models[model.id] = model
+
+    def _refuse_credentials(self, other: dict[str, Any], table: str, field: str) -> None:
+        """Validation already refuses these; checked again for definitions built without it
+        (``model_construct``, ``model_copy(update=...)``), since a snapshot would store them."""
+        paths = credential_paths(other)
+        if paths:
+            raise self._error(
+                credentials_refused_message(paths), table=table, field=f"{field}.{paths[0]}"
+            )
 
     def _require_utf8(self, definition: BaseModel, table: str) -> None:
         """Refuse text no snapshot could store (a lone surrogate, e.g. from undecodable bytes)

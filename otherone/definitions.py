@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from otherone.credentials import credential_paths
+
 AGENT_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 PROFILE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -54,6 +56,26 @@ def _finite(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise ValueError("must be a finite number")
     return value
+
+
+def credentials_refused_message(paths: list[str]) -> str:
+    """Why ``other`` entries holding credentials are refused (names the entries, never values)."""
+    return (
+        f"must not carry credentials ({', '.join(paths)}): keys are never written in "
+        "configuration; set api_key_env to the name of the environment variable that holds it"
+    )
+
+
+def _no_credentials(other: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """``other`` ends up in the stored runtime snapshot: no header or option may hold a key."""
+    paths = credential_paths(other)
+    if paths:
+        raise ValueError(credentials_refused_message(paths))
+    return other
+
+
+#: A profile's or an override's ``other`` table (extra body options and transport settings).
+OtherOptions = Annotated[dict[str, JsonValue], AfterValidator(_no_credentials)]
 
 
 class _Frozen(BaseModel):
@@ -130,7 +152,7 @@ class ModelOverrides(_Frozen):
     top_p: Annotated[float, Field(gt=0, le=1), AfterValidator(_finite)] | None = None
     tool_choice: str | dict[str, JsonValue] | None = None
     parallel_tool_calls: bool | None = None
-    other: dict[str, JsonValue] = Field(default_factory=dict)
+    other: OtherOptions = Field(default_factory=dict)
 
 
 class AgentLimits(_Frozen):
@@ -246,7 +268,7 @@ class ModelProfile(_Frozen):
     max_tokens: Annotated[int, Field(gt=0)] | None = None
     temperature: Annotated[float, Field(ge=0, le=2), AfterValidator(_finite)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1), AfterValidator(_finite)] | None = None
-    other: dict[str, JsonValue] = Field(default_factory=dict)
+    other: OtherOptions = Field(default_factory=dict)
     #: Scripted provider only: the turns each agent plays, by agent id.
     script: dict[AgentId, tuple[ScriptedTurn, ...]] = Field(default_factory=dict)
 

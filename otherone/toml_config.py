@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
 from otherone.config import RuntimeConfig
+from otherone.credentials import credential_paths
 from otherone.definitions import (
     AGENT_ID_PATTERN,
     PROFILE_ID_PATTERN,
@@ -33,6 +34,7 @@ from otherone.definitions import (
     ModelProfile,
     RuntimeLimits,
     RuntimePolicy,
+    credentials_refused_message,
 )
 from otherone.errors import ConfigurationError
 from otherone.skills import SkillRegistry
@@ -269,13 +271,30 @@ def _model_profile(key: str, data: dict[str, Any], source: str) -> ModelProfile:
             table=table,
             field="api_key",
         )
+    _refuse_credentials(data.get("other"), "other", source, table)
     return _validate(ModelProfile, {**data, "id": key}, source, table)
+
+
+def _refuse_credentials(other: Any, field: str, source: str, table: str) -> None:
+    """A key in ``other`` (e.g. an Authorization header) is refused before anything keeps it,
+    naming the exact entry (the model validators would only name ``other``)."""
+    paths = credential_paths(other) if isinstance(other, Mapping) else []
+    if paths:
+        raise ConfigurationError(
+            credentials_refused_message(paths),
+            file=source,
+            table=table,
+            field=f"{field}.{paths[0]}",
+        )
 
 
 def _agent(key: str, data: dict[str, Any], source: str, base_dir: Path) -> AgentDefinition:
     table = _table("agents", key)
     _check_key(key, AGENT_ID_PATTERN, "agent", source, table)
     _forbid_inline_id(data, source, table)
+    overrides = data.get("model_overrides")
+    if isinstance(overrides, Mapping):
+        _refuse_credentials(overrides.get("other"), "model_overrides.other", source, table)
     body = {name: value for name, value in data.items() if name != "system_prompt_file"}
     body["system_prompt"] = _system_prompt(data, source, table, base_dir)
     body["id"] = key

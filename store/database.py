@@ -14,6 +14,7 @@ Tables are described in `otherone.store.schema` and created by the migrations in
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -36,6 +37,9 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import EventRecord, RunRef
+from otherone.credentials import snapshot_credential_paths
+from otherone.definitions import credentials_refused_message
+from otherone.errors import ConfigurationError
 from otherone.runs import AgentOutput, RunRecord, RunStatus
 from otherone.store.engine import create_store_engine, parse_url
 from otherone.store.errors import SessionBusyError, StoreError
@@ -76,6 +80,20 @@ LIVE_STATUSES = (RunStatus.CREATED, RunStatus.RUNNING, RunStatus.WAITING_FOR_CHI
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _refuse_credentials(snapshot_body: dict[str, Any]) -> None:
+    """Defence in depth: configuration validation refuses credentials in ``other``, but a
+    definition built without validation could still carry one, and this table is kept forever."""
+    found = snapshot_credential_paths(snapshot_body)
+    if found:
+        table, field = found[0]
+        paths = [f"{where}.{path}" for where, path in found]
+        raise ConfigurationError(
+            f"the runtime snapshot was not stored: {credentials_refused_message(paths)}",
+            table=table,
+            field=field,
+        )
 
 
 class Store:
@@ -125,8 +143,11 @@ class Store:
     # snapshots ---------------------------------------------------------------------------
 
     def save_snapshot(self, snapshot: RuntimeSnapshot) -> None:
+        """Store a snapshot once per version; one that carries a credential is never written."""
+        body = snapshot.model_dump_json()
+        _refuse_credentials(json.loads(body))
         statement = self._insert(snapshots).values(
-            version=snapshot.version, body=snapshot.model_dump_json(), created_at=_now()
+            version=snapshot.version, body=body, created_at=_now()
         )
         with self.engine.begin() as conn:
             conn.execute(statement.on_conflict_do_nothing(index_elements=["version"]))

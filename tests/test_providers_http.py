@@ -428,6 +428,28 @@ async def test_a_rejected_key_names_its_env_var_never_the_key(
     assert key not in error.message and key[8:20] not in error.message
 
 
+@pytest.mark.parametrize("provider", PROVIDER_NAMES)
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_rejected_key_from_the_secrets_file_names_the_file_and_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, provider: str, status: int
+) -> None:
+    value = f"sk-file-{secrets.token_hex(16)}"
+    path = tmp_path / "model-keys.env"
+    path.write_text(f"{KEY_ENV}={value}\n")
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.setenv("OTHERONE_SECRETS_FILE", str(path))
+    payload = {"error": {"message": f"Incorrect API key provided: {value}"}}
+    async with WireServer([Reply.error(status, payload)]) as server:
+        error, _ = await fail(make_request(provider, base(server, provider)))
+    assert server.requests[0].headers.get("x-api-key", "").endswith(value) or (
+        server.requests[0].headers["authorization"] == f"Bearer {value}"
+    )
+    assert not error.retryable
+    assert f"key {KEY_ENV} of the secrets file {path} (OTHERONE_SECRETS_FILE)" in error.message
+    assert "environment variable" not in error.message
+    assert value not in error.message and value[8:20] not in error.message
+
+
 async def test_401_from_a_keyless_local_server_says_to_configure_a_key() -> None:
     async with WireServer([Reply.error(401, {"error": "unauthorized"})]) as server:
         error, _ = await fail(make_request("local", f"{server.url}/v1", key_env=None))
@@ -586,12 +608,23 @@ def test_env_file_dialect() -> None:
     assert parse_env_file(text) == {"A": "1", "B": "two words", "C": "three", "D": "x=y"}
 
 
-async def test_credentials_in_extra_headers_are_refused(key: str) -> None:
-    other = {"extra_headers": {"Authorization": "Bearer sk-inline"}}
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Authorization": "Bearer sk-inline"},
+        {"X-Goog-Api-Key": "inline"},
+        {"X-Custom": "Bearer abcdefghijklmnop"},
+        {"X-Custom": "0123456789abcdef0123456789abcdef"},
+    ],
+)
+async def test_credentials_in_extra_headers_are_refused(key: str, headers: dict[str, str]) -> None:
+    # Configuration refuses these already (tests/test_config_credentials.py); settings reach
+    # the transport unvalidated, so it refuses them too.
+    other = {"extra_headers": headers}
     async with WireServer([Reply(body=stream_of("openai"))]) as server:
         error, _ = await fail(make_request("openai", f"{server.url}/v1", settings={"other": other}))
     assert not error.retryable and "api_key_env" in error.message and not server.requests
-    assert "sk-inline" not in error.message
+    assert all(value not in error.message for value in headers.values())
 
 
 def test_reprs_never_show_the_key() -> None:

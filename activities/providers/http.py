@@ -9,7 +9,7 @@ or non-retryable activity error (with ``next_retry_delay`` from ``retry_after``)
     ├── connection refused/reset, stream cut  (httpx NetworkError, RemoteProtocolError)
     └── connect/read/write timeouts           (the read timeout is the longest silence allowed)
     ProviderError(retryable=False)
-    ├── any other 4xx                         (401/403 name the env var of the rejected key)
+    ├── any other 4xx                         (401/403 name where the rejected key was read)
     └── an unusable URL or header             (UnsupportedProtocol, LocalProtocolError, ...)
 
 The API key only lives in the headers of the one request; every message leaving this module is
@@ -37,6 +37,7 @@ import httpx
 from otherone.activities.providers.base import ProviderError, StreamEvent
 from otherone.activities.providers.secrets import ApiKey
 from otherone.activities.providers.sse import ServerSentEvent, iter_sse
+from otherone.credentials import is_credential_header
 from otherone.definitions import ModelProfile
 
 CONNECT_TIMEOUT_SECONDS = 10.0
@@ -50,8 +51,6 @@ MAX_ERROR_DETAIL_CHARS = 500
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 #: `other` keys that configure the transport and are never sent in the body.
 TRANSPORT_KEYS = frozenset({"extra_headers", "timeout"})
-#: Credentials come from `api_key_env` only; these headers in configuration are refused.
-CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
 _NOT_RETRYABLE_TRANSPORT = (httpx.UnsupportedProtocol, httpx.LocalProtocolError)
 
 
@@ -99,7 +98,10 @@ class TransportOptions:
         headers = other.get("extra_headers") or {}
         if not isinstance(headers, dict):
             raise ProviderError(f"{label}: other.extra_headers must be a table", retryable=False)
-        refused = sorted(name for name in headers if name.lower() in CREDENTIAL_HEADERS)
+        # Configuration validation refuses these already; a request is the last line.
+        refused = sorted(
+            name for name, value in headers.items() if is_credential_header(name, value)
+        )
         if refused:
             raise ProviderError(
                 f"{label}: other.extra_headers must not carry credentials ({', '.join(refused)}); "
@@ -218,7 +220,8 @@ def status_error(
 
 
 def _auth_message(call: HttpCall, status: int, body: str) -> str:
-    """Names the env var whose key was rejected; never the key, nor a 401 body (it may echo it)."""
+    """Names where the rejected key was read (env var, or secrets file and key name); never the
+    key, nor a 401 body (it may echo it)."""
     if call.key is None:
         return (
             f"HTTP {status}: the server requires an API key; set api_key_env on model "
@@ -226,7 +229,7 @@ def _auth_message(call: HttpCall, status: int, body: str) -> str:
         )
     verb = "was rejected" if status == 401 else "is not allowed to do this"
     detail = error_detail(body) if status == 403 else ""
-    return f"HTTP {status}: the API key from environment variable {call.key.name} {verb}" + (
+    return f"HTTP {status}: the API key from {call.key.origin} {verb}" + (
         f" ({detail})" if detail else ""
     )
 

@@ -34,13 +34,24 @@ DEFAULT_KEY_ENV = {
 
 @dataclass(frozen=True, repr=False)
 class ApiKey:
-    """A resolved key and the name it came from (the name may be shown, the value never)."""
+    """A resolved key, its name and where it was read (those may be shown, the value never).
+
+    ``secrets_file`` is the file it came from, None when it came from the environment.
+    """
 
     name: str
     value: str
+    secrets_file: str | None = None
 
     def __repr__(self) -> str:
-        return f"ApiKey(name={self.name!r}, value=<redacted>)"
+        return f"ApiKey(name={self.name!r}, value=<redacted>, origin={self.origin!r})"
+
+    @property
+    def origin(self) -> str:
+        """Where the key was read, for messages: the operator must know which one to replace."""
+        if self.secrets_file is None:
+            return f"environment variable {self.name}"
+        return f"key {self.name} of the secrets file {self.secrets_file} ({SECRETS_FILE_ENV})"
 
     def scrub(self, text: str) -> str:
         """``text`` with every occurrence of the key's value replaced."""
@@ -57,17 +68,20 @@ def resolve_api_key(profile: ModelProfile) -> ApiKey | None:
     name = key_env_name(profile)
     if name is None:
         return None
-    value = os.environ.get(name) or read_secrets_file().get(name)
-    if not value or not value.strip():
-        source = os.environ.get(SECRETS_FILE_ENV)
-        where = f"environment variable {name}" + (
-            f" (nor in the secrets file {source})" if source else ""
-        )
-        raise ProviderError(
-            f"model '{profile.id}' ({profile.provider}): no API key: {where} is not set",
-            retryable=False,
-        )
-    return ApiKey(name=name, value=value.strip())
+    from_env = os.environ.get(name)
+    if from_env and from_env.strip():
+        return ApiKey(name=name, value=from_env.strip())
+    from_file = read_secrets_file().get(name)
+    source = os.environ.get(SECRETS_FILE_ENV)
+    if source and from_file and from_file.strip():
+        return ApiKey(name=name, value=from_file.strip(), secrets_file=source)
+    where = f"environment variable {name}" + (
+        f" (nor in the secrets file {source})" if source else ""
+    )
+    raise ProviderError(
+        f"model '{profile.id}' ({profile.provider}): no API key: {where} is not set",
+        retryable=False,
+    )
 
 
 def read_secrets_file() -> dict[str, str]:
