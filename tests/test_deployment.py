@@ -287,15 +287,48 @@ def test_start_order_waits_for_health_and_for_the_setup_jobs() -> None:
         assert "healthcheck" not in found[job], job
 
 
+def published_ports(service: Mapping[str, Any]) -> list[str]:
+    """The service's ports as ``[host_ip:]published:target`` (short and long syntax)."""
+    found = []
+    for port in service.get("ports", []):
+        if isinstance(port, str):
+            found.append(port)
+        else:
+            host_ip = f"{port['host_ip']}:" if port.get("host_ip") else ""
+            found.append(f"{host_ip}{port['published']}:{port['target']}")
+    return found
+
+
 def test_only_the_temporal_frontend_and_the_ui_are_published() -> None:
     published = {name for name, service in services().items() if service.get("ports")}
     assert published == {"temporal", "temporal-ui"}
-    assert services()["temporal"]["ports"] == ["7233:7233"]
-    assert services()["temporal-ui"]["ports"] == ["8080:8080"]
+    assert published_ports(services()["temporal"]) == ["7233:7233"]
+    assert published_ports(services()["temporal-ui"]) == ["8080:8080"]
     moved = services({"TEMPORAL_PORT": "17233", "TEMPORAL_UI_PORT": "18080"})
-    assert moved["temporal"]["ports"] == ["17233:7233"]
-    assert moved["temporal-ui"]["ports"] == ["18080:8080"]
+    assert published_ports(moved["temporal"]) == ["17233:7233"]
+    assert published_ports(moved["temporal-ui"]) == ["18080:8080"]
     assert environment(moved["temporal-ui"])["TEMPORAL_CORS_ORIGINS"] == "http://localhost:18080"
+
+
+def test_loopback_publishing_keeps_the_ui_origin_a_valid_url() -> None:
+    """docs/operations.md: bind addresses and ports are separate variables, so publishing on
+    loopback does not turn the UI's CORS origin into ``http://localhost:127.0.0.1:8080``."""
+    env = {
+        "TEMPORAL_BIND": "127.0.0.1",
+        "TEMPORAL_UI_BIND": "127.0.0.1",
+        "TEMPORAL_UI_PORT": "18080",
+    }
+    loopback = services(env)
+    assert published_ports(loopback["temporal"]) == ["127.0.0.1:7233:7233"]
+    assert published_ports(loopback["temporal-ui"]) == ["127.0.0.1:18080:8080"]
+    origin = environment(loopback["temporal-ui"])["TEMPORAL_CORS_ORIGINS"]
+    assert origin == "http://localhost:18080"
+    for service in loopback.values():
+        for port in service.get("ports", []):
+            assert isinstance(port, dict) and str(port["published"]).isdigit(), port
+    operations = (REPO / "docs" / "operations.md").read_text()
+    assert "TEMPORAL_UI_BIND=127.0.0.1" in operations
+    assert not re.search(r"TEMPORAL_(UI_)?PORT=\d+\.\d+", operations)
 
 
 def test_every_bind_mount_source_exists() -> None:

@@ -95,7 +95,7 @@ def test_example_config_loads_and_snapshots() -> None:
     assert snapshot.agents["assistant"].tools == AccessPolicy.allow("get_weather", "add")
     assert snapshot.limits.run_timeout == timedelta(minutes=5)
     assert snapshot.limits.root_timeout == timedelta(minutes=15)
-    assert snapshot.models["gpt"].api_key_env == "OPENAI_API_KEY"
+    assert set(snapshot.models) == {"demo"}  # real profiles are added by the reader (README)
     assert len(snapshot.version) == 32
 
 
