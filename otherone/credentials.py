@@ -13,16 +13,16 @@ The rules (names and values are never echoed in errors, only the path of the ent
   (``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``X-Api-Key``, ``Api-Key``, ``ApiKey``)
   or any of its ``-``/``_``/``.``-separated words is one of `CREDENTIAL_NAME_WORDS` (``auth``,
   ``key``, ``token``, ``secret``, ``password``, ...; e.g. ``X-Goog-Api-Key``, ``X-Auth-Token``,
-  ``Ocp-Apim-Subscription-Key``), or when its **value** looks like a credential (below).
-* A **value** looks like a credential when it starts with an HTTP auth scheme and a token
-  (``Bearer …``, ``Basic …``, ``Token …``, ``Digest …``), contains a well-known key shape
-  (``sk-…``, GitHub ``ghp_…``/``github_pat_…``, GitLab ``glpat-…``, Slack ``xox?-…``, AWS
-  ``AKIA…``, Google ``AIza…``, Hugging Face ``hf_…``, a JSON web token, a PEM private key) or —
-  header values only — an opaque run of 24+ letters and digits mixing both (a hex or base64 key);
-  dashed words such as ``fine-grained-tool-streaming-2025-05-14`` or UUIDs are not such a run.
+  ``Ocp-Apim-Subscription-Key``), or when its **value** starts with an HTTP auth scheme and
+  credentials (``Bearer …``, ``Basic …``, ``Token …``, ``Digest …``), contains a well-known key
+  shape (``sk-…``, GitHub ``ghp_…``/``github_pat_…``, GitLab ``glpat-…``, Slack ``xox?-…``, AWS
+  ``AKIA…``, Google ``AIza…``, Hugging Face ``hf_…``, a JSON web token, a PEM private key) or an
+  opaque run of 24+ letters and digits mixing both (a hex or base64 key; dashed words such as
+  ``fine-grained-tool-streaming-2025-05-14`` or UUIDs are not such a run).
 * Any other ``other`` entry (sent in the request body) is refused when its key is a credential
   name (``api_key``, ``authorization``, ``access_token``, ``client_secret``, ``password``, ...) or
-  a string anywhere inside it has an auth scheme or a well-known key shape.
+  a string anywhere inside it holds a bearer token (``Bearer`` and 8+ token characters) or a
+  well-known key shape (not the other schemes: "Token count" is a fine stop sequence).
 """
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ CREDENTIAL_OPTION_KEYS = frozenset(
         "password",
     }
 )
+#: A header value in the ``Authorization`` form: an HTTP auth scheme, then its credentials.
 _AUTH_SCHEME = re.compile(r"^\s*(?:bearer|basic|token|digest|apikey|api-key)\s+\S", re.I)
+#: A bearer token anywhere (in body options, where "token ..." or "basic ..." can be prose).
+_BEARER = re.compile(r"\bbearer\s+[A-Za-z0-9._~+/=-]{8,}", re.I)
 _KNOWN_SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_-]{8,}"  # OpenAI, Anthropic, OpenRouter (sk-proj-, sk-ant-, sk-or-)
     r"|\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{8,}"  # Stripe-style keys
@@ -100,12 +103,16 @@ def is_credential_header(name: str, value: object) -> bool:
         return True
     if any(word in CREDENTIAL_NAME_WORDS for word in _NAME_SEPARATORS.split(lowered)):
         return True
-    return isinstance(value, str) and (looks_like_credential(value) or _has_opaque_run(value))
+    return isinstance(value, str) and (
+        _AUTH_SCHEME.match(value) is not None
+        or looks_like_credential(value)
+        or _has_opaque_run(value)
+    )
 
 
 def looks_like_credential(value: str) -> bool:
-    """An auth scheme with a token, or a well-known key shape, anywhere in ``value``."""
-    return _AUTH_SCHEME.match(value) is not None or _KNOWN_SHAPES.search(value) is not None
+    """A bearer token or a well-known key shape anywhere in ``value``."""
+    return _BEARER.search(value) is not None or _KNOWN_SHAPES.search(value) is not None
 
 
 def _has_opaque_run(value: str) -> bool:

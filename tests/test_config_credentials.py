@@ -269,6 +269,7 @@ def test_ordinary_headers_are_not_credentials(name: str, value: str) -> None:
 def test_body_options_are_checked_by_key_name_and_value_shape() -> None:
     assert credential_paths({"reasoning_effort": "high", "provider": {"order": ["a"]}}) == []
     assert credential_paths({"prompt_cache_key": "user-42", "max_tokens": 5}) == []
+    assert credential_paths({"stop": ["Token count", "Basic answer", "bearer of news"]}) == []
     assert credential_paths({"api_key": "x", "nested": {"list": ["Bearer abcdefgh"]}}) == [
         "api_key",
         "nested.list.0",
