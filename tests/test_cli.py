@@ -359,6 +359,65 @@ async def test_dev_serves_runs_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> No
                 await process.wait()
 
 
+async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_path: Path) -> None:
+    """`otherone dev --port P --ui-port U` leaves P and U in .otherone/dev.env while it runs:
+    `otherone run` in the same folder, with no address setting, reaches it and links to U;
+    OTHERONE_UI_URL (as compose sets it) wins; the file goes when dev stops."""
+    port, ui_port = free_port(), free_port()
+    env = cli_env("unused:1", "otherone", tmp_path)
+    for name in ("OTHERONE_TEMPORAL_ADDRESS", "OTHERONE_DATABASE_URL", "OTHERONE_DATA_DIR"):
+        del env[name]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "otherone.client.cli", "dev",
+        "--port", str(port), "--ui-port", str(ui_port),
+        cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    dev_env = tmp_path / ".otherone" / "dev.env"
+    try:
+        assert process.stdout is not None
+        banner = b""
+        while b"ready" not in banner:
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            assert line, f"dev exited early: {banner.decode()}"
+            banner += line
+        assert f"OTHERONE_UI_URL=http://127.0.0.1:{ui_port}".encode() in banner
+        assert f"OTHERONE_TEMPORAL_ADDRESS=127.0.0.1:{port}" in dev_env.read_text()
+
+        result = await otherone("run", "assistant", QUESTION, env=env, cwd=tmp_path)
+        assert result.code == 0, result.describe()
+        assert f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/run-" in result.stderr
+        composed = {**env, "OTHERONE_UI_URL": "http://ui.example:8080/"}
+        result = await otherone("run", "assistant", QUESTION, env=composed, cwd=tmp_path)
+        assert result.code == 0, result.describe()
+        assert "http://ui.example:8080/namespaces/default/workflows/run-" in result.stderr
+
+        process.send_signal(signal.SIGINT)
+        _, rest = await asyncio.wait_for(process.communicate(), 30)
+        assert process.returncode == 0, rest.decode()
+        assert not dev_env.exists()
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 20)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def test_a_dev_server_that_cannot_start_shows_its_log(tmp_path: Path) -> None:
+    """The Temporal server's own complaint reaches the terminal, not only "exited with code 1"."""
+    env = cli_env("unused:1", "otherone", tmp_path)
+    (tmp_path / "data" / "temporal.db").mkdir(parents=True)  # a folder: no database there
+    result = await otherone(
+        "dev", "--port", str(free_port()), "--ui-port", str(free_port()), env=env, cwd=tmp_path
+    )
+    assert result.code == 4, result.describe()
+    assert "last lines of the server's log" in result.stderr, result.describe()
+    assert len(result.stderr.strip().splitlines()) > 2, result.describe()
+
+
 async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     env["PYTHONPATH"] = str(REPO_ROOT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -26,12 +27,15 @@ from temporalio.testing import WorkflowEnvironment
 from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition
+from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import Store
+from otherone.toml_config import load_config
 from otherone.worker.app import build_worker, connect
 from otherone.worker.settings import Settings, otel_trace_exporters
 from otherone.worker.telemetry import SPAN_NAMES, OtheroneActivityInterceptor, prometheus_runtime
 from tests.harness import scripted_config
+from tests.test_cli import address_of, cli_env, otherone
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_WORKFLOW = "RunWorkflow:AgentRunWorkflow"
@@ -334,3 +338,36 @@ def test_configure_tracing_exports_to_the_console_from_otel_variables() -> None:
     assert done.returncode == 0, done.stderr
     assert '"name": "probe span"' in done.stdout
     assert '"service.name": "probe-service"' in done.stdout
+
+
+async def test_a_run_started_by_the_cli_is_one_trace(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """`otherone run` with the README's `OTEL_TRACES_EXPORTER=console`: the CLI's
+    StartWorkflow span roots the trace that every span of the tree's workers joins."""
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path)
+    env["OTEL_TRACES_EXPORTER"] = "console"
+    config = load_config(EXAMPLE_CONFIG)
+    store = Store.open(env["OTHERONE_DATABASE_URL"])
+    try:
+        async with traced_client(temporal_env) as (client, tracer, exporter):
+            worker = build_worker(
+                client,
+                config,
+                store,
+                task_queue=task_queue,
+                interceptors=[OtheroneActivityInterceptor(tracer, config)],
+            )
+            async with worker:
+                result = await otherone("run", "coordinator", "A report, please.", env=env)
+            spans = exporter.get_finished_spans()
+    finally:
+        store.close()
+    assert result.code == 0, result.describe()
+    started = re.findall(
+        r'"name": "StartWorkflow:AgentRunWorkflow",\s*"context": \{\s*"trace_id": "0x([0-9a-f]+)"',
+        result.stdout,
+    )
+    assert len(started) == 1, result.stdout
+    assert len(named(spans, RUN_WORKFLOW)) == 3  # the coordinator and its two children
+    assert {format(span.context.trace_id, "032x") for span in spans} == {started[0]}

@@ -71,6 +71,8 @@ _DROPPED = (
     "CertificateRequired",
     "UnexpectedEof",
     "broken pipe",
+    "ConnectionReset",
+    "Connection reset",
     "transport error",
 )
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: Libraries whose INFO lines are internals (Alembic's plugin set-up and migration context at
+#: every start): only their warnings are shown.
+QUIET_LIBRARIES = ("alembic",)
 
 
 class _StderrLines(logging.StreamHandler):  # type: ignore[type-arg]
@@ -24,3 +27,5 @@ def configure_logging(level: str = "INFO") -> None:
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
         root.addHandler(handler)
     root.setLevel(level)
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

@@ -14,6 +14,8 @@ from otherone.worker.queues import ALL_ROLES, WorkerRole, parse_roles
 
 DEFAULT_TASK_QUEUE = "otherone"
 DEFAULT_DATA_DIR = Path(".otherone")
+#: Where `otherone dev` leaves the settings other commands need to reach it (see `Settings`).
+DEV_ENV_FILE = "dev.env"
 #: Seconds in-flight activities get to finish after SIGTERM (`Settings.shutdown_grace_seconds`).
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
 #: Port of `otherone codec-server` unless --port says otherwise (here, not in
@@ -49,8 +51,14 @@ class Settings(BaseSettings):
 
     # env_ignore_empty: an empty variable means "unset" (the default applies), so a deployment
     # can pass optional settings through as ``OTHERONE_X: ${OTHERONE_X:-}`` (docker-compose.yml).
+    # `otherone dev` writes the address and Web UI it serves to DEV_ENV_FILE while it runs, so
+    # other commands in the same folder reach it; a project's .env (later: wins) and real
+    # environment variables (win over both) override it.
     model_config = SettingsConfigDict(
-        env_prefix="OTHERONE_", env_file=".env", extra="ignore", env_ignore_empty=True
+        env_prefix="OTHERONE_",
+        env_file=(DEFAULT_DATA_DIR / DEV_ENV_FILE, ".env"),
+        extra="ignore",
+        env_ignore_empty=True,
     )
 
     temporal_address: str = Field("127.0.0.1:7233", description="Temporal frontend host:port.")

@@ -70,7 +70,8 @@ class Interrupted(Exception):
 
 
 def classify_error(error: BaseException, address: str | None = None) -> tuple[int, str]:
-    """Exit code and one-line message for an exception a command raised."""
+    """Exit code and message for an exception a command raised: one line, except for a dev
+    server that failed to start (its log's last lines follow)."""
     from temporalio.service import RPCError
 
     from otherone.store import StoreError
@@ -107,7 +108,8 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
         case RPCError():
             code, message = _classify_rpc_error(error, unreachable)
         case DevServerError():
-            code, message = EXIT_UNAVAILABLE, str(error)
+            # Not one line: the last lines of the server's log say why it did not start.
+            return EXIT_UNAVAILABLE, str(error)
         case _ if _is_database_error(error):
             code, message = EXIT_UNAVAILABLE, f"database: {error}"
         case _:

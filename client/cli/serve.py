@@ -26,15 +26,17 @@ from otherone.toml_config import load_config
 from otherone.worker.app import AgentWorker, build_worker
 from otherone.worker.codec import codec_from_settings
 from otherone.worker.devserver import DevServer
+from otherone.worker.logs import configure_logging
 from otherone.worker.queues import ALL_ROLES, WorkerRole
 from otherone.worker.retention import prune_events_periodically
-from otherone.worker.settings import Settings
+from otherone.worker.settings import DEFAULT_DATA_DIR, DEV_ENV_FILE, Settings
 from otherone.worker.shutdown import ActivityTracker, ShutdownReport, WorkerFailed, serve
 from otherone.worker.telemetry import WorkerTelemetry, worker_telemetry
 
 
 async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
     settings = ctx.settings
+    configure_logging(settings.log_level)
     config_path = _config_path(settings, ctx.err)
     config = load_config(config_path)
     codec = codec_from_settings(settings)
@@ -61,6 +63,7 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
         tracker = ActivityTracker()
         client = await connect_checked(server.address, settings.namespace, telemetry, codec=codec)
         worker = _build_worker(client, config, store, settings, telemetry, tracker)
+        dev_env = _write_dev_env(data_dir, server, settings)
         rows = [
             ("temporal", f"{server.address}  (namespace {settings.namespace})"),
             ("web ui", server.ui_url or "-"),
@@ -71,17 +74,21 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
         ]
         for label, value in rows:
             ctx.out.print(f"{label:<11} {value}", markup=False)
-        if settings.temporal_address != server.address:
-            ctx.err.print(
-                f"note: other commands must use --address {server.address} "
-                f"(OTHERONE_TEMPORAL_ADDRESS is {settings.temporal_address})"
+        needed = " ".join(_dev_settings(server, settings))
+        if dev_env.parent == DEFAULT_DATA_DIR.resolve():
+            ctx.out.print(
+                f"other commands in this folder read {dev_env}; elsewhere set: {needed}",
+                markup=False,
             )
+        else:
+            ctx.out.print(f"other commands need: {needed}", markup=False)
         ctx.out.print("ready: Ctrl-C to stop", style="dim")
         sys.stdout.flush()
         async with _event_pruning(settings, store):
             report = await _serve(worker, ctx, tracker)
     finally:
         ctx.err.print("stopping the Temporal dev server…", style="dim")
+        (data_dir / DEV_ENV_FILE).unlink(missing_ok=True)
         await server.stop()
         store.close()
     _leave_if_unclean(report)
@@ -90,6 +97,7 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
 
 async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
     settings = ctx.settings
+    configure_logging(settings.log_level)
     config_path = _config_path(settings, ctx.err)
     config = load_config(config_path)
     codec = codec_from_settings(settings)
@@ -116,6 +124,26 @@ async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
     finally:
         store.close()
     return EXIT_OK
+
+
+def _dev_settings(server: DevServer, settings: Settings) -> list[str]:
+    """What other commands need to reach this dev server, as ``NAME=value`` words."""
+    values = {
+        "OTHERONE_TEMPORAL_ADDRESS": server.address,
+        "OTHERONE_NAMESPACE": settings.namespace,
+        "OTHERONE_UI_URL": server.ui_url,
+    }
+    return [f"{name}={value}" for name, value in values.items() if value]
+
+
+def _write_dev_env(data_dir: Path, server: DevServer, settings: Settings) -> Path:
+    """Leave `_dev_settings` where `Settings` of commands started in this folder read them."""
+    path = data_dir / DEV_ENV_FILE
+    path.write_text(
+        "# Written by `otherone dev` while it runs (removed when it stops).\n"
+        + "".join(f"{line}\n" for line in _dev_settings(server, settings))
+    )
+    return path
 
 
 def _build_worker(

@@ -16,7 +16,12 @@ from otherone.client.cli.exits import EXIT_UNAVAILABLE, EXIT_USAGE, CliError
 from otherone.client.cli.stores import existing_store
 from otherone.worker.app import connect
 from otherone.worker.codec import EncryptionCodec, codec_from_settings
-from otherone.worker.connection import TemporalConnection, temporal_connection
+from otherone.worker.connection import (
+    TemporalConnectError,
+    TemporalConnection,
+    explain_connect_error,
+    temporal_connection,
+)
 from otherone.worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -39,10 +44,11 @@ async def connect_checked(
     ``telemetry`` (workers only) adds tracing and the Prometheus metrics runtime; ``codec``
     (`codec_from_settings`) encrypts payloads; ``settings`` give TLS and API key (not for the
     embedded dev server)."""
-    unreachable = f"cannot reach Temporal at {address} (is `otherone dev` running?)"
     connection = temporal_connection(settings) if settings is not None else TemporalConnection()
     try:
-        traced = telemetry is not None and telemetry.tracing
+        # Client commands trace whenever OTEL_* names an exporter (None: `connect` decides), so
+        # a run started here roots the tree's one trace.
+        traced = telemetry.tracing if telemetry is not None else None
         runtime = telemetry.runtime if telemetry is not None else None
         client = await asyncio.wait_for(
             connect(
@@ -67,9 +73,15 @@ async def connect_checked(
             raise CliError(
                 EXIT_USAGE, f"namespace '{namespace}' does not exist on Temporal at {address}"
             ) from None
-        raise CliError(EXIT_UNAVAILABLE, unreachable) from None
-    except (RuntimeError, OSError, TimeoutError):
-        raise CliError(EXIT_UNAVAILABLE, unreachable) from None
+        raise CliError(
+            EXIT_UNAVAILABLE, explain_connect_error(error, address, connection)
+        ) from None
+    except TemporalConnectError as error:
+        raise CliError(EXIT_UNAVAILABLE, error.message) from None
+    except (RuntimeError, OSError, TimeoutError) as error:
+        raise CliError(
+            EXIT_UNAVAILABLE, explain_connect_error(error, address, connection)
+        ) from None
     return client
 
 
@@ -92,6 +104,10 @@ async def agent_client(ctx: Context) -> AgentClient:
 
 
 def ui_base(settings: Settings) -> str:
+    """Base URL of the Web UI that links point to: ``OTHERONE_UI_URL`` (compose sets it; `otherone
+    dev` leaves it in its data dir), else the dev server's UI port on the Temporal host."""
+    if settings.ui_url:
+        return settings.ui_url.rstrip("/")
     host = settings.temporal_address.rpartition(":")[0] or "127.0.0.1"
     if host in ("0.0.0.0", "[::]", "::"):
         host = "127.0.0.1"
