@@ -302,16 +302,14 @@ def _agent(key: str, data: dict[str, Any], source: str, base_dir: Path) -> Agent
 
 
 def _system_prompt(data: Mapping[str, Any], source: str, table: str, base_dir: Path) -> Any:
-    """The inline ``system_prompt`` or the text of ``system_prompt_file`` (exactly one)."""
+    """The inline ``system_prompt`` or the text of ``system_prompt_file`` (at most one); neither
+    is no prompt, as `AgentDefinition`'s default in Python."""
     inline, from_file = "system_prompt" in data, "system_prompt_file" in data
     if inline and from_file:
         message = "set either system_prompt or system_prompt_file, not both"
         raise ConfigurationError(message, file=source, table=table, field="system_prompt_file")
-    if not inline and not from_file:
-        message = "set system_prompt (inline text) or system_prompt_file (a path)"
-        raise ConfigurationError(message, file=source, table=table, field="system_prompt")
-    if inline:
-        return data["system_prompt"]
+    if not from_file:
+        return data.get("system_prompt", AgentDefinition.model_fields["system_prompt"].default)
     return _read_prompt_file(data["system_prompt_file"], source, table, base_dir)
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import tomllib
 import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from otherone.definitions import AccessPolicy, ContextTransferPolicy, MemoryPolicy
+from otherone.definitions import AccessPolicy, AgentDefinition, ContextTransferPolicy, MemoryPolicy
 from otherone.errors import ConfigurationError
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.examples.tools import get_weather
@@ -427,12 +428,6 @@ CASES = {
         "system_prompt_file",
         "not both",
     ),
-    "neither prompt": (
-        MINIMAL.replace('system_prompt = "Be nice."\n', ""),
-        "agents.assistant",
-        "system_prompt",
-        "system_prompt_file",
-    ),
     "missing prompt file": (
         MINIMAL.replace("system_prompt =", "system_prompt_file =").replace("Be nice.", "no.md"),
         "agents.assistant",
@@ -553,3 +548,12 @@ def test_several_problems_are_all_listed(tmp_path: Path) -> None:
 
     assert_names(error, "agents.assistant", "limits.max_iterations")
     assert "limits.timeout_millis" in str(error)
+
+
+def test_an_agent_without_a_system_prompt_has_none_as_in_python(tmp_path: Path) -> None:
+    """TOML and Python agree: `AgentDefinition(system_prompt=...)` defaults to no prompt."""
+    config = load_config(write(tmp_path, MINIMAL.replace('system_prompt = "Be nice."\n', "")))
+    assert (
+        config.agents["assistant"].system_prompt
+        == AgentDefinition(id="assistant", description="d").system_prompt
+    )
