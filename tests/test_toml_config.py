@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import tomllib
 import uuid
 from datetime import timedelta
 from pathlib import Path
