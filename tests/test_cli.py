@@ -418,6 +418,37 @@ async def test_a_dev_server_that_cannot_start_shows_its_log(tmp_path: Path) -> N
     assert len(result.stderr.strip().splitlines()) > 2, result.describe()
 
 
+async def test_run_names_the_run_at_once_and_reads_long_input_from_a_file_or_stdin(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Input over the OS's ~128 KiB argument limit comes from @FILE or stdin (-); the run id
+    and link are printed as soon as the run starts, before its output."""
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path)
+    question = QUESTION + " " + "x" * 200_000
+    (tmp_path / "question.txt").write_text(question)
+    async with agent_env(client, task_queue, load_config(EXAMPLE_CONFIG), tmp_path):
+        from_file = await otherone("run", "assistant", "@question.txt", env=env, cwd=tmp_path)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "otherone.client.cli", "run", "assistant", "-", "--json",
+            env=env, cwd=tmp_path, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        stdout, stderr = await asyncio.wait_for(process.communicate(question.encode()), 60)
+        missing = await otherone("run", "assistant", "@absent.txt", env=env, cwd=tmp_path)
+    assert from_file.code == 0, from_file.describe()
+    started = re.search(r"run (run-\w+) started · http://\S+/workflows/run-\w+", from_file.stderr)
+    assert started, from_file.describe()
+    assert from_file.stderr.index("started") < from_file.stderr.index("✓ completed")
+    assert process.returncode == 0, stderr.decode()
+    result = json.loads(stdout)
+    assert result["outcome"] == "completed"
+    agents = AgentClient(client, task_queue=task_queue)
+    for run_id in (started.group(1), result["run_id"]):
+        record = await agents.get_run(run_id)
+        assert record is not None
+    assert_one_line_error(missing, 2, "TEXT: cannot read absent.txt")
+
+
 async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     env["PYTHONPATH"] = str(REPO_ROOT)

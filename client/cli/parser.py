@@ -133,7 +133,9 @@ def _add_run(command: Add) -> None:
         "lines on stderr), then print the result summary. Exit code by outcome.",
     )
     run.add_argument("agent", metavar="AGENT", help="id of the entry agent")
-    run.add_argument("text", metavar="TEXT", help="the user message")
+    run.add_argument(
+        "text", metavar="TEXT", help="the user message; - reads it from stdin, @FILE from a file"
+    )
     run.add_argument("--session", metavar="ID", help="continue (or create) this session")
     run.add_argument(
         "--idempotency-key",
@@ -166,7 +168,12 @@ def _add_run(command: Add) -> None:
         "Queue one or more user messages for RUN_ID; the run takes them at its next safe point.",
     )
     send.add_argument("run_id", metavar="RUN_ID")
-    send.add_argument("texts", metavar="TEXT", nargs="+")
+    send.add_argument(
+        "texts",
+        metavar="TEXT",
+        nargs="+",
+        help="messages; - reads one from stdin, @FILE from a file",
+    )
     cancel = command(
         "cancel",
         "cancel a run",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 from otherone.client.agent_client import AgentClient, build_request, root_run_id
@@ -41,6 +42,10 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             f"(`otherone show {run_id}`, `otherone cancel {run_id}`)"
         )
         handle = await agents.start(request)
+        if not (args.quiet or args.json):  # machine output stays as it was (JSON names the run)
+            # At once, so a second terminal can send/cancel/watch it while it runs.
+            link = await ui_link(client, ui_base(settings), settings.namespace, handle.run_id)
+            ctx.err.print(f"run {handle.run_id} started · {link}", style="dim", markup=False)
         if args.follow:
             return await watch_tree(ctx, agents, handle.run_id, json_lines=args.json)
         if not streaming:
@@ -55,7 +60,7 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _request_from(args: argparse.Namespace) -> AgentRunRequest:
-    fields: dict[str, Any] = {"entry_agent": args.agent, "input": args.text}
+    fields: dict[str, Any] = {"entry_agent": args.agent, "input": text_argument(args.text, "TEXT")}
     if args.session is not None:
         fields["session"] = {"session_id": args.session}
     if args.partition is not None:
@@ -85,8 +90,23 @@ def _print_unstreamed(ctx: Context, result: AgentRunResult, *, json_line: bool) 
     return exit_code(result)
 
 
+def text_argument(value: str, name: str) -> str:
+    """A text argument as given, or read: ``-`` from stdin, ``@FILE`` from a UTF-8 file (the OS
+    refuses command lines over ~128 KiB, and shells mangle long or multi-line text)."""
+    if value == "-":
+        return sys.stdin.read()
+    if not value.startswith("@") or len(value) == 1:
+        return value
+    path = Path(value[1:])
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise CliError(EXIT_USAGE, f"{name}: cannot read {path}: {reason}") from None
+
+
 async def cmd_send(args: argparse.Namespace, ctx: Context) -> int:
-    texts: list[str] = args.texts
+    texts: list[str] = [text_argument(text, "TEXT") for text in args.texts]
     for index, text in enumerate(texts):
         if not text.strip():
             raise CliError(EXIT_USAGE, f"messages.{index}: must be a non-empty string")
