@@ -58,6 +58,7 @@ PASSTHROUGH_MODULES = (
     "otherone.contracts",
     "otherone.definitions",
     "otherone.errors",
+    "otherone.lazy_exports",
     "otherone.runs",
     "otherone.search_attributes",
     "otherone.skills",
