@@ -22,10 +22,7 @@ from otherone.activities import finish_run as finish
 from otherone.activities import prepare_call as agent_call
 from otherone.activities import prepare_run as prepare
 from otherone.activities import run_tool as tool
-from otherone.activities.providers.base import ModelProvider
 from otherone.activities.shared import ActivityContext, heartbeating
-from otherone.authorization import AgentCallAuthorizer
-from otherone.config import RuntimeConfig
 from otherone.contracts import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_FINISH_RUN,
@@ -42,20 +39,14 @@ from otherone.contracts import (
     ToolCallInput,
     ToolOutcome,
 )
-from otherone.store import Store
 
 
 class AgentActivities:
-    """Activities bound to one worker's configuration, store and providers."""
+    """The activities of one worker, bound to its `ActivityContext` (configuration, store,
+    providers)."""
 
-    def __init__(
-        self,
-        config: RuntimeConfig,
-        store: Store,
-        providers: dict[str, ModelProvider] | None = None,
-        authorizer: AgentCallAuthorizer | None = None,
-    ) -> None:
-        self.context = ActivityContext(config, store, providers, authorizer)
+    def __init__(self, context: ActivityContext) -> None:
+        self.context = context
 
     def all(self) -> list[Callable[..., Any]]:
         return [

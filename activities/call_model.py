@@ -61,13 +61,7 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
     snapshot = await context.snapshot(ref.snapshot_version)
     agent = snapshot.agent(ref.agent_id)
     profile = snapshot.models[input.model_profile_id]
-    provider = context.providers.get(profile.provider)
-    if provider is None:
-        raise failure(
-            FailureCode.MODEL_ERROR,
-            f"provider '{profile.provider}' of model '{profile.id}' "
-            "is not available on this worker",
-        )
+    provider = context.provider_for(profile)
     system_prompt = system_prompt_for(snapshot, agent)
     tools = _offered_tools(snapshot, agent, context.memory_tools)
     request = ModelRequest(

@@ -79,13 +79,7 @@ async def _summary_request(
     if profile_id is None or profile_id == request.profile.id:
         return provider, request
     profile = snapshot.models[profile_id]
-    summariser = context.providers.get(profile.provider)
-    if summariser is None:
-        raise failure(
-            FailureCode.MODEL_ERROR,
-            f"provider '{profile.provider}' of summary model '{profile.id}' "
-            "is not available on this worker",
-        )
+    summariser = context.provider_for(profile, "summary model")
     # The summary profile's own settings: the agent's overrides are for its turns.
     agent = snapshot.agent(input.ref.agent_id).model_copy(
         update={"model_overrides": ModelOverrides()}

@@ -26,6 +26,7 @@ from otherone.activities.providers.base import ModelProvider
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import AGENT_CALL_TOOL, RuntimeConfig, RuntimeSnapshot
 from otherone.contracts import PendingEntry, RunRef
+from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
 from otherone.store.memory import MemoryStore
@@ -93,6 +94,18 @@ class ActivityContext:
         self.memory_tools = MemoryTools(MemoryStore(store.engine))
         self._snapshots: dict[str, RuntimeSnapshot] = {}
         self._current = config.snapshot()
+
+    def provider_for(self, profile: ModelProfile, role: str = "model") -> ModelProvider:
+        """The provider that serves ``profile`` on this worker; a model error if there is none
+        (``role`` names the profile's use in the message, e.g. "summary model")."""
+        provider = self.providers.get(profile.provider)
+        if provider is None:
+            raise failure(
+                FailureCode.MODEL_ERROR,
+                f"provider '{profile.provider}' of {role} '{profile.id}' "
+                "is not available on this worker",
+            )
+        return provider
 
     async def io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a store call in a thread, riding out a database outage of up to

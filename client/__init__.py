@@ -4,21 +4,17 @@ Names are imported on first use, so that the CLI (`otherone.client.cli`) starts 
 the Temporal client for commands that do not need it (``--help``, ``sessions``, ``db``).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from otherone.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from otherone.client.agent_client import AgentClient, RunHandle, build_request, root_run_id
 
-_EXPORTS = ("AgentClient", "RunHandle", "build_request", "root_run_id")
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'otherone.client' has no attribute {name!r}")
-    value = getattr(importlib.import_module("otherone.client.agent_client"), name)
-    globals()[name] = value
-    return value
-
+#: Names served lazily: name → module that defines it.
+_LAZY_EXPORTS = dict.fromkeys(
+    ("AgentClient", "RunHandle", "build_request", "root_run_id"), "otherone.client.agent_client"
+)
+__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS)
 
 __all__ = ["AgentClient", "RunHandle", "build_request", "root_run_id"]

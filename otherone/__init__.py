@@ -10,8 +10,7 @@ tool and store steps), `otherone.store` (SQL store), `otherone.worker` (worker a
 wiring), `otherone.client` (`AgentClient` and the `otherone` CLI).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from otherone.config import RuntimeConfig, RuntimeSnapshot
 from otherone.definitions import (
@@ -39,6 +38,7 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
+from otherone.lazy_exports import lazy_exports
 from otherone.runs import (
     AgentCallRequest,
     AgentCallResult,
@@ -75,14 +75,7 @@ _LAZY_EXPORTS = {
     "connect": "otherone.worker",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY_EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'otherone' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS)
 
 
 __all__ = [

@@ -16,8 +16,6 @@ import json
 import os
 import re
 import signal
-import sys
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,79 +33,25 @@ from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.worker.devserver import free_port
 from tests.harness import agent_env, wait_until
+from tests.processes import (
+    REPO_ROOT,
+    BackgroundProcess,
+    Completed,
+    address_of,
+    cli_command,
+    cli_env,
+    otherone,
+    start_worker,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "What's the weather in Paris?"
 ANSWER = "sunny in Paris"
 TEAM_QUESTION = "Plan a day in Paris: check the weather and draft a short note."
 TEAM_ANSWER = "Here is your day in Paris."
 RUN_ID = re.compile(r"run id\s+(run-[0-9a-f]+)")
 UI_LINK = re.compile(r"http://127\.0\.0\.1:\d+/namespaces/default/workflows/run-")
-
-
-@dataclass
-class Completed:
-    code: int
-    stdout: str
-    stderr: str
-    elapsed: float
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-    def describe(self) -> str:
-        return f"exit {self.code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
-
-
-def cli_env(address: str, task_queue: str, tmp_path: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
-    env.update(
-        PYTHONPATH=str(REPO_ROOT),
-        OTHERONE_TEMPORAL_ADDRESS=address,
-        OTHERONE_TASK_QUEUE=task_queue,
-        OTHERONE_DATABASE_URL=f"sqlite:///{tmp_path / 'store.db'}",
-        OTHERONE_DATA_DIR=str(tmp_path / "data"),
-        OTHERONE_CONFIG=str(EXAMPLE_CONFIG),
-    )
-    return env
-
-
-async def otherone(
-    *args: str, env: dict[str, str], limit: float = 60.0, cwd: Path = REPO_ROOT
-) -> Completed:
-    """Run ``python -m otherone.client.cli ARGS`` to completion (killed after ``limit`` seconds)."""
-    started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "otherone.client.cli",
-        *args,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), limit)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise AssertionError(f"otherone {' '.join(args)} did not finish in {limit} s") from None
-    assert process.returncode is not None
-    return Completed(
-        process.returncode,
-        stdout.decode(),
-        stderr.decode(),
-        time.monotonic() - started,
-    )
-
-
-def address_of(env: WorkflowEnvironment) -> str:
-    return env.client.service_client.config.target_host
 
 
 def assert_one_line_error(result: Completed, code: int, *needles: str) -> None:
@@ -285,34 +229,18 @@ async def test_worker_command_runs_agents_and_stops_on_sigterm(
     temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     env = cli_env(address_of(temporal_env), task_queue, tmp_path)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "otherone.client.cli",
-        "worker",
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    worker = await start_worker(env)
     try:
-        assert process.stderr is not None
-        banner = await asyncio.wait_for(process.stderr.readline(), 30)
-        assert b"worker on task queue" in banner, banner
         agents = AgentClient(client, task_queue=task_queue)
         handle = await agents.start(build_request(entry_agent="assistant", input=QUESTION))
         result = await asyncio.wait_for(handle.result(), 30)
         assert result.outcome is RunOutcome.COMPLETED
         assert result.text is not None and ANSWER in result.text
 
-        process.send_signal(signal.SIGTERM)
-        _, rest = await asyncio.wait_for(process.communicate(), 30)
-        assert process.returncode == 0, rest.decode()
+        worker.send_signal(signal.SIGTERM)
+        assert await worker.exit_code(30) == 0, worker.output
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await worker.kill()
 
 
 async def test_dev_serves_runs_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
@@ -320,43 +248,21 @@ async def test_dev_serves_runs_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> No
     env = cli_env(f"127.0.0.1:{port}", "otherone", tmp_path)
     del env["OTHERONE_DATABASE_URL"]  # dev and run share the default store in the data dir
     env.update(OTHERONE_TEMPORAL_PORT=str(port), OTHERONE_UI_PORT=str(ui_port))
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "otherone.client.cli",
-        "dev",
-        cwd=tmp_path,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    dev = await BackgroundProcess.start(*cli_command("dev"), env=env, cwd=tmp_path, name="dev")
     try:
-        assert process.stdout is not None
-        banner = b""
-        while b"ready" not in banner:
-            line = await asyncio.wait_for(process.stdout.readline(), 60)
-            assert line, f"dev exited early: {banner.decode()}"
-            banner += line
-        assert f"http://127.0.0.1:{ui_port}".encode() in banner
+        await dev.wait_for("ready")
+        assert f"http://127.0.0.1:{ui_port}" in dev.output
 
         result = await otherone("run", "assistant", QUESTION, env=env, cwd=tmp_path)
         assert result.code == 0, result.describe()
         assert ANSWER in result.stdout
         assert f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/run-" in result.stderr
 
-        process.send_signal(signal.SIGINT)
-        _, rest = await asyncio.wait_for(process.communicate(), 30)
-        assert process.returncode == 0, rest.decode()
+        dev.send_signal(signal.SIGINT)
+        assert await dev.exit_code(30) == 0, dev.output
         assert (tmp_path / "data" / "temporal.db").is_file()
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)  # lets dev stop its server
-            try:
-                await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await dev.stop(20)  # SIGTERM lets dev stop its server
 
 
 async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_path: Path) -> None:
@@ -556,7 +462,7 @@ def test_help_documents_exit_codes_and_settings() -> None:
     import subprocess
 
     result = subprocess.run(
-        [sys.executable, "-m", "otherone.client.cli", "worker", "--help"],
+        cli_command("worker", "--help"),
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -588,20 +494,8 @@ async def test_interrupted_run_keeps_going_and_can_be_steered(
     run_id = root_run_id(
         build_request(entry_agent="assistant", input=QUESTION, idempotency_key=key)
     )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "otherone.client.cli",
-        "run",
-        "assistant",
-        QUESTION,
-        "--idempotency-key",
-        key,
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    run = await BackgroundProcess.start(
+        *cli_command("run", "assistant", QUESTION, "--idempotency-key", key), env=env, name="run"
     )
     try:
 
@@ -613,10 +507,9 @@ async def test_interrupted_run_keeps_going_and_can_be_steered(
             return True
 
         await wait_until(started, within=30, message="the run to start")
-        process.send_signal(signal.SIGINT)
-        _, stderr = await asyncio.wait_for(process.communicate(), 30)
-        assert process.returncode == 130, stderr.decode()
-        assert f"run {run_id} keeps going" in stderr.decode()
+        run.send_signal(signal.SIGINT)
+        assert await run.exit_code(30) == 130, run.output
+        assert f"run {run_id} keeps going" in run.output
 
         send = await otherone("send", run_id, "one more thing", "and another", env=env)
         assert send.code == 0, send.describe()
@@ -625,8 +518,6 @@ async def test_interrupted_run_keeps_going_and_can_be_steered(
         assert cancel.code == 0, cancel.describe()
         assert f"cancellation requested for run {run_id}" in cancel.stderr
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await run.kill()
         with contextlib.suppress(RPCError):
             await client.get_workflow_handle(run_id).terminate("test cleanup")

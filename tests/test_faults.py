@@ -27,9 +27,8 @@ from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer, free_port
 from tests.fault_worker import SLOW_CHUNKS, effect_file, fault_config
 from tests.harness import agent_env, scripted_config, wait_until
+from tests.processes import REPO_ROOT, BackgroundProcess
 from tests.store_fixtures import ThrowawayCluster, postgres_bindir, running_in_ci
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.timeout(240)
 #: How long the database stays down: longer than the stream has left, so a write hits it.
@@ -39,10 +38,9 @@ OUTAGE_SECONDS = 6.0
 @asynccontextmanager
 async def worker_process(
     address: str, task_queue: str, store_url: str, workdir: Path
-) -> AsyncIterator[asyncio.subprocess.Process]:
+) -> AsyncIterator[BackgroundProcess]:
     """`tests.fault_worker` in its own process, ready to poll; killed when the block ends."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    process = await asyncio.create_subprocess_exec(
+    worker = await BackgroundProcess.start(
         sys.executable,
         "-m",
         "tests.fault_worker",
@@ -50,20 +48,13 @@ async def worker_process(
         task_queue,
         store_url,
         str(workdir),
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(process.stdout.readline(), 60)
-        assert line.strip() == b"ready", line
-        yield process
+        await worker.wait_for("ready", whole_line=True)
+        yield worker
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await worker.kill()
 
 
 def has_event(store: Store, root: str, run_id: str, kind: str) -> bool:
@@ -97,7 +88,7 @@ async def test_sigkill_mid_stream_mid_tool_and_mid_child_loses_and_repeats_nothi
             )
             await streamer.send_message("message before the crash")
             first.send_signal(signal.SIGKILL)
-            await first.wait()
+            await first.exit_code()
         await streamer.send_message("message while no worker runs")
 
         async with worker_process(address, task_queue, store_url, tmp_path):

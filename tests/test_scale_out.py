@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sys
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
@@ -40,10 +38,10 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import Store
 from tests.harness import wait_until
+from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
 
 pytestmark = pytest.mark.timeout(240)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 RUNS = 50
 PARTITION = "local"
 
@@ -123,16 +121,6 @@ CONFIG = textwrap.dedent(
 
 
 @dataclass
-class WorkerProcess:
-    process: asyncio.subprocess.Process
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-
-@dataclass
 class Deployment:
     dir: Path
     env: dict[str, str]
@@ -156,62 +144,16 @@ def _deployment(temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Pa
         (tmp_path / folder).mkdir()
     (tmp_path / "scale_tools.py").write_text(TOOLS_MODULE)
     (tmp_path / "otherone.toml").write_text(CONFIG)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
-    env.update(
-        PYTHONPATH=str(REPO_ROOT),
+    env = cli_env(
+        address_of(temporal_env),
+        task_queue,
+        tmp_path,
+        config=tmp_path / "otherone.toml",
         SCALE_TEST_DIR=str(tmp_path),
-        OTHERONE_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        OTHERONE_TASK_QUEUE=task_queue,
         OTHERONE_MODEL_TASK_QUEUE=f"{task_queue}-model",
         OTHERONE_TOOL_TASK_QUEUE=f"{task_queue}-tools",
-        OTHERONE_DATABASE_URL=f"sqlite:///{tmp_path / 'store.db'}",
-        OTHERONE_DATA_DIR=str(tmp_path / "data"),
-        OTHERONE_CONFIG=str(tmp_path / "otherone.toml"),
     )
     return Deployment(tmp_path, env)
-
-
-async def _start_worker(deployment: Deployment, name: str, roles: str) -> WorkerProcess:
-    log = deployment.dir / f"{name}.log"
-    with log.open("wb") as output:  # a file, not a pipe: a chatty worker must never block
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "otherone.client.cli",
-            "worker",
-            "--roles",
-            roles,
-            cwd=REPO_ROOT,
-            env=deployment.env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=output,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-    return WorkerProcess(process, log)
-
-
-async def _started(worker: WorkerProcess) -> None:
-    """Wait for the worker's banner; fail with its log if it exits instead."""
-    await wait_until(
-        lambda: (
-            b"worker on task queue" in worker.log.read_bytes()
-            or worker.process.returncode is not None
-        ),
-        within=60,
-        message=f"{worker.log.name} started",
-    )
-    assert worker.process.returncode is None, worker.log.read_text()
-
-
-async def _stop(worker: WorkerProcess) -> None:
-    if worker.process.returncode is not None:
-        return
-    worker.process.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(worker.process.wait(), 45)
-    except TimeoutError:
-        worker.process.kill()
-        await worker.process.wait()
 
 
 @contextmanager
@@ -227,14 +169,10 @@ async def test_fifty_runs_survive_a_killed_worker(
     temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     deployment = _deployment(temporal_env, task_queue, tmp_path)
-    workers = [
-        await _start_worker(deployment, "worker-1", "all"),
-        await _start_worker(deployment, "worker-2", "all"),
-        await _start_worker(deployment, "worker-3", "model,tools"),
-    ]
+    workers: list[BackgroundProcess] = []
     try:
-        for worker in workers:
-            await _started(worker)
+        for name, roles in (("worker-1", "all"), ("worker-2", "all"), ("worker-3", "model,tools")):
+            workers.append(await start_worker(deployment.env, "--roles", roles, name=name))
         agents = AgentClient(client, task_queue=task_queue)
         handles = await asyncio.gather(
             *(
@@ -260,7 +198,7 @@ async def test_fifty_runs_survive_a_killed_worker(
         )
         survivors_alive = [w.process.returncode is None for w in workers if w is not victim]
     finally:
-        await asyncio.gather(*(_stop(worker) for worker in workers))
+        await asyncio.gather(*(worker.stop(45) for worker in workers))
 
     assert all(survivors_alive)
     assert killed_keys, "the killed worker held no tool call"

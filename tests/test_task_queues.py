@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,6 @@ from otherone.contracts import (
 )
 from otherone.definitions import AccessPolicy, AgentDefinition, ModelOverrides
 from otherone.errors import ConfigurationError
-from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import RunOutcome
 from otherone.store import Store
 from otherone.tools import tool
@@ -51,9 +48,8 @@ from otherone.worker.queues import SlotLimits, TaskQueues, WorkerRole, parse_rol
 from otherone.worker.settings import Settings
 from otherone.workflows import AgentRunWorkflow
 from tests.harness import scripted_config, wait_until
+from tests.processes import address_of, cli_env, otherone
 from tests.upgrade_workflows import UnroutedAgentRunWorkflow
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @tool
@@ -384,39 +380,6 @@ async def test_a_model_worker_needs_its_own_queue(
             )
 
 
-async def _cli_worker(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, *args: str
-) -> tuple[int, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
-    env.update(
-        PYTHONPATH=str(REPO_ROOT),
-        OTHERONE_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        OTHERONE_DATABASE_URL=f"sqlite:///{tmp_path / 'cli.db'}",
-        OTHERONE_DATA_DIR=str(tmp_path / "data"),
-        OTHERONE_CONFIG=str(EXAMPLE_CONFIG),
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "otherone.client.cli",
-        "worker",
-        *args,
-        cwd=REPO_ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        _, stderr = await asyncio.wait_for(process.communicate(), 60)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    assert process.returncode is not None
-    return process.returncode, stderr.decode()
-
-
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -430,11 +393,12 @@ async def _cli_worker(
 async def test_cli_worker_refuses_bad_roles_in_one_line(
     temporal_env: WorkflowEnvironment, tmp_path: Path, args: list[str], needle: str
 ) -> None:
-    code, stderr = await _cli_worker(temporal_env, tmp_path, *args)
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert code == 2, stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
-    assert needle in lines[0], stderr
+    env = cli_env(address_of(temporal_env), None, tmp_path, database="cli.db")
+    result = await otherone("worker", *args, env=env)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.code == 2, result.describe()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.describe()
+    assert needle in lines[0], result.describe()
 
 
 async def test_the_agent_worker_runs_until_shutdown_and_raises_a_fatal_error(

@@ -34,11 +34,11 @@ from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.worker import health
 from tests.harness import wait_until
+from tests.processes import REPO_ROOT, BackgroundProcess, address_of, cli_env, start_worker
 from tests.shutdown_tools import SIDE_EFFECTS_DIR_ENV
 
 pytestmark = pytest.mark.timeout(180)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 HEALTH_SCRIPT = REPO_ROOT / "worker" / "health.py"
 ANSWER = "Recorded once."
 
@@ -69,82 +69,16 @@ tools = ["record_side_effect"]
 
 
 @dataclass
-class WorkerProcess:
-    """A running ``otherone worker`` whose stderr lines are collected as they come."""
-
-    process: asyncio.subprocess.Process
-    lines: list[str] = field(default_factory=list)
-    pump: asyncio.Task[None] | None = None
-
-    async def _read(self) -> None:
-        assert self.process.stderr is not None
-        async for raw in self.process.stderr:
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-
-    def saw(self, needle: str) -> bool:
-        return any(needle in line for line in self.lines)
-
-    @property
-    def stderr(self) -> str:
-        return "\n".join(self.lines)
-
-    async def wait_for(self, needle: str, within: float = 60) -> None:
-        def seen() -> bool:
-            if self.saw(needle):
-                return True
-            if self.process.returncode is not None:
-                raise AssertionError(f"worker exited ({self.process.returncode}):\n{self.stderr}")
-            return False
-
-        try:
-            await wait_until(seen, within=within, message=repr(needle))
-        except AssertionError as error:
-            raise AssertionError(f"{error}\n--- worker stderr\n{self.stderr}") from None
-
-    async def exit_code(self, within: float = 60) -> int:
-        try:
-            await asyncio.wait_for(self.process.wait(), within)
-        except TimeoutError:
-            raise AssertionError(f"worker still running after {within} s:\n{self.stderr}") from None
-        if self.pump is not None:
-            await self.pump
-        assert self.process.returncode is not None
-        return self.process.returncode
-
-    async def kill(self) -> None:
-        if self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
-        if self.pump is not None:
-            self.pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.pump
-
-
-@dataclass
 class Setup:
     env: dict[str, str]
     side_effects: Path
     health_file: Path
     agents: AgentClient
-    started: list[WorkerProcess] = field(default_factory=list)
+    started: list[BackgroundProcess] = field(default_factory=list)
 
-    async def start_worker(self, **extra_env: str) -> WorkerProcess:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "otherone.client.cli",
-            "worker",
-            cwd=REPO_ROOT,
-            env={**self.env, **extra_env},
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        worker = WorkerProcess(process)
-        worker.pump = asyncio.create_task(worker._read())
+    async def start_worker(self, **extra_env: str) -> BackgroundProcess:
+        worker = await start_worker({**self.env, **extra_env})
         self.started.append(worker)
-        await worker.wait_for("worker on task queue")
         return worker
 
     def lines(self, name: str) -> list[str]:
@@ -163,15 +97,12 @@ async def setup(
     side_effects.mkdir()
     config = tmp_path / "otherone.toml"
     config.write_text(CONFIG)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     health_file = tmp_path / "worker.alive"
-    env.update(
-        PYTHONPATH=str(REPO_ROOT),
-        OTHERONE_TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        OTHERONE_TASK_QUEUE=task_queue,
-        OTHERONE_DATABASE_URL=f"sqlite:///{tmp_path / 'store.db'}",
-        OTHERONE_DATA_DIR=str(tmp_path / "data"),
-        OTHERONE_CONFIG=str(config),
+    env = cli_env(
+        address_of(temporal_env),
+        task_queue,
+        tmp_path,
+        config=config,
         OTHERONE_HEALTH_FILE=str(health_file),
         **{SIDE_EFFECTS_DIR_ENV: str(side_effects)},
     )
@@ -225,22 +156,22 @@ async def test_sigterm_drains_the_running_tool_then_exits_0_and_another_worker_f
     await wait_until(lambda: bool(setup.lines("started")), within=60, message="the tool to start")
     await wait_until(lambda: healthy(setup.health_file) == 0, within=30, message="healthy")
 
-    first.process.send_signal(signal.SIGTERM)
+    first.send_signal(signal.SIGTERM)
     await first.wait_for("draining 1 in-flight activity")
     # Draining: no longer healthy, still running (the tool has not been released yet).
     assert healthy(setup.health_file) == 1
-    assert first.process.returncode is None, first.stderr
+    assert first.process.returncode is None, first.output
     assert setup.lines("effects") == []
 
     setup.release()
-    assert await first.exit_code() == 0, first.stderr
+    assert await first.exit_code() == 0, first.output
     exited_at = time.time()
     # The tool finished inside the first worker, before it exited, exactly once.
     effect = one_line(setup.lines("effects"), "side effects when the first worker exited")
     key, label, finished_at = effect.split()
     assert label == "first" and float(finished_at) <= exited_at
     assert one_line(setup.lines("started"), "tool attempts") == f"{key} attempt 1"
-    assert first.saw("worker stopped") and not first.saw("cancelled"), first.stderr
+    assert first.saw("worker stopped") and not first.saw("cancelled"), first.output
 
     # A second worker carries the run on from the reported tool result: no second attempt.
     second = await setup.start_worker()
@@ -251,9 +182,9 @@ async def test_sigterm_drains_the_running_tool_then_exits_0_and_another_worker_f
     assert setup.lines("started") == [f"{key} attempt 1"]
     assert setup.lines("effects") == [effect]
 
-    second.process.send_signal(signal.SIGTERM)
-    assert await second.exit_code() == 0, second.stderr
-    assert second.saw("no activity in flight"), second.stderr
+    second.send_signal(signal.SIGTERM)
+    assert await second.exit_code() == 0, second.output
+    assert second.saw("no activity in flight"), second.output
 
 
 async def test_past_the_grace_period_the_tool_is_cancelled_and_retried_elsewhere(
@@ -264,10 +195,10 @@ async def test_past_the_grace_period_the_tool_is_cancelled_and_retried_elsewhere
     try:
         await wait_until(lambda: bool(setup.lines("started")), within=60, message="tool start")
 
-        first.process.send_signal(signal.SIGTERM)
-        assert await first.exit_code() == 0, first.stderr
-        assert first.saw("draining 1 in-flight activity (up to 1 s)"), first.stderr
-        assert first.saw("1 in-flight activity cancelled after the grace period"), first.stderr
+        first.send_signal(signal.SIGTERM)
+        assert await first.exit_code() == 0, first.output
+        assert first.saw("draining 1 in-flight activity (up to 1 s)"), first.output
+        assert first.saw("1 in-flight activity cancelled after the grace period"), first.output
         assert setup.lines("effects") == []  # cancelled before it could finish
 
         setup.release()
@@ -288,10 +219,10 @@ async def test_a_second_signal_exits_at_once(setup: Setup, client: Client) -> No
     run_id = await start_run(setup.agents)
     try:
         await wait_until(lambda: bool(setup.lines("started")), within=60, message="tool start")
-        first.process.send_signal(signal.SIGTERM)
+        first.send_signal(signal.SIGTERM)
         await first.wait_for("draining 1 in-flight activity")
-        first.process.send_signal(signal.SIGTERM)
-        assert await first.exit_code(within=30) == 0, first.stderr
+        first.send_signal(signal.SIGTERM)
+        assert await first.exit_code(within=30) == 0, first.output
         assert first.saw("second signal: exiting with 1 in-flight activity still running")
         assert setup.lines("effects") == []
     finally:

@@ -5,8 +5,9 @@ Names are imported on first use, so that importing one light submodule (e.g.
 activity.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from otherone.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from otherone.worker.app import build_worker, connect, sandbox_runner
@@ -23,14 +24,7 @@ _LAZY_EXPORTS = {
     "Settings": "otherone.worker.settings",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY_EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'otherone.worker' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY_EXPORTS)
 
 
 __all__ = ["DevServer", "DevServerError", "Settings", "build_worker", "connect", "sandbox_runner"]

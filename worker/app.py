@@ -26,6 +26,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from otherone.activities.agent_activities import AgentActivities
 from otherone.activities.providers.base import ModelProvider
+from otherone.activities.shared import ActivityContext
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig
 from otherone.contracts import ACTIVITY_PREPARE_RUN, PrepareRunInput, RunPlan
@@ -57,6 +58,7 @@ PASSTHROUGH_MODULES = (
     "otherone.contracts",
     "otherone.definitions",
     "otherone.errors",
+    "otherone.lazy_exports",
     "otherone.runs",
     "otherone.search_attributes",
     "otherone.skills",
@@ -266,7 +268,7 @@ def build_worker(
         max_concurrent_activities, max_concurrent_model_calls, max_concurrent_tool_calls
     )
     planned = plan_workers(queues, parse_roles([str(role) for role in roles]), slots)
-    activities = AgentActivities(config, store, dict(providers or {}), authorizer)
+    activities = AgentActivities(ActivityContext(config, store, dict(providers or {}), authorizer))
     return AgentWorker(
         [
             Worker(

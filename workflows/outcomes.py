@@ -241,40 +241,20 @@ def input_entries(run_id: str, value: str | tuple[InputMessage, ...]) -> list[Pe
 
 def permission_denied_entry(key: str, call: ToolCallSpec) -> PendingEntry:
     message = f"tool '{call.name}' is not available to this agent; nothing was executed"
-    return PendingEntry(
-        key=key,
-        role="tool",
-        content=json.dumps({"error": message}),
-        tool_call_id=call.id,
-        tool_name=call.name,
-        error_kind=ToolErrorKind.PERMISSION_DENIED,
-    )
+    return _tool_error_entry(key, call, ToolErrorKind.PERMISSION_DENIED, message)
 
 
 def not_run_entry(call: ToolCallSpec) -> PendingEntry:
     """A later call of a sequential turn the run was cancelled before (the key is set by the
     caller, like every step's)."""
-    return PendingEntry(
-        key="",
-        role="tool",
-        content=json.dumps({"error": "the run was cancelled; nothing was executed"}),
-        tool_call_id=call.id,
-        tool_name=call.name,
-        error_kind=ToolErrorKind.CANCELLED,
-    )
+    message = "the run was cancelled; nothing was executed"
+    return _tool_error_entry("", call, ToolErrorKind.CANCELLED, message)
 
 
 def tool_result_entry(key: str, call: ToolCallSpec, outcome: ToolOutcome) -> PendingEntry:
     if outcome.error_kind is not None and outcome.result_bytes == 0:
         # The tool activity never stored a result (e.g. it failed before running).
-        return PendingEntry(
-            key=key,
-            role="tool",
-            content=json.dumps({"error": outcome.error}),
-            tool_call_id=call.id,
-            tool_name=call.name,
-            error_kind=outcome.error_kind,
-        )
+        return _tool_error_entry(key, call, outcome.error_kind, outcome.error)
     return PendingEntry(
         key=key,
         role="tool",
@@ -286,13 +266,20 @@ def tool_result_entry(key: str, call: ToolCallSpec, outcome: ToolOutcome) -> Pen
 
 
 def invalid_arguments_entry(key: str, call: ToolCallSpec, message: str) -> PendingEntry:
+    return _tool_error_entry(key, call, ToolErrorKind.INVALID_ARGUMENTS, message)
+
+
+def _tool_error_entry(
+    key: str, call: ToolCallSpec, kind: ToolErrorKind, error: str | None
+) -> PendingEntry:
+    """The tool entry of ``call`` that says, instead of a stored result, why it has none."""
     return PendingEntry(
         key=key,
         role="tool",
-        content=json.dumps({"error": message}),
+        content=json.dumps({"error": error}),
         tool_call_id=call.id,
         tool_name=call.name,
-        error_kind=ToolErrorKind.INVALID_ARGUMENTS,
+        error_kind=kind,
     )
 
 
