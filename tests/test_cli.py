@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
