@@ -73,6 +73,7 @@ _DROPPED = (
     "broken pipe",
     "ConnectionReset",
     "Connection reset",
+    "connection closed",
     "transport error",
 )
 
