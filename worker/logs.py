@@ -1,13 +1,19 @@
 """Log lines of our long-running processes (`otherone worker`, `otherone dev`).
 
 One line per record on stderr, with time, level and logger, at ``OTHERONE_LOG_LEVEL`` (INFO by
-default, so operators see start, shutdown and retention pruning). A container's log driver or
-systemd adds nothing it needs to parse.
+default, so operators see start, shutdown and retention pruning); expected failures (a retried
+429, a cancelled activity) on one line too, unexpected ones with their traceback. A container's
+log driver or systemd adds nothing it needs to parse.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+
+import temporalio.exceptions
+
+from otherone.errors import FailureCode
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Libraries whose INFO lines are internals (Alembic's plugin set-up and migration context at
@@ -19,12 +25,43 @@ class _StderrLines(logging.StreamHandler):  # type: ignore[type-arg]
     """Our handler, recognisable so that configuring twice adds no second one."""
 
 
+class ExpectedFailuresOnOneLine(logging.Filter):
+    """Failures we raise on purpose (`ApplicationError` with one of our failure codes: a retried
+    429, a busy session, a spent budget) and cancellations are logged as one line, not as a
+    chained traceback; anything else keeps its traceback, since that is where a bug shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and _expected(error):
+            record.msg = f"{record.getMessage()}: {_summary(error)}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _expected(error: BaseException) -> bool:
+    if isinstance(error, asyncio.CancelledError | temporalio.exceptions.CancelledError):
+        return True
+    return isinstance(error, temporalio.exceptions.ApplicationError) and error.type in _OUR_CODES
+
+
+def _summary(error: BaseException) -> str:
+    kind = getattr(error, "type", None) or type(error).__name__
+    text = str(error).strip().splitlines()
+    return f"{kind}: {text[0]}" if text else kind
+
+
+_OUR_CODES = frozenset(code.value for code in FailureCode)
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Send our and the SDK's records at ``level`` and above to stderr, once per process."""
     root = logging.getLogger()
     if not any(isinstance(handler, _StderrLines) for handler in root.handlers):
         handler = _StderrLines()
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.addFilter(ExpectedFailuresOnOneLine())
         root.addHandler(handler)
     root.setLevel(level)
     for name in QUIET_LIBRARIES:
