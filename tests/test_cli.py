@@ -371,6 +371,7 @@ async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
     assert re.search(r"[├└]── writer  call_write  completed", tree), result.describe()
     assert "✓ completed  coordinator" in result.stderr
     assert UI_LINK.search(result.stderr), result.describe()
+    assert "that link goes dead: `otherone demo --keep`" in result.stderr
     assert not (tmp_path / ".otherone").exists()  # the demo leaves nothing behind
 
 

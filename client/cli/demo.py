@@ -64,6 +64,13 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
                     )
                     sys.stdout.flush()
                     await ctx.stop.wait()
+                else:
+                    ctx.err.print(
+                        "the demo's in-memory server stops now, so that link goes dead: "
+                        "`otherone demo --keep` keeps it up until Ctrl-C",
+                        style="dim",
+                        markup=False,
+                    )
         finally:
             await server.stop()
             store.close()
