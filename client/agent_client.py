@@ -355,6 +355,11 @@ class AgentClient:
             raise InvalidRequestError("must be a non-empty run id", field="run_id")
         return self.temporal.get_workflow_handle(run_id, result_type=AgentRunResult)
 
+    async def check_visible(self, run_id: str) -> None:
+        """`RunNotFoundError` unless ``run_id`` exists and, for a scoped client, belongs to its
+        partition (without querying the workflow, so no worker is needed)."""
+        self._check_partition(run_id, await self._describe(run_id))
+
     async def _check_tenant(self, run_id: str) -> None:
         """A scoped client treats runs of other partitions as absent."""
         if self.partition_key is not None:

@@ -356,6 +356,36 @@ async def test_run_names_the_run_at_once_and_reads_long_input_from_a_file_or_std
     assert_one_line_error(missing, 2, "TEXT: cannot read absent.txt")
 
 
+async def test_every_command_honours_the_partition(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """--partition / OTHERONE_PARTITION scope the CLI as they scope AgentClient: a run of
+    another partition does not exist for it; --all-partitions is the operator's way around."""
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path)
+    acme, globex = {**env, "OTHERONE_PARTITION": "acme"}, {**env, "OTHERONE_PARTITION": "globex"}
+    async with agent_env(client, task_queue, load_config(EXAMPLE_CONFIG), tmp_path):
+        started = await otherone(
+            "run", "assistant", QUESTION, "--partition", "acme", "--json", env=env
+        )
+        assert started.code == 0, started.describe()
+        run_id = json.loads(started.stdout)["run_id"]
+        own = await otherone("show", run_id, env=acme)
+        other = {
+            name: await otherone(name, run_id, env=globex)
+            for name in ("show", "tree", "watch", "cancel")
+        }
+        other["send"] = await otherone("send", run_id, "more", env=globex)
+        operator = await otherone("show", run_id, "--all-partitions", env=globex)
+        sessions = await otherone("sessions", "--json", env=acme)
+        none = await otherone("sessions", "--json", env=globex)
+    assert own.code == 0, own.describe()
+    for name, result in other.items():
+        assert_one_line_error(result, 3, run_id), name
+    assert operator.code == 0, operator.describe()
+    assert [info["partition_key"] for info in json.loads(sessions.stdout)] == ["acme"]
+    assert json.loads(none.stdout) == []
+
+
 async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     env["PYTHONPATH"] = str(REPO_ROOT)

@@ -134,6 +134,13 @@ class Settings(BaseSettings):
         description="OpenTelemetry tracing (exporters from OTEL_* variables); default: on when "
         "OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER names an exporter.",
     )
+    partition: str | None = Field(
+        None,
+        description="Partition (tenant) the CLI acts for: runs start in it, and show, tree, "
+        "watch, send, cancel and sessions see only its runs (404 for others, as a scoped "
+        "AgentClient); unset: starts and sessions use the default partition and the other "
+        "commands see every partition.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="Level of the worker's log lines (stderr, one line each): DEBUG, INFO "

@@ -31,6 +31,7 @@ SETTING_OPTIONS = (
     Option("--address", "temporal_address", "HOST:PORT"),
     Option("--namespace", "namespace", "NAME"),
     Option("--task-queue", "task_queue", "NAME"),
+    Option("--partition", "partition", "P"),
     Option("--database-url", "database_url", "URL"),
     Option("--data-dir", "data_dir", "DIR"),
     Option("--ui-port", "ui_port", "PORT"),

@@ -142,7 +142,6 @@ def _add_run(command: Add) -> None:
         metavar="KEY",
         help="start at most once per key (the same key returns the same run)",
     )
-    run.add_argument("--partition", metavar="P", help="partition (tenant) key")
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
         "--json",
@@ -180,6 +179,8 @@ def _add_run(command: Add) -> None:
         "Request cancellation of RUN_ID (and, through Temporal, of its descendants).",
     )
     cancel.add_argument("run_id", metavar="RUN_ID")
+    for scoped in (send, cancel):
+        _add_all_partitions(scoped)
 
 
 def _add_show(command: Add) -> None:
@@ -212,18 +213,27 @@ def _add_show(command: Add) -> None:
         action="store_true",
         help="print the raw event envelopes (EventRecord), one JSON object a line",
     )
+    for scoped in (show, tree, watch):
+        _add_all_partitions(scoped)
+
+
+def _add_all_partitions(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--all-partitions",
+        action="store_true",
+        help="act on a run of any partition, whatever --partition / OTHERONE_PARTITION say "
+        "(operators)",
+    )
 
 
 def _add_sessions(command: Add, common: argparse.ArgumentParser) -> None:
     sessions = command(
         "sessions",
         "list the sessions of a partition",
-        "List the sessions (conversations) of --partition in the store at --database-url, "
+        f"List the sessions (conversations) of --partition (default: {DEFAULT_PARTITION}) in "
+        "the store at --database-url, "
         "oldest first, with the run holding each one's writer lease. The internal sessions of "
         "child runs (agent calls) are hidden unless --internal.",
-    )
-    sessions.add_argument(
-        "--partition", metavar="P", default=DEFAULT_PARTITION, help="partition (tenant) key"
     )
     sessions.add_argument(
         "--internal", action="store_true", help="also list the internal sessions of child runs"

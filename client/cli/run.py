@@ -22,7 +22,7 @@ from otherone.store import Store
 
 async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     settings = ctx.settings
-    request = _request_from(args)  # validate before touching the network
+    request = _request_from(args, settings.partition)  # validate before touching the network
     if args.follow and args.quiet:
         raise CliError(EXIT_USAGE, "--follow: not allowed with --quiet")
     streaming = not (args.json or args.quiet)
@@ -35,7 +35,9 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         store = existing_store(settings)  # to read an output stored as an artifact
     try:
-        agents = AgentClient(client, task_queue=settings.task_queue, store=store)
+        agents = AgentClient(
+            client, task_queue=settings.task_queue, store=store, partition_key=settings.partition
+        )
         run_id = root_run_id(request)
         ctx.interrupt_note = (
             f"interrupted: run {run_id} keeps going "
@@ -59,12 +61,12 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             store.close()
 
 
-def _request_from(args: argparse.Namespace) -> AgentRunRequest:
+def _request_from(args: argparse.Namespace, partition: str | None) -> AgentRunRequest:
     fields: dict[str, Any] = {"entry_agent": args.agent, "input": text_argument(args.text, "TEXT")}
     if args.session is not None:
         fields["session"] = {"session_id": args.session}
-    if args.partition is not None:
-        fields["runtime_context"] = {"partition_key": args.partition}
+    if partition is not None:
+        fields["runtime_context"] = {"partition_key": partition}
     # Always start by key (a random one if none was given): the run id is then known before
     # the start RPC, so an interrupt at any moment can still name the run, and a start that is
     # retried after a network error cannot create a second run.
@@ -110,7 +112,7 @@ async def cmd_send(args: argparse.Namespace, ctx: Context) -> int:
     for index, text in enumerate(texts):
         if not text.strip():
             raise CliError(EXIT_USAGE, f"messages.{index}: must be a non-empty string")
-    agents = await agent_client(ctx)
+    agents = await agent_client(ctx, all_partitions=args.all_partitions)
     await agents.send_message(args.run_id, texts)
     noun = "message" if len(texts) == 1 else "messages"
     ctx.err.print(f"queued {len(texts)} {noun} for run {args.run_id}", markup=False)
@@ -118,7 +120,7 @@ async def cmd_send(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def cmd_cancel(args: argparse.Namespace, ctx: Context) -> int:
-    agents = await agent_client(ctx)
+    agents = await agent_client(ctx, all_partitions=args.all_partitions)
     await agents.cancel(args.run_id)
     ctx.err.print(f"cancellation requested for run {args.run_id}", markup=False)
     return EXIT_OK

@@ -20,11 +20,13 @@ from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_OK
 from otherone.client.cli.stores import absent_sqlite_file, open_store, safe_url
 from otherone.client.console import make_console
+from otherone.runs import DEFAULT_PARTITION
 from otherone.store import SessionInfo
 
 
 async def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
     url = ctx.settings.store_url()
+    partition = ctx.settings.partition or DEFAULT_PARTITION
     if absent_sqlite_file(url):
         ctx.err.print(f"note: no store at {url.removeprefix('sqlite:///')}", style="dim")
         infos: list[SessionInfo] = []
@@ -32,7 +34,7 @@ async def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
         store = await asyncio.to_thread(open_store, url)
         try:
             infos = await asyncio.to_thread(
-                store.session_infos, args.partition, include_internal=args.internal
+                store.session_infos, partition, include_internal=args.internal
             )
         finally:
             store.close()
@@ -41,7 +43,7 @@ async def cmd_sessions(args: argparse.Namespace, ctx: Context) -> int:
     elif infos:
         _print_sessions(infos, internal=args.internal)
     else:
-        ctx.err.print(f"no sessions in partition '{args.partition}'", markup=False)
+        ctx.err.print(f"no sessions in partition '{partition}'", markup=False)
     return EXIT_OK
 
 

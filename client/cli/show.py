@@ -29,7 +29,7 @@ TREE_SETTLE_SECONDS = 2.0
 
 
 async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
-    agents = await agent_client(ctx)
+    agents = await agent_client(ctx, all_partitions=args.all_partitions)
     record = await agents.get_run(args.run_id)  # a running run's record needs a live worker
     if args.json:
         sys.stdout.write(record.model_dump_json() + "\n")
@@ -39,7 +39,7 @@ async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def cmd_tree(args: argparse.Namespace, ctx: Context) -> int:
-    agents = await agent_client(ctx)
+    agents = await agent_client(ctx, all_partitions=args.all_partitions)
     _, records = await load_tree(agents, args.run_id)
     if args.json:
         sys.stdout.write("[" + ",".join(record.model_dump_json() for record in records) + "]\n")
@@ -76,7 +76,13 @@ async def cmd_watch(args: argparse.Namespace, ctx: Context) -> int:
     root = await root_of(client, args.run_id)  # RunNotFoundError (exit 3) for an unknown id
     store = watch_store(settings)
     try:
-        agents = AgentClient(client, task_queue=settings.task_queue, store=store)
+        agents = AgentClient(
+            client,
+            task_queue=settings.task_queue,
+            store=store,
+            partition_key=None if args.all_partitions else settings.partition,
+        )
+        await agents.check_visible(root)  # a scoped CLI sees its partition's trees only
         ctx.interrupt_note = f"interrupted: stopped watching run {root}; it keeps going"
         ctx.err.print(
             f"watching run {root} (Ctrl-C stops watching; the run keeps going)",

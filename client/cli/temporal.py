@@ -95,12 +95,18 @@ async def connect_configured(settings: Settings) -> Client:
     )
 
 
-async def agent_client(ctx: Context) -> AgentClient:
+async def agent_client(ctx: Context, *, all_partitions: bool = False) -> AgentClient:
     """An `AgentClient` of the settings' Temporal and (when it exists) store: with the store,
-    outputs stored as artifacts are shown whole."""
+    outputs stored as artifacts are shown whole. Scoped to ``OTHERONE_PARTITION`` when set,
+    unless ``all_partitions`` (an operator's explicit choice)."""
     settings = ctx.settings
     client = await connect_configured(settings)
-    return AgentClient(client, task_queue=settings.task_queue, store=existing_store(settings))
+    return AgentClient(
+        client,
+        task_queue=settings.task_queue,
+        store=existing_store(settings),
+        partition_key=None if all_partitions else settings.partition,
+    )
 
 
 def ui_base(settings: Settings) -> str:
