@@ -1,0 +1,452 @@
+"""Human in the loop: tool approvals and questions as durable waits (real Temporal, real store)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from otherone.client.agent_client import AgentClient, RunHandle, build_request
+from otherone.contracts import ApprovalRequest
+from otherone.definitions import AgentDefinition, ModelOverrides, RuntimePolicy
+from otherone.errors import (
+    ApprovalConflictError,
+    ApprovalNotFoundError,
+    FailureCode,
+    InvalidRequestError,
+    RunNotActiveError,
+    RunNotFoundError,
+)
+from otherone.runs import RunOutcome, RunStatus
+from otherone.search_attributes import STATUS
+from otherone.store import Store
+from otherone.tools import tool
+from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
+from tests.providers import RecordingProvider
+
+SENT: list[dict[str, Any]] = []
+
+
+@tool(approval="always")
+def send_email(to: str, body: str) -> str:
+    """Send an email."""
+    SENT.append({"to": to, "body": body})
+    return f"sent to {to}"
+
+
+@tool(approval=lambda args: args["amount"] > 100)
+def pay(amount: int) -> str:
+    """Pay an amount."""
+    SENT.append({"paid": amount})
+    return f"paid {amount}"
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    SENT.append({"lookup": key})
+    return f"value of {key}"
+
+
+def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def agent(agent_id: str = "agent", **fields: Any) -> AgentDefinition:
+    return AgentDefinition.model_validate(
+        {"id": agent_id, "description": f"{agent_id} agent", **fields}
+    )
+
+
+def events(store: Store, root: str, kind: str) -> list[dict[str, Any]]:
+    return [
+        {**record.event, "run_id": record.run_id}
+        for record in store.read_events(root, limit=10_000)
+        if record.event["type"] == kind
+    ]
+
+
+async def open_requests(agents: AgentClient, root: str, count: int = 1) -> list[ApprovalRequest]:
+    """Wait until the root's tree lists ``count`` open requests (visibility lags a little)."""
+    found: list[ApprovalRequest] = []
+
+    async def listed() -> bool:
+        nonlocal found
+        found = await agents.pending_approvals(root)
+        return len(found) >= count
+
+    await wait_until(listed, within=20, message=f"{count} open approval request(s)")
+    return found
+
+
+def tool_messages(provider: RecordingProvider) -> list[dict[str, Any]]:
+    """The tool results the model read on its last call."""
+    last = provider.requests[-1]
+    return [message for message in last.messages if message.get("role") == "tool"]
+
+
+async def start(env: AgentEnv, text: str = "go") -> RunHandle:
+    return await env.agents.start(build_request(entry_agent="agent", input=text))
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+async def test_a_tool_waits_for_approval_and_runs_once_approved(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="bob", body="hi")]}, "sent"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await start(env)
+        [request] = await open_requests(env.agents, handle.run_id)
+        assert (request.run_id, request.call_id, request.tool_name) == (
+            handle.run_id,
+            "mail",
+            "send_email",
+        )
+        assert json.loads(request.arguments) == {"to": "bob", "body": "hi"}
+        assert (await handle.record()).status is RunStatus.WAITING_FOR_APPROVAL
+        described = await client.get_workflow_handle(handle.run_id).describe()
+        assert described.typed_search_attributes.get(STATUS) == "waiting_for_approval"
+        assert SENT == []  # nothing ran while waiting
+
+        decided = await env.agents.approve(handle.run_id, "mail")
+        assert decided.decision is not None and decided.decision.decision == "approved"
+        result = await handle.result()
+
+        assert result.outcome is RunOutcome.COMPLETED and result.text == "sent"
+        assert SENT == [{"to": "bob", "body": "hi"}]
+        assert result.usage.tool_calls == 1 and result.usage.model_calls == 2
+        [requested] = events(env.store, handle.run_id, "approval_requested")
+        assert requested["call_id"] == "mail" and requested["tool_name"] == "send_email"
+        [audit] = events(env.store, handle.run_id, "approval_decided")
+        assert audit["decision"] == "approved"
+        assert audit["decided_by"] == client.identity  # the client's identity, not the model's
+        assert await env.agents.pending_approvals(handle.run_id) == []
+
+
+async def test_approval_with_edited_arguments_runs_the_edit_and_bad_edits_are_refused(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="all", body="hi")]}, "sent"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        with pytest.raises(InvalidRequestError) as bad:
+            await env.agents.approve(handle.run_id, "mail", {"to": 3})
+        assert bad.value.field == "arguments" and "body" in bad.value.message
+        with pytest.raises(InvalidRequestError) as deny_args:
+            await env.agents.deny(handle.run_id, "mail", "")
+        assert deny_args.value.field == "reason"
+        assert len(await env.agents.pending_approvals(handle.run_id)) == 1  # still open
+
+        await env.agents.approve(handle.run_id, "mail", {"to": "bob", "body": "edited"})
+        result = await handle.result()
+    assert result.outcome is RunOutcome.COMPLETED
+    assert SENT == [{"to": "bob", "body": "edited"}]
+    [audit] = events(env.store, handle.run_id, "approval_decided")
+    assert json.loads(audit["arguments"]) == {"to": "bob", "body": "edited"}
+
+
+async def test_a_denial_reaches_the_model_as_a_structured_result(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    provider = RecordingProvider()
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="all", body="x")]}, "ok"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        await env.agents.deny(handle.run_id, "mail", "not to everyone")
+        result = await handle.result()
+    assert result.outcome is RunOutcome.COMPLETED
+    assert SENT == []
+    [message] = tool_messages(provider)
+    body = json.loads(message["content"])
+    assert body["status"] == "denied" and body["reason"] == "not to everyone"
+
+
+@pytest.mark.parametrize("effect", ["deny", "fail"])
+async def test_an_approval_timeout_denies_or_fails_the_run(
+    client: Client, task_queue: str, tmp_path: Path, effect: str
+) -> None:
+    SENT.clear()
+    provider = RecordingProvider()
+    rule = {"mode": "always", "timeout": 1, "on_timeout": effect}
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("lookup", "look", key="k")]}, "gave up"]},
+        agents=[agent(tools=["lookup"], approval={"lookup": rule})],
+        tools=[lookup],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+    assert SENT == []
+    [audit] = events(env.store, result.run_id, "approval_decided")
+    assert audit["decision"] == "timed_out"
+    if effect == "deny":
+        assert result.outcome is RunOutcome.COMPLETED and result.text == "gave up"
+        [message] = tool_messages(provider)
+        assert json.loads(message["content"])["status"] == "timed_out"
+    else:
+        assert result.outcome is RunOutcome.FAILED
+        assert result.failure is not None
+        assert result.failure.code is FailureCode.APPROVAL_TIMED_OUT
+
+
+async def test_cancelling_a_waiting_run_ends_it_cancelled(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "never"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        await handle.cancel()
+        result = await handle.result()
+        assert result.outcome is RunOutcome.CANCELLED
+        with pytest.raises(RunNotActiveError):
+            await env.agents.approve(handle.run_id, "mail")
+
+
+async def test_a_mixed_turn_runs_plain_calls_at_once_and_keeps_tool_call_order(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    provider = RecordingProvider()
+    turn = {
+        "tool_calls": [
+            call("send_email", "first", to="a", body="1"),
+            call("lookup", "plain", key="k"),
+            call("pay", "big", amount=500),
+            call("pay", "small", amount=5),
+        ]
+    }
+    config = scripted_config(
+        {"agent": [turn, "done"]},
+        agents=[
+            agent(
+                tools=["send_email", "lookup", "pay"],
+                model_overrides=ModelOverrides(parallel_tool_calls=True),
+            )
+        ],
+        tools=[send_email, lookup, pay],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await start(env)
+        pending = await open_requests(env.agents, handle.run_id, count=2)
+        assert sorted(request.call_id for request in pending) == ["big", "first"]
+        await wait_until(lambda: len(SENT) == 2, message="the calls that need nobody")
+        assert {"lookup": "k"} in SENT and {"paid": 5} in SENT
+        await env.agents.deny(handle.run_id, "big", "too much")
+        await env.agents.approve(handle.run_id, "first")
+        result = await handle.result()
+    assert result.outcome is RunOutcome.COMPLETED
+    assert {"to": "a", "body": "1"} in SENT and {"paid": 500} not in SENT
+    messages = tool_messages(provider)
+    assert [message["tool_call_id"] for message in messages] == ["first", "plain", "big", "small"]
+    assert json.loads(messages[2]["content"])["status"] == "denied"
+
+
+async def test_a_sequential_turn_runs_plain_calls_before_the_waiting_ones(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    turn = {
+        "tool_calls": [call("send_email", "mail", to="a", body="1"), call("lookup", "k", key="k")]
+    }
+    config = scripted_config(
+        {"agent": [turn, "done"]},
+        agents=[agent(tools=["send_email", "lookup"])],
+        tools=[send_email, lookup],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        await wait_until(lambda: SENT == [{"lookup": "k"}], message="the plain call")
+        await env.agents.approve(handle.run_id, "mail")
+        assert (await handle.result()).outcome is RunOutcome.COMPLETED
+    assert SENT == [{"lookup": "k"}, {"to": "a", "body": "1"}]
+
+
+async def test_an_approval_deep_in_a_tree_is_listed_and_decided_from_the_root(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    config = scripted_config(
+        {
+            "boss": [
+                {"tool_calls": [call("agent.call", "ask", agent="worker", task="mail bob")]},
+                "boss done",
+            ],
+            "worker": [{"tool_calls": [call("send_email", "mail", to="bob", body="x")]}, "sent"],
+        },
+        agents=[agent("boss", callable_agents=["worker"]), agent("worker", tools=["send_email"])],
+        tools=[send_email],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
+        [request] = await open_requests(env.agents, handle.run_id)
+        assert request.run_id == f"{handle.run_id}/ask" and request.agent_id == "worker"
+        assert request.root_run_id == handle.run_id
+        # Without a store, the runs themselves are asked: the same answer.
+        bare = AgentClient(client, task_queue=task_queue)
+        assert [r.call_id for r in await bare.pending_approvals(handle.run_id)] == ["mail"]
+        other_tenant = AgentClient(client, task_queue=task_queue, partition_key="other")
+        with pytest.raises(RunNotFoundError):
+            await other_tenant.pending_approvals(handle.run_id)
+        with pytest.raises(RunNotFoundError):
+            await other_tenant.approve(request.run_id, request.call_id)
+        await env.agents.approve(request.run_id, request.call_id)
+        result = await handle.result()
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "boss done"
+    assert SENT == [{"to": "bob", "body": "x"}]
+
+
+async def test_decisions_are_idempotent_conflicts_and_unknown_calls_refused(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": [call("send_email", "mail", to="a", body="b")]},
+                {"tool_calls": [call("send_email", "again", to="a", body="c")]},
+                "done",
+            ]
+        },
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        with pytest.raises(ApprovalNotFoundError):
+            await env.agents.approve(handle.run_id, "no-such-call")
+        first, second = await asyncio.gather(
+            env.agents.approve(handle.run_id, "mail"), env.agents.approve(handle.run_id, "mail")
+        )
+        assert first == second
+        with pytest.raises(ApprovalConflictError, match="already approved"):
+            await env.agents.deny(handle.run_id, "mail", "changed my mind")
+        await open_requests(env.agents, handle.run_id)  # the second turn's request
+        assert (await env.agents.approve(handle.run_id, "mail")) == first  # still idempotent
+        await env.agents.deny(handle.run_id, "again", "enough")
+        result = await handle.result()
+        assert result.outcome is RunOutcome.COMPLETED
+        with pytest.raises(RunNotActiveError):
+            await env.agents.approve(handle.run_id, "again")
+    assert SENT == [{"to": "a", "body": "b"}]
+    assert len(events(env.store, handle.run_id, "approval_decided")) == 2
+
+
+# --------------------------------------------------------------------------- questions
+
+
+async def test_human_ask_waits_for_the_answer_which_becomes_the_tool_result(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": [call("human.ask", "q", question="Which city?")]},
+                "Paris it is",
+            ]
+        },
+        agents=[agent(ask_human=True)],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await start(env)
+        [request] = await open_requests(env.agents, handle.run_id)
+        offered = [tool["function"]["name"] for tool in provider.requests[0].tools]
+        assert offered == ["human.ask"]
+        assert request.kind == "question" and request.question == "Which city?"
+        with pytest.raises(InvalidRequestError):
+            await env.agents.approve(handle.run_id, "q")  # a question wants an answer
+        await env.agents.answer(handle.run_id, "q", "Paris")
+        result = await handle.result()
+    assert result.text == "Paris it is"
+    [message] = tool_messages(provider)
+    assert json.loads(message["content"])["answer"] == "Paris"
+
+
+async def test_human_ask_is_refused_when_the_agent_does_not_offer_it(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("human.ask", "q", question="?")]}, "ok"]},
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+    assert result.outcome is RunOutcome.COMPLETED
+    assert events(env.store, result.run_id, "approval_requested") == []
+
+
+# --------------------------------------------------------------------------- durability
+
+
+async def test_a_wait_spans_continue_as_new_with_decisions_carried(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": [call("send_email", "one", to="a", body="1")]},
+                {"tool_calls": [call("send_email", "two", to="a", body="2")]},
+                "done",
+            ]
+        },
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+        policy=RuntimePolicy(continue_as_new_after_turns=1),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        first = await env.agents.approve(handle.run_id, "one")
+        workflow = client.get_workflow_handle(handle.run_id)
+
+        async def second_history_waits() -> bool:
+            description = await workflow.describe()
+            info = description.raw_description.workflow_execution_info
+            pending = await env.agents.pending_approvals(handle.run_id)
+            return info.first_run_id != description.run_id and [r.call_id for r in pending] == [
+                "two"
+            ]
+
+        await wait_until(second_history_waits, within=20, message="the next history's request")
+        assert await env.agents.approve(handle.run_id, "one") == first  # carried over
+        await env.agents.approve(handle.run_id, "two")
+        result = await handle.result()
+    assert result.outcome is RunOutcome.COMPLETED
+    assert SENT == [{"to": "a", "body": "1"}, {"to": "a", "body": "2"}]
