@@ -4,30 +4,44 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
+from otherone.activities.approvals import approval_needs
 from otherone.client.agent_client import AgentClient, RunHandle, build_request
-from otherone.contracts import ApprovalRequest
-from otherone.definitions import AgentDefinition, ModelOverrides, RuntimePolicy
+from otherone.contracts import QUERY_APPROVALS, ApprovalNeed, ApprovalRequest, ToolCallSpec
+from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
 from otherone.errors import (
     ApprovalConflictError,
     ApprovalNotFoundError,
+    ConfigurationError,
     FailureCode,
     InvalidRequestError,
     RunNotActiveError,
     RunNotFoundError,
 )
 from otherone.runs import RunOutcome, RunStatus
-from otherone.search_attributes import STATUS
+from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES, STATUS
 from otherone.store import Store
-from otherone.tools import tool
+from otherone.toml_config import load_config
+from otherone.tools import ToolDefinitionError, tool
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 SENT: list[dict[str, Any]] = []
 
 
@@ -213,6 +227,21 @@ async def test_an_approval_timeout_denies_or_fails_the_run(
         assert result.outcome is RunOutcome.FAILED
         assert result.failure is not None
         assert result.failure.code is FailureCode.APPROVAL_TIMED_OUT
+
+
+async def test_the_run_deadline_ends_a_wait_nobody_answers(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "never"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+        limits=RuntimeLimits(run_timeout=timedelta(seconds=3)),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+    assert result.outcome is RunOutcome.TIMED_OUT
+    assert events(env.store, result.run_id, "approval_requested") != []
 
 
 async def test_cancelling_a_waiting_run_ends_it_cancelled(
@@ -450,3 +479,232 @@ async def test_a_wait_spans_continue_as_new_with_decisions_carried(
         result = await handle.result()
     assert result.outcome is RunOutcome.COMPLETED
     assert SENT == [{"to": "a", "body": "1"}, {"to": "a", "body": "2"}]
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+def needs_of(
+    agents: list[AgentDefinition],
+    calls: list[dict[str, Any]],
+    *,
+    policy: RuntimePolicy | None = None,
+    agent_id: str = "agent",
+) -> dict[str, ApprovalNeed]:
+    config = scripted_config(
+        {agent_id: ["x"]}, agents=agents, tools=[send_email, pay, lookup], policy=policy
+    )
+    snapshot = config.snapshot()
+    specs = {spec.name: spec for spec in config.tools}
+    specs_calls = tuple(
+        ToolCallSpec(id=c["id"], name=c["name"], arguments=json.dumps(c["arguments"]))
+        for c in calls
+    )
+    found = approval_needs(snapshot, snapshot.agent(agent_id), specs, specs_calls)
+    return {need.call_id: need for need in found}
+
+
+ALL_TOOLS = ["send_email", "pay", "lookup"]
+
+
+def test_tool_rules_predicates_and_agent_overrides() -> None:
+    calls = [
+        call("send_email", "mail", to="a", body="b"),
+        call("pay", "small", amount=5),
+        call("pay", "big", amount=500),
+        call("pay", "broken", amount="lots"),
+        call("lookup", "plain", key="k"),
+    ]
+    assert set(needs_of([agent(tools=ALL_TOOLS)], calls)) == {"mail", "big"}
+    # The agent's own rules win over the tools' (never / always), with their settings.
+    overridden = needs_of(
+        [
+            agent(
+                tools=ALL_TOOLS,
+                approval={
+                    "send_email": "never",
+                    "lookup": {"timeout": "PT1H", "on_timeout": "fail", "approvers": ["ops"]},
+                },
+            )
+        ],
+        calls,
+    )
+    assert set(overridden) == {"big", "plain"}
+    assert overridden["plain"].timeout is not None
+    assert overridden["plain"].timeout.total_seconds() == 3600
+    assert (overridden["plain"].on_timeout, overridden["plain"].approvers) == ("fail", ("ops",))
+
+
+def test_the_policy_forces_approval_across_agents_and_calls_to_agents_can_need_it() -> None:
+    agents = [
+        agent(tools=ALL_TOOLS, approval={"lookup": "never"}, callable_agents=["helper", "other"]),
+        agent("helper"),
+        agent("other"),
+    ]
+    calls = [
+        call("lookup", "plain", key="k"),
+        call("agent.call", "to-helper", agent="helper", task="t"),
+        call("agent.call", "to-other", agent="other", task="t"),
+    ]
+    forced = needs_of(
+        agents,
+        calls,
+        policy=RuntimePolicy(approval={"lookup": "always", "agent.call:helper": "always"}),
+    )
+    assert set(forced) == {"plain", "to-helper"}
+    every_call = needs_of(agents, calls, policy=RuntimePolicy(approval={"agent.call": "always"}))
+    assert set(every_call) == {"to-helper", "to-other"}
+
+
+def test_approval_rules_in_otherone_toml_and_their_errors(tmp_path: Path) -> None:
+    tools = tmp_path / "approval_tools.py"
+    tools.write_text(
+        "from otherone.tools import tool\n\n"
+        "@tool\ndef send_email(to: str) -> str:\n    '''Send.'''\n    return to\n"
+    )
+    text = """
+[runtime]
+tools = ["approval_tools:send_email"]
+[models.m]
+provider = "scripted"
+model = "x"
+[agents.mailer]
+description = "mails"
+system_prompt = "You send mail."
+tools = ["send_email"]
+ask_human = true
+approval = { send_email = "always", "human.ask" = { timeout = 60 } }
+[policy]
+approval = { send_email = { mode = "always", on_timeout = "fail" } }
+"""
+    path = tmp_path / "otherone.toml"
+    path.write_text(text)
+    config = load_config(path)
+    mailer = config.agents["mailer"]
+    assert mailer.ask_human and mailer.approval["send_email"].mode == "always"
+    assert config.policy.approval["send_email"].on_timeout == "fail"
+    path.write_text(text.replace('send_email = "always"', 'send_mail = "always"'))
+    with pytest.raises(ConfigurationError) as unknown:
+        load_config(path)
+    assert unknown.value.field == "approval.send_mail"
+    path.write_text(text.replace('send_email = "always"', 'send_email = "sometimes"'))
+    with pytest.raises(ConfigurationError) as bad_mode:
+        load_config(path)
+    assert bad_mode.value.field is not None and "approval.send_email" in bad_mode.value.field
+
+
+def test_a_bad_tool_approval_declaration_is_a_definition_error() -> None:
+    def noop() -> None:
+        """Nothing."""
+
+    with pytest.raises(ToolDefinitionError, match="approval must be"):
+        tool(approval="maybe")(noop)  # type: ignore[call-overload]
+    with pytest.raises(ToolDefinitionError, match="approval_timeout_seconds"):
+        tool(approval="always", approval_timeout_seconds=0)(noop)
+
+
+# --------------------------------------------------------------------------- crashes and time
+
+
+@asynccontextmanager
+async def approval_worker(
+    address: str, task_queue: str, store_url: str, workdir: Path
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`tests.approval_worker` in its own process, ready to poll; killed when the block ends."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.approval_worker",
+        address,
+        task_queue,
+        store_url,
+        str(workdir),
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 60)
+        assert line.strip() == b"ready", line
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+@pytest.mark.timeout(180)
+async def test_a_waiting_run_survives_sigkill_and_takes_a_decision_sent_while_no_worker_runs(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    address = temporal_env.client.service_client.config.target_host
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store.open(store_url)
+    agents = AgentClient(client, task_queue=task_queue, store=store)
+    try:
+        async with approval_worker(address, task_queue, store_url, tmp_path) as first:
+            handle = await agents.start(build_request(entry_agent="mailer", input="mail bob"))
+            await open_requests(agents, handle.run_id)
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+        # No worker: the decision is sent now and applied when a worker comes back.
+        decision = asyncio.create_task(agents.approve(handle.run_id, "mail"))
+        assert await agents.pending_approvals(handle.run_id) != []
+        async with approval_worker(address, task_queue, store_url, tmp_path):
+            decided = await asyncio.wait_for(decision, 60)
+            result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        store.close()
+    assert decided.decision is not None and decided.decision.decision == "approved"
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "mailed"
+    assert (tmp_path / "sent").read_text() == "bob\n"  # once
+
+
+async def test_a_week_long_wait_in_the_time_skipping_server(tmp_path: Path) -> None:
+    """A person answers after six days; the run's deadline (a week) still holds."""
+    SENT.clear()
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
+        data_converter=pydantic_data_converter,
+    )
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={
+                key.name: IndexedValueType.ValueType(key.indexed_value_type)
+                for key in CUSTOM_SEARCH_ATTRIBUTES
+            },
+        )
+    )
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "done"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+        limits=RuntimeLimits(run_timeout=timedelta(days=7), root_timeout=timedelta(days=7)),
+    )
+    try:
+        async with agent_env(env.client, "week", config, tmp_path) as agents_env:
+            handle = await start(agents_env)
+            await open_requests_by_query(agents_env, handle.run_id)
+            await env.sleep(timedelta(days=6))
+            await agents_env.agents.approve(handle.run_id, "mail")
+            result = await handle.result()
+    finally:
+        await env.shutdown()
+    assert result.outcome is RunOutcome.COMPLETED
+    assert result.usage.duration_millis >= timedelta(days=6).total_seconds() * 1000
+    assert SENT == [{"to": "a", "body": "b"}]
+
+
+async def open_requests_by_query(env: AgentEnv, run_id: str) -> None:
+    """The run's own list (the time-skipping server has no advanced visibility)."""
+
+    async def waiting() -> bool:
+        requests = await env.agents.temporal.get_workflow_handle(run_id).query(
+            QUERY_APPROVALS, result_type=tuple[ApprovalRequest, ...]
+        )
+        return any(request.is_open for request in requests)
+
+    await wait_until(waiting, within=30, message="an open request")
