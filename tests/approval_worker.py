@@ -34,7 +34,11 @@ def approval_config() -> RuntimeConfig:
     mail = {"tool_calls": [{"id": "mail", "name": "send_mail", "arguments": {"to": "bob"}}]}
     return scripted_config(
         {"mailer": [mail, "mailed"]},
-        agents=[AgentDefinition(id="mailer", description="mails", tools=["send_mail"])],  # type: ignore[arg-type]
+        agents=[
+            AgentDefinition.model_validate(
+                {"id": "mailer", "description": "mails", "tools": ["send_mail"]}
+            )
+        ],
         tools=[send_mail],
     )
 
