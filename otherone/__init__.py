@@ -13,10 +13,12 @@ wiring), `otherone.client` (`AgentClient` and the `otherone` CLI).
 from typing import TYPE_CHECKING
 
 from otherone.config import RuntimeConfig, RuntimeSnapshot
+from otherone.contracts import ApprovalDecision, ApprovalOutcome, ApprovalRequest
 from otherone.definitions import (
     AccessPolicy,
     AgentDefinition,
     AgentLimits,
+    ApprovalRule,
     ContextTransferPolicy,
     MemoryPolicy,
     ModelOverrides,
@@ -29,6 +31,8 @@ from otherone.definitions import (
     ScriptedTurn,
 )
 from otherone.errors import (
+    ApprovalConflictError,
+    ApprovalNotFoundError,
     ConfigurationError,
     FailureCode,
     IdempotencyConflictError,
@@ -89,6 +93,12 @@ __all__ = [
     "AgentOutput",
     "AgentRunRequest",
     "AgentRunResult",
+    "ApprovalConflictError",
+    "ApprovalDecision",
+    "ApprovalNotFoundError",
+    "ApprovalOutcome",
+    "ApprovalRequest",
+    "ApprovalRule",
     "ArtifactRef",
     "ConfigurationError",
     "ContextTransferPolicy",

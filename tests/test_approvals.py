@@ -38,6 +38,7 @@ from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES, STATUS
 from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.tools import ToolDefinitionError, tool
+from otherone.worker.devserver import find_temporal_binary
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 
@@ -708,3 +709,41 @@ async def open_requests_by_query(env: AgentEnv, run_id: str) -> None:
         return any(request.is_open for request in requests)
 
     await wait_until(waiting, within=30, message="an open request")
+
+
+async def test_the_temporal_cli_decides_with_the_documented_update(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "ok"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    address = temporal_env.client.service_client.config.target_host
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        decision = {"call_id": "mail", "decision": "deny", "reason": "cli", "identity": "alice"}
+        base = [str(find_temporal_binary()), "workflow"]
+        where = ["--address", address, "--workflow-id", handle.run_id]
+        update = await asyncio.create_subprocess_exec(
+            *base, "update", "execute", *where, "--name", "decide_approval",
+            "--input", json.dumps(decision),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        output, _ = await asyncio.wait_for(update.communicate(), 60)
+        assert update.returncode == 0, output.decode()
+        assert "denied" in output.decode()
+        result = await handle.result()
+        query = await asyncio.create_subprocess_exec(
+            *base, "query", *where, "--name", "approvals", stdout=asyncio.subprocess.PIPE
+        )
+        listed, _ = await asyncio.wait_for(query.communicate(), 60)
+    assert result.outcome is RunOutcome.COMPLETED
+    assert json.loads(tool_messages(provider)[0]["content"])["reason"] == "cli"
+    assert '"decided_by": "alice"' in listed.decode().replace('":"', '": "')
+    [audit] = events(env.store, handle.run_id, "approval_decided")
+    assert audit["decided_by"] == "alice"
