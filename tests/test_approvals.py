@@ -747,3 +747,37 @@ async def test_the_temporal_cli_decides_with_the_documented_update(
     assert '"decided_by": "alice"' in listed.decode().replace('":"', '": "')
     [audit] = events(env.store, handle.run_id, "approval_decided")
     assert audit["decided_by"] == "alice"
+
+
+async def test_an_agent_call_can_wait_for_approval_and_run_with_an_edited_task(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    config = scripted_config(
+        {
+            "boss": [
+                {"tool_calls": [call("agent.call", "hire", agent="helper", task="delete all")]},
+                "boss done",
+            ],
+            "helper": ["helped"],
+        },
+        agents=[
+            agent("boss", callable_agents=["helper"], approval={"agent.call:helper": "always"}),
+            agent("helper"),
+        ],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
+        [request] = await open_requests(env.agents, handle.run_id)
+        assert request.tool_name == "agent.call"
+        with pytest.raises(InvalidRequestError) as bad:
+            await env.agents.approve(handle.run_id, "hire", {"agent": "helper"})
+        assert bad.value.field == "arguments"
+        await env.agents.approve(handle.run_id, "hire", {"agent": "helper", "task": "tidy up"})
+        result = await handle.result()
+    assert result.outcome is RunOutcome.COMPLETED
+    [child_request] = provider.calls("helper")
+    assert "tidy up" in json.dumps(child_request.messages)
+    assert "delete all" not in json.dumps(child_request.messages)
