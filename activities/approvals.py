@@ -173,7 +173,7 @@ def requested_events(turn: ModelTurn) -> list[dict[str, Any]]:
 
 
 async def with_approvals(context: ActivityContext, ref: RunRef, turn: ModelTurn) -> ModelTurn:
-    """The turn with the calls that wait for a person, announced as `approval_requested`."""
+    """The turn with the calls that wait for a person, recorded as `approval_requested`."""
     if not turn.tool_calls:
         return turn
     snapshot = await context.snapshot(ref.snapshot_version)
@@ -184,7 +184,10 @@ async def with_approvals(context: ActivityContext, ref: RunRef, turn: ModelTurn)
     if not needs:
         return turn
     turn = turn.model_copy(update={"approvals": needs})
-    await context.emit(ref, *requested_events(turn))
+    # An audit record (and what `pending_approvals` reads): stored whatever the run's event
+    # visibility, through the retrying store path. A retried model call writes it again; readers
+    # key requests by (run, call id).
+    await context.io(context.store.append_events, ref, requested_events(turn))
     return turn
 
 

@@ -781,3 +781,42 @@ async def test_an_agent_call_can_wait_for_approval_and_run_with_an_edited_task(
     [child_request] = provider.calls("helper")
     assert "tidy up" in json.dumps(child_request.messages)
     assert "delete all" not in json.dumps(child_request.messages)
+
+
+async def test_only_the_named_approvers_may_decide_and_lifecycle_only_runs_still_list(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    rule = {"approvers": ["alice"]}
+    config = scripted_config(
+        {
+            "boss": [
+                {"tool_calls": [call("agent.call", "ask", agent="worker", task="mail")]},
+                "done",
+            ],
+            "worker": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "sent"],
+        },
+        agents=[
+            agent("boss", callable_agents=["worker"]),
+            agent("worker", tools=["send_email"], approval={"send_email": rule}),
+        ],
+        tools=[send_email],
+    )
+    alice_client = await Client.connect(
+        temporal_env.client.service_client.config.target_host,
+        identity="alice",
+        data_converter=pydantic_data_converter,
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(
+            build_request(entry_agent="boss", input="go", event_visibility="root_only")
+        )
+        [request] = await open_requests(env.agents, handle.run_id)
+        assert request.approvers == ("alice",)
+        with pytest.raises(ApprovalConflictError, match="may not decide"):
+            await env.agents.approve(request.run_id, "mail")
+        alice = AgentClient(alice_client, task_queue=task_queue, store=env.store)
+        decided = await alice.approve(request.run_id, "mail")
+        assert decided.decision is not None and decided.decision.decided_by == "alice"
+        assert (await handle.result()).outcome is RunOutcome.COMPLETED
+    assert SENT == [{"to": "a", "body": "b"}]
