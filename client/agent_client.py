@@ -383,44 +383,47 @@ class AgentClient:
             raise _not_found_or(error, run_id, finished=True) from None
         return request
 
-    async def pending_approvals(self, root_run_id: str) -> list[ApprovalRequest]:
-        """Every open approval request and question of a root's tree, oldest first, from any
-        process: Temporal visibility finds the runs that wait for a person, the store's events
-        (or, without a store, the runs themselves) say what they wait for."""
-        if not _RUN_ID.fullmatch(root_run_id):
-            raise InvalidRequestError("not a run id", field="root_run_id")
-        await self._check_tenant(root_run_id)
-        query = (
-            f'RootWorkflowId = "{root_run_id}" AND '
-            f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
-        )
+    async def pending_approvals(self, root_run_id: str | None = None) -> list[ApprovalRequest]:
+        """Every open approval request and question of a root's tree (of every tree when
+        None), oldest first, from any process: Temporal visibility finds the runs that wait for
+        a person, the store's events (or, without a store, the runs themselves) say what they
+        wait for. A scoped client sees its own partition only."""
+        query = f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
+        if root_run_id is not None:
+            if not _RUN_ID.fullmatch(root_run_id):
+                raise InvalidRequestError("not a run id", field="root_run_id")
+            await self._check_tenant(root_run_id)
+            query += f' AND RootWorkflowId = "{root_run_id}"'
         if self.partition_key is not None:
             query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'
-        waiting: dict[str, str] = {}
+        waiting: dict[str, tuple[str, str]] = {}  # run id -> (root run id, partition)
         async for execution in self.temporal.list_workflows(query):
             partition = execution.typed_search_attributes.get(attrs.PARTITION)
-            waiting[execution.id] = partition or DEFAULT_PARTITION
+            waiting[execution.id] = (
+                execution.root_id or execution.id,
+                partition or DEFAULT_PARTITION,
+            )
         if not waiting:
             return []
         if self.store is not None:
-            found = await asyncio.to_thread(self._open_requests_in_store, root_run_id, waiting)
+            found = await asyncio.to_thread(self._open_requests_in_store, waiting)
         else:
             found = await self._open_requests_of_runs(list(waiting))
         return sorted(found, key=lambda request: (request.requested_at, request.call_id))
 
-    def _open_requests_in_store(
-        self, root_run_id: str, waiting: dict[str, str]
-    ) -> list[ApprovalRequest]:
+    def _open_requests_in_store(self, waiting: dict[str, tuple[str, str]]) -> list[ApprovalRequest]:
         """Requests announced (`approval_requested`) and not yet decided, of waiting runs."""
-        requests: dict[tuple[str, str], ApprovalRequest] = {}
         assert self.store is not None
-        cursor = 0
-        while batch := self.store.read_events(
-            root_run_id, after=cursor, partition_key=self.partition_key
-        ):
-            for record in batch:
-                cursor = record.sequence
-                _apply_approval_event(requests, record, waiting)
+        requests: dict[tuple[str, str], ApprovalRequest] = {}
+        partitions = {run_id: partition for run_id, (_, partition) in waiting.items()}
+        for root in sorted({root for root, _ in waiting.values()}):
+            cursor = 0
+            while batch := self.store.read_events(
+                root, after=cursor, partition_key=self.partition_key
+            ):
+                for record in batch:
+                    cursor = record.sequence
+                    _apply_approval_event(requests, record, partitions)
         return [request for request in requests.values() if request.is_open]
 
     async def _open_requests_of_runs(self, run_ids: list[str]) -> list[ApprovalRequest]:

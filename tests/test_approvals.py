@@ -41,6 +41,7 @@ from otherone.tools import ToolDefinitionError, tool
 from otherone.worker.devserver import find_temporal_binary
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
+from tests.test_cli import assert_one_line_error, cli_env, otherone
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SENT: list[dict[str, Any]] = []
@@ -820,3 +821,75 @@ async def test_only_the_named_approvers_may_decide_and_lifecycle_only_runs_still
         assert decided.decision is not None and decided.decision.decided_by == "alice"
         assert (await handle.result()).outcome is RunOutcome.COMPLETED
     assert SENT == [{"to": "a", "body": "b"}]
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+async def test_the_cli_lists_approves_denies_and_answers(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    SENT.clear()
+    parallel = {
+        "tool_calls": [
+            call("send_email", "mail", to="all", body="x"),
+            call("pay", "big", amount=500),
+        ]
+    }
+    config = scripted_config(
+        {
+            "agent": [
+                parallel,
+                {"tool_calls": [call("human.ask", "q", question="Which city?")]},
+                "done",
+            ]
+        },
+        agents=[
+            agent(
+                tools=["send_email", "pay"],
+                ask_human=True,
+                model_overrides=ModelOverrides(parallel_tool_calls=True),
+            )
+        ],
+        tools=[send_email, pay],
+    )
+    env = cli_env(temporal_env.client.service_client.config.target_host, task_queue, tmp_path)
+
+    async def cli(*args: str) -> Any:
+        return await otherone(*args, env=env)
+
+    async with agent_env(client, task_queue, config, tmp_path) as agents_env:
+        handle = await start(agents_env)
+        await open_requests(agents_env.agents, handle.run_id, count=2)
+        listed = await cli("approvals", "--json")
+        assert listed.code == 0, listed.describe()
+        assert sorted(r["call_id"] for r in json.loads(listed.stdout)) == ["big", "mail"]
+        table = await cli("approvals", handle.run_id)
+        assert table.code == 0 and "send_email" in table.stdout and handle.run_id in table.stdout
+
+        bad = await cli("approve", handle.run_id, "mail", "--arguments", "[1]")
+        assert_one_line_error(bad, 2, "--arguments")
+        unknown = await cli("approve", handle.run_id, "nope")
+        assert_one_line_error(unknown, 3, "nope")
+        edited = json.dumps({"to": "bob", "body": "x"})
+        approved = await cli("approve", handle.run_id, "mail", "--arguments", edited)
+        assert approved.code == 0 and "approved" in approved.stderr, approved.describe()
+        denied = await cli("deny", handle.run_id, "big", "--reason", "too much")
+        assert denied.code == 0, denied.describe()
+        conflict = await cli("approve", handle.run_id, "big")
+        assert_one_line_error(conflict, 9, "already denied")
+
+        await wait_until(
+            lambda: _has_call(agents_env.agents, handle.run_id, "q"), message="the question"
+        )
+        answered = await cli("answer", handle.run_id, "q", "Paris")
+        assert answered.code == 0, answered.describe()
+        result = await handle.result()
+        none_left = await cli("approvals", handle.run_id)
+    assert result.outcome is RunOutcome.COMPLETED
+    assert SENT == [{"to": "bob", "body": "x"}]
+    assert none_left.code == 0 and "no run waits" in none_left.stderr
+
+
+async def _has_call(agents: AgentClient, run_id: str, call_id: str) -> bool:
+    return any(request.call_id == call_id for request in await agents.pending_approvals(run_id))
