@@ -893,3 +893,13 @@ async def test_the_cli_lists_approves_denies_and_answers(
 
 async def _has_call(agents: AgentClient, run_id: str, call_id: str) -> bool:
     return any(request.call_id == call_id for request in await agents.pending_approvals(run_id))
+
+
+async def test_the_demo_answers_its_approval_step_by_itself(tmp_path: Path) -> None:
+    env = cli_env("127.0.0.1:1", "unused", tmp_path)  # the demo brings its own server
+    demo = await otherone("demo", env=env, limit=120)
+    assert demo.code == 0, demo.describe()
+    assert "writer waits for a person's approval" in demo.stderr
+    assert "waits for a person: agent.call" in demo.stderr
+    assert "approved by" in demo.stderr
+    assert "Here is your day in Paris." in demo.stdout

@@ -298,8 +298,15 @@ def _add_demo(command: Add) -> None:
         "Start an in-memory Temporal dev server (with Web UI) on free ports, a worker with the "
         f"example configuration and a temporary store, run `{DEMO_AGENT}` with "
         f'"{DEMO_QUESTION}" (it calls `researcher` and `writer` in parallel), stream it, print '
-        "the run tree, the result and the Web UI link, then stop everything. Needs no network "
-        "and no API key.",
+        "the run tree, the result and the Web UI link, then stop everything. Its call to "
+        "`writer` waits for a person's approval (the demo's policy): approved automatically, "
+        "or asked on the terminal with --interactive. Needs no network and no API key.",
+    )
+    demo.add_argument(
+        "--interactive",
+        "-i",
+        action="store_true",
+        help="ask on the terminal for the approval step instead of approving it automatically",
     )
     demo.add_argument(
         "--keep",
