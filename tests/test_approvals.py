@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
@@ -22,7 +24,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from otherone.activities.approvals import approval_needs
 from otherone.client.agent_client import AgentClient, RunHandle, build_request
-from otherone.contracts import QUERY_APPROVALS, ApprovalNeed, ApprovalRequest, ToolCallSpec
+from otherone.client.watch import WatchState, render_tree
+from otherone.contracts import (
+    QUERY_APPROVALS,
+    ApprovalNeed,
+    ApprovalRequest,
+    EventRecord,
+    ToolCallSpec,
+)
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
 from otherone.errors import (
     ApprovalConflictError,
@@ -903,3 +912,42 @@ async def test_the_demo_answers_its_approval_step_by_itself(tmp_path: Path) -> N
     assert "waits for a person: agent.call" in demo.stderr
     assert "approved by" in demo.stderr
     assert "Here is your day in Paris." in demo.stdout
+
+
+def test_watch_shows_a_run_waiting_for_a_person() -> None:
+    root = "run-w"
+
+    def record(sequence: int, **event: Any) -> EventRecord:
+        return EventRecord(
+            event_id=f"e{sequence}",
+            sequence=sequence,
+            timestamp=datetime(2026, 1, 1, tzinfo=UTC),
+            root_run_id=root,
+            run_id=root,
+            parent_run_id=None,
+            agent_id="mailer",
+            depth=0,
+            event=event,
+        )
+
+    state = WatchState(root)
+    state.apply(record(1, type="run_started"))
+    state.apply(
+        record(2, type="approval_requested", call_id="m", tool_name="send_email", arguments="{}")
+    )
+    assert state.runs[root].status == "waiting_for_approval"
+    view = rendered_tree(state)
+    assert "waiting for approval" in view
+    state.apply(
+        record(3, type="approval_decided", call_id="m", decision="approved", decided_by="ann")
+    )
+    assert state.runs[root].status == "running"
+    assert "approved by ann" in state.activity[-1].text
+
+
+def rendered_tree(state: WatchState) -> str:
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(render_tree(state, datetime(2026, 1, 1, tzinfo=UTC)))
+    output = console.file
+    assert isinstance(output, io.StringIO)
+    return output.getvalue()
