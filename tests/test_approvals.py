@@ -47,7 +47,8 @@ from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES, STATUS
 from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.tools import ToolDefinitionError, tool
-from otherone.worker.devserver import find_temporal_binary
+from otherone.worker.app import connect
+from otherone.worker.devserver import DevServer, find_temporal_binary, free_port
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 from tests.test_cli import assert_one_line_error, cli_env, otherone
@@ -140,8 +141,12 @@ async def test_a_tool_waits_for_approval_and_runs_once_approved(
         )
         assert json.loads(request.arguments) == {"to": "bob", "body": "hi"}
         assert (await handle.record()).status is RunStatus.WAITING_FOR_APPROVAL
-        described = await client.get_workflow_handle(handle.run_id).describe()
+        workflow = client.get_workflow_handle(handle.run_id)
+        described = await workflow.describe()
         assert described.typed_search_attributes.get(STATUS) == "waiting_for_approval"
+        metadata = await workflow.query("__temporal_workflow_metadata")
+        assert "send_email" in str(metadata)  # the Web UI's "current details"
+        assert "decision on a tool call" in str(metadata)  # the update's description
         assert SENT == []  # nothing ran while waiting
 
         decided = await env.agents.approve(handle.run_id, "mail")
@@ -951,3 +956,33 @@ def rendered_tree(state: WatchState) -> str:
     output = console.file
     assert isinstance(output, io.StringIO)
     return output.getvalue()
+
+
+@pytest.mark.timeout(180)
+async def test_a_waiting_run_survives_a_temporal_server_restart(
+    tmp_path: Path, task_queue: str
+) -> None:
+    SENT.clear()
+    db_file, port = tmp_path / "temporal.db", free_port()
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "done"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    server = DevServer(db_file=db_file, port=port, headless=True)
+    await server.start()
+    try:
+        temporal = await connect(server.address)
+        async with agent_env(temporal, task_queue, config, tmp_path) as env:
+            handle = await start(env)
+            await open_requests(env.agents, handle.run_id)
+            await server.stop()
+            server = DevServer(db_file=db_file, port=port, headless=True)
+            await server.start()  # same file, same port: the waiting run is still there
+            [request] = await open_requests(env.agents, handle.run_id)
+            await env.agents.approve(request.run_id, request.call_id)
+            result = await asyncio.wait_for(handle.result(), 120)
+    finally:
+        await server.stop()
+    assert result.outcome is RunOutcome.COMPLETED
+    assert SENT == [{"to": "a", "body": "b"}]

@@ -679,7 +679,10 @@ class AgentRunWorkflow:
         self._set_live_status(active)
 
     def _refresh_status(self) -> None:
+        """The approval requests changed: status, and the Web UI's "current details" (metadata
+        read by queries, no history event) naming what waits for whom."""
         self._set_live_status(self._caller.active if self._caller is not None else 0)
+        workflow.set_current_details(self._gate.details())
 
     def _set_live_status(self, active_children: int) -> None:
         """running ⇄ waiting_for_child ⇄ waiting_for_approval, visible in the record and the

@@ -100,6 +100,16 @@ class ApprovalGate:
     def waiting(self) -> bool:
         return any(request.is_open for request in self._requests.values())
 
+    def details(self) -> str:
+        """What waits, for the Web UI (Markdown): one line per open request."""
+        lines = [
+            f"**waiting for a person**: `{request.tool_name}` (call `{request.call_id}`)"
+            + (f": {request.question}" if request.question else "")
+            for request in self._requests.values()
+            if request.is_open
+        ]
+        return "\n\n".join(lines)
+
     def requests(self) -> tuple[ApprovalRequest, ...]:
         return tuple(self._requests.values())
 
