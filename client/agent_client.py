@@ -539,7 +539,7 @@ def _refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedErro
 def _split_field(field: str, message: str) -> tuple[str, str, str]:
     """``reason: a denial needs a reason`` (a model-level check) names its own field."""
     head, separator, rest = message.partition(": ")
-    if not field and separator and head.isidentifier():
+    if not field and separator and all(part.isidentifier() for part in head.split(".")):
         return head, separator, rest
     return field or "decision", "", message
 

@@ -36,6 +36,7 @@ from otherone.runs import (
     RunRecord,
     RunStatus,
     RunUsage,
+    unencodable_path,
 )
 from otherone.tools import ToolErrorKind
 
@@ -306,6 +307,9 @@ class ApprovalDecision(_Contract):
 
     @model_validator(mode="after")
     def _fields_fit_decision(self) -> Self:
+        where = unencodable_path(self)
+        if where is not None:
+            raise ValueError(f"{where}: must be valid UTF-8 text (it holds a lone surrogate)")
         if self.arguments is not None and self.decision != "approve":
             raise ValueError("arguments: only an approval may edit the arguments")
         if self.decision == "deny" and (self.reason is None or not self.reason.strip()):

@@ -986,3 +986,25 @@ async def test_a_waiting_run_survives_a_temporal_server_restart(
         await server.stop()
     assert result.outcome is RunOutcome.COMPLETED
     assert SENT == [{"to": "a", "body": "b"}]
+
+
+async def test_bad_decisions_are_refused_before_reaching_the_run(client: Client) -> None:
+    agents = AgentClient(client, task_queue="unused")
+    cases: list[tuple[Any, str]] = [
+        (agents.approve("run-x", ""), "call_id"),
+        (agents.approve("run-x", "c", [1]), "arguments"),  # type: ignore[arg-type]
+        (agents.deny("run-x", "c", "   "), "reason"),
+        (agents.deny("run-x", "c", "bad \ud800"), "reason"),
+        (agents.answer("run-x", "c", ""), "text"),
+        (agents.approve("run-x", "c", {"to": "\ud800"}), "arguments.to"),
+        (agents.approve("", "c"), "run_id"),
+    ]
+    for attempt, field in cases:
+        with pytest.raises(InvalidRequestError) as refused:
+            await attempt
+        assert refused.value.field == field, (field, refused.value)
+    with pytest.raises(RunNotFoundError):
+        await agents.approve("run-does-not-exist", "c")
+    with pytest.raises(InvalidRequestError) as bad_root:
+        await agents.pending_approvals('x" OR 1=1')
+    assert bad_root.value.field == "root_run_id"
