@@ -201,6 +201,9 @@ class EventPrinter:
             what = event.get("question") if event.get("kind") == "question" else None
             what = what or _one_line(str(event.get("arguments") or ""))
             self._note(f"⏸ {who} waits for a person: {call} {what}", style="bold yellow")
+            verb = "answer" if event.get("kind") == "question" else "approve"
+            extra = " TEXT" if verb == "answer" else ""
+            self._note(f"  otherone {verb} {record.run_id} {event.get('call_id')}{extra}")
             return
         decision = str(event.get("decision") or "decided").replace("_", " ")
         reason = f": {_one_line(str(event['reason']))}" if event.get("reason") else ""

@@ -1008,3 +1008,18 @@ async def test_bad_decisions_are_refused_before_reaching_the_run(client: Client)
     with pytest.raises(InvalidRequestError) as bad_root:
         await agents.pending_approvals('x" OR 1=1')
     assert bad_root.value.field == "root_run_id"
+
+
+async def test_the_interactive_demo_asks_and_a_denial_reaches_the_coordinator(
+    tmp_path: Path,
+) -> None:
+    env = cli_env("127.0.0.1:1", "unused", tmp_path)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "otherone.client.cli", "demo", "--interactive",
+        cwd=REPO_ROOT, env=env, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(process.communicate(b"n\n"), 120)
+    assert process.returncode == 0, stderr.decode()
+    assert "approve agent.call" in stdout.decode()  # the prompt
+    assert "denied by" in stderr.decode()

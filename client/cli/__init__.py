@@ -19,7 +19,7 @@ Commands (module of ``otherone.client.cli`` in brackets)::
                                         sessions of a partition (child sessions on request)
     otherone db upgrade                 create or upgrade the store's tables
                                         (migrations)                              [sessions]
-    otherone demo [--keep]              offline end-to-end demo (own server, worker, example
+    otherone demo [--interactive] [--keep]  offline end-to-end demo (own server, worker, example
                                         team)                                         [demo]
     otherone codec-server [--port 8888] [--cors-origin URL]
                                         decrypts payloads for the Web UI
