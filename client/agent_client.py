@@ -56,6 +56,7 @@ from otherone.contracts import (
 )
 from otherone.errors import (
     ApprovalConflictError,
+    ApprovalNotAllowedError,
     ApprovalNotFoundError,
     FailureCode,
     IdempotencyConflictError,
@@ -514,9 +515,6 @@ def _validate_messages(batch: tuple[str, ...]) -> None:
             )
 
 
-_REFUSALS = {"approval_conflict", "approval_not_allowed"}
-
-
 def _refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedError) -> Exception:
     """The run's refusal as our error type (the update's `ApplicationError.type`)."""
     cause = error.cause
@@ -524,7 +522,9 @@ def _refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedErro
     message = getattr(cause, "message", None) or str(cause or error)
     if kind == "approval_not_found":
         return ApprovalNotFoundError(run_id, call_id)
-    if kind in _REFUSALS:
+    if kind == "approval_not_allowed":
+        return ApprovalNotAllowedError(message)
+    if kind == "approval_conflict":
         return ApprovalConflictError(message)
     if kind == "run_ended":
         return RunNotActiveError(run_id)

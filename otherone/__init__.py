@@ -32,6 +32,7 @@ from otherone.definitions import (
 )
 from otherone.errors import (
     ApprovalConflictError,
+    ApprovalNotAllowedError,
     ApprovalNotFoundError,
     ConfigurationError,
     FailureCode,
@@ -95,6 +96,7 @@ __all__ = [
     "AgentRunResult",
     "ApprovalConflictError",
     "ApprovalDecision",
+    "ApprovalNotAllowedError",
     "ApprovalNotFoundError",
     "ApprovalOutcome",
     "ApprovalRequest",

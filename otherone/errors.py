@@ -9,6 +9,7 @@
     ├── UnavailableError               Temporal or the store cannot be reached
     ├── ApprovalNotFoundError          no open or decided approval request with that call id
     └── ApprovalConflictError          the request was already decided otherwise
+        └── ApprovalNotAllowedError    this identity is not one of the request's approvers
 
 Failures that end a *run* are not exceptions: they are `AgentFailure` values with one of the stable
 `FailureCode`s, carried in the run's result, because a run's end is data a caller inspects.
@@ -145,3 +146,7 @@ class ApprovalConflictError(OtheroneError):
     """The request was already decided, differently (the same decision again is accepted)."""
 
     code = FailureCode.INVALID_CONFIGURATION
+
+
+class ApprovalNotAllowedError(ApprovalConflictError):
+    """The request names its approvers, and the client's identity is not one of them."""

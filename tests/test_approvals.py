@@ -35,6 +35,7 @@ from otherone.contracts import (
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
 from otherone.errors import (
     ApprovalConflictError,
+    ApprovalNotAllowedError,
     ApprovalNotFoundError,
     ConfigurationError,
     FailureCode,
@@ -828,7 +829,7 @@ async def test_only_the_named_approvers_may_decide_and_lifecycle_only_runs_still
         )
         [request] = await open_requests(env.agents, handle.run_id)
         assert request.approvers == ("alice",)
-        with pytest.raises(ApprovalConflictError, match="may not decide"):
+        with pytest.raises(ApprovalNotAllowedError, match="may not decide"):
             await env.agents.approve(request.run_id, "mail")
         alice = AgentClient(alice_client, task_queue=task_queue, store=env.store)
         decided = await alice.approve(request.run_id, "mail")
