@@ -7,7 +7,8 @@ All I/O of a run happens in activities, one module each, over one shared `Activi
 - `call_model`: one model turn (context, compaction in `compact_context`, streaming, storing);
 - `run_tool`: one tool call and its stored result;
 - `prepare_call`: check an `agent.call` and build the child's input;
-- `finish_run`: last entries, session release, run record, terminal events.
+- `finish_run`: last entries, session release, run record, terminal events;
+- `record_approval_decision`: check a person's decision and record it (`approvals`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from temporalio import activity
 
+from otherone.activities import approvals
 from otherone.activities import call_model as model
 from otherone.activities import finish_run as finish
 from otherone.activities import prepare_call as agent_call
@@ -28,6 +30,7 @@ from otherone.contracts import (
     ACTIVITY_FINISH_RUN,
     ACTIVITY_PREPARE_CALL,
     ACTIVITY_PREPARE_RUN,
+    ACTIVITY_RECORD_DECISION,
     ACTIVITY_RUN_TOOL,
     CallPlan,
     FinishRunInput,
@@ -35,6 +38,7 @@ from otherone.contracts import (
     ModelTurn,
     PrepareCallInput,
     PrepareRunInput,
+    RecordDecisionInput,
     RunPlan,
     ToolCallInput,
     ToolOutcome,
@@ -55,6 +59,7 @@ class AgentActivities:
             self.run_tool,
             self.prepare_call,
             self.finish_run,
+            self.record_approval_decision,
         ]
 
     # Store activities heartbeat throughout, so a killed worker is noticed in seconds, not
@@ -83,3 +88,8 @@ class AgentActivities:
     async def finish_run(self, input: FinishRunInput) -> None:
         async with heartbeating():
             await finish.finish_run(self.context, input)
+
+    @activity.defn(name=ACTIVITY_RECORD_DECISION)
+    async def record_approval_decision(self, input: RecordDecisionInput) -> None:
+        async with heartbeating():
+            await approvals.record_decision(self.context, input)

@@ -18,6 +18,7 @@ from typing import Any
 
 from temporalio import activity
 
+from otherone.activities.approvals import human_tools, with_approvals
 from otherone.activities.artifacts import needs_offload, offload_turn
 from otherone.activities.compact_context import compact_context
 from otherone.activities.context import (
@@ -57,7 +58,8 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
     await context.emit(ref, *call_completed_events(input.pending))
     if done is not None:
         # A retry after the turn was already stored: never call the model twice.
-        return await _returnable(context, _with_output(done, input), input)
+        done = await with_approvals(context, ref, _with_output(done, input))
+        return await _returnable(context, done, input)
     snapshot = await context.snapshot(ref.snapshot_version)
     agent = snapshot.agent(ref.agent_id)
     profile = snapshot.models[input.model_profile_id]
@@ -101,7 +103,8 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
             "usage": _usage(turn),
         },
     )
-    return await _returnable(context, _with_output(turn, input), input)
+    turn = await with_approvals(context, ref, _with_output(turn, input))
+    return await _returnable(context, turn, input)
 
 
 def _prepare_context(
@@ -126,6 +129,7 @@ def _offered_tools(
     """What the model sees: allowed tools, memory tools, `agent.call` if anyone is reachable."""
     names = snapshot.tool_names_for(agent)
     tools = tool_definitions(snapshot, names) + memory_tools.definitions(names)
+    tools += human_tools(agent)
     reachable = snapshot.reachable_agents(agent)
     if reachable:
         tools.append(agent_call_tool_definition(reachable))

@@ -47,6 +47,8 @@ LIFECYCLE_EVENTS = frozenset(
         "run_cancelled",
         "agent_call_started",
         "agent_call_completed",
+        "approval_requested",
+        "approval_decided",
     }
 )
 EXPECTED_FAILURES = frozenset(

@@ -40,16 +40,24 @@ from otherone import search_attributes as attrs
 from otherone.contracts import (
     MEMO_FINGERPRINT,
     MEMO_IDEMPOTENCY_KEY,
+    QUERY_APPROVALS,
     QUERY_RECORD,
     SIGNAL_USER_MESSAGES,
     UPDATE_CALL_AGENT,
+    UPDATE_DECIDE_APPROVAL,
     WORKFLOW_NAME,
+    ApprovalDecision,
+    ApprovalOutcome,
+    ApprovalRequest,
     CallAgentInput,
     EventRecord,
     RunInput,
     UserMessages,
 )
 from otherone.errors import (
+    ApprovalConflictError,
+    ApprovalNotAllowedError,
+    ApprovalNotFoundError,
     FailureCode,
     IdempotencyConflictError,
     InvalidRequestError,
@@ -324,6 +332,113 @@ class AgentClient:
             raise _not_found_or(error, caller_run_id, finished=True) from None
         return result.model_copy(update={"output": await self.resolve_output(result.output)})
 
+    # people in the loop -------------------------------------------------------------------
+
+    async def approve(
+        self, run_id: str, call_id: str, arguments: dict[str, Any] | None = None
+    ) -> ApprovalRequest:
+        """Let a tool call that waits for approval run (with ``arguments`` instead of the
+        model's, when given: they are checked against the tool's schema first)."""
+        return await self._decide(run_id, call_id, decision="approve", arguments=arguments)
+
+    async def deny(self, run_id: str, call_id: str, reason: str) -> ApprovalRequest:
+        """Refuse a tool call that waits for approval; the model reads the reason."""
+        return await self._decide(run_id, call_id, decision="deny", reason=reason)
+
+    async def answer(self, run_id: str, call_id: str, text: str) -> ApprovalRequest:
+        """Answer a `human.ask` question; the answer is the tool result the model reads."""
+        return await self._decide(run_id, call_id, decision="answer", text=text)
+
+    async def _decide(self, run_id: str, call_id: str, **fields: Any) -> ApprovalRequest:
+        """Send a decision by the run's `decide_approval` update, as this client's identity.
+
+        The update id is derived from the decision, so a repeated send is one update to
+        Temporal as well as to the run.
+        """
+        try:
+            decision = ApprovalDecision.model_validate(
+                {"call_id": call_id, "identity": self.temporal.identity, **fields}
+            )
+        except ValidationError as error:
+            field, message = _most_specific(error)
+            field, _, message = _split_field(field, message)
+            raise InvalidRequestError(message, field=field) from None
+        await self._check_tenant(run_id)
+        content = decision.model_dump_json(exclude={"identity"})
+        update_id = f"approval-{hashlib.sha256(content.encode()).hexdigest()[:32]}"
+        try:
+            request: ApprovalRequest = await self._workflow(run_id).execute_update(
+                UPDATE_DECIDE_APPROVAL, decision, id=update_id, result_type=ApprovalRequest
+            )
+        except WorkflowUpdateFailedError as error:
+            raise _refused_decision(run_id, call_id, error) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError() from None
+            raise UnavailableError(
+                f"run '{run_id}' did not take the decision in time (is a worker polling "
+                f"'{self.task_queue}'?); send it again"
+            ) from None
+        except RPCError as error:
+            raise _not_found_or(error, run_id, finished=True) from None
+        return request
+
+    async def pending_approvals(self, root_run_id: str | None = None) -> list[ApprovalRequest]:
+        """Every open approval request and question of a root's tree (of every tree when
+        None), oldest first, from any process: Temporal visibility finds the runs that wait for
+        a person, the store's events (or, without a store, the runs themselves) say what they
+        wait for. A scoped client sees its own partition only."""
+        query = f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
+        if root_run_id is not None:
+            if not _RUN_ID.fullmatch(root_run_id):
+                raise InvalidRequestError("not a run id", field="root_run_id")
+            await self._check_tenant(root_run_id)
+            query += f' AND RootWorkflowId = "{root_run_id}"'
+        if self.partition_key is not None:
+            query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'
+        waiting: dict[str, tuple[str, str]] = {}  # run id -> (root run id, partition)
+        async for execution in self.temporal.list_workflows(query):
+            partition = execution.typed_search_attributes.get(attrs.PARTITION)
+            waiting[execution.id] = (
+                execution.root_id or execution.id,
+                partition or DEFAULT_PARTITION,
+            )
+        if not waiting:
+            return []
+        if self.store is not None:
+            found = await asyncio.to_thread(self._open_requests_in_store, waiting)
+        else:
+            found = await self._open_requests_of_runs(list(waiting))
+        return sorted(found, key=lambda request: (request.requested_at, request.call_id))
+
+    def _open_requests_in_store(self, waiting: dict[str, tuple[str, str]]) -> list[ApprovalRequest]:
+        """Requests announced (`approval_requested`) and not yet decided, of waiting runs."""
+        assert self.store is not None
+        requests: dict[tuple[str, str], ApprovalRequest] = {}
+        partitions = {run_id: partition for run_id, (_, partition) in waiting.items()}
+        for root in sorted({root for root, _ in waiting.values()}):
+            cursor = 0
+            while batch := self.store.read_events(
+                root, after=cursor, partition_key=self.partition_key
+            ):
+                for record in batch:
+                    cursor = record.sequence
+                    _apply_approval_event(requests, record, partitions)
+        return [request for request in requests.values() if request.is_open]
+
+    async def _open_requests_of_runs(self, run_ids: list[str]) -> list[ApprovalRequest]:
+        found: list[ApprovalRequest] = []
+        for run_id in run_ids:
+            with contextlib.suppress(RPCError):
+                requests: tuple[ApprovalRequest, ...] = await self._workflow(run_id).query(
+                    QUERY_APPROVALS,
+                    result_type=tuple[ApprovalRequest, ...],
+                    rpc_timeout=QUERY_TIMEOUT,
+                )
+                found.extend(request for request in requests if request.is_open)
+        return found
+
     # steering ----------------------------------------------------------------------------
 
     async def send_message(self, run_id: str, messages: str | Sequence[str]) -> None:
@@ -403,6 +518,84 @@ def _validate_messages(batch: tuple[str, ...]) -> None:
             raise InvalidRequestError(
                 f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"
             )
+
+
+def _refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedError) -> Exception:
+    """The run's refusal as our error type (the update's `ApplicationError.type`)."""
+    cause = error.cause
+    kind = getattr(cause, "type", None)
+    message = getattr(cause, "message", None) or str(cause or error)
+    if kind == "approval_not_found":
+        return ApprovalNotFoundError(run_id, call_id)
+    if kind == "approval_not_allowed":
+        return ApprovalNotAllowedError(message)
+    if kind == "approval_conflict":
+        return ApprovalConflictError(message)
+    if kind == "run_ended":
+        return RunNotActiveError(run_id)
+    if kind == "invalid_arguments":
+        field, _, text = message.partition(": ")
+        if field == "arguments" and text:
+            return InvalidRequestError(text, field="arguments")
+        return InvalidRequestError(message, field="decision")
+    return InvalidRequestError(message, field="decision")
+
+
+def _split_field(field: str, message: str) -> tuple[str, str, str]:
+    """``reason: a denial needs a reason`` (a model-level check) names its own field."""
+    head, separator, rest = message.partition(": ")
+    if not field and separator and all(part.isidentifier() for part in head.split(".")):
+        return head, separator, rest
+    return field or "decision", "", message
+
+
+def _apply_approval_event(
+    requests: dict[tuple[str, str], ApprovalRequest],
+    record: EventRecord,
+    waiting: dict[str, str],
+) -> None:
+    body = record.event
+    kind, call_id = body.get("type"), body.get("call_id")
+    if record.run_id not in waiting or not isinstance(call_id, str):
+        return
+    key = (record.run_id, call_id)
+    if kind == "approval_requested":
+        timeout = body.get("timeout_seconds")
+        requests[key] = ApprovalRequest(
+            run_id=record.run_id,
+            root_run_id=record.root_run_id,
+            agent_id=record.agent_id,
+            partition_key=waiting[record.run_id],
+            call_id=call_id,
+            tool_name=str(body.get("tool_name") or ""),
+            arguments=str(body.get("arguments") or ""),
+            kind="question" if body.get("kind") == "question" else "approval",
+            question=body.get("question") if isinstance(body.get("question"), str) else None,
+            approvers=tuple(str(name) for name in _list(body.get("approvers"))),
+            requested_at=record.timestamp,
+            timeout_at=record.timestamp + timedelta(seconds=float(timeout))
+            if isinstance(timeout, int | float)
+            else None,
+            on_timeout="fail" if body.get("on_timeout") == "fail" else "deny",
+        )
+    elif kind == "approval_decided" and key in requests:
+        requests[key] = requests[key].model_copy(
+            update={
+                "decision": ApprovalOutcome(
+                    decision=_decided(body.get("decision")),
+                    decided_by=str(body.get("decided_by") or ""),
+                    decided_at=record.timestamp,
+                )
+            }
+        )
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _decided(value: Any) -> Any:
+    return value if value in ("approved", "denied", "answered", "timed_out") else "denied"
 
 
 def _not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exception:

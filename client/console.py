@@ -100,6 +100,8 @@ class EventPrinter:
             self._call_started(record)
         elif kind == "agent_call_completed":
             self._call_completed(record)
+        elif kind in ("approval_requested", "approval_decided"):
+            self._approval(record)
         elif record.run_id != self.run_id:
             self._child_event(record)
         elif kind == "model_delta":
@@ -189,6 +191,23 @@ class EventPrinter:
         if detail:
             line += f": {detail}"
         self._note(line, style=_CHILD_END_STYLE.get(outcome, "red"))
+
+    def _approval(self, record: EventRecord) -> None:
+        """A call that waits for a person (of any run of the tree), and its decision."""
+        event = record.event
+        who = f"{'  ' * record.depth}{record.agent_id}"
+        call = f"{event.get('tool_name')} (call {event.get('call_id')}, run {record.run_id})"
+        if event.get("type") == "approval_requested":
+            what = event.get("question") if event.get("kind") == "question" else None
+            what = what or _one_line(str(event.get("arguments") or ""))
+            self._note(f"⏸ {who} waits for a person: {call} {what}", style="bold yellow")
+            verb = "answer" if event.get("kind") == "question" else "approve"
+            extra = " TEXT" if verb == "answer" else ""
+            self._note(f"  otherone {verb} {record.run_id} {event.get('call_id')}{extra}")
+            return
+        decision = str(event.get("decision") or "decided").replace("_", " ")
+        reason = f": {_one_line(str(event['reason']))}" if event.get("reason") else ""
+        self._note(f"▶ {who}: {call} {decision} by {event.get('decided_by')}{reason}")
 
     def _tool_completed(self, event: Mapping[str, object], *, prefix: str = "") -> None:
         error = event.get("error")

@@ -60,10 +60,12 @@ __all__ = [
 PENDING = "pending"  # an agent call was made; the child has not started (yet)
 RUNNING = "running"
 REFUSED = "refused"  # the call was refused before a child started (e.g. agent_call_denied)
+WAITING_FOR_APPROVAL = "waiting_for_approval"  # a tool call or question waits for a person
 _TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out", "budget_exceeded", REFUSED})
 _STATUS_STYLE = {
     PENDING: "dim",
     RUNNING: "cyan",
+    WAITING_FOR_APPROVAL: "bold yellow",
     "completed": "green",
     "cancelled": "yellow",
     REFUSED: "red",
@@ -110,6 +112,8 @@ class RunView:
     agent_call_ids: set[str] = field(default_factory=set)
     open_tools: dict[str, str] = field(default_factory=dict)  # tool call id -> tool name
     open_calls: dict[str, str] = field(default_factory=dict)  # call id -> target agent
+    #: Calls waiting for a person: call id -> tool name.
+    open_approvals: dict[str, str] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)  # child run ids, in call order
     #: Sequence of the last event of this run (to pick the most recently active runs).
     last_sequence: int = 0
@@ -392,6 +396,26 @@ class WatchState:
         detail = f": {view.failure}" if view.failure else ""
         self._note(view, record, f"■ {view.status.replace('_', ' ')}{detail}", style)
 
+    def _approval_requested(self, view: RunView, record: EventRecord) -> None:
+        event = record.event
+        call_id, tool = str(event.get("call_id")), str(event.get("tool_name"))
+        view.open_approvals[call_id] = tool
+        if not view.terminal:
+            view.status = WAITING_FOR_APPROVAL
+        what = event.get("question") if event.get("kind") == "question" else event.get("arguments")
+        line = f"⏸ waits for a person: {tool} (call {call_id}) {_one_line_text(what)}"
+        self._note(view, record, line, "bold yellow")
+
+    def _approval_decided(self, view: RunView, record: EventRecord) -> None:
+        event = record.event
+        call_id = str(event.get("call_id"))
+        tool = view.open_approvals.pop(call_id, str(event.get("tool_name")))
+        if view.status == WAITING_FOR_APPROVAL and not view.open_approvals:
+            view.status = RUNNING
+        decision = str(event.get("decision") or "decided").replace("_", " ")
+        line = f"▶ {tool} (call {call_id}) {decision} by {event.get('decided_by')}"
+        self._note(view, record, line)
+
     def _ensure_running(self, view: RunView, record: EventRecord) -> None:
         """A run whose run_started was not seen (lost, or before the cursor) is running."""
         if view.status == PENDING:
@@ -412,6 +436,8 @@ _HANDLERS: dict[str, _Handler] = {
     "agent_call_completed": WatchState._call_completed,
     "user_message_queued": WatchState._messages_queued,
     "context_compacted": WatchState._compacted,
+    "approval_requested": WatchState._approval_requested,
+    "approval_decided": WatchState._approval_decided,
     "run_completed": WatchState._ended,
     "run_failed": WatchState._ended,
     "run_cancelled": WatchState._ended,
@@ -693,3 +719,8 @@ def _plural(count: int, noun: str) -> str:
 
 def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
+
+
+def _one_line_text(value: object) -> str:
+    text = " ".join(str(value or "").split())
+    return text if len(text) <= 120 else text[:119] + "…"

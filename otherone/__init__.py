@@ -13,10 +13,12 @@ wiring), `otherone.client` (`AgentClient` and the `otherone` CLI).
 from typing import TYPE_CHECKING
 
 from otherone.config import RuntimeConfig, RuntimeSnapshot
+from otherone.contracts import ApprovalDecision, ApprovalOutcome, ApprovalRequest
 from otherone.definitions import (
     AccessPolicy,
     AgentDefinition,
     AgentLimits,
+    ApprovalRule,
     ContextTransferPolicy,
     MemoryPolicy,
     ModelOverrides,
@@ -29,6 +31,9 @@ from otherone.definitions import (
     ScriptedTurn,
 )
 from otherone.errors import (
+    ApprovalConflictError,
+    ApprovalNotAllowedError,
+    ApprovalNotFoundError,
     ConfigurationError,
     FailureCode,
     IdempotencyConflictError,
@@ -89,6 +94,13 @@ __all__ = [
     "AgentOutput",
     "AgentRunRequest",
     "AgentRunResult",
+    "ApprovalConflictError",
+    "ApprovalDecision",
+    "ApprovalNotAllowedError",
+    "ApprovalNotFoundError",
+    "ApprovalOutcome",
+    "ApprovalRequest",
+    "ApprovalRule",
     "ArtifactRef",
     "ConfigurationError",
     "ContextTransferPolicy",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -34,6 +34,7 @@ from otherone.wire_names import check_wire_names
 AGENT_CALL_TOOL = "agent.call"
 MEMORY_RECALL_TOOL = "memory.recall"
 MEMORY_STORE_TOOL = "memory.store"
+HUMAN_ASK_TOOL = "human.ask"
 
 
 class AgentNotFoundError(OtheroneError):
@@ -54,6 +55,10 @@ class ToolSchema(BaseModel):
     parameters: dict[str, JsonValue]
     timeout_seconds: float
     max_attempts: int
+    #: The tool's own approval rule (a predicate is evaluated by the worker that has the tool).
+    approval: Literal["always", "never", "predicate"] = "never"
+    approval_timeout_seconds: float | None = None
+    approval_on_timeout: Literal["deny", "fail"] = "deny"
 
     @classmethod
     def of(cls, spec: ToolSpec) -> ToolSchema:
@@ -63,6 +68,9 @@ class ToolSchema(BaseModel):
             parameters=spec.parameters,
             timeout_seconds=spec.timeout_seconds,
             max_attempts=spec.max_attempts,
+            approval=spec.approval_mode,
+            approval_timeout_seconds=spec.approval_timeout_seconds,
+            approval_on_timeout=spec.approval_on_timeout,
         )
 
     def definition(self) -> dict[str, Any]:
@@ -265,8 +273,25 @@ class RuntimeConfig:
         for name in agent.skills.names:
             if name not in self.skills:
                 raise self._error(f"unknown skill '{name}'", table=table, field="skills")
+        self._validate_approval_keys(agent.approval, table)
+
+    def _validate_approval_keys(self, rules: dict[str, Any], table: str) -> None:
+        """Approval rules name a registered tool, a built-in, or ``agent.call:<agent>``."""
+        builtins = {AGENT_CALL_TOOL, HUMAN_ASK_TOOL, MEMORY_RECALL_TOOL, MEMORY_STORE_TOOL}
+        for key in rules:
+            target = key.removeprefix(f"{AGENT_CALL_TOOL}:")
+            if key != target and target in self.agents:
+                continue
+            if key not in self.tools and key not in builtins:
+                raise self._error(
+                    f"unknown tool '{key}' (a tool name, 'agent.call', "
+                    "'agent.call:<agent id>' or 'human.ask')",
+                    table=table,
+                    field=f"approval.{key}",
+                )
 
     def _validate_policy(self) -> None:
+        self._validate_approval_keys(self.policy.approval, "policy")
         summary_model = self.policy.summary_model
         if summary_model is not None and summary_model not in self.models:
             raise self._error(
@@ -303,6 +328,7 @@ class RuntimeConfig:
 
 __all__ = [
     "AGENT_CALL_TOOL",
+    "HUMAN_ASK_TOOL",
     "MEMORY_RECALL_TOOL",
     "MEMORY_STORE_TOOL",
     "AgentNotFoundError",

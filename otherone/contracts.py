@@ -13,9 +13,16 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    model_validator,
+)
 
 from otherone.definitions import RuntimeLimits, TreeBudget
 from otherone.runs import (
@@ -29,6 +36,7 @@ from otherone.runs import (
     RunRecord,
     RunStatus,
     RunUsage,
+    unencodable_path,
 )
 from otherone.tools import ToolErrorKind
 
@@ -36,12 +44,18 @@ WORKFLOW_NAME = "AgentRunWorkflow"
 SIGNAL_USER_MESSAGES = "user_messages"
 QUERY_RECORD = "record"
 UPDATE_CALL_AGENT = "call_agent"
+#: Update: a person's decision on an approval request or answer to a question (`ApprovalDecision`
+#: in, the decided `ApprovalRequest` out).
+UPDATE_DECIDE_APPROVAL = "decide_approval"
+#: Query: every approval request of the run's current history, open and decided.
+QUERY_APPROVALS = "approvals"
 
 ACTIVITY_PREPARE_RUN = "otherone.prepare_run"
 ACTIVITY_CALL_MODEL = "otherone.call_model"
 ACTIVITY_RUN_TOOL = "otherone.run_tool"
 ACTIVITY_FINISH_RUN = "otherone.finish_run"
 ACTIVITY_PREPARE_CALL = "otherone.prepare_call"
+ACTIVITY_RECORD_DECISION = "otherone.record_approval_decision"
 #: Store activities (prepare, check a call, finish) heartbeat: a worker killed while running
 #: one is noticed after this long, and the activity runs again elsewhere.
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -122,6 +136,9 @@ class CarryOver(_Contract):
     call_results: dict[str, AgentCallResult] = Field(default_factory=dict)
     children_started: int = 0
     generation: int = 1
+    #: Approval requests of earlier histories (decided ones: a repeated decision stays
+    #: idempotent, and the audit stays queryable).
+    approvals: tuple[ApprovalRequest, ...] = ()
 
 
 class UserMessages(_Contract):
@@ -220,6 +237,97 @@ class ModelTurn(_Contract):
     output: AgentOutput | None = None
     #: Why the final answer violates the result contract.
     output_error: str | None = None
+    #: Tool calls of this turn that wait for a person (decided by the model-call activity, so
+    #: that predicates over arguments never run in the workflow).
+    approvals: tuple[ApprovalNeed, ...] = ()
+
+
+class ApprovalNeed(_Contract):
+    """One tool call of a turn that waits for a person: an approval, or a `human.ask` question."""
+
+    call_id: str
+    kind: Literal["approval", "question"] = "approval"
+    #: The question of a `human.ask` call.
+    question: str | None = None
+    approvers: tuple[str, ...] = ()
+    timeout: timedelta | None = None
+    on_timeout: Literal["deny", "fail"] = "deny"
+
+
+class ApprovalOutcome(_Contract):
+    """What was decided, by whom and when (``timed_out``: nobody decided in time)."""
+
+    decision: Literal["approved", "denied", "answered", "timed_out"]
+    #: Edited arguments (JSON text) an approval replaced the model's with.
+    arguments: str | None = None
+    reason: str | None = None
+    #: The answer to a question.
+    text: str | None = None
+    decided_by: str
+    decided_at: datetime
+
+
+class ApprovalRequest(_Contract):
+    """A tool call waiting for (or decided by) a person; `decision` None while it is open."""
+
+    run_id: str
+    root_run_id: str
+    agent_id: str
+    partition_key: str
+    call_id: str
+    tool_name: str
+    arguments: str
+    kind: Literal["approval", "question"] = "approval"
+    question: str | None = None
+    approvers: tuple[str, ...] = ()
+    requested_at: datetime
+    timeout_at: datetime | None = None
+    on_timeout: Literal["deny", "fail"] = "deny"
+    decision: ApprovalOutcome | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.decision is None
+
+
+_DecisionText = Annotated[str, StringConstraints(min_length=1, max_length=64 * 1024)]
+
+
+class ApprovalDecision(_Contract):
+    """Update payload of `decide_approval`: approve (optionally with edited arguments), deny
+    with a reason, or answer a `human.ask` question. ``identity`` names who decides (the
+    client's identity; recorded in events and the store)."""
+
+    call_id: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    decision: Literal["approve", "deny", "answer"]
+    arguments: dict[str, JsonValue] | None = None
+    reason: _DecisionText | None = None
+    text: _DecisionText | None = None
+    identity: Annotated[str, StringConstraints(max_length=256)] = ""
+
+    @model_validator(mode="after")
+    def _fields_fit_decision(self) -> Self:
+        where = unencodable_path(self)
+        if where is not None:
+            raise ValueError(f"{where}: must be valid UTF-8 text (it holds a lone surrogate)")
+        if self.arguments is not None and self.decision != "approve":
+            raise ValueError("arguments: only an approval may edit the arguments")
+        if self.decision == "deny" and (self.reason is None or not self.reason.strip()):
+            raise ValueError("reason: a denial needs a reason")
+        if self.decision == "answer" and (self.text is None or not self.text.strip()):
+            raise ValueError("text: an answer needs text")
+        if self.decision != "answer" and self.text is not None:
+            raise ValueError("text: only an answer has text")
+        return self
+
+
+class RecordDecisionInput(_Contract):
+    """Activity input: check edited arguments against the tool's schema, then record the
+    decision (event `approval_decided`)."""
+
+    ref: RunRef
+    request: ApprovalRequest
+    outcome: ApprovalOutcome
 
 
 class CallAgentInput(_Contract):

@@ -163,6 +163,48 @@ class AgentLimits(_Frozen):
     max_result_bytes: Annotated[int, Field(gt=0)] | None = None
 
 
+def _positive_finite_duration(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be greater than zero")
+    if value > timedelta(days=365):
+        raise ValueError("must be at most 365 days")
+    return value
+
+
+PositiveDuration = Annotated[timedelta, AfterValidator(_positive_finite_duration)]
+
+
+#: What happens when nobody decides an approval in time: the call is denied (the model is told
+#: so) or the run fails.
+ApprovalTimeoutEffect = Literal["deny", "fail"]
+#: Who may decide: client identities (empty: anyone who can reach the run's tenant).
+Approvers = tuple[Annotated[str, StringConstraints(min_length=1, max_length=256)], ...]
+
+
+class ApprovalRule(_Frozen):
+    """When a tool call needs a person's yes, set per agent or by the runtime policy.
+
+    Written ``"always"`` / ``"never"`` or as a table ``{ mode = "always", timeout = "PT1H",
+    on_timeout = "fail", approvers = ["alice"] }``. Predicates over the arguments are declared
+    on the tool itself (``@tool(approval=...)``): configuration holds data, not code.
+    """
+
+    mode: Literal["always", "never"] = "always"
+    timeout: PositiveDuration | None = None
+    on_timeout: ApprovalTimeoutEffect = "deny"
+    approvers: Approvers = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_shorthand(cls, value: Any) -> Any:
+        return {"mode": value} if isinstance(value, str) else value
+
+
+#: Keys of an approval table: a tool name, ``agent.call`` (every target), ``agent.call:<agent>``
+#: (one target) or ``human.ask`` (only its timeout applies: a question always waits).
+ApprovalRules = dict[Annotated[str, StringConstraints(min_length=1, max_length=130)], ApprovalRule]
+
+
 class AgentDefinition(_Frozen):
     """One peer agent: any agent can be the entry of a run or, when allowed, be called."""
 
@@ -182,6 +224,10 @@ class AgentDefinition(_Frozen):
     context: ContextTransferPolicy = Field(default_factory=ContextTransferPolicy)
     limits: AgentLimits = Field(default_factory=AgentLimits)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    #: Tool calls of this agent that need a person's approval (by tool name, see ApprovalRules).
+    approval: ApprovalRules = Field(default_factory=dict)
+    #: Offer the built-in ``human.ask`` tool: the model may ask the user and wait for the answer.
+    ask_human: bool = False
 
     @field_validator("description")
     @classmethod
@@ -307,20 +353,11 @@ class RuntimePolicy(_Frozen):
     #: The model profile that writes compaction summaries (e.g. a cheaper one); None: the
     #: compacting agent's own model.
     summary_model: ModelProfileId | None = None
+    #: Approval rules that apply to every agent and win over the agents' and tools' own.
+    approval: ApprovalRules = Field(default_factory=dict)
 
 
 _PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]
-
-
-def _positive_finite_duration(value: timedelta) -> timedelta:
-    if value <= timedelta(0):
-        raise ValueError("must be greater than zero")
-    if value > timedelta(days=365):
-        raise ValueError("must be at most 365 days")
-    return value
-
-
-PositiveDuration = Annotated[timedelta, AfterValidator(_positive_finite_duration)]
 
 
 class RuntimeLimits(_Frozen):

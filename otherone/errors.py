@@ -6,7 +6,10 @@
     ├── IdempotencyConflictError       same idempotency key, different request
     ├── RunNotFoundError               no run with that id
     ├── RunNotActiveError              the run has finished
-    └── UnavailableError               Temporal or the store cannot be reached
+    ├── UnavailableError               Temporal or the store cannot be reached
+    ├── ApprovalNotFoundError          no open or decided approval request with that call id
+    └── ApprovalConflictError          the request was already decided otherwise
+        └── ApprovalNotAllowedError    this identity is not one of the request's approvers
 
 Failures that end a *run* are not exceptions: they are `AgentFailure` values with one of the stable
 `FailureCode`s, carried in the run's result, because a run's end is data a caller inspects.
@@ -36,6 +39,8 @@ class FailureCode(StrEnum):
     INVALID_AGENT_OUTPUT = "invalid_agent_output"
     INTERNAL_ERROR = "internal_error"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    #: Nobody decided an approval in time and its rule says the run fails.
+    APPROVAL_TIMED_OUT = "approval_timed_out"
 
 
 class OtheroneError(Exception):
@@ -124,3 +129,24 @@ class UnavailableError(OtheroneError):
     """Temporal (or the store) cannot be reached."""
 
     code = FailureCode.INTERNAL_ERROR
+
+
+class ApprovalNotFoundError(OtheroneError):
+    """The run has no approval request (or question) with this call id."""
+
+    code = FailureCode.INVALID_CONFIGURATION
+
+    def __init__(self, run_id: str, call_id: str) -> None:
+        self.run_id = run_id
+        self.call_id = call_id
+        super().__init__(f"run '{run_id}' has no approval request for call '{call_id}'")
+
+
+class ApprovalConflictError(OtheroneError):
+    """The request was already decided, differently (the same decision again is accepted)."""
+
+    code = FailureCode.INVALID_CONFIGURATION
+
+
+class ApprovalNotAllowedError(ApprovalConflictError):
+    """The request names its approvers, and the client's identity is not one of them."""

@@ -194,6 +194,8 @@ class RunStatus(StrEnum):
     CREATED = "created"
     RUNNING = "running"
     WAITING_FOR_CHILD = "waiting_for_child"
+    #: A tool call of the run waits for a person's decision (or answer); nothing runs.
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -202,7 +204,12 @@ class RunStatus(StrEnum):
 
     @property
     def is_terminal(self) -> bool:
-        return self not in (RunStatus.CREATED, RunStatus.RUNNING, RunStatus.WAITING_FOR_CHILD)
+        return self not in (
+            RunStatus.CREATED,
+            RunStatus.RUNNING,
+            RunStatus.WAITING_FOR_CHILD,
+            RunStatus.WAITING_FOR_APPROVAL,
+        )
 
 
 class AgentFailure(_Model):

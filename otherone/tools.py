@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-from typing import Annotated, Any, Union, get_args, get_origin, overload
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, overload
 
 from pydantic import (
     BaseModel,
@@ -52,6 +52,7 @@ from otherone.errors import ConfigurationError
 __all__ = [
     "RESERVED_TOOL_NAMES",
     "TOOL_NAME_PATTERN",
+    "Approval",
     "ToolContext",
     "ToolDefinitionError",
     "ToolError",
@@ -67,7 +68,11 @@ __all__ = [
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,63}$"
 
 #: Names of the runtime's built-in tools; a user tool may never shadow them.
-RESERVED_TOOL_NAMES = frozenset({"agent.call", "memory.recall", "memory.store"})
+RESERVED_TOOL_NAMES = frozenset({"agent.call", "memory.recall", "memory.store", "human.ask"})
+
+#: When a call needs a person's approval: ``"always"``, ``"never"``, or a predicate over the
+#: validated arguments (keyword name -> value), evaluated on a worker, never in a workflow.
+Approval = Literal["always", "never"] | Callable[[dict[str, Any]], bool]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_ATTEMPTS = 3
@@ -210,6 +215,10 @@ class ToolSpec:
     arguments_model: type[BaseModel] | None = dataclasses.field(
         default=None, repr=False, compare=False
     )
+    approval: Approval = "never"
+    #: How long a person has to decide (None: until the run's deadline), and what then happens.
+    approval_timeout_seconds: float | None = None
+    approval_on_timeout: Literal["deny", "fail"] = "deny"
 
     def __post_init__(self) -> None:
         """Derive the validating model when a spec is built by hand rather than by ``tool()``."""
@@ -218,6 +227,28 @@ class ToolSpec:
             docs = _docstring_arguments(inspect.getdoc(self.function) or "")
             model = _build_arguments_model(self.name, parameters, docs)
             object.__setattr__(self, "arguments_model", model)
+
+    @property
+    def approval_mode(self) -> Literal["always", "never", "predicate"]:
+        """The approval rule as data (what a runtime snapshot records)."""
+        return "predicate" if callable(self.approval) else self.approval
+
+    def needs_approval(self, arguments: Mapping[str, Any] | str | None) -> bool:
+        """Whether this call needs a person's yes (evaluated on a worker, outside workflows).
+
+        Arguments that do not validate never run, so they need no approval; a predicate that
+        raises asks for one (fail safe).
+        """
+        if not callable(self.approval):
+            return self.approval == "always"
+        try:
+            kwargs = self.validate_arguments(arguments)
+        except ToolError:
+            return False
+        try:
+            return bool(self.approval(kwargs))
+        except Exception:
+            return True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the undecorated function, so decorated tools remain ordinary functions."""
@@ -291,6 +322,9 @@ def tool(
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     allow_reserved: bool = False,
+    approval: Approval = "never",
+    approval_timeout_seconds: float | None = None,
+    approval_on_timeout: Literal["deny", "fail"] = "deny",
 ) -> ToolSpec: ...
 
 
@@ -304,6 +338,9 @@ def tool(
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     allow_reserved: bool = False,
+    approval: Approval = "never",
+    approval_timeout_seconds: float | None = None,
+    approval_on_timeout: Literal["deny", "fail"] = "deny",
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 
 
@@ -316,6 +353,9 @@ def tool(
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     allow_reserved: bool = False,
+    approval: Approval = "never",
+    approval_timeout_seconds: float | None = None,
+    approval_on_timeout: Literal["deny", "fail"] = "deny",
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Turn a typed function into a :class:`ToolSpec`; usable as ``@tool`` or ``@tool(...)``.
 
@@ -323,16 +363,28 @@ def tool(
     the model would not know when to use it). Parameter descriptions come from a Google-style
     ``Args:`` section and from ``Annotated[..., Field(description=...)]``. ``allow_reserved`` is
     for the runtime's own built-in tools only.
+
+    ``approval`` makes calls wait for a person: ``"always"``, ``"never"`` (default) or a
+    predicate over the validated arguments, e.g. ``lambda args: args["amount"] > 100``. A person
+    then has ``approval_timeout_seconds`` (None: the run's deadline) before the call is denied
+    or the run fails (``approval_on_timeout``).
     """
 
     def decorate(function: Callable[..., Any]) -> ToolSpec:
-        return _make_spec(
+        spec = _make_spec(
             function,
             name=name,
             description=description,
             timeout_seconds=timeout_seconds,
             max_attempts=max_attempts,
             allow_reserved=allow_reserved,
+        )
+        _check_approval(spec.name, approval, approval_timeout_seconds, approval_on_timeout)
+        return dataclasses.replace(
+            spec,
+            approval=approval,
+            approval_timeout_seconds=approval_timeout_seconds,
+            approval_on_timeout=approval_on_timeout,
         )
 
     return decorate if func is None else decorate(func)
@@ -368,6 +420,20 @@ def _make_spec(
         max_attempts=max_attempts,
         arguments_model=model,
     )
+
+
+def _check_approval(
+    name: str, approval: Any, timeout_seconds: float | None, on_timeout: Any
+) -> None:
+    """An approval rule is "always", "never" or a callable; its timeout positive and finite."""
+    if not callable(approval) and approval not in ("always", "never"):
+        raise ToolDefinitionError(
+            f"tool {name!r}: approval must be 'always', 'never' or a predicate over the arguments"
+        )
+    if timeout_seconds is not None and not (0 < timeout_seconds < float("inf")):
+        raise ToolDefinitionError(f"tool {name!r}: approval_timeout_seconds must be positive")
+    if on_timeout not in ("deny", "fail"):
+        raise ToolDefinitionError(f"tool {name!r}: approval_on_timeout must be 'deny' or 'fail'")
 
 
 def _function_name(function: Callable[..., Any]) -> str:

@@ -75,7 +75,12 @@ Insert = postgresql.Insert | sqlite.Insert
 
 
 #: Statuses of a run that has not ended.
-LIVE_STATUSES = (RunStatus.CREATED, RunStatus.RUNNING, RunStatus.WAITING_FOR_CHILD)
+LIVE_STATUSES = (
+    RunStatus.CREATED,
+    RunStatus.RUNNING,
+    RunStatus.WAITING_FOR_CHILD,
+    RunStatus.WAITING_FOR_APPROVAL,
+)
 
 
 def _now() -> datetime:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pydantic import JsonValue
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
@@ -28,13 +28,19 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_CALL_MODEL,
         ACTIVITY_FINISH_RUN,
         ACTIVITY_PREPARE_RUN,
+        ACTIVITY_RECORD_DECISION,
         ACTIVITY_RUN_TOOL,
+        QUERY_APPROVALS,
         QUERY_RECORD,
         SIGNAL_USER_MESSAGES,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
         UPDATE_CALL_AGENT,
+        UPDATE_DECIDE_APPROVAL,
         WORKFLOW_NAME,
+        ApprovalDecision,
+        ApprovalOutcome,
+        ApprovalRequest,
         CallAgentInput,
         CarryOver,
         FinishRunInput,
@@ -42,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         ModelTurn,
         PendingEntry,
         PrepareRunInput,
+        RecordDecisionInput,
         RunInput,
         RunPlan,
         RunRef,
@@ -68,6 +75,14 @@ with workflow.unsafe.imports_passed_through():
         AgentCaller,
         failed_call,
         parse_agent_call,
+    )
+    from otherone.workflows.approvals import (
+        RUN_ENDED,
+        ApprovalGate,
+        answer_entry,
+        denied_entry,
+        new_request,
+        outcome_of,
     )
     from otherone.workflows.outcomes import (
         BudgetLedger,
@@ -112,8 +127,9 @@ SKIP_CALLS_AFTER_CANCELLATION = "skip-calls-after-cancellation"
 #: Patch id: a turn's parallel tool calls run at most `max_concurrent_tool_calls` at a time.
 TOOL_CONCURRENCY_LIMIT = "tool-concurrency-limit"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
-#: (refusal, agent call result), or nothing allowed.
-ToolStep = ToolOutcome | PendingEntry | None
+#: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
+#: (an approval that timed out with effect `fail`).
+ToolStep = ToolOutcome | PendingEntry | Ending | None
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -136,6 +152,9 @@ class AgentRunWorkflow:
         self._deadline_at: datetime | None = None
         #: Turns done before this history began (continue-as-new carries the count).
         self._turns_at_start = 0
+        self._gate = ApprovalGate(self._refresh_status)
+        #: Call ids of the current turn that wait for a person.
+        self._turn_gated: frozenset[str] = frozenset()
 
     # messages ----------------------------------------------------------------------------
 
@@ -171,6 +190,51 @@ class AgentRunWorkflow:
     def _accept_call_agent(self, input: CallAgentInput) -> None:
         if self._ending is not None:
             raise ValueError(f"run '{self._input.run_id}' has ended")
+
+    @workflow.update(
+        name=UPDATE_DECIDE_APPROVAL,
+        description=(
+            "A person's decision on a tool call waiting for approval, or the answer to a "
+            'human.ask question. Input: {"call_id": "...", "decision": "approve" | "deny" | '
+            '"answer", "arguments": {...} (approve only: edited arguments, checked against the '
+            'tool\'s schema), "reason": "..." (deny), "text": "..." (answer), "identity": '
+            '"who decides"}. Returns the decided request. The same decision twice is '
+            "idempotent; a different one, an unknown call id or an ended run is refused."
+        ),
+    )
+    async def decide_approval(self, decision: ApprovalDecision) -> ApprovalRequest:
+        call_id = decision.call_id
+        await workflow.wait_condition(lambda: not self._gate.deciding(call_id))
+        self._gate.check(decision)  # again: a decision may have been recorded meanwhile
+        request = self._gate.request(call_id)
+        if request.decision is not None:
+            return request  # the same decision again
+        if self._ending is not None:
+            raise ApplicationError(f"run '{self._input.run_id}' has ended", type=RUN_ENDED)
+        outcome = outcome_of(decision, workflow.now())
+        self._gate.begin(call_id)
+        try:
+            await self._record_decision(request, outcome)
+        except ActivityError as error:
+            self._gate.abandon(call_id)
+            cause = error.cause
+            if isinstance(cause, ApplicationError):
+                raise ApplicationError(cause.message, type=cause.type) from None
+            raise ApplicationError(f"the decision was not recorded: {cause or error}") from None
+        return self._gate.settle(call_id, outcome)
+
+    @decide_approval.validator
+    def _accept_decision(self, decision: ApprovalDecision) -> None:
+        if self._ending is not None:
+            raise ApplicationError(f"run '{self._input.run_id}' has ended", type=RUN_ENDED)
+        self._gate.check(decision)
+
+    @workflow.query(
+        name=QUERY_APPROVALS,
+        description="Approval requests and questions of this run: open ones have no decision.",
+    )
+    def approvals(self) -> tuple[ApprovalRequest, ...]:
+        return self._gate.requests()
 
     @workflow.query(name=QUERY_RECORD)
     def record(self) -> RunRecord:
@@ -243,6 +307,7 @@ class AgentRunWorkflow:
         self._caller.restore(carry.call_results, carry.children_started)
         self._queued = [*carry.queued, *self._queued]
         self._pending = list(carry.pending)
+        self._gate.restore(carry.approvals)
         return carry.plan
 
     async def _prepare(self) -> RunPlan | Ending:
@@ -312,7 +377,12 @@ class AgentRunWorkflow:
         due = turns >= plan.continue_as_new_after_turns or (
             turns > 0 and workflow.info().is_continue_as_new_suggested()
         )
-        if not due or self._caller.active or not workflow.all_handlers_finished():
+        if (
+            not due
+            or self._caller.active
+            or self._gate.waiting
+            or not workflow.all_handlers_finished()
+        ):
             return
         workflow.continue_as_new(self._input.model_copy(update={"carry": self._carry_over(plan)}))
 
@@ -333,6 +403,7 @@ class AgentRunWorkflow:
             call_results=self._caller.finished_results(),
             children_started=self._caller.started,
             generation=previous + 1,
+            approvals=self._gate.carry(),
         )
 
     async def _turn(self, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:
@@ -353,11 +424,22 @@ class AgentRunWorkflow:
             return self._final_answer(turn)
         self._ledger.reserve_tool_calls(len(turn.tool_calls))
         self._usage.tool_calls += len(turn.tool_calls)
+        self._open_approvals(ref, turn)
         steps = await self._run_tools(plan, ref, turn.tool_calls)
         self._pending.extend(self._tool_entries(ref, iteration, turn.tool_calls, steps))
         if _cancellation_swallowed() and workflow.patched(STOP_AFTER_CANCELLED_CHILDREN):
             raise asyncio.CancelledError()  # the run was cancelled while its children ended
         return None
+
+    def _open_approvals(self, ref: RunRef, turn: ModelTurn) -> None:
+        """Open a request for every call of the turn that waits for a person (all at once, so
+        they are decided in any order while the other calls run)."""
+        calls = {call.id: call for call in turn.tool_calls}
+        needs = [need for need in turn.approvals if need.call_id in calls]
+        self._turn_gated = frozenset(need.call_id for need in needs)
+        if needs:
+            now = workflow.now()
+            self._gate.open(new_request(ref, calls[need.call_id], need, now) for need in needs)
 
     def _final_answer(self, turn: ModelTurn) -> Ending:
         if turn.output_error is not None:
@@ -443,18 +525,23 @@ class AgentRunWorkflow:
         claimants: Claimants,
     ) -> list[ToolStep]:
         """One call after the other; once the run is cancelled (a child's result swallowed
-        the cancellation), the calls left are answered as not run instead of started."""
-        steps: list[ToolStep] = []
-        for call in calls:
+        the cancellation), the calls left are answered as not run instead of started.
+
+        Calls waiting for a person go last (in their order), so the others are not held up;
+        the results keep the tool-call order."""
+        order = sorted(range(len(calls)), key=lambda index: calls[index].id in self._turn_gated)
+        steps: dict[int, ToolStep] = {}
+        for index in order:
+            call = calls[index]
             if (
                 steps
                 and _cancellation_swallowed()
                 and workflow.patched(SKIP_CALLS_AFTER_CANCELLATION)
             ):
-                steps.append(not_run_entry(call))
+                steps[index] = not_run_entry(call)
             else:
-                steps.append(await self._run_tool(plan, ref, call, claimants))
-        return steps
+                steps[index] = await self._run_tool(plan, ref, call, claimants)
+        return [steps[index] for index in range(len(calls))]
 
     async def _run_tool_in(
         self,
@@ -468,10 +555,13 @@ class AgentRunWorkflow:
         (agent calls do not: children are bounded by max_children_per_run and allowances)."""
         if self._is_agent_call(plan, call):
             return await self._run_tool(plan, ref, call, claimants)
+        approved = await self._approved(ref, call)  # a wait for a person holds no slot
+        if not isinstance(approved, ToolCallSpec):
+            return approved
         # No `async with`/`finally`: on cache eviction the coroutine is closed outside the
         # workflow's event loop. A slot is only lost when the run is ending anyway.
         await slots.acquire()
-        step = await self._run_tool(plan, ref, call, claimants)
+        step = await self._execute_tool(plan, ref, approved, claimants)
         slots.release()
         return step
 
@@ -480,6 +570,63 @@ class AgentRunWorkflow:
         return call.name == AGENT_CALL_TOOL and bool(plan.reachable_agents)
 
     async def _run_tool(
+        self, plan: RunPlan, ref: RunRef, call: ToolCallSpec, claimants: Claimants
+    ) -> ToolStep:
+        approved = await self._approved(ref, call)
+        if not isinstance(approved, ToolCallSpec):
+            return approved
+        return await self._execute_tool(plan, ref, approved, claimants)
+
+    async def _approved(self, ref: RunRef, call: ToolCallSpec) -> ToolCallSpec | ToolStep:
+        """The call to run (with a person's edits), or what stands in for it: a denial, an
+        answer, or the run's end. Calls that need nobody pass straight through."""
+        if call.id not in self._turn_gated:
+            return call
+        request = await self._gate.wait(call.id)
+        if request is None:
+            request = await self._time_out(ref, call.id)
+        outcome = request.decision
+        assert outcome is not None
+        if outcome.decision == "approved":
+            if outcome.arguments is None:
+                return call
+            return call.model_copy(update={"arguments": outcome.arguments})
+        if outcome.decision == "answered":
+            return answer_entry(call, request)
+        if outcome.decision == "timed_out" and request.on_timeout == "fail":
+            failure = AgentFailure(
+                code=FailureCode.APPROVAL_TIMED_OUT,
+                message=f"nobody decided call '{call.id}' of tool '{call.name}' in time",
+            )
+            return Ending.failed(failure)
+        return denied_entry(call, request)
+
+    async def _time_out(self, ref: RunRef, call_id: str) -> ApprovalRequest:
+        """Nobody decided in time: record it (audit), unless a decision is already on its way."""
+        outcome = ApprovalOutcome(
+            decision="timed_out", decided_by="otherone:timeout", decided_at=workflow.now()
+        )
+        self._gate.begin(call_id)
+        try:
+            await self._record_decision(self._gate.request(call_id), outcome)
+        except ActivityError as error:
+            _reraise_cancellation(error)  # the audit record is best effort; the wait is over
+        return self._gate.settle(call_id, outcome)
+
+    async def _record_decision(self, request: ApprovalRequest, outcome: ApprovalOutcome) -> None:
+        """Check edited arguments against the tool's schema and record the decision (events,
+        store). Refused arguments raise (an `ActivityError` with the `invalid_arguments` type).
+        """
+        await workflow.execute_activity(
+            ACTIVITY_RECORD_DECISION,
+            RecordDecisionInput(ref=self._ref(self._plan), request=request, outcome=outcome),
+            start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"{outcome.decision} {request.tool_name}",
+        )
+
+    async def _execute_tool(
         self, plan: RunPlan, ref: RunRef, call: ToolCallSpec, claimants: Claimants
     ) -> ToolStep:
         if self._is_agent_call(plan, call):
@@ -529,10 +676,23 @@ class AgentRunWorkflow:
         return agent_call_entry(key, call, result, stored_by_child=stored)
 
     def _children_changed(self, active: int) -> None:
-        """running ⇄ waiting_for_child, visible in the record and the search attributes."""
+        self._set_live_status(active)
+
+    def _refresh_status(self) -> None:
+        """The approval requests changed: status, and the Web UI's "current details" (metadata
+        read by queries, no history event) naming what waits for whom."""
+        self._set_live_status(self._caller.active if self._caller is not None else 0)
+        workflow.set_current_details(self._gate.details())
+
+    def _set_live_status(self, active_children: int) -> None:
+        """running ⇄ waiting_for_child ⇄ waiting_for_approval, visible in the record and the
+        search attributes (a person waited for matters most: it shows first)."""
         if self._ending is not None:
             return
-        status = RunStatus.WAITING_FOR_CHILD if active else RunStatus.RUNNING
+        if self._gate.waiting:
+            status = RunStatus.WAITING_FOR_APPROVAL
+        else:
+            status = RunStatus.WAITING_FOR_CHILD if active_children else RunStatus.RUNNING
         if status is not self._status:
             self._status = status
             workflow.upsert_search_attributes([attrs.STATUS.value_set(status.value)])
@@ -550,6 +710,8 @@ class AgentRunWorkflow:
             key = f"{ref.run_id}:t{iteration}:tool:{index}"
             if step is None:
                 entries.append(permission_denied_entry(key, call))
+            elif isinstance(step, Ending):
+                raise RunEnded(step)
             elif isinstance(step, PendingEntry):
                 entries.append(step.model_copy(update={"key": key}))
             else:

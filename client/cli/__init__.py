@@ -11,11 +11,15 @@ Commands (module of ``otherone.client.cli`` in brackets)::
     otherone show RUN_ID [--json]       a run's record
     otherone tree RUN_ID [--json]       the tree of runs (agent calls) RUN_ID belongs to
     otherone watch RUN_ID [--json]      live view of a run tree until its root ends [show]
+    otherone approvals [RUN_ID] [--json] tool calls and questions waiting for a person
+    otherone approve RUN_ID CALL_ID [--arguments JSON]
+    otherone deny RUN_ID CALL_ID --reason TEXT
+    otherone answer RUN_ID CALL_ID TEXT  decide, or answer a human.ask question   [approvals]
     otherone sessions [--internal] [--partition P] [--json]
                                         sessions of a partition (child sessions on request)
     otherone db upgrade                 create or upgrade the store's tables
                                         (migrations)                              [sessions]
-    otherone demo [--keep]              offline end-to-end demo (own server, worker, example
+    otherone demo [--interactive] [--keep]  offline end-to-end demo (own server, worker, example
                                         team)                                         [demo]
     otherone codec-server [--port 8888] [--cors-origin URL]
                                         decrypts payloads for the Web UI
@@ -49,6 +53,7 @@ Exit codes:
     6     run timed out
     7     run exceeded its budget
     8     idempotency conflict (same key, different request)
+    9     decision refused (already decided otherwise, or not an approver)
     130   interrupted (Ctrl-C / SIGTERM; a started run keeps going)
     ====  ==================================================================
 

@@ -4,6 +4,7 @@ server, worker and temporary store."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +16,9 @@ from otherone.client.cli.parser import DEMO_AGENT, DEMO_QUESTION
 from otherone.client.cli.show import load_tree
 from otherone.client.cli.temporal import connect_checked
 from otherone.client.console import EventPrinter, print_result_summary, print_run_tree
+from otherone.config import RuntimeConfig
+from otherone.contracts import ApprovalRequest
+from otherone.definitions import ApprovalRule
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.store import Store
 from otherone.toml_config import load_config
@@ -23,10 +27,58 @@ from otherone.worker.codec import codec_from_settings
 from otherone.worker.devserver import DevServer
 
 DEMO_TASK_QUEUE = "otherone-demo"
+#: The demo's approval step: the coordinator's call to the writer waits for a person.
+DEMO_APPROVAL_KEY = "agent.call:writer"
+APPROVAL_POLL_SECONDS = 0.2
+
+
+def with_demo_approval(config: RuntimeConfig) -> RuntimeConfig:
+    """The example runtime, with a policy that makes calls to `writer` wait for approval."""
+    rules = {**config.policy.approval, DEMO_APPROVAL_KEY: ApprovalRule()}
+    config.policy = config.policy.model_copy(update={"approval": rules})
+    return config
+
+
+async def decide_approvals(
+    ctx: Context, agents: AgentClient, root_run_id: str, *, interactive: bool
+) -> None:
+    """Answer the tree's approval requests as they come: approve them (and answer questions)
+    automatically, or ask on the terminal. Runs until cancelled."""
+    seen: set[tuple[str, str]] = set()
+    while True:
+        for request in await agents.pending_approvals(root_run_id):
+            if (request.run_id, request.call_id) not in seen:
+                seen.add((request.run_id, request.call_id))
+                await _decide(ctx, agents, request, interactive=interactive)
+        await asyncio.sleep(APPROVAL_POLL_SECONDS)
+
+
+async def _decide(
+    ctx: Context, agents: AgentClient, request: ApprovalRequest, *, interactive: bool
+) -> None:
+    """The run's events show the request and the decision (`EventPrinter`)."""
+    if not interactive:
+        if request.kind == "question":
+            await agents.answer(request.run_id, request.call_id, "yes")
+        else:
+            await agents.approve(request.run_id, request.call_id)
+        return
+    prompt = (
+        f"{request.question} > "
+        if request.kind == "question"
+        else f"approve {request.tool_name} {request.arguments}? [Y/n] "
+    )
+    reply = (await asyncio.to_thread(input, prompt)).strip()
+    if request.kind == "question":
+        await agents.answer(request.run_id, request.call_id, reply or "yes")
+    elif reply.lower() in ("", "y", "yes"):
+        await agents.approve(request.run_id, request.call_id)
+    else:
+        await agents.deny(request.run_id, request.call_id, "denied in the demo")
 
 
 async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
-    config = load_config(EXAMPLE_CONFIG)
+    config = with_demo_approval(load_config(EXAMPLE_CONFIG))
     request = build_request(entry_agent=DEMO_AGENT, input=DEMO_QUESTION)
     with tempfile.TemporaryDirectory(prefix="otherone-demo-") as tmp:
         store = Store.open(f"sqlite:///{Path(tmp) / 'otherone.db'}")
@@ -44,10 +96,26 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
                     style="dim",
                     markup=False,
                 )
+                how = (
+                    "you decide"
+                    if args.interactive
+                    else "approved automatically; --interactive asks"
+                )
+                ctx.err.print(
+                    f"the call to the writer waits for a person's approval ({how})",
+                    style="dim",
+                    markup=False,
+                )
                 ctx.err.print(f"> {DEMO_AGENT}: {DEMO_QUESTION}", style="bold", markup=False)
                 handle = await ctx.interruptible(agents.start(request))
                 printer = EventPrinter(handle.run_id, sys.stdout, ctx.err)
-                result = await ctx.interruptible(follow_run(handle, store, printer))
+                approver = asyncio.create_task(
+                    decide_approvals(ctx, agents, handle.run_id, interactive=args.interactive)
+                )
+                try:
+                    result = await ctx.interruptible(follow_run(handle, store, printer))
+                finally:
+                    approver.cancel()
                 description = await client.get_workflow_handle(result.run_id).describe()
                 link = server.workflow_url(result.run_id, description.run_id)
                 print_output(result, printer)

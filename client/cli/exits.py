@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, NoReturn
 from pydantic import ValidationError
 
 from otherone.errors import (
+    ApprovalConflictError,
+    ApprovalNotFoundError,
     ConfigurationError,
     IdempotencyConflictError,
     InvalidRequestError,
@@ -32,6 +34,7 @@ EXIT_CANCELLED = 5
 EXIT_TIMED_OUT = 6
 EXIT_BUDGET_EXCEEDED = 7
 EXIT_IDEMPOTENCY_CONFLICT = 8
+EXIT_DECISION_CONFLICT = 9
 EXIT_INTERRUPTED = 130
 
 EXIT_FOR_OUTCOME = {
@@ -53,6 +56,7 @@ exit codes:
   6    run timed out
   7    run exceeded its budget
   8    idempotency conflict (same key, different request)
+  9    decision refused: already decided otherwise, or not an approver
   130  interrupted (a started run keeps going)"""
 
 
@@ -85,7 +89,9 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
             code, message = error.code, error.message
         case IdempotencyConflictError():
             code, message = EXIT_IDEMPOTENCY_CONFLICT, error.message
-        case RunNotFoundError() | RunNotActiveError():
+        case ApprovalConflictError():
+            code, message = EXIT_DECISION_CONFLICT, error.message
+        case RunNotFoundError() | RunNotActiveError() | ApprovalNotFoundError():
             code, message = EXIT_NOT_FOUND, error.message
         case InvalidRequestError() | ConfigurationError():
             code, message = EXIT_USAGE, error.message

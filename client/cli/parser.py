@@ -48,6 +48,10 @@ COMMANDS: dict[str, CommandTarget] = {
     "sessions": CommandTarget("sessions", "cmd_sessions"),
     "db": CommandTarget("sessions", "cmd_db"),
     "codec-server": CommandTarget("codec_server", "cmd_codec_server", handles_signals=True),
+    "approvals": CommandTarget("approvals", "cmd_approvals"),
+    "approve": CommandTarget("approvals", "cmd_approve"),
+    "deny": CommandTarget("approvals", "cmd_deny"),
+    "answer": CommandTarget("approvals", "cmd_answer"),
 }
 
 
@@ -92,6 +96,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_serve(command, defaults)
     _add_run(command)
     _add_show(command)
+    _add_approvals(command)
     _add_sessions(command, common)
     _add_demo(command)
     _add_codec_server(commands)
@@ -183,6 +188,45 @@ def _add_run(command: Add) -> None:
         _add_all_partitions(scoped)
 
 
+def _add_approvals(command: Add) -> None:
+    approvals = command(
+        "approvals",
+        "list tool calls and questions waiting for a person",
+        "List the open approval requests and human.ask questions (of RUN_ID's tree, or of every "
+        "run): run, call id, agent, tool, age, arguments or question.",
+    )
+    approvals.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a root run")
+    approvals.add_argument(
+        "--json", action="store_true", help="print the ApprovalRequests as a JSON array"
+    )
+    approve = command(
+        "approve",
+        "let a waiting tool call run",
+        "Approve call CALL_ID of run RUN_ID (as `otherone approvals` lists them); with "
+        "--arguments, the call runs with these instead of the model's (checked against the "
+        "tool's schema first).",
+    )
+    approve.add_argument("run_id", metavar="RUN_ID")
+    approve.add_argument("call_id", metavar="CALL_ID")
+    approve.add_argument("--arguments", metavar="JSON", help="edited arguments, a JSON object")
+    deny = command(
+        "deny",
+        "refuse a waiting tool call",
+        "Deny call CALL_ID of run RUN_ID; the model reads the reason as the tool's result.",
+    )
+    deny.add_argument("run_id", metavar="RUN_ID")
+    deny.add_argument("call_id", metavar="CALL_ID")
+    deny.add_argument("--reason", required=True, help="why (the model reads it)")
+    answer = command(
+        "answer",
+        "answer a human.ask question",
+        "Answer the human.ask question CALL_ID of run RUN_ID; the answer is the tool's result.",
+    )
+    answer.add_argument("run_id", metavar="RUN_ID")
+    answer.add_argument("call_id", metavar="CALL_ID")
+    answer.add_argument("text", metavar="TEXT")
+
+
 def _add_show(command: Add) -> None:
     show = command("show", "show a run's record", "Show the current record of RUN_ID.")
     show.add_argument("run_id", metavar="RUN_ID")
@@ -264,8 +308,15 @@ def _add_demo(command: Add) -> None:
         "Start an in-memory Temporal dev server (with Web UI) on free ports, a worker with the "
         f"example configuration and a temporary store, run `{DEMO_AGENT}` with "
         f'"{DEMO_QUESTION}" (it calls `researcher` and `writer` in parallel), stream it, print '
-        "the run tree, the result and the Web UI link, then stop everything. Needs no network "
-        "and no API key.",
+        "the run tree, the result and the Web UI link, then stop everything. Its call to "
+        "`writer` waits for a person's approval (the demo's policy): approved automatically, "
+        "or asked on the terminal with --interactive. Needs no network and no API key.",
+    )
+    demo.add_argument(
+        "--interactive",
+        "-i",
+        action="store_true",
+        help="ask on the terminal for the approval step instead of approving it automatically",
     )
     demo.add_argument(
         "--keep",

@@ -27,6 +27,18 @@ def get_weather(city: str) -> dict[str, str]:
     return {"city": city, "condition": "sunny"}
 
 
+@tool(approval="always")
+def send_note(to: str, text: str) -> str:
+    """Send a note (needs a person's approval)."""
+    return f"sent to {to}"
+
+
+@tool(approval="always", approval_timeout_seconds=1)
+def publish(text: str) -> str:
+    """Publish a text (needs approval within a second, else it is denied)."""
+    return "published"
+
+
 def _agent(**fields: object) -> AgentDefinition:
     return AgentDefinition.model_validate({"id": "agent", "description": "replay agent", **fields})
 
@@ -297,6 +309,98 @@ async def compaction(client: Client, task_queue: str, tmp: Path) -> str:
     return result.run_id
 
 
+async def _open_requests(env: Any, run_id: str, count: int) -> None:
+    async def listed() -> bool:
+        return len(await env.agents.pending_approvals(run_id)) >= count
+
+    await wait_until(listed, within=20, message="open approval requests")
+
+
+async def approval_mixed_turn(client: Client, task_queue: str, tmp: Path) -> str:
+    """Parallel calls: one approved with edits (twice: idempotent), one plain, one denied."""
+    calls = [
+        {"id": "a", "name": "send_note", "arguments": {"to": "ann", "text": "hi"}},
+        {"id": "p", "name": "get_weather", "arguments": {"city": "Paris"}},
+        {"id": "d", "name": "send_note", "arguments": {"to": "all", "text": "spam"}},
+    ]
+    config = scripted_config(
+        {"agent": [{"tool_calls": calls}, "done"]},
+        agents=[
+            _agent(
+                tools=["send_note", "get_weather"],
+                model_overrides=ModelOverrides(parallel_tool_calls=True),
+            )
+        ],
+        tools=[send_note, get_weather],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="notes"))
+        await _open_requests(env, handle.run_id, 2)
+        edited = {"to": "ann", "text": "hello"}
+        await env.agents.approve(handle.run_id, "a", edited)
+        await env.agents.approve(handle.run_id, "a", edited)
+        await env.agents.deny(handle.run_id, "d", "not to everyone")
+        await handle.result()
+    return handle.run_id
+
+
+async def approval_question_and_timeout(client: Client, task_queue: str, tmp: Path) -> str:
+    """Sequential: a plain call runs before an approved one; a question answered; then an
+    approval nobody gives in time (denied by its timeout)."""
+    sequential = [
+        {"id": "n", "name": "send_note", "arguments": {"to": "bo", "text": "x"}},
+        {"id": "w", "name": "get_weather", "arguments": {"city": "Rome"}},
+    ]
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": sequential},
+                {"tool_calls": [{"id": "q", "name": "human.ask", "arguments": {"question": "?"}}]},
+                {"tool_calls": [{"id": "late", "name": "publish", "arguments": {"text": "x"}}]},
+                "done",
+            ]
+        },
+        agents=[_agent(tools=["send_note", "get_weather", "publish"], ask_human=True)],
+        tools=[send_note, get_weather, publish],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="go"))
+        await _open_requests(env, handle.run_id, 1)
+        await env.agents.approve(handle.run_id, "n")
+        await wait_until(
+            lambda: _has_question(env, handle.run_id), within=20, message="the question"
+        )
+        await env.agents.answer(handle.run_id, "q", "yes")
+        await handle.result()
+    return handle.run_id
+
+
+async def _has_question(env: Any, run_id: str) -> bool:
+    return any(r.call_id == "q" for r in await env.agents.pending_approvals(run_id))
+
+
+async def approval_cancelled(client: Client, task_queue: str, tmp: Path) -> str:
+    config = scripted_config(
+        {
+            "agent": [
+                {
+                    "tool_calls": [
+                        {"id": "n", "name": "send_note", "arguments": {"to": "a", "text": "b"}}
+                    ]
+                }
+            ]
+        },
+        agents=[_agent(tools=["send_note"])],
+        tools=[send_note],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="go"))
+        await _open_requests(env, handle.run_id, 1)
+        await handle.cancel()
+        await handle.result()
+    return handle.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -315,4 +419,7 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "cancelled_tree": cancelled_tree,
     "timed_out_child": timed_out_child,
     "cancelled_sequential_calls": cancelled_sequential_calls,
+    "approval_mixed_turn": approval_mixed_turn,
+    "approval_question_and_timeout": approval_question_and_timeout,
+    "approval_cancelled": approval_cancelled,
 }
