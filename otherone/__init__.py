@@ -56,6 +56,7 @@ from otherone.runs import (
     RunUsage,
     SessionTarget,
 )
+from otherone.mcp_servers import McpServer
 from otherone.toml_config import load_config
 from otherone.tools import ToolContext, ToolError, ToolErrorKind, ToolRegistry, ToolSpec, tool
 
@@ -97,6 +98,7 @@ __all__ = [
     "IdempotencyConflictError",
     "InputMessage",
     "InvalidRequestError",
+    "McpServer",
     "MemoryPolicy",
     "ModelOverrides",
     "ModelProfile",

@@ -26,6 +26,7 @@ from otherone.definitions import (
     credentials_refused_message,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
+from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name
 from otherone.runs import unencodable_path
 from otherone.skills import Skill, SkillRegistry
 from otherone.tools import RESERVED_TOOL_NAMES, ToolDefinitionError, ToolRegistry, ToolSpec
@@ -76,8 +77,36 @@ class ToolSchema(BaseModel):
         }
 
 
+class McpToolRef(BaseModel):
+    """Which server runs an ``mcp.<server>.<tool>`` tool, and the tool's name on that server."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: str
+    tool: str
+
+
+class McpServerTools(BaseModel):
+    """What discovery found on one MCP server when the snapshot was made.
+
+    ``tools_hash`` is the SHA-256 of the server's tool list as listed (names, descriptions,
+    schemas), so "did the server change its tools?" is one comparison; ``error`` says why a
+    server contributed no tools (it could not start or list them).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tools_hash: str = ""
+    tools: tuple[str, ...] = ()
+    error: str | None = None
+
+
 class RuntimeSnapshot(BaseModel):
-    """Agents, models (no secrets), tool schemas, policy and limits, with a version hash."""
+    """Agents, models (no secrets), tool schemas, policy and limits, with a version hash.
+
+    MCP tools are in ``tools`` like any other (their schema is the server's input schema);
+    ``mcp_tools`` says which server runs each, ``mcp_servers`` what discovery found.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -89,9 +118,15 @@ class RuntimeSnapshot(BaseModel):
     skills: dict[str, Skill] = {}
     policy: RuntimePolicy
     limits: RuntimeLimits
+    mcp_servers: dict[str, McpServerTools] = {}
+    mcp_tools: dict[str, McpToolRef] = {}
 
     def with_version(self) -> RuntimeSnapshot:
-        body = self.model_dump(mode="json", exclude={"version"})
+        # Empty MCP fields are left out, so snapshots without MCP keep the versions they had.
+        excluded = {"version"} | {
+            name for name in ("mcp_servers", "mcp_tools") if not getattr(self, name)
+        }
+        body = self.model_dump(mode="json", exclude=excluded)
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
@@ -160,8 +195,10 @@ class RuntimeConfig:
         default_model: str | None = None,
         skills: SkillRegistry | None = None,
         source: str | None = None,
+        mcp_servers: Iterable[McpServer] = (),
     ) -> None:
         self.source = source
+        self.mcp_servers: dict[str, McpServer] = {}
         self.agents: dict[str, AgentDefinition] = {}
         self.models: dict[str, ModelProfile] = {}
         self.tools = ToolRegistry()
@@ -175,6 +212,14 @@ class RuntimeConfig:
             self.add_model(model)
         for tool_ in tools:
             self.add_tool(tool_)
+        for server in mcp_servers:
+            self.add_mcp_server(server)
+
+    def add_mcp_server(self, server: McpServer) -> None:
+        """Declare an MCP server; its tools are discovered by the worker for each new root run."""
+        if server.name in self.mcp_servers:
+            raise self._error(f"duplicate MCP server '{server.name}'", table=f"mcp.{server.name}")
+        self.mcp_servers[server.name] = server
 
     def add_agent(self, agent: AgentDefinition) -> None:
         if agent.id in self.agents:
@@ -236,6 +281,13 @@ class RuntimeConfig:
                 raise self._error(
                     f"tool name '{name}' is reserved by Otherone", table="runtime", field="tools"
                 )
+            if name.startswith(MCP_PREFIX):
+                raise self._error(
+                    f"tool name '{name}': names starting with '{MCP_PREFIX}' are for the tools "
+                    "of MCP servers",
+                    table="runtime",
+                    field="tools",
+                )
         check_wire_names(self.tools.names(), source=self.source)
         for agent in self.agents.values():
             self._validate_agent(agent)
@@ -257,14 +309,32 @@ class RuntimeConfig:
         if agent.model not in (None, INHERIT_MODEL) and agent.model not in self.models:
             raise self._error(f"unknown model '{agent.model}'", table=table, field="model")
         for name in agent.tools.names:
-            if name not in self.tools:
-                raise self._error(f"unknown tool '{name}'", table=table, field="tools")
+            self._check_tool_reference(name, table)
         for name in agent.callable_agents.names:
             if name not in self.agents:
                 raise self._error(f"unknown agent '{name}'", table=table, field="callable_agents")
         for name in agent.skills.names:
             if name not in self.skills:
                 raise self._error(f"unknown skill '{name}'", table=table, field="skills")
+
+    def _check_tool_reference(self, name: str, table: str) -> None:
+        """A registered tool, a glob, or ``mcp.<declared server>.<tool or glob>``.
+
+        MCP tools are only known once a worker has listed them, so their tool part is not
+        checked here; the server part must name a declared server.
+        """
+        mcp = parse_mcp_name(name)
+        if mcp is not None and not is_glob(mcp[0]):
+            if mcp[0] not in self.mcp_servers:
+                raise self._error(
+                    f"'{name}' names MCP server '{mcp[0]}', which is not declared "
+                    f"(declare it as [mcp.{mcp[0]}])",
+                    table=table,
+                    field="tools",
+                )
+            return
+        if name not in self.tools and not is_glob(name):
+            raise self._error(f"unknown tool '{name}'", table=table, field="tools")
 
     def _validate_policy(self) -> None:
         summary_model = self.policy.summary_model
@@ -275,8 +345,7 @@ class RuntimeConfig:
                 field="summary_model",
             )
         for name in self.policy.tools.names:
-            if name not in self.tools:
-                raise self._error(f"unknown tool '{name}'", table="policy", field="tools")
+            self._check_tool_reference(name, "policy")
         for name in self.policy.callable_agents.names:
             if name not in self.agents:
                 raise self._error(
@@ -306,6 +375,8 @@ __all__ = [
     "MEMORY_RECALL_TOOL",
     "MEMORY_STORE_TOOL",
     "AgentNotFoundError",
+    "McpServerTools",
+    "McpToolRef",
     "RuntimeConfig",
     "RuntimeSnapshot",
     "ToolSchema",
