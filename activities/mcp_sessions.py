@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -38,8 +38,8 @@ from mcp.shared.exceptions import MCPError
 
 from otherone.config import McpServerTools, McpToolRef, ToolSchema
 from otherone.mcp_servers import McpServer, mcp_tool_name
-from otherone.tools import TOOL_NAME_PATTERN
-from otherone.wire_names import find_wire_name_collision
+from otherone.tools import RESERVED_TOOL_NAMES, TOOL_NAME_PATTERN
+from otherone.wire_names import encode_tool_name
 
 __all__ = ["Discovery", "McpSessions", "McpUnavailable"]
 
@@ -207,8 +207,12 @@ class McpSessions:
         async with self.using(server) as session:
             return await session.call_tool(tool, arguments, progress_callback=progress)
 
-    async def discover(self) -> Discovery:
-        """List every server's tools (concurrently); a failing server contributes none."""
+    async def discover(self, taken: Iterable[str] = ()) -> Discovery:
+        """List every server's tools (concurrently); a failing server contributes none.
+
+        ``taken`` are the other tools' names: an MCP tool that providers would see under the
+        same wire name as one of them (or another MCP tool) is left out, with a warning.
+        """
         names = sorted(self.servers)
         listed = await asyncio.gather(*(self._list(name) for name in names))
         discovery = Discovery()
@@ -218,7 +222,7 @@ class McpSessions:
                 logger.warning("%s; its tools are not offered to new runs", tools)
                 continue
             _add_server_tools(discovery, self.servers[name], tools)
-        _drop_wire_collisions(discovery)
+        _drop_wire_collisions(discovery, taken)
         return discovery
 
     async def _list(self, name: str) -> list[mcp_types.Tool] | McpUnavailable:
@@ -308,18 +312,20 @@ def _input_schema(tool: mcp_types.Tool) -> dict[str, Any]:
     return schema
 
 
-def _drop_wire_collisions(discovery: Discovery) -> None:
-    """Two MCP tools that providers would see under one name: the later one is not offered."""
-    while (collision := find_wire_name_collision(discovery.schemas)) is not None:
-        _, second, wire = collision
-        logger.warning(
-            "MCP tool '%s' is not offered: another tool is also sent as %s", second, wire
-        )
-        ref = discovery.refs.pop(second)
-        del discovery.schemas[second]
+def _drop_wire_collisions(discovery: Discovery, taken: Iterable[str]) -> None:
+    """An MCP tool providers would see under a name already used is not offered."""
+    seen = {encode_tool_name(name) for name in (*taken, *RESERVED_TOOL_NAMES)}
+    for name in sorted(discovery.schemas):
+        wire = encode_tool_name(name)
+        if wire not in seen:
+            seen.add(wire)
+            continue
+        logger.warning("MCP tool '%s' not offered: another tool is also sent as %s", name, wire)
+        ref = discovery.refs.pop(name)
+        del discovery.schemas[name]
         summary = discovery.servers[ref.server]
         discovery.servers[ref.server] = summary.model_copy(
-            update={"tools": tuple(name for name in summary.tools if name != second)}
+            update={"tools": tuple(tool for tool in summary.tools if tool != name)}
         )
 
 

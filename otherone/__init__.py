@@ -39,6 +39,7 @@ from otherone.errors import (
     UnavailableError,
 )
 from otherone.lazy_exports import lazy_exports
+from otherone.mcp_servers import McpServer
 from otherone.runs import (
     AgentCallRequest,
     AgentCallResult,
@@ -56,7 +57,6 @@ from otherone.runs import (
     RunUsage,
     SessionTarget,
 )
-from otherone.mcp_servers import McpServer
 from otherone.toml_config import load_config
 from otherone.tools import ToolContext, ToolError, ToolErrorKind, ToolRegistry, ToolSpec, tool
 

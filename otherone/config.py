@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue
@@ -131,6 +131,21 @@ class RuntimeSnapshot(BaseModel):
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
         return self.model_copy(update={"version": digest[:32]})
+
+    def with_mcp(
+        self,
+        servers: Mapping[str, McpServerTools],
+        schemas: Mapping[str, ToolSchema],
+        refs: Mapping[str, McpToolRef],
+    ) -> RuntimeSnapshot:
+        """This snapshot plus the MCP tools a worker discovered (a new version when they differ)."""
+        return self.model_copy(
+            update={
+                "tools": {**self.tools, **schemas},
+                "mcp_servers": dict(servers),
+                "mcp_tools": dict(refs),
+            }
+        ).with_version()
 
     def agent(self, agent_id: str) -> AgentDefinition:
         try:
