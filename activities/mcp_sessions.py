@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 #: restarted instead of failing the call.
 IDLE_PING_SECONDS = 1.0
 PING_TIMEOUT_SECONDS = 5.0
+#: After a server failed to start, calls and discoveries fail at once for this long.
+START_RETRY_SECONDS = 10.0
 #: Bound on closing one session (the SDK's stdio shutdown is itself bounded: ~2 s + kill).
 CLOSE_TIMEOUT_SECONDS = 10.0
 
@@ -146,6 +148,8 @@ class McpSessions:
         self.servers = dict(servers)
         self._connections: dict[str, _Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        #: Servers that failed to start recently: until when not to try again, and why.
+        self._failed: dict[str, tuple[float, str]] = {}
         self._closed = False
 
     def __bool__(self) -> bool:
@@ -168,9 +172,24 @@ class McpSessions:
                 logger.warning("MCP server '%s' stopped answering; restarting it", name)
             if connection is not None:
                 await connection.close()
-            connection = _Connection(server)
-            self._connections[name] = connection
-            return await connection.open()
+            return await self._start(server)
+
+    async def _start(self, server: McpServer) -> ClientSession:
+        """Start a session; after a failed start, fail fast for `START_RETRY_SECONDS` (a server
+        that is down must not hold every new run for its whole startup timeout)."""
+        until, reason = self._failed.get(server.name, (0.0, ""))
+        if time.monotonic() < until:
+            raise McpUnavailable(server.name, f"{reason} (not retried for a few seconds)")
+        connection = _Connection(server)
+        self._connections[server.name] = connection
+        try:
+            session = await connection.open()
+        except McpUnavailable as error:
+            self._connections.pop(server.name, None)
+            self._failed[server.name] = (time.monotonic() + START_RETRY_SECONDS, error.reason)
+            raise
+        self._failed.pop(server.name, None)
+        return session
 
     async def forget(self, name: str) -> None:
         """Drop a session that failed (e.g. its process died mid-call): the next call restarts."""

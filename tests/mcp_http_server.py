@@ -3,7 +3,8 @@
 It runs in a thread with its own event loop (uvicorn), so the test's loop and the worker in it
 talk to it like to any remote server. Its tools: ``slow`` (records whether MCP cancelled it),
 ``fail`` (an ``isError`` result), ``pixel`` (an image), ``count`` (progress notifications),
-``grow`` (adds the tool ``late`` to the server: its tool list changes while runs go on).
+``documents`` (embedded resources and a resource link), ``grow`` (adds the tool ``late`` to
+the server: its tool list changes while runs go on).
 """
 
 from __future__ import annotations
@@ -14,16 +15,20 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.utilities.types import Image
+from mcp import types as mcp_types
 
 #: A 1x1 PNG.
 PIXEL_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
+
+BLOB = bytes(range(256))
 
 
 class McpTestServer:
@@ -68,6 +73,25 @@ class McpTestServer:
             for step in range(1, n + 1):
                 await ctx.report_progress(step, n, f"step {step}")
             return n
+
+        @app.tool
+        def documents() -> list[Any]:
+            """Two embedded resources (text and binary) and a link to a third."""
+            return [
+                mcp_types.EmbeddedResource(
+                    resource=mcp_types.TextResourceContents(
+                        uri="file:///notes.txt", mime_type="text/plain", text="the notes"
+                    )
+                ),
+                mcp_types.EmbeddedResource(
+                    resource=mcp_types.BlobResourceContents(
+                        uri="file:///data.bin",
+                        mime_type="application/octet-stream",
+                        blob=base64.b64encode(BLOB).decode(),
+                    )
+                ),
+                mcp_types.ResourceLink(uri="file:///big.csv", name="big.csv"),
+            ]
 
         @app.tool
         def grow() -> str:

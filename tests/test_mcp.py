@@ -23,7 +23,7 @@ from otherone.mcp_servers import McpServer
 from otherone.runs import RunOutcome
 from otherone.store import EntryRow
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
-from tests.mcp_http_server import PIXEL_PNG, McpTestServer, serving
+from tests.mcp_http_server import BLOB, PIXEL_PNG, McpTestServer, serving
 from tests.providers import RecordingProvider
 
 BIN = Path(sys.executable).parent
@@ -286,6 +286,52 @@ async def test_failing_and_image_tools_over_streamable_http(
     assert artifact is not None and artifact.content == PIXEL_PNG
 
 
+async def test_embedded_resources_and_links_are_mapped(
+    client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
+) -> None:
+    config = with_servers(
+        scripted_config(
+            {"agent": [{"tool_calls": [call("mcp.test.documents", {}, "d")]}, "read"]},
+            agents=[agent("agent", ["mcp.test.documents"])],
+        ),
+        McpServer(name="test", url=http_server.url),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="read"))
+        [row] = tool_rows(env, result.session_id)
+        text, blob, link = json.loads(row.content)["content"]
+        artifact = env.store.get_artifact("local", blob["artifact_id"])
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert text == {
+        "type": "resource",
+        "uri": "file:///notes.txt",
+        "mime_type": "text/plain",
+        "text": "the notes",
+    }
+    assert (blob["type"], blob["uri"], blob["size_bytes"]) == ("resource", "file:///data.bin", 256)
+    assert artifact is not None and artifact.content == BLOB
+    assert link == {"type": "resource_link", "uri": "file:///big.csv", "name": "big.csv"}
+
+
+async def test_a_call_over_the_servers_timeout_is_cancelled_and_reported(
+    client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
+) -> None:
+    config = with_servers(
+        scripted_config(
+            {"agent": [{"tool_calls": [call("mcp.test.slow", {"seconds": 600}, "s")]}, "gave up"]},
+            agents=[agent("agent", ["mcp.test.slow"])],
+        ),
+        McpServer(name="test", url=http_server.url, timeout_seconds=2),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="wait"))
+        [row] = tool_rows(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert row.error_kind == "timed_out"
+    assert json.loads(row.content) == {"error": "MCP tool 'mcp.test.slow' timed out after 2s"}
+    await wait_until(http_server.slow_cancelled.is_set, within=15, message="MCP's cancellation")
+
+
 async def test_cancelling_the_run_cancels_the_mcp_call(
     client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
 ) -> None:
@@ -311,8 +357,11 @@ async def test_a_run_keeps_its_tool_list_and_a_new_root_run_sees_the_change(
     provider = RecordingProvider()
     config = with_servers(
         scripted_config(
-            {"agent": [{"tool_calls": [call("mcp.test.grow", {}, "grow")]}, "grown", "again"]},
-            agents=[agent("agent", ["mcp.test.*"])],
+            {
+                "agent": [{"tool_calls": [call("mcp.test.grow", {}, "grow")]}, "grown"],
+                "later": ["hi"],
+            },
+            agents=[agent("agent", ["mcp.test.*"]), agent("later", ["mcp.test.*"])],
         ),
         McpServer(name="test", url=http_server.url),
     )
@@ -320,9 +369,11 @@ async def test_a_run_keeps_its_tool_list_and_a_new_root_run_sees_the_change(
         client, task_queue, config, tmp_path, providers={"scripted": provider}
     ) as env:
         first = await env.agents.run(build_request(entry_agent="agent", input="grow"))
-        second = await env.agents.run(build_request(entry_agent="agent", input="again"))
+        second = await env.agents.run(build_request(entry_agent="later", input="again"))
     assert (first.outcome, second.outcome) == (RunOutcome.COMPLETED, RunOutcome.COMPLETED)
-    before = ["mcp.test.count", "mcp.test.fail", "mcp.test.grow", "mcp.test.pixel", "mcp.test.slow"]
+    before = [
+        f"mcp.test.{name}" for name in ("count", "documents", "fail", "grow", "pixel", "slow")
+    ]
     # Both turns of the first run: the list it started with, though `grow` changed the server.
     assert offered(provider, 0) == offered(provider, 1) == before
     # A new root run lists the tools again.
@@ -352,3 +403,5 @@ async def test_discovery_records_a_hash_of_each_servers_tool_definitions(
     # A server that cannot start contributes no tools, and says why.
     broken = first.servers["broken"]
     assert broken.tools == () and broken.error is not None and "not found" in broken.error
+    # Right after a failed start the server is not tried again (new runs do not wait on it).
+    assert "not retried" in (again.servers["broken"].error or "")

@@ -15,9 +15,10 @@ from otherone.activities.mcp_sessions import McpSessions
 from otherone.config import McpServerTools, McpToolRef, RuntimeConfig, ToolSchema
 from otherone.definitions import AccessPolicy, AgentDefinition, ModelProfile
 from otherone.errors import ConfigurationError
-from otherone.mcp_servers import McpServer
+from otherone.mcp_servers import McpServer, mcp_tool_name, parse_mcp_name
 from otherone.toml_config import parse_config
 from otherone.tools import tool
+from otherone.wire_names import encode_tool_name
 
 STDIO_TEST_SERVER = Path(__file__).with_name("mcp_stdio_server.py")
 
@@ -117,6 +118,13 @@ def test_user_tools_may_not_take_mcp_names() -> None:
     )
     with pytest.raises(ConfigurationError, match="are for the tools of MCP servers"):
         config.validate()
+
+
+def test_mcp_tools_reach_providers_under_the_usual_wire_names() -> None:
+    assert encode_tool_name("mcp.git.git_log") == "mcp__git__git_log"
+    assert mcp_tool_name("time", "get_current_time") == "mcp.time.get_current_time"
+    assert parse_mcp_name("mcp.git.*") == ("git", "*")
+    assert parse_mcp_name("get_weather") is None and parse_mcp_name("mcp.git") is None
 
 
 def test_policies_accept_globs() -> None:
