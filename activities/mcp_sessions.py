@@ -150,6 +150,7 @@ class McpSessions:
         self._locks: dict[str, asyncio.Lock] = {}
         #: Servers that failed to start recently: until when not to try again, and why.
         self._failed: dict[str, tuple[float, str]] = {}
+        self._discovering: asyncio.Future[list[list[mcp_types.Tool] | McpUnavailable]] | None = None
         self._closed = False
 
     def __bool__(self) -> bool:
@@ -233,7 +234,7 @@ class McpSessions:
         same wire name as one of them (or another MCP tool) is left out, with a warning.
         """
         names = sorted(self.servers)
-        listed = await asyncio.gather(*(self._list(name) for name in names))
+        listed = await asyncio.shield(self._listing())
         discovery = Discovery()
         for name, tools in zip(names, listed, strict=True):
             if isinstance(tools, McpUnavailable):
@@ -244,18 +245,33 @@ class McpSessions:
         _drop_wire_collisions(discovery, taken)
         return discovery
 
+    def _listing(self) -> asyncio.Future[list[list[mcp_types.Tool] | McpUnavailable]]:
+        """The listing in flight, or a new one: root runs that start together share one round
+        of ``tools/list`` calls instead of each sending its own."""
+        if self._discovering is None or self._discovering.done():
+            names = sorted(self.servers)
+            self._discovering = asyncio.ensure_future(
+                asyncio.gather(*(self._list(name) for name in names))
+            )
+        return self._discovering
+
     async def _list(self, name: str) -> list[mcp_types.Tool] | McpUnavailable:
+        timeout = self.servers[name].startup_timeout_seconds
         try:
             async with self.using(name) as session:
-                return await asyncio.wait_for(
-                    _list_all_tools(session), self.servers[name].startup_timeout_seconds
-                )
+                return await asyncio.wait_for(_list_all_tools(session), timeout)
         except McpUnavailable as error:
             return error
-        except TimeoutError:
-            return McpUnavailable(name, "listing its tools timed out")
-        except MCPError as error:
-            return McpUnavailable(name, f"listing its tools failed: {error}")
+        except (TimeoutError, MCPError) as error:
+            # A server that does not list its tools is treated like one that did not start.
+            reason = (
+                f"listing its tools {'timed out' if isinstance(error, TimeoutError) else 'failed'}"
+            )
+            if isinstance(error, MCPError):
+                reason += f": {error}"
+            await self.forget(name)
+            self._failed[name] = (time.monotonic() + START_RETRY_SECONDS, reason)
+            return McpUnavailable(name, reason)
 
     async def aclose(self) -> None:
         """Stop every server (worker shutdown); later calls fail as unavailable."""

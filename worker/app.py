@@ -195,7 +195,7 @@ class AgentWorker:
             for task in tasks:
                 task.cancel()  # a cancelled Worker.run shuts that worker down
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self._release()
+            await self.release()
             raise
         failed = [task for task in done if task.exception() is not None]
         if failed:
@@ -209,9 +209,12 @@ class AgentWorker:
         """Stop polling on every queue and wait until in-flight work has ended; then stop the
         MCP servers this process started."""
         await asyncio.gather(*(worker.shutdown() for worker in self._workers))
-        await self._release()
+        await self.release()
 
-    async def _release(self) -> None:
+    async def release(self) -> None:
+        """Stop what the activities hold open (MCP server sessions and processes). `shutdown`
+        does it; call it yourself after driving the workers directly (as the CLI's drain
+        does)."""
         if self._on_shutdown is not None:
             await self._on_shutdown()
 
