@@ -2,7 +2,8 @@
 
 It writes its pid to ``$MCP_TEST_DIR/pids/`` when it starts (so a test can check that no server
 process outlives its worker), and offers: ``echo``; ``crash``, which kills the process the way a
-buggy server dies; ``wait_for_release``, which logs each attempt and returns once the test
+buggy server dies (and, when asked, leaves ``$MCP_TEST_DIR/refuse``, after which it refuses to
+start); ``wait_for_release``, which logs each attempt and returns once the test
 creates ``$MCP_TEST_DIR/release`` (a file: the test is another process).
 """
 
@@ -28,8 +29,10 @@ def echo(text: str) -> str:
 
 
 @server.tool
-def crash() -> str:
-    """Exit the server process at once (a crash)."""
+def crash(refuse_restart: bool = False) -> str:
+    """Exit the server process at once (a crash); optionally make later starts fail."""
+    if refuse_restart:
+        (_workdir() / "refuse").touch()
     os._exit(3)
 
 
@@ -44,6 +47,8 @@ async def wait_for_release(token: str) -> str:
 
 
 def main() -> None:
+    if (_workdir() / "refuse").exists():
+        raise SystemExit("refusing to start")  # a server that cannot start
     pids = _workdir() / "pids"
     pids.mkdir(parents=True, exist_ok=True)
     (pids / str(os.getpid())).touch()

@@ -214,7 +214,7 @@ async def test_bad_arguments_are_refused_before_the_server_sees_them(
     assert {e["tool_call_id"] for e in progress} == {"good"}
 
 
-async def test_a_crashed_stdio_server_fails_the_call_and_is_restarted_for_the_next(
+async def test_a_crashed_stdio_server_is_restarted_and_one_that_cannot_start_fails_its_calls(
     client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTHERONE_TEST_MCP_DIR", str(tmp_path))
@@ -231,6 +231,8 @@ async def test_a_crashed_stdio_server_fails_the_call_and_is_restarted_for_the_ne
                 "agent": [
                     {"tool_calls": [call("mcp.fragile.crash", {}, "boom")]},
                     {"tool_calls": [call("mcp.fragile.echo", {"text": "still here"}, "echo")]},
+                    {"tool_calls": [call("mcp.fragile.crash", {"refuse_restart": True}, "x")]},
+                    {"tool_calls": [call("mcp.fragile.echo", {"text": "anyone?"}, "gone")]},
                     "recovered",
                 ]
             },
@@ -243,10 +245,13 @@ async def test_a_crashed_stdio_server_fails_the_call_and_is_restarted_for_the_ne
         result = await env.agents.run(build_request(entry_agent="agent", input="go"))
         rows = tool_rows(env, result.session_id)
     assert result.outcome is RunOutcome.COMPLETED, result.failure
-    crashed, echoed = rows
-    assert crashed.error_kind == "recoverable"
+    crashed, echoed, crashed_again, refused = rows
+    assert crashed.error_kind == crashed_again.error_kind == "recoverable"
     assert "MCP server 'fragile'" in json.loads(crashed.content)["error"]
     assert json.loads(echoed.content)["text"] == "still here"
+    # A server that cannot start fails the calls to it, with the server named; the run goes on.
+    assert refused.error_kind == "recoverable"
+    assert "MCP server 'fragile' is unavailable" in json.loads(refused.content)["error"]
     assert len(list((tmp_path / "pids").iterdir())) == 2, "one start, one restart"
     assert child_processes(str(STDIO_TEST_SERVER)) == []
 
