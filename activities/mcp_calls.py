@@ -67,14 +67,19 @@ class McpToolCall:
             arguments = validate_arguments(call.name, schema.parameters, call.arguments)
         except ToolError as error:
             return error.kind, tool_error_content(error.message)
+        # The SDK runs each progress callback as a task of its own: one lock keeps their events
+        # in order, and taking it after the call lets them all land before `tool_completed`.
+        in_order = asyncio.Lock()
         try:
             async with self.heartbeating():
                 result = await asyncio.wait_for(
                     self.sessions.call_tool(
-                        target.server, target.tool, arguments, self._progress(call)
+                        target.server, target.tool, arguments, self._progress(call, in_order)
                     ),
                     schema.timeout_seconds,
                 )
+            async with in_order:
+                pass
         except TimeoutError:
             message = f"MCP tool '{call.name}' timed out after {schema.timeout_seconds:g}s"
             return ToolErrorKind.TIMED_OUT, tool_error_content(message)
@@ -91,7 +96,7 @@ class McpToolCall:
             return ToolErrorKind.RECOVERABLE, tool_error_content(error_message(mapped))
         return None, json.dumps(mapped, ensure_ascii=False)
 
-    def _progress(self, call: ToolCallSpec) -> ProgressFnT:
+    def _progress(self, call: ToolCallSpec, in_order: asyncio.Lock) -> ProgressFnT:
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             event: dict[str, Any] = {
                 "type": "tool_progress",
@@ -103,7 +108,8 @@ class McpToolCall:
                 event["total"] = total
             if message:
                 event["message"] = message
-            await self.emit(event)
+            async with in_order:
+                await self.emit(event)
 
         return progress
 

@@ -212,6 +212,8 @@ async def test_bad_arguments_are_refused_before_the_server_sees_them(
         (3, 3, "step 3"),
     ]
     assert {e["tool_call_id"] for e in progress} == {"good"}
+    of_good = [e["type"] for e in events if e.get("tool_call_id") == "good"]
+    assert of_good == ["tool_started", *["tool_progress"] * 3, "tool_completed"]
 
 
 async def test_a_crashed_stdio_server_is_restarted_and_one_that_cannot_start_fails_its_calls(
