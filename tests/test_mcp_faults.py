@@ -20,8 +20,7 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.runs import RunOutcome
 from otherone.store import Store
 from tests.harness import wait_until
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.processes import REPO_ROOT, BackgroundProcess
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,9 +28,9 @@ pytestmark = pytest.mark.timeout(180)
 @asynccontextmanager
 async def worker_process(
     address: str, task_queue: str, store_url: str, workdir: Path
-) -> AsyncIterator[asyncio.subprocess.Process]:
+) -> AsyncIterator[BackgroundProcess]:
     """`tests.mcp_fault_worker` in its own process, ready to poll; killed when the block ends."""
-    process = await asyncio.create_subprocess_exec(
+    worker = await BackgroundProcess.start(
         sys.executable,
         "-m",
         "tests.mcp_fault_worker",
@@ -39,20 +38,13 @@ async def worker_process(
         task_queue,
         store_url,
         str(workdir),
-        cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
     )
     try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(process.stdout.readline(), 60)
-        assert line.strip() == b"ready", line
-        yield process
+        await worker.wait_for("ready", whole_line=True)
+        yield worker
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await worker.kill()
 
 
 def attempts(workdir: Path) -> list[str]:
@@ -92,7 +84,7 @@ async def test_sigkill_during_mcp_calls_retries_or_reports_and_leaks_no_server(
             first_servers = server_pids(tmp_path)
             assert len(first_servers) == 2 and all(alive(pid) for pid in first_servers)
             first.send_signal(signal.SIGKILL)
-            await first.wait()
+            await first.exit_code()
         # The killed worker's servers see their stdin close and exit: nothing leaks.
         await wait_until(
             lambda: not any(alive(pid) for pid in first_servers),
@@ -112,7 +104,7 @@ async def test_sigkill_during_mcp_calls_retries_or_reports_and_leaks_no_server(
             )
             all_servers = server_pids(tmp_path)
             second.send_signal(signal.SIGKILL)
-            await second.wait()
+            await second.exit_code()
         await wait_until(
             lambda: not any(alive(pid) for pid in all_servers),
             within=20,
