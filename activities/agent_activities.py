@@ -52,6 +52,10 @@ class AgentActivities:
     def __init__(self, context: ActivityContext) -> None:
         self.context = context
 
+    async def aclose(self) -> None:
+        """Release what the activities hold open: the MCP servers' sessions and processes."""
+        await self.context.mcp.aclose()
+
     def all(self) -> list[Callable[..., Any]]:
         return [
             self.prepare_run,

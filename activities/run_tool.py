@@ -1,5 +1,6 @@
-"""`run_tool`: run one tool call (a user tool or a built-in memory tool) and store its result,
-which the workflow's history only references. Classified tool errors go back to the model."""
+"""`run_tool`: run one tool call (a user tool, a built-in memory tool or an MCP server's tool,
+`otherone.activities.mcp_calls`) and store its result, which the workflow's history only
+references. Classified tool errors go back to the model."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from temporalio import activity
 
 from otherone.activities.artifacts import store_blob
 from otherone.activities.context import tool_error_content
+from otherone.activities.mcp_calls import McpToolCall
 from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY
 from otherone.activities.model_stream import valid_unicode
 from otherone.activities.shared import ActivityContext, heartbeating
-from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
+from otherone.contracts import RunRef, ToolCallInput, ToolCallSpec, ToolOutcome
+from otherone.mcp_servers import MCP_PREFIX
+from otherone.runs import ArtifactRef
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
 
 #: Tool `started` events carry the arguments, cut to this size (events are for people).
@@ -24,6 +28,8 @@ EVENT_ARGUMENTS_CHARS = 2000
 
 async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
     ref, call = input.ref, input.call
+    if call.name.startswith(MCP_PREFIX):
+        return await _run_mcp_tool(context, input)
     spec = context.config.tools.get(call.name) or context.memory_tools.get(call.name)
     info = activity.info()
     if spec is None:
@@ -33,15 +39,7 @@ async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcom
             error_kind=ToolErrorKind.FATAL,
             error=f"tool '{call.name}' is not registered on this worker",
         )
-    await context.emit(
-        ref,
-        {
-            "type": "tool_started",
-            "tool_call_id": call.id,
-            "tool_name": call.name,
-            "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS],
-        },
-    )
+    await context.emit(ref, _started_event(call))
     tool_context = ToolContext(
         tool_call_id=call.id,
         tool_name=call.name,
@@ -58,16 +56,54 @@ async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcom
         spec.invoke, call.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
     )
     outcome = await _store_tool_result(context, input, kind, valid_unicode(content))
-    await context.emit(
-        ref,
-        {
-            "type": "tool_completed",
-            "tool_call_id": call.id,
-            "tool_name": call.name,
-            "error": outcome.error,
-        },
-    )
+    await context.emit(ref, _completed_event(call, outcome))
     return outcome
+
+
+async def _run_mcp_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
+    """An MCP tool of the run's snapshot, on this worker's session to its server."""
+    ref, call = input.ref, input.call
+    snapshot = await context.snapshot(ref.snapshot_version)
+    target, schema = snapshot.mcp_tools.get(call.name), snapshot.tools.get(call.name)
+    if target is None or schema is None:
+        return ToolOutcome(
+            tool_call_id=call.id,
+            name=call.name,
+            error_kind=ToolErrorKind.PERMISSION_DENIED,
+            error=f"tool '{call.name}' is not among this run's MCP tools",
+        )
+    await context.emit(ref, _started_event(call))
+
+    async def emit(body: dict[str, Any]) -> None:
+        await context.emit(ref, body)
+
+    async def save_blob(name: str, content: bytes, media_type: str) -> ArtifactRef:
+        label = f"tool call {call.id} {name}"
+        return await context.io(store_blob, context.store, ref, label, content, media_type)
+
+    runner = McpToolCall(context.mcp, emit=emit, save_blob=save_blob, heartbeating=heartbeating)
+    kind, content = await runner.run(call, target, schema, activity.info().attempt)
+    outcome = await _store_tool_result(context, input, kind, valid_unicode(content))
+    await context.emit(ref, _completed_event(call, outcome))
+    return outcome
+
+
+def _started_event(call: ToolCallSpec) -> dict[str, Any]:
+    return {
+        "type": "tool_started",
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS],
+    }
+
+
+def _completed_event(call: ToolCallSpec, outcome: ToolOutcome) -> dict[str, Any]:
+    return {
+        "type": "tool_completed",
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "error": outcome.error,
+    }
 
 
 async def _memory_policy(context: ActivityContext, ref: RunRef) -> str:

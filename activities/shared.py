@@ -20,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from otherone.activities.context import tool_error_content
+from otherone.activities.mcp_sessions import McpSessions
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.providers import default_providers
 from otherone.activities.providers.base import ModelProvider
@@ -96,6 +97,8 @@ class ActivityContext:
         self.memory_tools = MemoryTools(MemoryStore(store.engine))
         self._snapshots: dict[str, RuntimeSnapshot] = {}
         self._current = config.snapshot()
+        #: This worker's sessions to the configured MCP servers (closed by `aclose`).
+        self.mcp = McpSessions(config.mcp_servers)
 
     def provider_for(self, profile: ModelProfile, role: str = "model") -> ModelProvider:
         """The provider that serves ``profile`` on this worker; a model error if there is none
@@ -141,9 +144,10 @@ class ActivityContext:
     async def snapshot(self, version: str | None) -> RuntimeSnapshot:
         """The run's snapshot: the worker's current one for a new root, else the stored one."""
         if version is None:
-            await self.io(self.store.save_snapshot, self._current)
-            self._snapshots[self._current.version] = self._current
-            return self._current
+            current = await self._with_mcp_tools(self._current)
+            await self.io(self.store.save_snapshot, current)
+            self._snapshots[current.version] = current
+            return current
         cached = self._snapshots.get(version)
         if cached is not None:
             return cached
@@ -152,6 +156,14 @@ class ActivityContext:
             raise failure(FailureCode.INTERNAL_ERROR, f"runtime snapshot '{version}' is not stored")
         self._snapshots[version] = loaded
         return loaded
+
+    async def _with_mcp_tools(self, snapshot: RuntimeSnapshot) -> RuntimeSnapshot:
+        """A new root run's snapshot gets the MCP tools as the servers list them right now, so
+        the run (and every replay of it) keeps that list while new roots see changes."""
+        if not self.mcp:
+            return snapshot
+        found = await self.mcp.discover(taken=snapshot.tools)
+        return snapshot.with_mcp(found.servers, found.schemas, found.refs)
 
     async def emit(self, ref: RunRef, *bodies: dict[str, Any]) -> None:
         """Store the events the run's visibility lets through. Observation only: a failure to

@@ -44,6 +44,7 @@ from otherone.errors import (
     UnavailableError,
 )
 from otherone.lazy_exports import lazy_exports
+from otherone.mcp_servers import McpServer
 from otherone.runs import (
     AgentCallRequest,
     AgentCallResult,
@@ -109,6 +110,7 @@ __all__ = [
     "IdempotencyConflictError",
     "InputMessage",
     "InvalidRequestError",
+    "McpServer",
     "MemoryPolicy",
     "ModelOverrides",
     "ModelProfile",

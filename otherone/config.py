@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
@@ -26,6 +26,7 @@ from otherone.definitions import (
     credentials_refused_message,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
+from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name
 from otherone.runs import unencodable_path
 from otherone.skills import Skill, SkillRegistry
 from otherone.tools import RESERVED_TOOL_NAMES, ToolDefinitionError, ToolRegistry, ToolSpec
@@ -84,8 +85,36 @@ class ToolSchema(BaseModel):
         }
 
 
+class McpToolRef(BaseModel):
+    """Which server runs an ``mcp.<server>.<tool>`` tool, and the tool's name on that server."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: str
+    tool: str
+
+
+class McpServerTools(BaseModel):
+    """What discovery found on one MCP server when the snapshot was made.
+
+    ``tools_hash`` is the SHA-256 of the server's tool list as listed (names, descriptions,
+    schemas), so "did the server change its tools?" is one comparison; ``error`` says why a
+    server contributed no tools (it could not start or list them).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tools_hash: str = ""
+    tools: tuple[str, ...] = ()
+    error: str | None = None
+
+
 class RuntimeSnapshot(BaseModel):
-    """Agents, models (no secrets), tool schemas, policy and limits, with a version hash."""
+    """Agents, models (no secrets), tool schemas, policy and limits, with a version hash.
+
+    MCP tools are in ``tools`` like any other (their schema is the server's input schema);
+    ``mcp_tools`` says which server runs each, ``mcp_servers`` what discovery found.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -97,13 +126,34 @@ class RuntimeSnapshot(BaseModel):
     skills: dict[str, Skill] = {}
     policy: RuntimePolicy
     limits: RuntimeLimits
+    mcp_servers: dict[str, McpServerTools] = {}
+    mcp_tools: dict[str, McpToolRef] = {}
 
     def with_version(self) -> RuntimeSnapshot:
-        body = self.model_dump(mode="json", exclude={"version"})
+        # Empty MCP fields are left out, so snapshots without MCP keep the versions they had.
+        excluded = {"version"} | {
+            name for name in ("mcp_servers", "mcp_tools") if not getattr(self, name)
+        }
+        body = self.model_dump(mode="json", exclude=excluded)
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
         return self.model_copy(update={"version": digest[:32]})
+
+    def with_mcp(
+        self,
+        servers: Mapping[str, McpServerTools],
+        schemas: Mapping[str, ToolSchema],
+        refs: Mapping[str, McpToolRef],
+    ) -> RuntimeSnapshot:
+        """This snapshot plus the MCP tools a worker discovered (a new version when they differ)."""
+        return self.model_copy(
+            update={
+                "tools": {**self.tools, **schemas},
+                "mcp_servers": dict(servers),
+                "mcp_tools": dict(refs),
+            }
+        ).with_version()
 
     def agent(self, agent_id: str) -> AgentDefinition:
         try:
@@ -168,8 +218,10 @@ class RuntimeConfig:
         default_model: str | None = None,
         skills: SkillRegistry | None = None,
         source: str | None = None,
+        mcp_servers: Iterable[McpServer] = (),
     ) -> None:
         self.source = source
+        self.mcp_servers: dict[str, McpServer] = {}
         self.agents: dict[str, AgentDefinition] = {}
         self.models: dict[str, ModelProfile] = {}
         self.tools = ToolRegistry()
@@ -183,6 +235,14 @@ class RuntimeConfig:
             self.add_model(model)
         for tool_ in tools:
             self.add_tool(tool_)
+        for server in mcp_servers:
+            self.add_mcp_server(server)
+
+    def add_mcp_server(self, server: McpServer) -> None:
+        """Declare an MCP server; its tools are discovered by the worker for each new root run."""
+        if server.name in self.mcp_servers:
+            raise self._error(f"duplicate MCP server '{server.name}'", table=f"mcp.{server.name}")
+        self.mcp_servers[server.name] = server
 
     def add_agent(self, agent: AgentDefinition) -> None:
         if agent.id in self.agents:
@@ -244,6 +304,13 @@ class RuntimeConfig:
                 raise self._error(
                     f"tool name '{name}' is reserved by Otherone", table="runtime", field="tools"
                 )
+            if name.startswith(MCP_PREFIX):
+                raise self._error(
+                    f"tool name '{name}': names starting with '{MCP_PREFIX}' are for the tools "
+                    "of MCP servers",
+                    table="runtime",
+                    field="tools",
+                )
         check_wire_names(self.tools.names(), source=self.source)
         for agent in self.agents.values():
             self._validate_agent(agent)
@@ -265,8 +332,7 @@ class RuntimeConfig:
         if agent.model not in (None, INHERIT_MODEL) and agent.model not in self.models:
             raise self._error(f"unknown model '{agent.model}'", table=table, field="model")
         for name in agent.tools.names:
-            if name not in self.tools:
-                raise self._error(f"unknown tool '{name}'", table=table, field="tools")
+            self._check_tool_reference(name, table)
         for name in agent.callable_agents.names:
             if name not in self.agents:
                 raise self._error(f"unknown agent '{name}'", table=table, field="callable_agents")
@@ -282,6 +348,9 @@ class RuntimeConfig:
             target = key.removeprefix(f"{AGENT_CALL_TOOL}:")
             if key != target and target in self.agents:
                 continue
+            mcp = parse_mcp_name(key)
+            if mcp is not None and mcp[0] in self.mcp_servers:
+                continue  # its tools are only known once a worker lists them
             if key not in self.tools and key not in builtins:
                 raise self._error(
                     f"unknown tool '{key}' (a tool name, 'agent.call', "
@@ -289,6 +358,25 @@ class RuntimeConfig:
                     table=table,
                     field=f"approval.{key}",
                 )
+
+    def _check_tool_reference(self, name: str, table: str) -> None:
+        """A registered tool, a glob, or ``mcp.<declared server>.<tool or glob>``.
+
+        MCP tools are only known once a worker has listed them, so their tool part is not
+        checked here; the server part must name a declared server.
+        """
+        mcp = parse_mcp_name(name)
+        if mcp is not None and not is_glob(mcp[0]):
+            if mcp[0] not in self.mcp_servers:
+                raise self._error(
+                    f"'{name}' names MCP server '{mcp[0]}', which is not declared "
+                    f"(declare it as [mcp.{mcp[0]}])",
+                    table=table,
+                    field="tools",
+                )
+            return
+        if name not in self.tools and not is_glob(name):
+            raise self._error(f"unknown tool '{name}'", table=table, field="tools")
 
     def _validate_policy(self) -> None:
         self._validate_approval_keys(self.policy.approval, "policy")
@@ -300,8 +388,7 @@ class RuntimeConfig:
                 field="summary_model",
             )
         for name in self.policy.tools.names:
-            if name not in self.tools:
-                raise self._error(f"unknown tool '{name}'", table="policy", field="tools")
+            self._check_tool_reference(name, "policy")
         for name in self.policy.callable_agents.names:
             if name not in self.agents:
                 raise self._error(
@@ -332,6 +419,8 @@ __all__ = [
     "MEMORY_RECALL_TOOL",
     "MEMORY_STORE_TOOL",
     "AgentNotFoundError",
+    "McpServerTools",
+    "McpToolRef",
     "RuntimeConfig",
     "RuntimeSnapshot",
     "ToolSchema",

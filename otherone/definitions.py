@@ -11,6 +11,7 @@ import math
 import re
 from datetime import timedelta
 from enum import StrEnum
+from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -29,6 +30,13 @@ from otherone.credentials import credential_paths
 AGENT_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 PROFILE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+_GLOB = re.compile(r"[*?\[]")
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether a policy entry is a glob (``*``, ``?``, ``[...]``) rather than one name."""
+    return bool(_GLOB.search(pattern))
+
 
 #: An agent id: lowercase letter first, then lowercase letters, digits, ``_`` or ``-`` (≤ 64).
 AgentId = Annotated[str, StringConstraints(pattern=AGENT_ID_PATTERN)]
@@ -86,6 +94,7 @@ class AccessPolicy(_Frozen):
     """Which names (tools, skills, agents) are reachable: ``none`` (default), ``allow``, ``all``.
 
     In TOML and Python it can be written as ``"none"``, ``"all"`` or a list of names (= allow).
+    Names may be shell-style globs (``mcp.git.*``), the way MCP tools are usually granted.
     """
 
     mode: Literal["none", "allow", "all"] = "none"
@@ -119,9 +128,14 @@ class AccessPolicy(_Frozen):
         return cls(mode="none")
 
     def allows(self, name: str) -> bool:
+        """Whether ``name`` is reachable; an entry may be a glob (``mcp.git.*``)."""
         if self.mode == "all":
             return True
-        return self.mode == "allow" and name in self.names
+        if self.mode != "allow":
+            return False
+        return name in self.names or any(
+            fnmatchcase(name, entry) for entry in self.names if is_glob(entry)
+        )
 
 
 class MemoryPolicy(StrEnum):

@@ -1,10 +1,11 @@
 """Load a `RuntimeConfig` from ``otherone.toml``.
 
-The file has five top-level tables: ``[runtime]`` (``default_model``; ``tools``, a list of
+The file has six top-level tables: ``[runtime]`` (``default_model``; ``tools``, a list of
 ``"module:attribute"`` references; ``skills``, ``SKILL.md`` files or directories of skills,
 relative to the file), ``[policy]`` (`RuntimePolicy`), ``[limits]``
-(`RuntimeLimits`), ``[models.<id>]`` (one `ModelProfile` each) and ``[agents.<id>]`` (one
-`AgentDefinition` each). The id of a model or agent is its table key.
+(`RuntimeLimits`), ``[models.<id>]`` (one `ModelProfile` each), ``[agents.<id>]`` (one
+`AgentDefinition` each) and ``[mcp.<server>]`` (one `McpServer` each; a relative ``cwd`` is
+relative to the file). The id of a model, agent or server is its table key.
 
 Every problem is a `ConfigurationError` naming the file, the table (``agents.assistant``) and the
 field inside it (``limits.max_iterations``), with pydantic's message but never its traceback and
@@ -37,13 +38,14 @@ from otherone.definitions import (
     credentials_refused_message,
 )
 from otherone.errors import ConfigurationError
+from otherone.mcp_servers import MCP_SERVER_NAME_PATTERN, McpServer
 from otherone.skills import SkillRegistry
 from otherone.tools import ToolDefinitionError, load_tool
 
 __all__ = ["TOP_LEVEL_TABLES", "load_config", "parse_config"]
 
 #: The tables an ``otherone.toml`` may contain.
-TOP_LEVEL_TABLES = ("runtime", "policy", "limits", "models", "agents")
+TOP_LEVEL_TABLES = ("runtime", "policy", "limits", "models", "agents", "mcp")
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 #: Parts of a pydantic error location that name a type (union member, validator), not a field.
@@ -94,6 +96,8 @@ def parse_config(data: Mapping[str, Any], *, source: str, base_dir: Path) -> Run
         config.add_model(_model_profile(key, table, source))
     for key, table in _entries(data, "agents", source):
         config.add_agent(_agent(key, table, source, base_dir))
+    for key, table in _entries(data, "mcp", source):
+        config.add_mcp_server(_mcp_server(key, table, source, base_dir))
     _load_tools(config, runtime.tools, source, base_dir)
     config.validate()
     return config
@@ -328,6 +332,26 @@ def _read_prompt_file(value: Any, source: str, table: str, base_dir: Path) -> st
         raise error(f"prompt file is not valid UTF-8: {path}") from None
     except OSError as exc:
         raise error(f"cannot read prompt file {path}: {exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------- MCP servers
+
+
+def _mcp_server(key: str, data: dict[str, Any], source: str, base_dir: Path) -> McpServer:
+    table = _table("mcp", key)
+    _check_key(key, MCP_SERVER_NAME_PATTERN, "MCP server", source, table)
+    if "name" in data:
+        raise ConfigurationError(
+            "do not write 'name' inside the table: the table key is the server's name",
+            file=source,
+            table=table,
+            field="name",
+        )
+    body = {**data, "name": key}
+    cwd = data.get("cwd")
+    if isinstance(cwd, str) and cwd.strip():
+        body["cwd"] = str(base_dir / cwd)
+    return _validate(McpServer, body, source, table)
 
 
 # --------------------------------------------------------------------------- tools

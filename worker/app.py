@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Self
@@ -59,6 +59,7 @@ PASSTHROUGH_MODULES = (
     "otherone.definitions",
     "otherone.errors",
     "otherone.lazy_exports",
+    "otherone.mcp_servers",
     "otherone.runs",
     "otherone.search_attributes",
     "otherone.skills",
@@ -157,11 +158,17 @@ class AgentWorker:
     error of any of its workers shuts the others down and is raised.
     """
 
-    def __init__(self, workers: Sequence[Worker]) -> None:
+    def __init__(
+        self,
+        workers: Sequence[Worker],
+        on_shutdown: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         if not workers:
             raise ValueError("an AgentWorker needs at least one worker")
         self._workers = tuple(workers)
         self._stack: contextlib.AsyncExitStack | None = None
+        #: Runs once the workers have stopped (closes the MCP servers' sessions and processes).
+        self._on_shutdown = on_shutdown
 
     @property
     def workers(self) -> tuple[Worker, ...]:
@@ -188,6 +195,7 @@ class AgentWorker:
             for task in tasks:
                 task.cancel()  # a cancelled Worker.run shuts that worker down
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self.release()
             raise
         failed = [task for task in done if task.exception() is not None]
         if failed:
@@ -198,8 +206,17 @@ class AgentWorker:
             raise error
 
     async def shutdown(self) -> None:
-        """Stop polling on every queue and wait until in-flight work has ended."""
+        """Stop polling on every queue and wait until in-flight work has ended; then stop the
+        MCP servers this process started."""
         await asyncio.gather(*(worker.shutdown() for worker in self._workers))
+        await self.release()
+
+    async def release(self) -> None:
+        """Stop what the activities hold open (MCP server sessions and processes). `shutdown`
+        does it; call it yourself after driving the workers directly (as the CLI's drain
+        does)."""
+        if self._on_shutdown is not None:
+            await self._on_shutdown()
 
     async def __aenter__(self) -> Self:
         stack = contextlib.AsyncExitStack()
@@ -287,7 +304,8 @@ def build_worker(
                 max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             )
             for spec in planned
-        ]
+        ],
+        on_shutdown=activities.aclose,
     )
 
 

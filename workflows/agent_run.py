@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.definitions import TreeBudget
     from otherone.errors import FailureCode
+    from otherone.mcp_servers import MCP_PREFIX
     from otherone.runs import (
         STATUS_FOR_OUTCOME,
         AgentCallResult,
@@ -126,6 +127,10 @@ STOP_AFTER_CANCELLED_CHILDREN = "stop-after-cancelled-children"
 SKIP_CALLS_AFTER_CANCELLATION = "skip-calls-after-cancellation"
 #: Patch id: a turn's parallel tool calls run at most `max_concurrent_tool_calls` at a time.
 TOOL_CONCURRENCY_LIMIT = "tool-concurrency-limit"
+#: Patch id: an MCP tool call whose activity failed for good (its worker died on the last
+#: attempt, say) is a tool error the model sees, not the end of the run: a server is
+#: third-party code, and the seed lets the model route around a broken one.
+MCP_FAILURES_TO_MODEL = "mcp-failures-to-model"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
 #: (an approval that timed out with effect `fail`).
@@ -650,6 +655,13 @@ class AgentRunWorkflow:
         except ActivityError as error:
             _reraise_cancellation(error)
             failure = failure_from_activity_error(error, default=FailureCode.TOOL_ERROR)
+            if call.name.startswith(MCP_PREFIX) and workflow.patched(MCP_FAILURES_TO_MODEL):
+                return ToolOutcome(
+                    tool_call_id=call.id,
+                    name=call.name,
+                    error_kind=ToolErrorKind.RECOVERABLE,
+                    error=f"the call of MCP tool '{call.name}' failed: {failure.message}",
+                )
             return ToolOutcome(
                 tool_call_id=call.id,
                 name=call.name,

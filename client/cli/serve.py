@@ -218,6 +218,8 @@ async def _serve(worker: AgentWorker, ctx: Context, tracker: ActivityTracker) ->
         )
     except WorkerFailed as error:
         raise CliError(EXIT_FAILED, str(error)) from None
+    finally:
+        await worker.release()  # MCP servers stop with the worker
 
 
 @contextlib.asynccontextmanager

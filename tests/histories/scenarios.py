@@ -6,6 +6,7 @@ Each scenario drives a real run and returns its workflow id; `record.py` stores 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from temporalio.client import Client
 from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
+from otherone.mcp_servers import McpServer
 from otherone.runs import AgentCallRequest
 from otherone.tools import tool
 from tests.harness import agent_env, scripted_config, wait_until
@@ -401,6 +403,22 @@ async def approval_cancelled(client: Client, task_queue: str, tmp: Path) -> str:
     return handle.run_id
 
 
+async def mcp_tools(client: Client, task_queue: str, tmp: Path) -> str:
+    """Two MCP calls (mcp-server-time over stdio), one refused for bad arguments."""
+    ask = {"name": "mcp.time.get_current_time", "arguments": {"timezone": "Europe/Paris"}}
+    bad = {"name": "mcp.time.get_current_time", "arguments": {"timezone": 7}}
+    config = scripted_config(
+        {"agent": [{"tool_calls": [bad]}, {"tool_calls": [ask]}, "It is noon in Paris."]},
+        agents=[_agent(tools=["mcp.time.*"])],
+    )
+    config.add_mcp_server(
+        McpServer(name="time", command=sys.executable, args=("-m", "mcp_server_time"))
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="Time in Paris?"))
+    return result.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -422,4 +440,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "approval_mixed_turn": approval_mixed_turn,
     "approval_question_and_timeout": approval_question_and_timeout,
     "approval_cancelled": approval_cancelled,
+    "mcp_tools": mcp_tools,
 }

@@ -1,0 +1,428 @@
+"""Worker-side MCP sessions: one per configured server, opened lazily, reopened after a crash.
+
+Built on the official `mcp` SDK (`stdio_client`, `streamable_http_client`, `ClientSession`); no
+protocol code here. The SDK's transports are async context managers whose task groups must be
+entered and left by the same task, so each session is *owned* by a task of its own that opens
+it, waits to be told to stop, and closes it; activities share the open `ClientSession` (JSON-RPC
+multiplexes concurrent calls).
+
+A server that cannot start, or whose process died, fails only the calls to it: `McpUnavailable`
+names the server, and the activity turns it into a tool error for the model (or a retry for
+idempotent servers). `McpSessions.aclose` stops every server, so no child process outlives the
+worker's shutdown; if the worker is killed instead, a stdio server sees its stdin close and
+exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import types as mcp_types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+
+from otherone.config import McpServerTools, McpToolRef, ToolSchema
+from otherone.mcp_servers import McpServer, mcp_tool_name
+from otherone.tools import RESERVED_TOOL_NAMES, TOOL_NAME_PATTERN
+from otherone.wire_names import encode_tool_name
+
+__all__ = ["Discovery", "McpSessions", "McpUnavailable"]
+
+logger = logging.getLogger(__name__)
+
+#: A session unused for this long is pinged before a call, so a server that died while idle is
+#: restarted instead of failing the call.
+IDLE_PING_SECONDS = 1.0
+PING_TIMEOUT_SECONDS = 5.0
+#: After a server failed to start, calls and discoveries fail at once for this long.
+START_RETRY_SECONDS = 10.0
+#: Bound on closing one session (the SDK's stdio shutdown is itself bounded: ~2 s + kill).
+CLOSE_TIMEOUT_SECONDS = 10.0
+
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+_Streams = tuple[Any, Any]
+
+
+class McpUnavailable(Exception):
+    """The server could not be reached (start failed, process died, connection lost)."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        super().__init__(f"MCP server '{server}' is unavailable: {reason}")
+        self.server = server
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """The MCP tools a new snapshot gets: per-server summary, schemas and which server runs each."""
+
+    servers: dict[str, McpServerTools] = field(default_factory=dict)
+    schemas: dict[str, ToolSchema] = field(default_factory=dict)
+    refs: dict[str, McpToolRef] = field(default_factory=dict)
+
+
+class _Connection:
+    """One open session to one server, owned by its own task."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+        self.session: ClientSession | None = None
+        self.last_used = 0.0
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def open(self) -> ClientSession:
+        ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._own(ready), name=f"mcp:{self.server.name}")
+        try:
+            session = await asyncio.wait_for(
+                asyncio.shield(ready), self.server.startup_timeout_seconds
+            )
+        except TimeoutError:
+            await self.close()
+            raise McpUnavailable(
+                self.server.name,
+                f"it did not start within {self.server.startup_timeout_seconds:g}s",
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
+        self.session = session
+        self.last_used = time.monotonic()
+        return session
+
+    async def _own(self, ready: asyncio.Future[ClientSession]) -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(_transport(self.server))
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                if not ready.done():
+                    ready.set_result(session)
+                await self._stop.wait()
+        except Exception as error:
+            reason = _describe(error)
+            if not ready.done():
+                ready.set_exception(McpUnavailable(self.server.name, reason))
+            else:
+                logger.warning("MCP server '%s' session ended: %s", self.server.name, reason)
+        finally:
+            self.session = None
+
+    async def close(self) -> None:
+        """Ask the owner to close the session (stops a stdio server); cancel it if it hangs."""
+        self.session = None
+        self._stop.set()
+        task = self._task
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        except BaseException:  # the owner's own failure was already reported
+            pass
+
+
+class McpSessions:
+    """The sessions of one worker, by server name (`RuntimeConfig.mcp_servers`)."""
+
+    def __init__(self, servers: Mapping[str, McpServer]) -> None:
+        self.servers = dict(servers)
+        self._connections: dict[str, _Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        #: Servers that failed to start recently: until when not to try again, and why.
+        self._failed: dict[str, tuple[float, str]] = {}
+        self._discovering: asyncio.Future[list[list[mcp_types.Tool] | McpUnavailable]] | None = None
+        self._closed = False
+
+    def __bool__(self) -> bool:
+        return bool(self.servers)
+
+    async def session(self, name: str) -> ClientSession:
+        """The server's open session, started (or restarted after a crash) when needed."""
+        if self._closed:
+            raise McpUnavailable(name, "the worker is shutting down")
+        server = self.servers.get(name)
+        if server is None:
+            raise McpUnavailable(name, "it is not configured on this worker")
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            connection = self._connections.get(name)
+            if connection is not None and connection.session is not None:
+                if await _alive(connection):
+                    connection.last_used = time.monotonic()
+                    return connection.session
+                logger.warning("MCP server '%s' stopped answering; restarting it", name)
+            if connection is not None:
+                await connection.close()
+            return await self._start(server)
+
+    async def _start(self, server: McpServer) -> ClientSession:
+        """Start a session; after a failed start, fail fast for `START_RETRY_SECONDS` (a server
+        that is down must not hold every new run for its whole startup timeout)."""
+        until, reason = self._failed.get(server.name, (0.0, ""))
+        if time.monotonic() < until:
+            raise McpUnavailable(server.name, f"{reason} (not retried for a few seconds)")
+        connection = _Connection(server)
+        self._connections[server.name] = connection
+        try:
+            session = await connection.open()
+        except McpUnavailable as error:
+            self._connections.pop(server.name, None)
+            self._failed[server.name] = (time.monotonic() + START_RETRY_SECONDS, error.reason)
+            raise
+        self._failed.pop(server.name, None)
+        return session
+
+    async def forget(self, name: str) -> None:
+        """Drop a session that failed (e.g. its process died mid-call): the next call restarts."""
+        connection = self._connections.pop(name, None)
+        if connection is not None:
+            await connection.close()
+
+    @contextlib.asynccontextmanager
+    async def using(self, name: str) -> AsyncIterator[ClientSession]:
+        """A session for one call; a lost connection becomes `McpUnavailable` and is dropped."""
+        session = await self.session(name)
+        try:
+            yield session
+        except MCPError as error:
+            if error.error.code != mcp_types.CONNECTION_CLOSED:
+                raise
+            await self.forget(name)
+            raise McpUnavailable(
+                name, "the connection closed during the call (did the server crash?)"
+            ) from error
+        finally:
+            connection = self._connections.get(name)
+            if connection is not None:
+                connection.last_used = time.monotonic()
+
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: ProgressFnT | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call one tool. Cancelling the caller makes the SDK send ``notifications/cancelled``."""
+        async with self.using(server) as session:
+            return await session.call_tool(tool, arguments, progress_callback=progress)
+
+    async def discover(self, taken: Iterable[str] = ()) -> Discovery:
+        """List every server's tools (concurrently); a failing server contributes none.
+
+        ``taken`` are the other tools' names: an MCP tool that providers would see under the
+        same wire name as one of them (or another MCP tool) is left out, with a warning.
+        """
+        names = sorted(self.servers)
+        listed = await asyncio.shield(self._listing())
+        discovery = Discovery()
+        for name, tools in zip(names, listed, strict=True):
+            if isinstance(tools, McpUnavailable):
+                discovery.servers[name] = McpServerTools(error=tools.reason)
+                logger.warning("%s; its tools are not offered to new runs", tools)
+                continue
+            _add_server_tools(discovery, self.servers[name], tools)
+        _drop_wire_collisions(discovery, taken)
+        return discovery
+
+    def _listing(self) -> asyncio.Future[list[list[mcp_types.Tool] | McpUnavailable]]:
+        """The listing in flight, or a new one: root runs that start together share one round
+        of ``tools/list`` calls instead of each sending its own."""
+        if self._discovering is None or self._discovering.done():
+            names = sorted(self.servers)
+            self._discovering = asyncio.ensure_future(
+                asyncio.gather(*(self._list(name) for name in names))
+            )
+        return self._discovering
+
+    async def _list(self, name: str) -> list[mcp_types.Tool] | McpUnavailable:
+        timeout = self.servers[name].startup_timeout_seconds
+        try:
+            async with self.using(name) as session:
+                return await asyncio.wait_for(_list_all_tools(session), timeout)
+        except McpUnavailable as error:
+            return error
+        except (TimeoutError, MCPError) as error:
+            # A server that does not list its tools is treated like one that did not start.
+            reason = (
+                f"listing its tools {'timed out' if isinstance(error, TimeoutError) else 'failed'}"
+            )
+            if isinstance(error, MCPError):
+                reason += f": {error}"
+            await self.forget(name)
+            self._failed[name] = (time.monotonic() + START_RETRY_SECONDS, reason)
+            return McpUnavailable(name, reason)
+
+    async def aclose(self) -> None:
+        """Stop every server (worker shutdown); later calls fail as unavailable."""
+        self._closed = True
+        connections, self._connections = list(self._connections.values()), {}
+        await asyncio.gather(*(connection.close() for connection in connections))
+
+
+async def _alive(connection: _Connection) -> bool:
+    """True if recently used or it answers a ping (a dead stdio server fails at once)."""
+    session = connection.session
+    if session is None:
+        return False
+    if time.monotonic() - connection.last_used < IDLE_PING_SECONDS:
+        return True
+    try:
+        await asyncio.wait_for(session.send_ping(), PING_TIMEOUT_SECONDS)
+    except (MCPError, TimeoutError, OSError):
+        return False
+    return True
+
+
+async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _add_server_tools(discovery: Discovery, server: McpServer, tools: list[mcp_types.Tool]) -> None:
+    definitions = sorted(
+        (tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools),
+        key=lambda definition: str(definition.get("name")),
+    )
+    digest = hashlib.sha256(
+        json.dumps(definitions, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    names: list[str] = []
+    for tool in sorted(tools, key=lambda tool: tool.name):
+        name = mcp_tool_name(server.name, tool.name)
+        if not _TOOL_NAME.fullmatch(name):
+            logger.warning(
+                "MCP server '%s': tool %r cannot be offered (the name '%s' is too long or has "
+                "characters tool names cannot carry)",
+                server.name,
+                tool.name,
+                name,
+            )
+            continue
+        discovery.schemas[name] = ToolSchema(
+            name=name,
+            description=tool.description or tool.title or f"{tool.name} (MCP server {server.name})",
+            parameters=_input_schema(tool),
+            timeout_seconds=server.timeout_seconds,
+            max_attempts=server.attempts,
+        )
+        discovery.refs[name] = McpToolRef(server=server.name, tool=tool.name)
+        names.append(name)
+    discovery.servers[server.name] = McpServerTools(tools_hash=digest, tools=tuple(names))
+
+
+def _input_schema(tool: mcp_types.Tool) -> dict[str, Any]:
+    """The server's input schema, as JSON (an object schema, as providers require)."""
+    schema = json.loads(json.dumps(tool.input_schema))
+    if not isinstance(schema, dict):
+        return {"type": "object", "properties": {}}
+    schema.setdefault("type", "object")
+    return schema
+
+
+def _drop_wire_collisions(discovery: Discovery, taken: Iterable[str]) -> None:
+    """An MCP tool providers would see under a name already used is not offered."""
+    seen = {encode_tool_name(name) for name in (*taken, *RESERVED_TOOL_NAMES)}
+    for name in sorted(discovery.schemas):
+        wire = encode_tool_name(name)
+        if wire not in seen:
+            seen.add(wire)
+            continue
+        logger.warning("MCP tool '%s' not offered: another tool is also sent as %s", name, wire)
+        ref = discovery.refs.pop(name)
+        del discovery.schemas[name]
+        summary = discovery.servers[ref.server]
+        discovery.servers[ref.server] = summary.model_copy(
+            update={"tools": tuple(tool for tool in summary.tools if tool != name)}
+        )
+
+
+def _transport(server: McpServer) -> AbstractAsyncContextManager[_Streams]:
+    if server.command is not None:
+        params = StdioServerParameters(
+            command=server.command,
+            args=list(server.args),
+            env=_resolved(server, server.env, "env") or None,
+            cwd=server.cwd,
+        )
+        return stdio_client(params, errlog=_errlog())
+    assert server.url is not None
+    return _http_transport(server.url, _resolved(server, server.headers_env, "headers_env"))
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[_Streams]:
+    # The SDK's own defaults (30 s to connect or write, 5 min between reads of a stream), plus
+    # the configured headers.
+    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
+def _resolved(server: McpServer, names: Mapping[str, str], field_name: str) -> dict[str, str]:
+    """Values of the named worker variables / secrets-file entries (read at session start)."""
+    if not names:
+        return {}
+    from otherone.activities.providers.secrets import read_secrets_file
+
+    secrets: dict[str, str] | None = None
+    values: dict[str, str] = {}
+    for target, source in names.items():
+        value = os.environ.get(source)
+        if value is None:
+            secrets = read_secrets_file() if secrets is None else secrets
+            value = secrets.get(source)
+        if value is None:
+            raise McpUnavailable(
+                server.name,
+                f"{field_name}.{target} names '{source}', which is neither an environment "
+                "variable of the worker nor an entry of its secrets file",
+            )
+        values[target] = value
+    return values
+
+
+def _errlog() -> TextIO:
+    """Where a stdio server's stderr goes: the worker's real stderr (it has a file number)."""
+    return sys.__stderr__ or sys.stderr
+
+
+def _describe(error: BaseException) -> str:
+    """One line for the model and the log: the innermost cause of an (exception group) error."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, McpUnavailable):
+        return error.reason
+    if isinstance(error, FileNotFoundError):
+        return f"its command was not found ({error.filename or error})"
+    if isinstance(error, MCPError) and error.error.code == mcp_types.CONNECTION_CLOSED:
+        return "it closed the connection while starting (did it exit?)"
+    text = str(error) or type(error).__name__
+    return f"{type(error).__name__}: {text}" if not isinstance(error, OSError) else text

@@ -1,0 +1,140 @@
+"""Declarations of Model Context Protocol servers, and the names their tools get here.
+
+An `McpServer` is either a local process spoken to over stdio (``command``, ``args``, ``env``,
+``cwd``) or a remote server over streamable HTTP (``url``, ``headers_env``). Secrets never appear
+in a declaration: ``env`` and ``headers_env`` map the name the server sees (an environment
+variable of the child process, an HTTP header) to the *name* of a worker environment variable or
+secrets-file entry that holds the value, resolved on the worker when the session starts.
+
+A server's tools are exposed as ``mcp.<server>.<tool>`` (sent to providers as
+``mcp__<server>__<tool>``); access policies name them like any tool, with globs
+(``mcp.git.*``). This module does no I/O: the sessions live in `otherone.activities.mcp`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Self
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from otherone.definitions import ENV_VAR_PATTERN, is_glob
+
+__all__ = [
+    "DEFAULT_MCP_TIMEOUT_SECONDS",
+    "IDEMPOTENT_MAX_ATTEMPTS",
+    "MCP_PREFIX",
+    "MCP_SERVER_NAME_PATTERN",
+    "McpServer",
+    "is_glob",
+    "mcp_tool_name",
+    "parse_mcp_name",
+]
+
+#: Every MCP tool's name starts with this; user tools may not (`RuntimeConfig` refuses them).
+MCP_PREFIX = "mcp."
+#: Server names: short, lowercase, no dots (a dot separates server and tool in ``mcp.s.t``).
+MCP_SERVER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+DEFAULT_MCP_TIMEOUT_SECONDS = 60.0
+#: Attempts of a call to a server marked idempotent (others get one: a retried call with side
+#: effects could do them twice).
+IDEMPOTENT_MAX_ATTEMPTS = 3
+
+_HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$"
+
+EnvName = Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)]
+HeaderName = Annotated[str, StringConstraints(pattern=_HEADER_NAME)]
+
+
+def _finite_positive(value: float) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("must be a finite number greater than zero")
+    return value
+
+
+class McpServer(BaseModel):
+    """One MCP server a worker connects to (stdio ``command`` or streamable HTTP ``url``).
+
+    ``idempotent`` servers' calls are retried (``max_attempts`` defaults to 3 for them, else 1).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, StringConstraints(pattern=MCP_SERVER_NAME_PATTERN)]
+    command: Annotated[str, StringConstraints(min_length=1)] | None = None
+    args: tuple[str, ...] = ()
+    #: Child environment variable → name of the worker variable / secrets-file entry holding it.
+    env: dict[EnvName, EnvName] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    #: HTTP header → name of the worker variable / secrets-file entry holding its value.
+    headers_env: dict[HeaderName, EnvName] = Field(default_factory=dict)
+    timeout_seconds: Annotated[float, AfterValidator(_finite_positive), Field(le=86_400)] = (
+        DEFAULT_MCP_TIMEOUT_SECONDS
+    )
+    #: How long starting the server (and its initialize handshake) may take.
+    startup_timeout_seconds: Annotated[float, AfterValidator(_finite_positive), Field(le=3_600)] = (
+        30.0
+    )
+    idempotent: bool = False
+    max_attempts: Annotated[int, Field(ge=1, le=100)] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            _check_url(url)
+        return url
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> Self:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set exactly one of command (a stdio server) or url (streamable HTTP)")
+        if self.url is not None and (self.args or self.env or self.cwd is not None):
+            raise ValueError("args, env and cwd are for stdio servers (command), not url")
+        if self.command is not None and self.headers_env:
+            raise ValueError("headers_env is for remote servers (url), not command")
+        return self
+
+    @property
+    def attempts(self) -> int:
+        """Attempts per call: ``max_attempts``, else 3 when idempotent, else 1."""
+        if self.max_attempts is not None:
+            return self.max_attempts
+        return IDEMPOTENT_MAX_ATTEMPTS if self.idempotent else 1
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "streamable_http"
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("url must be an http:// or https:// URL")
+    if parts.username or parts.password:
+        raise ValueError("url must not carry credentials; put them in a header through headers_env")
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    """Our name of a server's tool: ``mcp.<server>.<tool>``."""
+    return f"{MCP_PREFIX}{server}.{tool}"
+
+
+def parse_mcp_name(name: str) -> tuple[str, str] | None:
+    """``(server, tool)`` of ``mcp.<server>.<tool>`` (the tool part may be a glob), else None."""
+    if not name.startswith(MCP_PREFIX):
+        return None
+    server, dot, tool = name.removeprefix(MCP_PREFIX).partition(".")
+    if not dot or not server or not tool:
+        return None
+    return server, tool

@@ -1,0 +1,59 @@
+"""A FastMCP server the MCP tests start over stdio (``python tests/mcp_stdio_server.py``).
+
+It writes its pid to ``$MCP_TEST_DIR/pids/`` when it starts (so a test can check that no server
+process outlives its worker), and offers: ``echo``; ``crash``, which kills the process the way a
+buggy server dies (and, when asked, leaves ``$MCP_TEST_DIR/refuse``, after which it refuses to
+start); ``wait_for_release``, which logs each attempt and returns once the test
+creates ``$MCP_TEST_DIR/release`` (a file: the test is another process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from fastmcp import FastMCP
+
+server = FastMCP("stdio-test")
+
+
+def _workdir() -> Path:
+    return Path(os.environ["MCP_TEST_DIR"])
+
+
+@server.tool
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool
+def crash(refuse_restart: bool = False) -> str:
+    """Exit the server process at once (a crash); optionally make later starts fail."""
+    if refuse_restart:
+        (_workdir() / "refuse").touch()
+    os._exit(3)
+
+
+@server.tool
+async def wait_for_release(token: str) -> str:
+    """Log the attempt, then wait until the test releases the call."""
+    with (_workdir() / "attempts.log").open("a") as log:
+        log.write(f"{token} {os.getpid()}\n")
+    while not (_workdir() / "release").exists():  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    return f"released {token}"
+
+
+def main() -> None:
+    if (_workdir() / "refuse").exists():
+        raise SystemExit("refusing to start")  # a server that cannot start
+    pids = _workdir() / "pids"
+    pids.mkdir(parents=True, exist_ok=True)
+    (pids / str(os.getpid())).touch()
+    server.run(show_banner=False, log_level="WARNING")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,414 @@
+"""MCP tools end to end, with real servers offline: `mcp-server-time` and `mcp-server-git` over
+stdio, a FastMCP server of ours over stdio (crashes) and over streamable HTTP on 127.0.0.1
+(cancellation, errors, images, progress, a tool list that changes). The model is scripted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from otherone.activities.mcp_sessions import McpSessions
+from otherone.client.agent_client import build_request
+from otherone.config import McpToolRef, RuntimeConfig
+from otherone.definitions import AgentDefinition
+from otherone.mcp_servers import McpServer
+from otherone.runs import RunOutcome
+from otherone.store import EntryRow
+from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
+from tests.mcp_http_server import BLOB, PIXEL_PNG, McpTestServer, serving
+from tests.providers import RecordingProvider
+
+BIN = Path(sys.executable).parent
+STDIO_TEST_SERVER = Path(__file__).with_name("mcp_stdio_server.py")
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments, "id": call_id}
+
+
+def agent(agent_id: str, tools: list[str]) -> AgentDefinition:
+    return AgentDefinition(id=agent_id, description=f"{agent_id} agent", tools=tools)
+
+
+def with_servers(config: RuntimeConfig, *servers: McpServer) -> RuntimeConfig:
+    for server in servers:
+        config.add_mcp_server(server)
+    return config
+
+
+def tool_rows(env: AgentEnv, session_id: str) -> list[EntryRow]:
+    return [row for row in env.store.load_entries("local", session_id) if row.role == "tool"]
+
+
+def offered(provider: RecordingProvider, index: int) -> list[str]:
+    return sorted(tool["function"]["name"] for tool in provider.calls()[index].tools)
+
+
+def child_processes(marker: str) -> list[int]:
+    """Live processes started by this test process whose command line contains ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if int(parent) == os.getpid() and state != "Z" and marker in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def time_server() -> McpServer:
+    return McpServer(
+        name="time", command=str(BIN / "mcp-server-time"), args=("--local-timezone", "UTC")
+    )
+
+
+@pytest.fixture
+def http_server() -> Iterator[McpTestServer]:
+    with serving(McpTestServer()) as server:
+        yield server
+
+
+def git_repository(path: Path) -> Path:
+    path.mkdir()
+    environment = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Test",
+        "GIT_AUTHOR_EMAIL": "test@example.com",
+        "GIT_COMMITTER_NAME": "Test",
+        "GIT_COMMITTER_EMAIL": "test@example.com",
+    }
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=path, env=environment, check=True, capture_output=True)
+
+    git("init", "-q")
+    for message in ("first commit: the plan", "second commit: the work"):
+        (path / "notes.txt").write_text(message)
+        git("add", "notes.txt")
+        git("commit", "-q", "-m", message)
+    return path
+
+
+# --------------------------------------------------------------------------- stdio servers
+
+
+async def test_an_agent_asks_mcp_server_time_for_the_time_in_a_zone(
+    client: Client, task_queue: str, tmp_path: Path, time_server: McpServer
+) -> None:
+    provider = RecordingProvider()
+    config = with_servers(
+        scripted_config(
+            {
+                "clock": [
+                    {
+                        "tool_calls": [
+                            call("mcp.time.get_current_time", {"timezone": "Asia/Tokyo"}, "t1")
+                        ]
+                    },
+                    "it is late in Tokyo",
+                ]
+            },
+            agents=[agent("clock", ["mcp.time.get_current_time"])],
+        ),
+        time_server,
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="clock", input="time in Tokyo?"))
+        rows = tool_rows(env, result.session_id)
+        assert child_processes("mcp-server-time"), "the server runs while the worker does"
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    # Only what the agent's policy allows is offered (not convert_time).
+    assert offered(provider, 0) == ["mcp.time.get_current_time"]
+    [row] = rows
+    assert row.error_kind is None
+    answer = json.loads(row.content)["structured_content"]
+    assert answer["timezone"] == "Asia/Tokyo" and answer["datetime"].endswith("+09:00")
+    assert provider.calls()[1].messages[-1]["content"] == row.content
+    assert child_processes("mcp-server-time") == [], "the worker's shutdown stops the server"
+
+
+async def test_an_agent_reads_git_log_through_mcp_server_git(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    repository = git_repository(tmp_path / "repo")
+    server = McpServer(
+        name="git", command=str(BIN / "mcp-server-git"), args=("--repository", str(repository))
+    )
+    provider = RecordingProvider()
+    config = with_servers(
+        scripted_config(
+            {
+                "historian": [
+                    {"tool_calls": [call("mcp.git.git_log", {"repo_path": str(repository)}, "g")]},
+                    "two commits",
+                ]
+            },
+            agents=[agent("historian", ["mcp.git.*"])],
+        ),
+        server,
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="historian", input="history?"))
+        rows = tool_rows(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    names = offered(provider, 0)
+    assert "mcp.git.git_log" in names and "mcp.git.git_status" in names  # the glob
+    [row] = rows
+    assert row.error_kind is None, row.content
+    assert "first commit: the plan" in row.content and "second commit: the work" in row.content
+    assert child_processes("mcp-server-git") == []
+
+
+async def test_bad_arguments_are_refused_before_the_server_sees_them(
+    client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
+) -> None:
+    config = with_servers(
+        scripted_config(
+            {
+                "agent": [
+                    {"tool_calls": [call("mcp.test.count", {"n": "three"}, "bad")]},
+                    {"tool_calls": [call("mcp.test.count", {"n": 3}, "good")]},
+                    "counted",
+                ]
+            },
+            agents=[agent("agent", ["mcp.test.count"])],
+        ),
+        McpServer(name="test", url=http_server.url),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="count"))
+        rows = tool_rows(env, result.session_id)
+        events = [e.event for e in env.store.read_events(result.run_id, limit=1000)]
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    bad, good = rows
+    assert bad.error_kind == "invalid_arguments"
+    assert "n: 'three' is not of type 'integer'" in json.loads(bad.content)["error"]
+    assert good.error_kind is None and json.loads(good.content)["structured_content"] == {
+        "result": 3
+    }
+    assert http_server.count_calls == 1
+    progress = [e for e in events if e["type"] == "tool_progress"]
+    assert [(e["progress"], e["total"], e["message"]) for e in progress] == [
+        (1, 3, "step 1"),
+        (2, 3, "step 2"),
+        (3, 3, "step 3"),
+    ]
+    assert {e["tool_call_id"] for e in progress} == {"good"}
+    of_good = [e["type"] for e in events if e.get("tool_call_id") == "good"]
+    assert of_good == ["tool_started", *["tool_progress"] * 3, "tool_completed"]
+
+
+async def test_a_crashed_stdio_server_is_restarted_and_one_that_cannot_start_fails_its_calls(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTHERONE_TEST_MCP_DIR", str(tmp_path))
+    server = McpServer(
+        name="fragile",
+        command=sys.executable,
+        args=(str(STDIO_TEST_SERVER),),
+        env={"MCP_TEST_DIR": "OTHERONE_TEST_MCP_DIR"},  # the value is read from the worker's env
+    )
+    broken = McpServer(name="broken", command=str(tmp_path / "no-such-server"))
+    config = with_servers(
+        scripted_config(
+            {
+                "agent": [
+                    {"tool_calls": [call("mcp.fragile.crash", {}, "boom")]},
+                    {"tool_calls": [call("mcp.fragile.echo", {"text": "still here"}, "echo")]},
+                    {"tool_calls": [call("mcp.fragile.crash", {"refuse_restart": True}, "x")]},
+                    {"tool_calls": [call("mcp.fragile.echo", {"text": "anyone?"}, "gone")]},
+                    "recovered",
+                ]
+            },
+            agents=[agent("agent", ["mcp.fragile.*", "mcp.broken.*"])],
+        ),
+        server,
+        broken,
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        rows = tool_rows(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    crashed, echoed, crashed_again, refused = rows
+    assert crashed.error_kind == crashed_again.error_kind == "recoverable"
+    assert "MCP server 'fragile'" in json.loads(crashed.content)["error"]
+    assert json.loads(echoed.content)["text"] == "still here"
+    # A server that cannot start fails the calls to it, with the server named; the run goes on.
+    assert refused.error_kind == "recoverable"
+    assert "MCP server 'fragile' is unavailable" in json.loads(refused.content)["error"]
+    assert len(list((tmp_path / "pids").iterdir())) == 2, "one start, one restart"
+    assert child_processes(str(STDIO_TEST_SERVER)) == []
+
+
+# --------------------------------------------------------------------------- streamable HTTP
+
+
+async def test_failing_and_image_tools_over_streamable_http(
+    client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
+) -> None:
+    config = with_servers(
+        scripted_config(
+            {
+                "agent": [
+                    {
+                        "tool_calls": [
+                            call("mcp.test.fail", {"reason": "no luck"}, "f"),
+                            call("mcp.test.pixel", {}, "p"),
+                        ]
+                    },
+                    "seen",
+                ]
+            },
+            agents=[agent("agent", ["mcp.test.fail", "mcp.test.pixel"])],
+        ),
+        McpServer(name="test", url=http_server.url),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="try"))
+        failed, image = tool_rows(env, result.session_id)
+        [block] = json.loads(image.content)["content"]
+        artifact = env.store.get_artifact("local", block["artifact_id"])
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert failed.error_kind == "recoverable"
+    assert json.loads(failed.content) == {"error": "failed on purpose: no luck"}
+    assert block["type"] == "image" and block["mime_type"] == "image/png"
+    assert artifact is not None and artifact.content == PIXEL_PNG
+
+
+async def test_embedded_resources_and_links_are_mapped(
+    client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
+) -> None:
+    config = with_servers(
+        scripted_config(
+            {"agent": [{"tool_calls": [call("mcp.test.documents", {}, "d")]}, "read"]},
+            agents=[agent("agent", ["mcp.test.documents"])],
+        ),
+        McpServer(name="test", url=http_server.url),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="read"))
+        [row] = tool_rows(env, result.session_id)
+        text, blob, link = json.loads(row.content)["content"]
+        artifact = env.store.get_artifact("local", blob["artifact_id"])
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert text == {
+        "type": "resource",
+        "uri": "file:///notes.txt",
+        "mime_type": "text/plain",
+        "text": "the notes",
+    }
+    assert (blob["type"], blob["uri"], blob["size_bytes"]) == ("resource", "file:///data.bin", 256)
+    assert artifact is not None and artifact.content == BLOB
+    assert link == {"type": "resource_link", "uri": "file:///big.csv", "name": "big.csv"}
+
+
+async def test_a_call_over_the_servers_timeout_is_cancelled_and_reported(
+    client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
+) -> None:
+    config = with_servers(
+        scripted_config(
+            {"agent": [{"tool_calls": [call("mcp.test.slow", {"seconds": 600}, "s")]}, "gave up"]},
+            agents=[agent("agent", ["mcp.test.slow"])],
+        ),
+        McpServer(name="test", url=http_server.url, timeout_seconds=2),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="wait"))
+        [row] = tool_rows(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert row.error_kind == "timed_out"
+    assert json.loads(row.content) == {"error": "MCP tool 'mcp.test.slow' timed out after 2s"}
+    await wait_until(http_server.slow_cancelled.is_set, within=15, message="MCP's cancellation")
+
+
+async def test_cancelling_the_run_cancels_the_mcp_call(
+    client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
+) -> None:
+    config = with_servers(
+        scripted_config(
+            {"agent": [{"tool_calls": [call("mcp.test.slow", {"seconds": 600}, "s")]}, "never"]},
+            agents=[agent("agent", ["mcp.test.slow"])],
+        ),
+        McpServer(name="test", url=http_server.url, timeout_seconds=900),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="wait"))
+        await wait_until(http_server.slow_started.is_set, within=30, message="the slow call")
+        await handle.cancel()
+        result = await handle.result()
+        await wait_until(http_server.slow_cancelled.is_set, within=15, message="MCP's cancellation")
+    assert result.outcome is RunOutcome.CANCELLED
+
+
+async def test_a_run_keeps_its_tool_list_and_a_new_root_run_sees_the_change(
+    client: Client, task_queue: str, tmp_path: Path, http_server: McpTestServer
+) -> None:
+    provider = RecordingProvider()
+    config = with_servers(
+        scripted_config(
+            {
+                "agent": [{"tool_calls": [call("mcp.test.grow", {}, "grow")]}, "grown"],
+                "later": ["hi"],
+            },
+            agents=[agent("agent", ["mcp.test.*"]), agent("later", ["mcp.test.*"])],
+        ),
+        McpServer(name="test", url=http_server.url),
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        first = await env.agents.run(build_request(entry_agent="agent", input="grow"))
+        second = await env.agents.run(build_request(entry_agent="later", input="again"))
+    assert (first.outcome, second.outcome) == (RunOutcome.COMPLETED, RunOutcome.COMPLETED)
+    before = [
+        f"mcp.test.{name}" for name in ("count", "documents", "fail", "grow", "pixel", "slow")
+    ]
+    # Both turns of the first run: the list it started with, though `grow` changed the server.
+    assert offered(provider, 0) == offered(provider, 1) == before
+    # A new root run lists the tools again.
+    assert offered(provider, 2) == sorted([*before, "mcp.test.late"])
+
+
+async def test_discovery_records_a_hash_of_each_servers_tool_definitions(
+    http_server: McpTestServer, tmp_path: Path
+) -> None:
+    sessions = McpSessions(
+        {
+            "test": McpServer(name="test", url=http_server.url),
+            "broken": McpServer(name="broken", command=str(tmp_path / "missing")),
+        }
+    )
+    try:
+        first, again = await sessions.discover(), await sessions.discover()
+        await sessions.call_tool("test", "grow", {})
+        grown = await sessions.discover()
+    finally:
+        await sessions.aclose()
+    assert first.servers["test"].tools_hash == again.servers["test"].tools_hash
+    assert grown.servers["test"].tools_hash != first.servers["test"].tools_hash
+    assert "mcp.test.late" in grown.servers["test"].tools
+    assert first.refs["mcp.test.slow"] == McpToolRef(server="test", tool="slow")
+    assert first.schemas["mcp.test.count"].parameters["properties"]["n"]["type"] == "integer"
+    # A server that cannot start contributes no tools, and says why.
+    broken = first.servers["broken"]
+    assert broken.tools == () and broken.error is not None and "not found" in broken.error
+    # Right after a failed start the server is not tried again (new runs do not wait on it).
+    assert "not retried" in (again.servers["broken"].error or "")
