@@ -55,6 +55,7 @@ NOT_SET_BY_THE_WORKER_SERVICE = {
     "temporal_port": "the dev server of `otherone dev`",
     "codec_server_token": "`otherone codec-server` only, not run by the stack",
     "ui_codec_endpoint": "`otherone dev` only; the stack's UI takes TEMPORAL_UI_CODEC_ENDPOINT",
+    "partition": "the tenant CLI commands act for; a worker serves every partition",
 }
 #: Worker settings the stack itself decides (the others pass through from the shell or .env).
 SET_BY_THE_STACK = {
