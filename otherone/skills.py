@@ -12,17 +12,15 @@ them its system prompt lists.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 from xml.sax.saxutils import escape
 
-import yaml
-from frontmatter.default_handlers import YAMLHandler
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from otherone.errors import ConfigurationError
+from otherone.front_matter import read_text, split_front_matter
 
 __all__ = ["SKILL_FILE_NAME", "Skill", "SkillRegistry", "format_skills_for_prompt", "load_skill"]
 
@@ -72,7 +70,7 @@ class _FrontMatter(BaseModel):
 def load_skill(path: str | os.PathLike[str]) -> Skill:
     """Parse one ``SKILL.md``; every problem is a `ConfigurationError` naming the file."""
     file = Path(path)
-    metadata = _front_matter(file, _read(file))
+    metadata, _body = split_front_matter(file, read_text(file, "skill"), "'name' and 'description'")
     fields = _validated(_FrontMatter, metadata, file)
     name = fields.name if fields.name is not None else _default_name(file)
     return _validated(
@@ -85,47 +83,6 @@ def load_skill(path: str | os.PathLike[str]) -> Skill:
         },
         file,
     )
-
-
-def _read(file: Path) -> str:
-    try:
-        return file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigurationError("skill file not found", file=str(file)) from None
-    except UnicodeDecodeError:
-        raise ConfigurationError("skill file is not valid UTF-8", file=str(file)) from None
-    except OSError as error:
-        message = f"cannot read skill file: {error.strerror or error}"
-        raise ConfigurationError(message, file=str(file)) from None
-
-
-def _front_matter(file: Path, text: str) -> dict[str, Any]:
-    """The YAML front matter as a mapping, parsed by python-frontmatter's handler (safe YAML).
-
-    The handler's steps are used one by one rather than ``frontmatter.parse``, which silently
-    treats an unclosed block or a non-mapping as "no metadata": here both are errors.
-    """
-    handler = YAMLHandler()
-    text = text.lstrip("\ufeff")
-    if not handler.detect(text):
-        raise ConfigurationError(
-            "missing front matter: the file must start with a '---' line, then YAML with "
-            "'name' and 'description', then a closing '---' line",
-            file=str(file),
-        )
-    try:
-        block, _body = handler.split(text)
-    except ValueError:
-        message = "front matter is not closed by a '---' line"
-        raise ConfigurationError(message, file=str(file)) from None
-    try:
-        metadata = handler.load(block)
-    except yaml.YAMLError as error:
-        message = f"front matter is not valid YAML: {_one_line(str(error))}"
-        raise ConfigurationError(message, file=str(file)) from None
-    if not isinstance(metadata, dict):
-        raise ConfigurationError("front matter must be a YAML mapping", file=str(file))
-    return metadata
 
 
 def _default_name(file: Path) -> str:
@@ -142,10 +99,6 @@ def _validated(model: type[_M], data: dict[str, Any], file: Path) -> _M:
         field = ".".join(str(part) for part in problem["loc"]) or None
         field = {"disable_model_invocation": "disable-model-invocation"}.get(field or "", field)
         raise ConfigurationError(problem["msg"], file=str(file), field=field) from None
-
-
-def _one_line(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
 
 
 # --------------------------------------------------------------------------- discovery

@@ -26,6 +26,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
+from otherone.agent_files import (
+    AGENT_FILE_NAME,
+    DEFAULT_AGENT_DIR,
+    Precedence,
+    load_agent_files,
+    merge_agents,
+)
 from otherone.config import RuntimeConfig
 from otherone.credentials import credential_paths
 from otherone.definitions import (
@@ -67,6 +74,11 @@ class _RuntimeTable(BaseModel):
     default_model: str | None = None
     tools: list[str] = []
     skills: list[str] = []
+    #: Folders of ``<id>/AGENT.md`` definitions (`otherone.agent_files`); default: the
+    #: ``.otherone/agents`` folder next to the file, when it exists.
+    agent_dirs: list[str] | None = None
+    #: An agent id defined in TOML and in a file: refused, or which one wins.
+    agent_file_precedence: Precedence = "error"
 
 
 def load_config(path: str | os.PathLike[str]) -> RuntimeConfig:
@@ -94,8 +106,14 @@ def parse_config(data: Mapping[str, Any], *, source: str, base_dir: Path) -> Run
     )
     for key, table in _entries(data, "models", source):
         config.add_model(_model_profile(key, table, source))
-    for key, table in _entries(data, "agents", source):
-        config.add_agent(_agent(key, table, source, base_dir))
+    from_toml = {
+        key: _agent(key, table, source, base_dir) for key, table in _entries(data, "agents", source)
+    }
+    from_files = _agent_files(runtime.agent_dirs, source, base_dir)
+    for agent in merge_agents(
+        from_toml, from_files, runtime.agent_file_precedence, source
+    ).values():
+        config.add_agent(agent)
     for key, table in _entries(data, "mcp", source):
         config.add_mcp_server(_mcp_server(key, table, source, base_dir))
     _load_tools(config, runtime.tools, source, base_dir)
@@ -332,6 +350,33 @@ def _read_prompt_file(value: Any, source: str, table: str, base_dir: Path) -> st
         raise error(f"prompt file is not valid UTF-8: {path}") from None
     except OSError as exc:
         raise error(f"cannot read prompt file {path}: {exc.strerror or exc}") from None
+
+
+def _agent_files(
+    folders: list[str] | None, source: str, base_dir: Path
+) -> list[tuple[Path, AgentDefinition]]:
+    """The AGENT.md definitions of ``[runtime] agent_dirs`` (each must exist), or of the
+    default folder next to the file when it exists."""
+    if folders is None:
+        default = base_dir / DEFAULT_AGENT_DIR
+        paths = [default] if default.is_dir() else []
+    else:
+        paths = []
+        for index, value in enumerate(folders):
+            path = base_dir / value
+            if not value.strip() or not path.is_dir():
+                raise ConfigurationError(
+                    f"agent folder not found: {path}",
+                    file=source,
+                    table="runtime",
+                    field=f"agent_dirs.{index}",
+                )
+            paths.append(path)
+    return [
+        (path / agent.id / AGENT_FILE_NAME, agent)
+        for path in paths
+        for agent in load_agent_files(path)
+    ]
 
 
 # --------------------------------------------------------------------------- MCP servers
