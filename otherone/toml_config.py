@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -361,17 +361,7 @@ def _agent_files(
         default = base_dir / DEFAULT_AGENT_DIR
         paths = [default] if default.is_dir() else []
     else:
-        paths = []
-        for index, value in enumerate(folders):
-            path = base_dir / value
-            if not value.strip() or not path.is_dir():
-                raise ConfigurationError(
-                    f"agent folder not found: {path}",
-                    file=source,
-                    table="runtime",
-                    field=f"agent_dirs.{index}",
-                )
-            paths.append(path)
+        paths = _runtime_paths(folders, "agent_dirs", "agent folder", source, base_dir, Path.is_dir)
     return [
         (path / agent.id / AGENT_FILE_NAME, agent)
         for path in paths
@@ -421,17 +411,29 @@ def _load_tools(config: RuntimeConfig, references: list[str], source: str, base_
 def _load_skills(paths: list[str], source: str, base_dir: Path) -> SkillRegistry:
     """Load ``[runtime] skills``; a missing path names this file, a bad skill names its own."""
     registry = SkillRegistry()
-    for index, value in enumerate(paths):
-        path = base_dir / value
-        if not value.strip() or not path.exists():
-            raise ConfigurationError(
-                f"skill path not found: {path}",
-                file=source,
-                table="runtime",
-                field=f"skills.{index}",
-            )
+    for path in _runtime_paths(paths, "skills", "skill path", source, base_dir, Path.exists):
         registry.load_path(path)
     return registry
+
+
+def _runtime_paths(
+    values: list[str],
+    field: str,
+    kind: str,
+    source: str,
+    base_dir: Path,
+    present: Callable[[Path], bool],
+) -> list[Path]:
+    """``[runtime] <field>`` entries as paths next to the file; a missing one names its index."""
+    paths = []
+    for index, value in enumerate(values):
+        path = base_dir / value
+        if not value.strip() or not present(path):
+            raise ConfigurationError(
+                f"{kind} not found: {path}", file=source, table="runtime", field=f"{field}.{index}"
+            )
+        paths.append(path)
+    return paths
 
 
 def _make_importable(directory: Path) -> None:
