@@ -20,6 +20,7 @@ COPY activities ./activities
 COPY store ./store
 COPY worker ./worker
 COPY client ./client
+COPY api ./api
 RUN /opt/venv/bin/pip install .
 
 # --- runtime: the virtualenv, a non-root user, nothing to build with ---------------------------

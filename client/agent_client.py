@@ -266,6 +266,13 @@ class AgentClient:
             return record.model_copy(update={"output": await self.resolve_output(record.output)})
         return _record_from_result(await self.result(run_id), description)
 
+    async def describe_run(self, run_id: str) -> WorkflowExecutionDescription:
+        """Temporal's description of a run (status, root, times) without asking a worker;
+        `RunNotFoundError` for unknown runs and, on a scoped client, other partitions' runs."""
+        description = await self._describe(run_id)
+        self._check_partition(run_id, description)
+        return description
+
     async def events(
         self, run_id: str, *, after: int = 0, poll_seconds: float = 0.05
     ) -> AsyncIterator[EventRecord]:

@@ -69,6 +69,9 @@ from otherone.store.schema import (
 EVENT_LOCK_NAMESPACE = 0x6F7465
 #: Attempts to append events when a concurrent writer took the same sequence numbers.
 EVENT_APPEND_ATTEMPTS = 20
+#: PostgreSQL channel told the root run id of every event append, at commit (LISTEN to follow
+#: trees without polling: `otherone.api.notify`).
+EVENT_CHANNEL = "otherone_events"
 _TERMINAL_STATUSES = tuple(status.value for status in RunStatus if status.is_terminal)
 
 Insert = postgresql.Insert | sqlite.Insert
@@ -532,6 +535,12 @@ class Store:
                     )
                 )
                 sequences.append(sequence)
+            if conn.dialect.name == "postgresql":
+                # Delivered when (and only if) the transaction commits, after the rows are visible.
+                conn.execute(
+                    text("SELECT pg_notify(:channel, :root)"),
+                    {"channel": EVENT_CHANNEL, "root": ref.root_run_id},
+                )
         return sequences
 
     def prune_events(self, older_than: datetime) -> int:

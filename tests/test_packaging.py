@@ -1,7 +1,7 @@
 """The built wheel installs one namespace, `otherone`, holding every subpackage as real files.
 
-The repository keeps its top-level folders (workflows/, activities/, store/, worker/, client/)
-and maps them into `otherone` through relative symlinks; this builds the wheel the way
+The repository keeps its top-level folders (workflows/, activities/, store/, worker/, client/,
+api/) and maps them into `otherone` through relative symlinks; this builds the wheel the way
 `pip install` does and checks what a user would get.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBPACKAGES = ("workflows", "activities", "store", "worker", "client")
+SUBPACKAGES = ("workflows", "activities", "store", "worker", "client", "api")
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,7 @@ def test_wheel_installs_only_the_otherone_namespace(wheel: Path) -> None:
     assert "otherone/store/migrations/alembic.ini" in names
     assert "otherone/store/migrations/versions/0001_baseline.py" in names
     assert "otherone/py.typed" in names
+    assert "otherone/api/static/app.js" in names  # the page's assets are package data
     entry_points = archive.read(f"{dist_info}/entry_points.txt").decode()
     assert "otherone = otherone.client.cli:main" in entry_points
 

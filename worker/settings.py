@@ -197,6 +197,25 @@ class Settings(BaseSettings):
         "(e.g. http://127.0.0.1:8888 from `otherone codec-server`).",
     )
 
+    serve_host: str | None = Field(
+        None,
+        description="Address `otherone serve` binds to; default 0.0.0.0 when serve_tokens are "
+        "set, else 127.0.0.1. Without tokens the server binds to 127.0.0.1 whatever is asked.",
+    )
+    serve_port: int = Field(8000, gt=0, lt=65536, description="Port of `otherone serve`.")
+    serve_tokens: SecretStr | None = Field(
+        None,
+        description="Bearer tokens of `otherone serve`, each bound to one partition: "
+        "'token:partition,...'. A token sees and touches only its partition's runs. Unset: no "
+        "authentication, loopback only.",
+    )
+    serve_heartbeat_seconds: float = Field(
+        15.0,
+        gt=0,
+        le=300,
+        description="Seconds between SSE heartbeat comments on an idle event stream.",
+    )
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper_log_level(cls, value: Any) -> Any:

@@ -1,0 +1,491 @@
+"""The HTTP API of `otherone serve` (FastAPI): runs, results, trees, messages, cancellation,
+sessions and live event streams, for any front end; and the page at ``/``.
+
+Every endpoint acts through `otherone.client.AgentClient`, scoped to the caller's partition when
+tokens are configured, so the API has exactly the client's semantics: idempotent starts with
+conflict detection, a run of another partition is "not found", messages are signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from otherone.api.notify import EventNotifier, notification_source
+from otherone.api.problems import PROBLEM_RESPONSES, ApiError, install_problem_handlers
+from otherone.api.streams import StreamFormat, TreeStream
+from otherone.client.agent_client import DEFAULT_TASK_QUEUE, AgentClient
+from otherone.definitions import AgentDefinition
+from otherone.runs import (
+    DEFAULT_PARTITION,
+    PARTITION_PATTERN,
+    AgentRunRequest,
+    AgentRunResult,
+    RunRecord,
+    RuntimeContext,
+)
+from otherone.store import Store
+
+__all__ = ["ApiContext", "close_streams", "create_app", "openapi_schema"]
+
+STATIC = Path(__file__).resolve().parent / "static"
+RUN_ID_PATTERN = r"^[A-Za-z0-9_./:-]{1,1000}$"
+MAX_RESULT_WAIT_SECONDS = 300.0
+
+
+@dataclass
+class ApiContext:
+    """What the API serves: a Temporal client, the store its workers write, the agents."""
+
+    temporal: Client
+    store: Store
+    task_queue: str = DEFAULT_TASK_QUEUE
+    namespace: str = "default"
+    #: bearer token -> partition; empty: no authentication (bind to loopback only).
+    tokens: Mapping[str, str] = field(default_factory=dict)
+    agents: Sequence[AgentDefinition] = ()
+    ui_url: str | None = None
+    heartbeat_seconds: float = 15.0
+
+
+@dataclass
+class _Runtime:
+    context: ApiContext
+    notifier: EventNotifier = field(default_factory=EventNotifier)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+# --------------------------------------------------------------------------- answers
+
+
+class StartedRun(BaseModel):
+    run_id: str
+    events_url: str
+    result_url: str
+    ui_url: str | None = Field(None, description="The run in the Temporal Web UI.")
+
+
+class PendingResult(BaseModel):
+    run_id: str
+    status: Literal["running"] = "running"
+
+
+class Messages(BaseModel):
+    messages: list[str] = Field(
+        min_length=1, description="User messages, taken at the run's next safe point."
+    )
+
+
+class Accepted(BaseModel):
+    run_id: str
+    accepted: bool = True
+
+
+class Session(BaseModel):
+    partition_key: str
+    session_id: str
+    internal: bool
+    created_at: datetime
+    updated_at: datetime
+    lease_run_id: str | None = Field(None, description="The run holding the session's lease.")
+
+
+class Agent(BaseModel):
+    id: str
+    description: str
+    callable_agents: list[str] = Field(default_factory=list)
+
+
+class ServerInfo(BaseModel):
+    auth_required: bool
+    partition_key: str | None = Field(None, description="The caller's partition (token's).")
+    namespace: str
+    ui_url: str | None = Field(None, description="Base URL of the Temporal Web UI.")
+    version: str
+
+
+# --------------------------------------------------------------------------- dependencies
+
+_bearer = HTTPBearer(
+    auto_error=False, description="A token of OTHERONE_SERVE_TOKENS (bound to one partition)."
+)
+
+
+def _runtime(request: Request) -> _Runtime:
+    runtime: _Runtime = request.app.state.otherone
+    return runtime
+
+
+def _partition(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str | None:
+    """The caller's partition (None: unauthenticated server, the operator's view)."""
+    tokens = _runtime(request).context.tokens
+    if not tokens:
+        return None
+    if credentials is None:
+        raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
+    given = credentials.credentials.encode()
+    found = None
+    for token, partition in tokens.items():  # compare with every token: no timing hint
+        if hmac.compare_digest(token.encode(), given):
+            found = partition
+    if found is None:
+        raise ApiError(401, "unauthorized", "unknown bearer token")
+    return found
+
+
+Partition = Annotated[str | None, Depends(_partition)]
+RunId = Annotated[str, PathParam(pattern=RUN_ID_PATTERN, description="A run id (may hold '/').")]
+
+
+def _agents(request: Request, partition: Partition) -> AgentClient:
+    context = _runtime(request).context
+    return AgentClient(
+        context.temporal,
+        task_queue=context.task_queue,
+        store=context.store,
+        partition_key=partition,
+    )
+
+
+Agents = Annotated[AgentClient, Depends(_agents)]
+
+
+def _ui_link(context: ApiContext, run_id: str) -> str | None:
+    if context.ui_url is None:
+        return None
+    from urllib.parse import quote
+
+    namespace = quote(context.namespace, safe="")
+    return f"{context.ui_url}/namespaces/{namespace}/workflows/{quote(run_id, safe='')}"
+
+
+# --------------------------------------------------------------------------- endpoints
+
+router = APIRouter(prefix="/v1", responses=PROBLEM_RESPONSES)
+
+
+@router.post("/runs", status_code=201, response_model=StartedRun, tags=["runs"])
+async def start_run(
+    request: Request,
+    body: AgentRunRequest,
+    agents: Agents,
+    partition: Partition,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=256,
+            description="The root idempotency key: the same key starts the run once; the same "
+            "key with a different body is refused (409 idempotency_conflict).",
+        ),
+    ] = None,
+) -> StartedRun:
+    """Start a root run (or join the one started with the same Idempotency-Key)."""
+    update: dict[str, Any] = {}
+    if idempotency_key is not None:
+        if body.idempotency_key not in (None, idempotency_key):
+            raise ApiError(
+                422,
+                "invalid_request",
+                "idempotency_key: differs from the Idempotency-Key header",
+                field="idempotency_key",
+            )
+        update["idempotency_key"] = idempotency_key
+    if partition is not None and "runtime_context" not in body.model_fields_set:
+        update["runtime_context"] = RuntimeContext(partition_key=partition)
+    handle = await agents.start(body.model_copy(update=update))
+    base = str(request.url_for("run_events", run_id=handle.run_id))
+    return StartedRun(
+        run_id=handle.run_id,
+        events_url=base,
+        result_url=str(request.url_for("run_result", run_id=handle.run_id)),
+        ui_url=_ui_link(_runtime(request).context, handle.run_id),
+    )
+
+
+@router.get(
+    "/runs/{run_id:path}/result",
+    name="run_result",
+    response_model=AgentRunResult,
+    responses={202: {"model": PendingResult, "description": "Still running after `wait`"}},
+    tags=["runs"],
+)
+async def run_result(
+    run_id: RunId,
+    agents: Agents,
+    wait: Annotated[
+        float,
+        Query(ge=0, le=MAX_RESULT_WAIT_SECONDS, description="Seconds to wait for the end."),
+    ] = 30.0,
+) -> Any:
+    """The run's result; waits up to ``wait`` seconds, then answers 202 (ask again)."""
+    await agents.describe_run(run_id)  # 404 before waiting
+    try:
+        return await asyncio.wait_for(agents.result(run_id), timeout=wait or 0.001)
+    except TimeoutError:
+        return JSONResponse(
+            PendingResult(run_id=run_id).model_dump(), status_code=202, headers={"Retry-After": "1"}
+        )
+
+
+@router.get("/runs/{run_id:path}/tree", response_model=list[RunRecord], tags=["runs"])
+async def run_tree(run_id: RunId, agents: Agents) -> list[RunRecord]:
+    """Every run of the run's tree (root first), live records for the running ones."""
+    description = await agents.describe_run(run_id)
+    return await agents.list_run_tree(description.root_id or run_id)
+
+
+@router.post(
+    "/runs/{run_id:path}/messages",
+    status_code=202,
+    response_model=Accepted,
+    responses={409: {"description": "The run has ended (run_not_active)"}},
+    tags=["runs"],
+)
+async def send_messages(run_id: RunId, body: Messages, agents: Agents) -> Accepted:
+    """Send user messages to a running run (a Temporal signal)."""
+    await agents.send_message(run_id, body.messages)
+    return Accepted(run_id=run_id)
+
+
+@router.post(
+    "/runs/{run_id:path}/cancel",
+    status_code=202,
+    response_model=Accepted,
+    responses={409: {"description": "The run has ended (run_not_active)"}},
+    tags=["runs"],
+)
+async def cancel_run(run_id: RunId, agents: Agents) -> Accepted:
+    """Cancel the run and its descendants; it ends `cancelled`."""
+    await agents.cancel(run_id)
+    return Accepted(run_id=run_id)
+
+
+@router.get(
+    "/runs/{run_id:path}/events",
+    name="run_events",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
+        204: {"description": "Resumed after the end of an ended tree: nothing more"},
+    },
+    tags=["events"],
+)
+async def run_events(
+    request: Request,
+    run_id: RunId,
+    agents: Agents,
+    partition: Partition,
+    format: Annotated[
+        Literal["otherone", "ag-ui"],
+        Query(description="`otherone`: our envelopes; `ag-ui`: AG-UI protocol events."),
+    ] = "otherone",
+    after: Annotated[int, Query(ge=0, description="Start after this sequence.")] = 0,
+    last_event_id: Annotated[
+        str | None,
+        Header(alias="Last-Event-ID", description="Resume after this sequence (wins over after)."),
+    ] = None,
+) -> Response:
+    """The whole tree's events (any run of it names the tree) as Server-Sent Events."""
+    if last_event_id is not None and last_event_id.strip():
+        if not last_event_id.strip().isdigit():
+            raise ApiError(
+                422,
+                "invalid_request",
+                "Last-Event-ID: must be an event sequence (an integer)",
+                field="Last-Event-ID",
+            )
+        after = int(last_event_id.strip())
+    description = await agents.describe_run(run_id)
+    runtime = _runtime(request)
+    root = description.root_id or run_id
+
+    async def is_running() -> bool:
+        current = await agents.describe_run(root)
+        return current.status == WorkflowExecutionStatus.RUNNING
+
+    stream = TreeStream(
+        store=runtime.context.store,
+        notifier=runtime.notifier,
+        root_run_id=root,
+        partition_key=partition,
+        is_running=is_running,
+        after=after,
+        format=_format(format),
+        heartbeat_seconds=runtime.context.heartbeat_seconds,
+        closing=runtime.closing,
+    )
+    if after and not await is_running() and not await stream.read():
+        return Response(status_code=204)  # EventSource stops reconnecting on 204
+    return StreamingResponse(
+        stream.frames(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+# Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.
+@router.get("/runs/{run_id:path}", response_model=RunRecord, tags=["runs"])
+async def get_run(run_id: RunId, agents: Agents) -> RunRecord:
+    """The run's record: live (status, iteration, usage) while it runs, else the final one."""
+    return await agents.get_run(run_id)
+
+
+def _format(value: str) -> StreamFormat:
+    return "ag-ui" if value == "ag-ui" else "otherone"
+
+
+@router.get("/sessions", response_model=list[Session], tags=["sessions"])
+async def list_sessions(
+    request: Request,
+    partition: Partition,
+    partition_key: Annotated[
+        str | None,
+        Query(
+            alias="partition",
+            pattern=PARTITION_PATTERN,
+            description=f"Without a token: the partition to list (default `{DEFAULT_PARTITION}`).",
+        ),
+    ] = None,
+    internal: Annotated[bool, Query(description="Also child runs' internal sessions.")] = False,
+) -> list[Session]:
+    """The sessions (conversations) of the caller's partition, oldest first."""
+    if partition is not None and partition_key not in (None, partition):
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"partition: this token is bound to partition '{partition}'",
+            field="partition",
+        )
+    chosen = partition or partition_key or DEFAULT_PARTITION
+    store = _runtime(request).context.store
+    infos = await asyncio.to_thread(store.session_infos, chosen, include_internal=internal)
+    now = datetime.now(tz=infos[0].created_at.tzinfo) if infos else None
+    return [
+        Session(
+            partition_key=info.partition_key,
+            session_id=info.session_id,
+            internal=info.internal,
+            created_at=info.created_at,
+            updated_at=info.updated_at,
+            lease_run_id=info.holder(now) if now is not None else None,
+        )
+        for info in infos
+    ]
+
+
+@router.get("/agents", response_model=list[Agent], tags=["agents"])
+async def list_agents(request: Request, partition: Partition) -> list[Agent]:
+    """The agents of the server's configuration (what the page offers)."""
+    return [
+        Agent(
+            id=agent.id,
+            description=agent.description,
+            callable_agents=list(agent.callable_agents.names),
+        )
+        for agent in _runtime(request).context.agents
+    ]
+
+
+@router.get("/info", response_model=ServerInfo, tags=["server"])
+async def server_info(request: Request) -> ServerInfo:
+    """What a front end needs before it asks for a token (no authentication)."""
+    context = _runtime(request).context
+    return ServerInfo(
+        auth_required=bool(context.tokens),
+        namespace=context.namespace,
+        ui_url=context.ui_url,
+        version=_version(),
+    )
+
+
+@router.get("/whoami", response_model=ServerInfo, tags=["server"])
+async def whoami(request: Request, partition: Partition) -> ServerInfo:
+    """`info` plus the caller's partition: a way to check a token."""
+    info = await server_info(request)
+    return info.model_copy(update={"partition_key": partition})
+
+
+def _version() -> str:
+    try:
+        return version("otherone-temporal")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def create_app(context: ApiContext | None = None) -> FastAPI:
+    """The ASGI app; ``context`` may be None only to read the OpenAPI schema."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if context is None:
+            raise RuntimeError("create_app() without a context cannot serve")
+        runtime = _Runtime(context)
+        app.state.otherone = runtime
+        source = asyncio.create_task(
+            notification_source(context.store, runtime.notifier).run(), name="event-notifications"
+        )
+        try:
+            yield
+        finally:
+            runtime.closing.set()
+            source.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await source
+
+    app = FastAPI(
+        title="Otherone API",
+        version=_version(),
+        description="Start, follow, steer and inspect Otherone agent runs. Errors are problem "
+        "details (application/problem+json) with a stable `code`.",
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN: the schema is at /openapi.json
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    install_problem_handlers(app)
+    app.include_router(router)
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    @app.get("/healthz", include_in_schema=False)
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.mount("/assets", StaticFiles(directory=STATIC), name="assets")
+    return app
+
+
+def close_streams(app: FastAPI) -> None:
+    """End every open event stream (graceful shutdown: clients resume with Last-Event-ID)."""
+    runtime: _Runtime | None = getattr(app.state, "otherone", None)
+    if runtime is not None:
+        runtime.closing.set()
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The API's OpenAPI document (checked in as docs/openapi.json)."""
+    return create_app().openapi()

@@ -1,0 +1,171 @@
+"""Errors as RFC 9457 problem details (``application/problem+json``) with stable codes.
+
+Every error answer has ``type`` (``urn:otherone:problem:<code>``), ``title``, ``status``,
+``detail``, our stable ``code`` and, for bad input, the offending ``field`` (dotted path, as
+`otherone.errors.InvalidRequestError` names it). No answer carries a traceback.
+
+| code | status | when |
+| --- | --- | --- |
+| ``invalid_request`` | 422 | a body, query or header value is wrong (``field`` names it) |
+| ``unauthorized`` | 401 | no or an unknown bearer token |
+| ``run_not_found`` | 404 | no such run, or another partition's |
+| ``not_found`` | 404 | no such endpoint |
+| ``method_not_allowed`` | 405 | |
+| ``idempotency_conflict`` | 409 | the Idempotency-Key was used for a different request |
+| ``run_not_active`` | 409 | message or cancel for a run that has ended |
+| ``unavailable`` | 503 | Temporal or the store cannot be reached, or no worker answered |
+| ``internal_error`` | 500 | a bug: logged on the server, never detailed in the answer |
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from temporalio.service import RPCError
+
+from otherone.errors import (
+    IdempotencyConflictError,
+    InvalidRequestError,
+    OtheroneError,
+    RunNotActiveError,
+    RunNotFoundError,
+    UnavailableError,
+)
+from otherone.store import StoreError
+
+__all__ = ["PROBLEM_RESPONSES", "ApiError", "Problem", "install_problem_handlers"]
+
+MEDIA_TYPE = "application/problem+json"
+_log = logging.getLogger("otherone.api")
+#: Parts of a pydantic error location that name a union member (``str``, ``tuple[...]``).
+_TYPE_TAG = re.compile(r"^(str|int|float|bool|dict|list|tuple|bytes|none)$|[][,]")
+#: Where FastAPI says the value came from; the field name follows.
+_SOURCES = {"body", "query", "path", "header", "cookie"}
+
+
+class Problem(BaseModel):
+    """An error answer (RFC 9457)."""
+
+    type: str = Field(description="urn:otherone:problem:<code>")
+    title: str
+    status: int
+    detail: str
+    code: str = Field(description="Stable error code (see the README's table).")
+    field: str | None = Field(None, description="The offending input, as a dotted path.")
+
+
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "content": {MEDIA_TYPE: {}}, "description": description}
+    for status, description in (
+        (401, "No or an unknown bearer token"),
+        (404, "No such run (or another partition's)"),
+        (422, "Bad input; `field` names it"),
+        (503, "Temporal or the store is unavailable"),
+    )
+}
+
+
+class ApiError(Exception):
+    """An error answer raised by an endpoint."""
+
+    def __init__(self, status: int, code: str, detail: str, *, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.field = field
+
+
+def problem(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    field: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    body = Problem(
+        type=f"urn:otherone:problem:{code}",
+        title=HTTPStatus(status).phrase,
+        status=status,
+        detail=detail,
+        code=code,
+        field=field,
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True),
+        status_code=status,
+        media_type=MEDIA_TYPE,
+        headers=headers,
+    )
+
+
+def from_error(error: Exception) -> JSONResponse:
+    """The answer for anything an endpoint raised."""
+    if isinstance(error, ApiError):
+        headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+        return problem(error.status, error.code, error.detail, field=error.field, headers=headers)
+    if isinstance(error, InvalidRequestError):
+        return problem(422, "invalid_request", error.message, field=error.field)
+    if isinstance(error, RunNotFoundError):
+        return problem(404, "run_not_found", error.message)
+    if isinstance(error, RunNotActiveError):
+        return problem(409, "run_not_active", error.message)
+    if isinstance(error, IdempotencyConflictError):
+        return problem(409, "idempotency_conflict", error.message, field="Idempotency-Key")
+    if isinstance(error, UnavailableError | StoreError):
+        return problem(503, "unavailable", error.message)
+    if isinstance(error, RPCError):
+        return problem(503, "unavailable", f"Temporal: {error.message}")
+    if isinstance(error, OtheroneError):
+        return problem(400, str(error.code), error.message)
+    _log.exception("internal error", exc_info=error)
+    return problem(500, "internal_error", "internal error (logged on the server)")
+
+
+def validation_problem(errors: Sequence[Any]) -> JSONResponse:
+    """FastAPI's validation errors, as one problem naming the most specific field."""
+    found: dict[str, list[str]] = {}
+    for error in errors:
+        location = [str(part) for part in error.get("loc", ())]
+        if location and location[0] in _SOURCES:
+            location = location[1:]
+        path = ".".join(part for part in location if not _TYPE_TAG.search(part))
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        if message not in found.setdefault(path, []):
+            found[path].append(message)
+    if not found:
+        return problem(422, "invalid_request", "invalid request")
+    field = max(found, key=lambda path: path.count(".") + bool(path))
+    detail = " or ".join(found[field])
+    return problem(
+        422, "invalid_request", f"{field}: {detail}" if field else detail, field=field or None
+    )
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    async def on_validation(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        return validation_problem(error.errors())
+
+    async def on_http(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, HTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "error")
+        return problem(error.status_code, code, str(error.detail), headers=error.headers)
+
+    async def on_error(request: Request, error: Exception) -> JSONResponse:
+        return from_error(error)
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(HTTPException, on_http)
+    for kind in (ApiError, OtheroneError, RPCError, Exception):
+        app.add_exception_handler(kind, on_error)

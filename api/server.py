@@ -1,0 +1,186 @@
+"""Running the API: tokens and bind address from `Settings`, uvicorn, graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Self, TextIO
+
+import uvicorn
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from otherone.api.app import ApiContext, close_streams, create_app
+from otherone.definitions import AgentDefinition
+from otherone.errors import ConfigurationError
+from otherone.runs import PARTITION_PATTERN
+from otherone.store import Store
+from otherone.worker.settings import Settings
+
+__all__ = ["ApiServer", "bind_host", "parse_tokens", "serve", "ui_base_url"]
+
+LOOPBACK = "127.0.0.1"
+#: Seconds uvicorn gives open requests after SIGTERM (streams end at once: `close_streams`).
+GRACEFUL_SHUTDOWN_SECONDS = 5
+_TOKEN_SETTING = "OTHERONE_SERVE_TOKENS"
+
+
+def parse_tokens(value: SecretStr | str | None) -> dict[str, str]:
+    """``'token:partition,...'`` -> {token: partition}; a bad entry names the setting."""
+    text = value.get_secret_value() if isinstance(value, SecretStr) else (value or "")
+    tokens: dict[str, str] = {}
+    for index, entry in enumerate(part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        token, separator, partition = entry.rpartition(":")
+        if not separator or not token or not re.fullmatch(PARTITION_PATTERN, partition):
+            raise ConfigurationError(
+                f"entry {index + 1} must be 'token:partition' with a valid partition",
+                field=_TOKEN_SETTING,
+            )
+        if len(token) < 16:
+            raise ConfigurationError(
+                f"entry {index + 1}: tokens must be at least 16 characters", field=_TOKEN_SETTING
+            )
+        tokens[token] = partition
+    return tokens
+
+
+def bind_host(settings: Settings, tokens: dict[str, str]) -> tuple[str, str | None]:
+    """The address to bind and, when it differs from what was asked, why."""
+    if tokens:
+        return settings.serve_host or "0.0.0.0", None
+    note = "no OTHERONE_SERVE_TOKENS: serving without authentication, on 127.0.0.1 only" + (
+        f" (not {settings.serve_host})" if settings.serve_host not in (None, LOOPBACK) else ""
+    )
+    return LOOPBACK, note
+
+
+def ui_base_url(settings: Settings) -> str:
+    """Where links to the Temporal Web UI point (`Settings.ui_url`, else the local dev UI)."""
+    return (settings.ui_url or f"http://localhost:{settings.ui_port}").rstrip("/")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, ending our event streams first on SIGTERM/Ctrl-C (else it waits for them)."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self.api = app
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(close_streams, self.api)
+        super().handle_exit(sig, frame)
+
+
+class ApiServer:
+    """The API served by uvicorn in this event loop: ``async with ApiServer(...) as server``."""
+
+    def __init__(
+        self, context: ApiContext, *, host: str = LOOPBACK, port: int = 0, log_level: str = "info"
+    ) -> None:
+        self.app = create_app(context)
+        config = uvicorn.Config(
+            self.app,
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            access_log=False,
+        )
+        self.server = _Server(config, self.app)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the listening socket (the real port when 0 was asked)."""
+        [listener] = [s for server in self.server.servers for s in server.sockets][:1]
+        host, port = listener.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    async def __aenter__(self) -> Self:
+        self.server.loop = asyncio.get_running_loop()
+        self._task = asyncio.create_task(self.server.serve(), name="otherone-api")
+        while not self.server.started:
+            if self._task.done():
+                await self._task  # raises what stopped it (e.g. the port is taken)
+                raise ConfigurationError("the API server stopped while starting")
+            await asyncio.sleep(0.01)
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        close_streams(self.app)
+        self.server.should_exit = True
+        if self._task is not None:
+            await self._task
+
+    async def wait(self) -> None:
+        """Until the server stops (a signal)."""
+        if self._task is not None:
+            await self._task
+
+
+def _configured_agents(settings: Settings) -> list[AgentDefinition]:
+    """The agents the page offers: OTHERONE_CONFIG's (the example ones when the default file is
+    absent, as `otherone dev` does)."""
+    from otherone.examples import EXAMPLE_CONFIG
+    from otherone.toml_config import load_config
+
+    path: Path = settings.config
+    if not path.is_file() and "config" not in settings.model_fields_set:
+        path = EXAMPLE_CONFIG
+    return list(load_config(path).agents.values())
+
+
+async def serve(settings: Settings, *, out: TextIO = sys.stderr) -> None:
+    """`otherone serve`: connect, open the store, serve until SIGTERM/Ctrl-C."""
+    from otherone.worker.app import connect
+    from otherone.worker.codec import codec_from_settings
+    from otherone.worker.connection import temporal_connection
+
+    tokens = parse_tokens(settings.serve_tokens)
+    host, note = bind_host(settings, tokens)
+    if note:
+        print(f"note: {note}", file=out)
+    agents = await asyncio.to_thread(_configured_agents, settings)
+    connection = temporal_connection(settings)
+    temporal = await connect(
+        settings.temporal_address,
+        settings.namespace,
+        payload_codec=codec_from_settings(settings),
+        tls=connection.tls,
+        api_key=connection.api_key,
+    )
+    store = Store.open(settings.store_url())
+    context = ApiContext(
+        temporal=temporal,
+        store=store,
+        task_queue=settings.task_queue,
+        namespace=settings.namespace,
+        tokens=tokens,
+        agents=agents,
+        ui_url=ui_base_url(settings),
+        heartbeat_seconds=settings.serve_heartbeat_seconds,
+    )
+    try:
+        server = ApiServer(
+            context, host=host, port=settings.serve_port, log_level=settings.log_level
+        )
+        async with server:
+            print(f"otherone serve: {server.url} (page at /, schema at /openapi.json)", file=out)
+            await server.wait()
+    finally:
+        store.close()

@@ -1,0 +1,424 @@
+// The Otherone page: pick an agent, chat, watch the run tree live. Plain JavaScript, no build.
+// Events are read with fetch() (not EventSource) so the bearer token travels in a header; the
+// stream resumes after a network error with Last-Event-ID, so nothing is missed.
+"use strict";
+
+const $ = (selector) => document.querySelector(selector);
+const TERMINAL = new Set(["run_completed", "run_failed", "run_cancelled"]);
+
+const state = {
+  info: null,
+  token: sessionStorage.getItem("otherone-token") || "",
+  sessionId: null,
+  root: null, // root run id of the current run
+  running: false,
+  cursor: 0, // last event sequence seen
+  runs: new Map(), // run id -> {agent, depth, parent, status, model, tools, agents, tokens, live}
+  bubbles: new Map(), // "turn.attempt" of the root -> assistant message element
+  stream: null, // AbortController of the event stream
+};
+
+function newId(prefix) {
+  const random = crypto.randomUUID ? crypto.randomUUID()
+    : Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  return `${prefix}-${random}`;
+}
+
+async function api(path, options = {}) {
+  const headers = Object.assign({ "Content-Type": "application/json" }, options.headers || {});
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  const response = await fetch(path, Object.assign({}, options, { headers }));
+  if (!response.ok) {
+    let detail = `${response.status} ${response.statusText}`;
+    try {
+      const problem = await response.json();
+      detail = `${problem.code}: ${problem.detail}`;
+    } catch (_) { /* not a problem document */ }
+    throw new Error(detail);
+  }
+  return response.status === 204 ? null : response.json();
+}
+
+function showError(error) {
+  const box = $("#error");
+  box.textContent = error ? String(error.message || error) : "";
+  box.hidden = !error;
+}
+
+function addMessage(role, text) {
+  const element = document.createElement("div");
+  element.className = `msg ${role}`;
+  element.textContent = text;
+  $("#transcript").append(element);
+  element.scrollIntoView({ block: "end" });
+  return element;
+}
+
+function note(text) {
+  const item = document.createElement("li");
+  item.textContent = text;
+  $("#activity").append(item);
+  item.scrollIntoView({ block: "end" });
+}
+
+function uiLink(runId) {
+  if (!state.info || !state.info.ui_url) return null;
+  return `${state.info.ui_url}/namespaces/${encodeURIComponent(state.info.namespace)}/workflows/${encodeURIComponent(runId)}`;
+}
+
+// ------------------------------------------------------------------ the run tree
+
+function run(runId) {
+  if (!state.runs.has(runId)) {
+    state.runs.set(runId, { agent: "", depth: 0, parent: null, status: "running", model: 0,
+      tools: 0, agents: 0, tokens: 0, live: "" });
+  }
+  return state.runs.get(runId);
+}
+
+function orderedRuns() {
+  const children = new Map();
+  for (const [id, info] of state.runs) {
+    const key = info.parent || "";
+    if (!children.has(key)) children.set(key, []);
+    children.get(key).push(id);
+  }
+  const ordered = [];
+  const visit = (id) => {
+    ordered.push(id);
+    for (const child of children.get(id) || []) visit(child);
+  };
+  if (state.root) visit(state.root);
+  for (const id of state.runs.keys()) if (!ordered.includes(id)) ordered.push(id);
+  return ordered;
+}
+
+function renderTree() {
+  const body = $("#tree tbody");
+  body.replaceChildren();
+  for (const id of orderedRuns()) {
+    const info = state.runs.get(id);
+    const row = document.createElement("tr");
+    row.dataset.runId = id;
+    const agent = document.createElement("td");
+    agent.className = "agent";
+    agent.style.paddingLeft = `${0.3 + info.depth * 1.2}rem`;
+    agent.textContent = info.agent || id;
+    if (info.live) {
+      const live = document.createElement("span");
+      live.className = "live";
+      live.textContent = info.live.slice(-160);
+      agent.append(live);
+    }
+    const status = document.createElement("td");
+    status.className = `status status-${info.status}`;
+    status.textContent = info.status;
+    row.append(agent, status);
+    for (const value of [info.model, info.tools, info.agents, info.tokens]) {
+      const cell = document.createElement("td");
+      cell.textContent = String(value);
+      row.append(cell);
+    }
+    const link = document.createElement("td");
+    const url = uiLink(id);
+    if (url) {
+      const anchor = document.createElement("a");
+      anchor.href = url;
+      anchor.target = "_blank";
+      anchor.rel = "noopener";
+      anchor.textContent = "Web UI";
+      anchor.className = "ui-link";
+      link.append(anchor);
+    }
+    row.append(link);
+    body.append(row);
+  }
+}
+
+let treeTimer = null;
+function refreshTreeSoon() {
+  clearTimeout(treeTimer);
+  treeTimer = setTimeout(refreshTree, 300);
+}
+
+async function refreshTree() {
+  if (!state.root) return;
+  try {
+    const records = await api(`/v1/runs/${state.root}/tree`);
+    for (const record of records) {
+      const info = run(record.run_id);
+      info.agent = record.agent_id;
+      info.depth = record.depth;
+      info.parent = record.parent_run_id;
+      info.status = record.status;
+      info.model = record.usage.model_calls;
+      info.tools = record.usage.tool_calls;
+      info.agents = record.usage.agent_calls;
+      info.tokens = record.usage.total_tokens || info.tokens;
+    }
+    renderTree();
+  } catch (error) {
+    note(`tree: ${error.message}`);
+  }
+}
+
+// ------------------------------------------------------------------ events
+
+function apply(envelope) {
+  const event = envelope.event;
+  const info = run(envelope.run_id);
+  info.agent = envelope.agent_id;
+  info.depth = envelope.depth;
+  info.parent = envelope.parent_run_id;
+  const isRoot = envelope.run_id === state.root;
+  const turnKey = `${event.turn}.${event.attempt}`;
+  switch (event.type) {
+    case "run_started":
+      info.status = "running";
+      if (!isRoot) note(`${envelope.agent_id} started`);
+      break;
+    case "model_started":
+      info.model += 1;
+      info.live = "";
+      if (isRoot) {
+        if (event.supersedes_attempt) {
+          const old = state.bubbles.get(`${event.turn}.${event.supersedes_attempt}`);
+          if (old) old.remove();
+        }
+        state.bubbles.set(turnKey, null);
+      }
+      break;
+    case "model_delta":
+      if (isRoot) {
+        let bubble = state.bubbles.get(turnKey);
+        if (!bubble) {
+          bubble = addMessage("assistant streaming", "");
+          state.bubbles.set(turnKey, bubble);
+        }
+        bubble.textContent += event.content;
+        bubble.scrollIntoView({ block: "end" });
+      } else {
+        info.live += event.content;
+      }
+      break;
+    case "model_completed": {
+      const bubble = isRoot && state.bubbles.get(turnKey);
+      if (bubble) bubble.classList.remove("streaming");
+      const tokens = event.usage && event.usage.total_tokens;
+      if (tokens) info.tokens += tokens;
+      break;
+    }
+    case "tool_started":
+      info.tools += 1;
+      note(`${envelope.agent_id}: ${event.tool_name}(${event.arguments || ""})`);
+      break;
+    case "tool_completed":
+      if (event.error) note(`${envelope.agent_id}: ${event.tool_name} failed: ${event.error}`);
+      break;
+    case "agent_call_started":
+      info.agents += 1;
+      note(`${envelope.agent_id} → ${event.target}`);
+      break;
+    case "agent_call_completed":
+      note(`${event.target} → ${envelope.agent_id}: ${event.outcome}`);
+      break;
+    case "user_message_queued":
+      note(`${event.count} message(s) taken`);
+      break;
+    case "run_completed":
+    case "run_cancelled":
+    case "run_failed":
+      info.status = event.type === "run_completed" ? "completed"
+        : event.type === "run_cancelled" ? "cancelled" : (event.status || "failed");
+      info.live = "";
+      if (!isRoot) note(`${envelope.agent_id} ${info.status}`);
+      break;
+    default:
+      break;
+  }
+  if (["run_started", "agent_call_completed", "run_completed", "run_failed", "run_cancelled"]
+    .includes(event.type)) refreshTreeSoon();
+  renderTree();
+  if (isRoot && TERMINAL.has(event.type)) finishRun(info.status, event);
+}
+
+function finishRun(status, event) {
+  state.running = false;
+  $("#cancel").disabled = true;
+  $("#run-status").textContent = `run ${status}`;
+  document.querySelectorAll(".msg.streaming").forEach((bubble) => bubble.classList.remove("streaming"));
+  if (event.failure && event.failure.message) addMessage("system", `${status}: ${event.failure.message}`);
+  else if (status !== "completed") addMessage("system", `run ${status}`);
+  refreshTree();
+}
+
+// Server-Sent Events over fetch: frames are separated by a blank line.
+async function follow(root) {
+  const controller = new AbortController();
+  state.stream = controller;
+  let failures = 0;
+  while (state.root === root && state.running && !controller.signal.aborted) {
+    try {
+      const headers = { Accept: "text/event-stream" };
+      if (state.token) headers.Authorization = `Bearer ${state.token}`;
+      if (state.cursor) headers["Last-Event-ID"] = String(state.cursor);
+      const response = await fetch(`/v1/runs/${root}/events`, { headers, signal: controller.signal });
+      if (response.status === 204) break;
+      if (!response.ok) throw new Error(`events: ${response.status}`);
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          handleFrame(frame);
+        }
+      }
+      failures = 0;
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      failures += 1;
+      note(`stream interrupted (${error.message}); resuming after event ${state.cursor}`);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(5000, 250 * 2 ** failures)));
+    }
+  }
+}
+
+function handleFrame(frame) {
+  let data = "";
+  for (const line of frame.split("\n")) {
+    if (line.startsWith("data: ")) data += line.slice(6);
+  }
+  if (!data) return; // a heartbeat comment
+  const envelope = JSON.parse(data);
+  if (envelope.sequence <= state.cursor) return;
+  state.cursor = envelope.sequence;
+  apply(envelope);
+}
+
+// ------------------------------------------------------------------ actions
+
+function startFresh() {
+  if (state.stream) state.stream.abort();
+  Object.assign(state, { sessionId: newId("web"), root: null, running: false, cursor: 0 });
+  state.runs.clear();
+  state.bubbles.clear();
+  $("#transcript").replaceChildren();
+  $("#activity").replaceChildren();
+  $("#run-link").replaceChildren();
+  $("#run-status").textContent = "no run";
+  $("#cancel").disabled = true;
+  renderTree();
+}
+
+async function send(text) {
+  showError(null);
+  if (state.running) {
+    await api(`/v1/runs/${state.root}/messages`, { method: "POST", body: JSON.stringify({ messages: [text] }) });
+    addMessage("user", text);
+    return;
+  }
+  const body = { entry_agent: $("#agent").value, input: text, session: { session_id: state.sessionId } };
+  const started = await api("/v1/runs", {
+    method: "POST", body: JSON.stringify(body), headers: { "Idempotency-Key": newId("page") },
+  });
+  addMessage("user", text);
+  if (state.stream) state.stream.abort();
+  Object.assign(state, { root: started.run_id, running: true, cursor: 0 });
+  state.runs.clear();
+  state.bubbles.clear();
+  run(started.run_id).agent = body.entry_agent;
+  $("#cancel").disabled = false;
+  $("#run-status").textContent = `run ${started.run_id} running`;
+  const link = $("#run-link");
+  link.replaceChildren();
+  if (started.ui_url) {
+    const anchor = document.createElement("a");
+    anchor.href = started.ui_url;
+    anchor.target = "_blank";
+    anchor.rel = "noopener";
+    anchor.textContent = "open the run in the Temporal Web UI";
+    link.append(anchor);
+  }
+  renderTree();
+  follow(started.run_id);
+}
+
+async function loadAgents() {
+  const agents = await api("/v1/agents");
+  const select = $("#agent");
+  select.replaceChildren();
+  for (const agent of agents) {
+    const option = document.createElement("option");
+    option.value = agent.id;
+    option.textContent = agent.callable_agents.length ? `${agent.id} (team)` : agent.id;
+    option.dataset.description = agent.description;
+    select.append(option);
+  }
+  const describe = () => {
+    const chosen = select.selectedOptions[0];
+    $("#agent-description").textContent = chosen ? chosen.dataset.description : "";
+  };
+  select.onchange = describe;
+  describe();
+}
+
+async function connect() {
+  try {
+    const me = await api("/v1/whoami");
+    $("#whoami").textContent = me.partition_key ? `partition ${me.partition_key}` : "";
+    await loadAgents();
+    showError(null);
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function main() {
+  state.info = await api("/v1/info");
+  const tokenField = $("#token-field");
+  tokenField.hidden = !state.info.auth_required;
+  $("#token").value = state.token;
+  $("#token").addEventListener("change", (event) => {
+    state.token = event.target.value.trim();
+    sessionStorage.setItem("otherone-token", state.token);
+    connect();
+  });
+  $("#composer").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = $("#message").value.trim();
+    if (!text) return;
+    $("#send").disabled = true;
+    try {
+      await send(text);
+      $("#message").value = "";
+    } catch (error) {
+      showError(error);
+    } finally {
+      $("#send").disabled = false;
+    }
+  });
+  $("#message").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) {
+      event.preventDefault();
+      $("#composer").requestSubmit();
+    }
+  });
+  $("#cancel").addEventListener("click", async () => {
+    try {
+      await api(`/v1/runs/${state.root}/cancel`, { method: "POST" });
+      $("#run-status").textContent = "cancelling…";
+    } catch (error) {
+      showError(error);
+    }
+  });
+  $("#new-chat").addEventListener("click", startFresh);
+  startFresh();
+  if (!state.info.auth_required || state.token) await connect();
+}
+
+main().catch(showError);

@@ -1,0 +1,390 @@
+"""`otherone serve`: the HTTP API over a real dev server, worker and SQLite store.
+
+Every answer is checked as a client sees it over a real socket (uvicorn on a free port):
+idempotent starts and conflicts, records, results, trees, messages, cancellation, sessions,
+event streams (order, resumption, AG-UI, heartbeats), tokens bound to partitions, problem
+details for bad input, and the checked-in OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ag_ui.core import Event
+from pydantic import TypeAdapter
+from temporalio.client import Client
+
+from otherone.api import openapi_schema
+from otherone.api.server import bind_host, parse_tokens
+from otherone.errors import ConfigurationError
+from otherone.worker.settings import Settings
+from tests.api_env import ApiEnv, api_env
+from tests.harness import scripted_config, wait_until
+from tests.sse import read_stream
+
+OPENAPI_FILE = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
+PROBLEM = "application/problem+json"
+
+SCRIPT: dict[str, list[Any]] = {
+    "helper": [
+        {"tool_calls": [{"name": "agent.call", "arguments": {"agent": "echo", "task": "go"}}]},
+        {"chunks": ["All ", "done ", "here."]},
+    ],
+    "echo": [{"chunks": ["echo ", "says ", "hi"]}],
+    "slow": [{"delay_seconds": 3.0, "text": "first"}, {"chunks": ["second ", "answer"]}],
+}
+
+
+def config() -> Any:
+    from otherone.definitions import AccessPolicy, AgentDefinition
+
+    agents = [
+        AgentDefinition(
+            id="helper", description="calls echo", callable_agents=AccessPolicy.allow("echo")
+        ),
+        AgentDefinition(id="echo", description="echoes"),
+        AgentDefinition(id="slow", description="slow to answer"),
+    ]
+    return scripted_config(SCRIPT, agents=agents)
+
+
+def run_body(agent: str = "helper", text: str = "hello", **extra: Any) -> dict[str, Any]:
+    return {"entry_agent": agent, "input": text, **extra}
+
+
+async def start(api: ApiEnv, body: dict[str, Any], key: str | None = None) -> str:
+    headers = {"Idempotency-Key": key} if key else {}
+    response = await api.http.post("/v1/runs", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    run_id: str = response.json()["run_id"]
+    return run_id
+
+
+async def result(api: ApiEnv, run_id: str, **headers: str) -> dict[str, Any]:
+    response = await api.http.get(f"/v1/runs/{run_id}/result?wait=60", headers=headers)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+async def model_started(api: ApiEnv, run_id: str) -> None:
+    await wait_until(
+        lambda: any(
+            event.event["type"] == "model_started" for event in api.env.store.read_events(run_id)
+        ),
+        message="the model call",
+    )
+
+
+def assert_problem(response: Any, status: int, code: str, field: str | None = None) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    problem = response.json()
+    assert problem["code"] == code and problem["status"] == status, problem
+    assert problem["type"] == f"urn:otherone:problem:{code}"
+    assert "Traceback" not in response.text
+    if field is not None:
+        assert problem.get("field") == field, problem
+
+
+async def test_start_is_idempotent_by_header_and_refuses_a_changed_body(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        first = await api.http.post("/v1/runs", json=run_body(), headers={"Idempotency-Key": "k1"})
+        again = await api.http.post("/v1/runs", json=run_body(), headers={"Idempotency-Key": "k1"})
+        assert first.status_code == again.status_code == 201, first.text
+        run_id = first.json()["run_id"]
+        assert again.json()["run_id"] == run_id
+        assert first.json()["ui_url"].endswith(f"/namespaces/default/workflows/{run_id}")
+        changed = await api.http.post(
+            "/v1/runs", json=run_body(text="other"), headers={"Idempotency-Key": "k1"}
+        )
+        assert_problem(changed, 409, "idempotency_conflict", "Idempotency-Key")
+        assert (await result(api, run_id))["outcome"] == "completed"
+        after_end = await api.http.post(
+            "/v1/runs", json=run_body(), headers={"Idempotency-Key": "k1"}
+        )
+        assert after_end.status_code == 201 and after_end.json()["run_id"] == run_id
+        no_key = [await start(api, run_body()) for _ in range(2)]
+        assert len(set(no_key)) == 2  # without a key every start is a new run
+
+
+async def test_record_result_tree_and_sessions(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        run_id = await start(api, run_body(session={"session_id": "s-1"}), key="tree")
+        answer = await result(api, run_id)
+        assert answer["outcome"] == "completed"
+        assert answer["output"]["value"] == "All done here."
+        record = (await api.http.get(f"/v1/runs/{run_id}")).json()
+        assert record["status"] == "completed" and record["agent_id"] == "helper"
+        tree = (await api.http.get(f"/v1/runs/{run_id}/tree")).json()
+        assert [run["agent_id"] for run in tree] == ["helper", "echo"]
+        child = tree[1]["run_id"]
+        assert "/" in child  # a child's id holds a '/': the routes take it whole
+        child_record = (await api.http.get(f"/v1/runs/{child}")).json()
+        assert child_record["parent_run_id"] == run_id
+        assert [run["run_id"] for run in (await api.http.get(f"/v1/runs/{child}/tree")).json()] == [
+            run_id,
+            child,
+        ]
+        sessions = (await api.http.get("/v1/sessions")).json()
+        assert [session["session_id"] for session in sessions] == ["s-1"]
+        internal = (await api.http.get("/v1/sessions?internal=true")).json()
+        assert len(internal) == 2
+        agents = (await api.http.get("/v1/agents")).json()
+        assert {agent["id"] for agent in agents} == {"helper", "echo", "slow"}
+
+
+async def test_messages_cancel_and_a_result_that_is_not_ready(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        run_id = await start(api, run_body("slow"))
+        pending = await api.http.get(f"/v1/runs/{run_id}/result?wait=0.2")
+        assert pending.status_code == 202 and pending.json() == {
+            "run_id": run_id,
+            "status": "running",
+        }
+        await model_started(api, run_id)  # a message during the model call: one more turn
+        sent = await api.http.post(f"/v1/runs/{run_id}/messages", json={"messages": ["more"]})
+        assert sent.status_code == 202, sent.text
+        answer = await result(api, run_id)
+        assert answer["outcome"] == "completed" and answer["output"]["value"] == "second answer"
+        events = api.env.store.read_events(run_id)
+        assert any(event.event["type"] == "user_message_queued" for event in events)
+        ended = await api.http.post(f"/v1/runs/{run_id}/messages", json={"messages": ["late"]})
+        assert_problem(ended, 409, "run_not_active")
+
+        cancelled = await start(api, run_body("slow"))
+        await model_started(api, cancelled)
+        accepted = await api.http.post(f"/v1/runs/{cancelled}/cancel")
+        assert accepted.status_code == 202, accepted.text
+        assert (await result(api, cancelled))["outcome"] == "cancelled"
+        assert_problem(await api.http.post(f"/v1/runs/{cancelled}/cancel"), 409, "run_not_active")
+
+
+async def test_event_stream_is_ordered_and_a_resumed_client_misses_nothing(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        run_id = await start(api, run_body())
+        status, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events")
+        assert status == 200
+        stored = api.env.store.read_events(run_id)
+        assert [frame.id for frame in frames] == [event.sequence for event in stored]
+        assert [frame.id for frame in frames] == list(range(1, len(stored) + 1))
+        assert [frame.event for frame in frames] == [event.event["type"] for event in stored]
+        assert frames[-1].event == "run_completed" and frames[-1].json()["run_id"] == run_id
+        assert {frame.json()["agent_id"] for frame in frames} == {"helper", "echo"}
+
+        # A client that saw up to the middle resumes with Last-Event-ID: exactly the rest.
+        middle = frames[len(frames) // 2].id
+        assert middle is not None
+        url = f"/v1/runs/{run_id}/events"
+        _, rest = await read_stream(api.http, url, headers={"Last-Event-ID": str(middle)})
+        assert [frame.id for frame in rest] == [frame.id for frame in frames if frame.id > middle]
+        # Resumed after the end of an ended tree: 204, so EventSource stops reconnecting.
+        last = str(frames[-1].id)
+        status, _ = await read_stream(api.http, url, headers={"Last-Event-ID": last})
+        assert status == 204
+        # Any run of the tree names the tree.
+        child = next(frame.json()["run_id"] for frame in frames if frame.json()["depth"] == 1)
+        _, via_child = await read_stream(api.http, f"/v1/runs/{child}/events")
+        assert [frame.id for frame in via_child] == [frame.id for frame in frames]
+
+
+async def test_a_live_stream_disconnected_mid_run_resumes_without_loss(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    script = {"talker": [{"chunks": [f"w{i} " for i in range(12)], "chunk_delay_seconds": 0.08}]}
+    async with api_env(client, task_queue, scripted_config(script), tmp_path) as api:
+        run_id = await start(api, run_body("talker"))
+        url = f"/v1/runs/{run_id}/events"
+        _, head = await read_stream(api.http, url, limit=3)  # then the client drops
+        seen = head[-1].id
+        assert seen is not None
+        _, tail = await read_stream(api.http, url, headers={"Last-Event-ID": str(seen)})
+        ids = [frame.id for frame in head + tail]
+        assert ids == list(range(1, len(ids) + 1)) and tail[-1].event == "run_completed"
+        text = "".join(
+            f.json()["event"]["content"] for f in head + tail if f.event == "model_delta"
+        )
+        assert text == "".join(f"w{i} " for i in range(12))
+
+
+async def test_ag_ui_format(client: Client, task_queue: str, tmp_path: Path) -> None:
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        run_id = await start(api, run_body())
+        _, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events?format=ag-ui")
+        adapter: TypeAdapter[Any] = TypeAdapter(Event)
+        events = [adapter.validate_json(frame.data) for frame in frames if frame.data]
+        types = [event.type.value for event in events]
+        assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED", types
+        assert events[0].run_id == run_id and events[0].thread_id == run_id
+        assert {"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"} <= set(types)
+        assert "SUBAGENT_STARTED" in types and "SUBAGENT_FINISHED" in types
+        root_text = "".join(
+            event.delta
+            for event in events
+            if event.type.value == "TEXT_MESSAGE_CONTENT" and event.subagent_run_id is None
+        )
+        child_text = "".join(
+            event.delta
+            for event in events
+            if event.type.value == "TEXT_MESSAGE_CONTENT" and event.subagent_run_id is not None
+        )
+        assert root_text == "All done here." and child_text == "echo says hi"
+        # Ids are the envelopes' sequences: an AG-UI client resumes like any other.
+        ids = [frame.id for frame in frames if frame.id is not None]
+        assert ids == sorted(ids) and ids[-1] == len(api.env.store.read_events(run_id))
+
+
+async def test_idle_streams_get_heartbeats(client: Client, task_queue: str, tmp_path: Path) -> None:
+    async with api_env(client, task_queue, config(), tmp_path, heartbeat_seconds=0.2) as api:
+        run_id = await start(api, run_body("slow"))
+        _, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events", comments=True, limit=6)
+        assert sum(frame.comment for frame in frames) >= 3, frames
+        await api.http.post(f"/v1/runs/{run_id}/cancel")
+
+
+async def test_tokens_are_bound_to_partitions(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
+    tokens = {alice: "tenant-a", bob: "tenant-b"}
+    async with api_env(client, task_queue, config(), tmp_path, tokens=tokens) as api:
+        missing = await api.http.get("/v1/sessions")
+        assert_problem(missing, 401, "unauthorized")
+        assert missing.headers["www-authenticate"] == "Bearer"
+        wrong = await api.http.get("/v1/sessions", headers={"Authorization": "Bearer nope"})
+        assert_problem(wrong, 401, "unauthorized")
+        assert (await api.http.get("/v1/info")).json()["auth_required"] is True
+
+        as_alice = {"Authorization": f"Bearer {alice}"}
+        as_bob = {"Authorization": f"Bearer {bob}"}
+        response = await api.http.post(
+            "/v1/runs", json=run_body(session={"session_id": "a1"}), headers=as_alice
+        )
+        assert response.status_code == 201, response.text
+        run_id = response.json()["run_id"]
+        assert (await result(api, run_id, **as_alice))["outcome"] == "completed"
+        record = (await api.http.get(f"/v1/runs/{run_id}", headers=as_alice)).json()
+        assert record["partition_key"] == "tenant-a"
+        for path in ("", "/result", "/tree", "/events"):
+            assert_problem(
+                await api.http.get(f"/v1/runs/{run_id}{path}", headers=as_bob), 404, "run_not_found"
+            )
+        for path, body in (("/messages", {"messages": ["x"]}), ("/cancel", None)):
+            answer = await api.http.post(f"/v1/runs/{run_id}{path}", json=body, headers=as_bob)
+            assert_problem(answer, 404, "run_not_found")
+        alice_sessions = (await api.http.get("/v1/sessions", headers=as_alice)).json()
+        assert [session["session_id"] for session in alice_sessions] == ["a1"]
+        assert (await api.http.get("/v1/sessions", headers=as_bob)).json() == []
+        assert_problem(
+            await api.http.get("/v1/sessions?partition=tenant-a", headers=as_bob),
+            422,
+            "invalid_request",
+            "partition",
+        )
+        other = run_body(runtime_context={"partition_key": "tenant-a"})
+        assert_problem(
+            await api.http.post("/v1/runs", json=other, headers=as_bob),
+            422,
+            "invalid_request",
+            "runtime_context.partition_key",
+        )
+        me = (await api.http.get("/v1/whoami", headers=as_bob)).json()
+        assert me["partition_key"] == "tenant-b"
+
+
+async def test_bad_input_is_a_problem_naming_the_field(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        cases: list[tuple[str, str, Any, dict[str, str], str]] = [
+            ("POST", "/v1/runs", {"input": "hi"}, {}, "entry_agent"),
+            ("POST", "/v1/runs", {"entry_agent": "helper", "input": []}, {}, "input"),
+            ("POST", "/v1/runs", run_body(bogus=1), {}, "bogus"),
+            ("POST", "/v1/runs", run_body(session={"session_id": " "}), {}, "session.session_id"),
+            (
+                "POST",
+                "/v1/runs",
+                run_body(idempotency_key="a"),
+                {"Idempotency-Key": "b"},
+                "idempotency_key",
+            ),
+            ("GET", "/v1/runs/run-x/result?wait=-1", None, {}, "wait"),
+            ("GET", "/v1/runs/run-x/events?format=xml", None, {}, "format"),
+            ("GET", "/v1/runs/bad%20id", None, {}, "run_id"),
+            ("POST", "/v1/runs/run-x/messages", {"messages": []}, {}, "messages"),
+            ("GET", "/v1/sessions?partition=%20", None, {}, "partition"),
+        ]
+        for method, path, body, headers, field in cases:
+            response = await api.http.request(method, path, json=body, headers=headers)
+            assert_problem(response, 422, "invalid_request", field)
+        not_json = await api.http.post(
+            "/v1/runs", content=b"{", headers={"Content-Type": "application/json"}
+        )
+        assert not_json.status_code == 422 and not_json.headers["content-type"] == PROBLEM
+        run_id = await start(api, run_body())
+        bad_cursor = await api.http.get(
+            f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": "soon"}
+        )
+        assert_problem(bad_cursor, 422, "invalid_request", "Last-Event-ID")
+        assert_problem(await api.http.get("/v1/runs/run-nope"), 404, "run_not_found")
+        empty = await api.http.post(f"/v1/runs/{run_id}/messages", json={"messages": [" "]})
+        assert_problem(empty, 422, "invalid_request", "messages.0")
+        assert_problem(await api.http.get("/v1/nothing"), 404, "not_found")
+        assert_problem(await api.http.delete("/v1/sessions"), 405, "method_not_allowed")
+
+
+async def test_openapi_document_is_served_and_checked_in(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """docs/openapi.json is the app's schema: regenerate it with
+    ``python -m otherone.api --openapi > docs/openapi.json`` when the API changes."""
+    schema = openapi_schema()
+    checked_in = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
+    assert checked_in == schema, "docs/openapi.json is stale: regenerate it (see the docstring)"
+    assert {"/v1/runs", "/v1/runs/{run_id}/events", "/v1/sessions"} <= set(schema["paths"])
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        assert (await api.http.get("/openapi.json")).json() == schema
+        page = await api.http.get("/")
+        assert page.status_code == 200 and "/assets/app.js" in page.text
+        assert "http" not in page.text.replace("http-equiv", "")  # nothing from elsewhere
+        script = await api.http.get("/assets/app.js")
+        assert script.status_code == 200 and "text/javascript" in script.headers["content-type"]
+
+
+def test_tokens_setting_and_bind_address() -> None:
+    assert parse_tokens("abcdefghijklmnop:tenant-a, qrstuvwxyz012345:b") == {
+        "abcdefghijklmnop": "tenant-a",
+        "qrstuvwxyz012345": "b",
+    }
+    for bad in ("justatoken", "short:tenant", "abcdefghijklmnop: bad partition"):
+        with pytest.raises(ConfigurationError, match="OTHERONE_SERVE_TOKENS"):
+            parse_tokens(bad)
+    open_settings = Settings(serve_host="0.0.0.0", _env_file=None)  # type: ignore[call-arg]
+    host, note = bind_host(open_settings, {})
+    assert host == "127.0.0.1" and note is not None and "127.0.0.1 only" in note
+    assert bind_host(open_settings, {"abcdefghijklmnop": "a"}) == ("0.0.0.0", None)
+
+
+async def test_a_stream_follows_a_run_that_starts_later_than_it(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Streams opened on a fresh run (no events yet) are woken by the poller."""
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        run_ids = [await start(api, run_body()) for _ in range(3)]
+        streams = [read_stream(api.http, f"/v1/runs/{run_id}/events") for run_id in run_ids]
+        results = await asyncio.wait_for(asyncio.gather(*streams), timeout=60)
+        for run_id, (_, frames) in zip(run_ids, results, strict=True):
+            assert frames[-1].event == "run_completed"
+            assert len(frames) == len(api.env.store.read_events(run_id))
