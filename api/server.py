@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType, TracebackType
-from typing import Self, TextIO
+from types import TracebackType
+from typing import Self
 
 import uvicorn
-from fastapi import FastAPI
 from pydantic import SecretStr
 
 from otherone.api.app import ApiContext, close_streams, create_app
@@ -65,17 +67,12 @@ def ui_base_url(settings: Settings) -> str:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, ending our event streams first on SIGTERM/Ctrl-C (else it waits for them)."""
+    """uvicorn without its own signal handlers: whoever runs the server owns the signals (the
+    CLI's context, `serve`'s handlers, a test) and calls `ApiServer.stop`."""
 
-    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
-        super().__init__(config)
-        self.api = app
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.loop is not None:
-            self.loop.call_soon_threadsafe(close_streams, self.api)
-        super().handle_exit(sig, frame)
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class ApiServer:
@@ -93,7 +90,7 @@ class ApiServer:
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
             access_log=False,
         )
-        self.server = _Server(config, self.app)
+        self.server = _Server(config)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -104,7 +101,6 @@ class ApiServer:
         return f"http://{host}:{port}"
 
     async def __aenter__(self) -> Self:
-        self.server.loop = asyncio.get_running_loop()
         self._task = asyncio.create_task(self.server.serve(), name="otherone-api")
         while not self.server.started:
             if self._task.done():
@@ -122,15 +118,23 @@ class ApiServer:
         await self.stop()
 
     async def stop(self) -> None:
+        """Graceful: end the event streams (clients resume elsewhere with Last-Event-ID), let
+        other requests finish for up to `GRACEFUL_SHUTDOWN_SECONDS`, close."""
         close_streams(self.app)
         self.server.should_exit = True
         if self._task is not None:
             await self._task
 
-    async def wait(self) -> None:
-        """Until the server stops (a signal)."""
-        if self._task is not None:
-            await self._task
+    async def wait(self, stop: asyncio.Event) -> None:
+        """Until ``stop`` is set (then stop gracefully) or the server fails."""
+        assert self._task is not None, "use `async with ApiServer(...)`"
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({stopping, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if self._task.done():
+            await self._task  # it failed: raise why
 
 
 def _configured_agents(settings: Settings) -> list[AgentDefinition]:
@@ -145,16 +149,23 @@ def _configured_agents(settings: Settings) -> list[AgentDefinition]:
     return list(load_config(path).agents.values())
 
 
-async def serve(settings: Settings, *, out: TextIO = sys.stderr) -> None:
-    """`otherone serve`: connect, open the store, serve until SIGTERM/Ctrl-C."""
+async def serve(
+    settings: Settings,
+    *,
+    stop: asyncio.Event | None = None,
+    log: Callable[[str], None] | None = None,
+) -> None:
+    """`otherone serve`: connect, open the store, serve until ``stop`` is set (default: until
+    SIGINT/SIGTERM), then end the streams and close."""
     from otherone.worker.app import connect
     from otherone.worker.codec import codec_from_settings
     from otherone.worker.connection import temporal_connection
 
+    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
     tokens = parse_tokens(settings.serve_tokens)
     host, note = bind_host(settings, tokens)
     if note:
-        print(f"note: {note}", file=out)
+        say(f"note: {note}")
     agents = await asyncio.to_thread(_configured_agents, settings)
     connection = temporal_connection(settings)
     temporal = await connect(
@@ -164,7 +175,7 @@ async def serve(settings: Settings, *, out: TextIO = sys.stderr) -> None:
         tls=connection.tls,
         api_key=connection.api_key,
     )
-    store = Store.open(settings.store_url())
+    store = await asyncio.to_thread(Store.open, settings.store_url())
     context = ApiContext(
         temporal=temporal,
         store=store,
@@ -176,11 +187,22 @@ async def serve(settings: Settings, *, out: TextIO = sys.stderr) -> None:
         heartbeat_seconds=settings.serve_heartbeat_seconds,
     )
     try:
-        server = ApiServer(
+        async with ApiServer(
             context, host=host, port=settings.serve_port, log_level=settings.log_level
-        )
-        async with server:
-            print(f"otherone serve: {server.url} (page at /, schema at /openapi.json)", file=out)
-            await server.wait()
+        ) as server:
+            say(
+                f"serving the API and the page on {server.url} (schema /openapi.json; "
+                f"{len(tokens)} token(s)); Ctrl-C to stop"
+            )
+            await server.wait(stop or _signalled())
     finally:
         store.close()
+
+
+def _signalled() -> asyncio.Event:
+    """An event set by SIGINT/SIGTERM (for ``python -m otherone.api``)."""
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, event.set)
+    return event

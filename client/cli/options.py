@@ -46,6 +46,11 @@ WORKER_OPTIONS = (
     Option("--max-concurrent-model-calls", "max_concurrent_model_calls", "N"),
     Option("--max-concurrent-tool-calls", "max_concurrent_tool_calls", "N"),
 )
+#: Options of `otherone serve` (and `otherone dev --serve`): where the HTTP API listens.
+SERVE_OPTIONS = (
+    Option("--host", "serve_host", "HOST"),
+    Option("--http-port", "serve_port", "PORT"),
+)
 
 
 def default_settings() -> Settings | None:
@@ -109,7 +114,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     """`Settings` from the environment, overridden by the options given on the command line."""
     overrides = {
         option.field: getattr(args, option.field)
-        for option in (*SETTING_OPTIONS, *WORKER_OPTIONS)
+        for option in (*SETTING_OPTIONS, *WORKER_OPTIONS, *SERVE_OPTIONS)
         if hasattr(args, option.field)
     }
     try:
@@ -135,4 +140,6 @@ def _settings_error(error: ValidationError) -> str:
 
 def _flags() -> dict[str, str]:
     """`Settings` field → its command-line flag."""
-    return {option.field: option.flag for option in (*SETTING_OPTIONS, *WORKER_OPTIONS)}
+    return {
+        option.field: option.flag for option in (*SETTING_OPTIONS, *WORKER_OPTIONS, *SERVE_OPTIONS)
+    }

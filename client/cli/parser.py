@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 from otherone.client.cli.exits import EXIT_CODES_HELP, EXIT_USAGE
 from otherone.client.cli.options import (
+    SERVE_OPTIONS,
     SETTING_OPTIONS,
     SETTINGS_HELP,
     WORKER_OPTIONS,
@@ -52,6 +53,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "approve": CommandTarget("approvals", "cmd_approve"),
     "deny": CommandTarget("approvals", "cmd_deny"),
     "answer": CommandTarget("approvals", "cmd_answer"),
+    "serve": CommandTarget("http_api", "cmd_serve", handles_signals=True),
 }
 
 
@@ -126,7 +128,25 @@ def _add_serve(command: Add, defaults: Settings | None) -> None:
         "calls run on queues of their own and --roles picks what this process serves.",
     )
     add_options(worker.add_argument_group("task queues and roles"), WORKER_OPTIONS, defaults)
-    for process in (dev, worker):  # the commands that run a worker list every setting
+    dev.add_argument(
+        "--serve",
+        action="store_true",
+        help="also serve the HTTP API and its page (as `otherone serve`, on --http-port)",
+    )
+    add_options(dev.add_argument_group("HTTP API (with --serve)"), SERVE_OPTIONS, defaults)
+    http = command(
+        "serve",
+        "serve the HTTP API and the page at / (runs, live events, AG-UI)",
+        "Serve the HTTP API (start, follow, message, cancel and inspect runs; Server-Sent Events, "
+        "also as AG-UI with ?format=ag-ui; schema at /openapi.json) and a page at / to chat with "
+        "the agents of --config, against the Temporal server at --address and the store at "
+        "--database-url (the workers'). Bearer tokens from OTHERONE_SERVE_TOKENS "
+        "('token:partition,...') each see one partition; without tokens it binds to 127.0.0.1 "
+        "only. SIGTERM / Ctrl-C ends the event streams (clients resume with Last-Event-ID) and "
+        "exits 0.",
+    )
+    add_options(http.add_argument_group("HTTP API"), SERVE_OPTIONS, defaults)
+    for process in (dev, worker, http):  # the long-running commands list every setting
         process.epilog = f"{environment_help()}\n\n{EXIT_CODES_HELP}"
 
 

@@ -74,6 +74,11 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
         ]
         for label, value in rows:
             ctx.out.print(f"{label:<11} {value}", markup=False)
+        api: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()
+        if getattr(args, "serve", False):
+            from otherone.client.cli.http_api import api_beside_dev
+
+            api = api_beside_dev(ctx, client, store, config, server.ui_url)
         needed = " ".join(_dev_settings(server, settings))
         if dev_env.parent == DEFAULT_DATA_DIR.resolve():
             ctx.out.print(
@@ -84,7 +89,7 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
             ctx.out.print(f"other commands need: {needed}", markup=False)
         ctx.out.print("ready: Ctrl-C to stop", style="dim")
         sys.stdout.flush()
-        async with _event_pruning(settings, store):
+        async with api, _event_pruning(settings, store):
             report = await _serve(worker, ctx, tracker)
     finally:
         ctx.err.print("stopping the Temporal dev server…", style="dim")

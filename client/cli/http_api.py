@@ -1,0 +1,52 @@
+"""``otherone serve``: the HTTP API and its page (`otherone.api`), until a signal; and the
+``--serve`` part of ``otherone dev``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator
+
+from temporalio.client import Client
+
+from otherone.client.cli.context import Context
+from otherone.client.cli.exits import EXIT_OK
+from otherone.config import RuntimeConfig
+from otherone.store import Store
+
+
+async def cmd_serve(args: argparse.Namespace, ctx: Context) -> int:
+    from otherone.api.server import serve
+
+    await serve(ctx.settings, stop=ctx.stop, log=lambda line: ctx.err.print(line, markup=False))
+    return EXIT_OK
+
+
+@contextlib.asynccontextmanager
+async def api_beside_dev(
+    ctx: Context, client: Client, store: Store, config: RuntimeConfig, ui_url: str | None
+) -> AsyncIterator[None]:
+    """`otherone dev --serve`: the API on the dev server's client and store while it runs."""
+    from otherone.api import ApiContext, ApiServer
+    from otherone.api.server import bind_host, parse_tokens
+
+    settings = ctx.settings
+    tokens = parse_tokens(settings.serve_tokens)
+    host, note = bind_host(settings, tokens)
+    if note:
+        ctx.err.print(f"note: {note}", markup=False)
+    context = ApiContext(
+        temporal=client,
+        store=store,
+        task_queue=settings.task_queue,
+        namespace=settings.namespace,
+        tokens=tokens,
+        agents=list(config.agents.values()),
+        ui_url=ui_url,
+        heartbeat_seconds=settings.serve_heartbeat_seconds,
+    )
+    async with ApiServer(
+        context, host=host, port=settings.serve_port, log_level=settings.log_level
+    ) as server:
+        ctx.out.print(f"{'http api':<11} {server.url}  (page at /)", markup=False)
+        yield
