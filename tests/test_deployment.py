@@ -56,6 +56,10 @@ NOT_SET_BY_THE_WORKER_SERVICE = {
     "codec_server_token": "`otherone codec-server` only, not run by the stack",
     "ui_codec_endpoint": "`otherone dev` only; the stack's UI takes TEMPORAL_UI_CODEC_ENDPOINT",
     "partition": "the tenant CLI commands act for; a worker serves every partition",
+    "serve_host": "`otherone serve` only (the serve service sets it)",
+    "serve_port": "`otherone serve` only (the serve service sets it)",
+    "serve_tokens": "`otherone serve` only (the serve service passes it through)",
+    "serve_heartbeat_seconds": "`otherone serve` only (the serve service passes it through)",
 }
 #: Worker settings the stack itself decides (the others pass through from the shell or .env).
 SET_BY_THE_STACK = {
@@ -69,13 +73,22 @@ SET_BY_THE_STACK = {
     "ui_url",
 }
 ONE_SHOT_JOBS = {"temporal-schema", "temporal-setup"}
-LONG_RUNNING = {"temporal-db", "temporal", "temporal-ui", "store-db", "worker", "otel-collector"}
+LONG_RUNNING = {
+    "temporal-db",
+    "temporal",
+    "temporal-ui",
+    "store-db",
+    "worker",
+    "serve",
+    "otel-collector",
+}
 START_ORDER = {  # service -> {dependency: condition}
     "temporal-schema": {"temporal-db": "service_healthy"},
     "temporal": {"temporal-schema": "service_completed_successfully"},
     "temporal-setup": {"temporal": "service_healthy"},
     "temporal-ui": {"temporal": "service_healthy"},
     "worker": {"store-db": "service_healthy", "temporal-setup": "service_completed_successfully"},
+    "serve": {"store-db": "service_healthy", "temporal-setup": "service_completed_successfully"},
 }
 
 
@@ -300,9 +313,11 @@ def published_ports(service: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def test_only_the_temporal_frontend_and_the_ui_are_published() -> None:
+def test_only_the_temporal_frontend_the_ui_and_the_api_are_published() -> None:
     published = {name for name, service in services().items() if service.get("ports")}
-    assert published == {"temporal", "temporal-ui"}
+    assert published == {"temporal", "temporal-ui", "serve"}
+    assert published_ports(services()["serve"]) == ["127.0.0.1:8000:8000"]  # loopback default
+    assert services()["serve"]["profiles"] == ["api"]  # optional, like the collector
     assert published_ports(services()["temporal"]) == ["7233:7233"]
     assert published_ports(services()["temporal-ui"]) == ["8080:8080"]
     moved = services({"TEMPORAL_PORT": "17233", "TEMPORAL_UI_PORT": "18080"})
