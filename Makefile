@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
 PACKAGES := otherone
 
-.PHONY: venv demo test lint fmt dev record-histories clean bench
+.PHONY: venv demo test lint fmt dev record-histories clean bench bench-serve
 
 venv: $(STAMP)
 
@@ -52,6 +52,11 @@ $(PEERS_STAMP): bench/requirements-peers.txt
 
 bench: venv $(PEERS_STAMP)
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.serve_latency
+
+# `otherone serve`: stored delta -> SSE client latency on SQLite and PostgreSQL (~1 min).
+bench-serve: venv
+	$(BIN)/python -m bench.serve_latency
 
 # Keeps .otherone/ (local dev-server and run data): delete it by hand to reset state.
 clean:

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import psycopg
 
 from otherone import RuntimeConfig, Store, build_worker, connect
 from otherone.api import ApiContext, ApiServer
@@ -40,8 +41,6 @@ TASK_QUEUE = "serve-latency"
 
 @contextlib.contextmanager
 def postgresql_database() -> Iterator[str]:
-    import psycopg
-
     name = f"otherone_latency_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -125,7 +124,11 @@ async def main(args: argparse.Namespace) -> None:
         for database in databases:
             with contextlib.ExitStack() as stack:
                 if database == "postgresql":
-                    url = stack.enter_context(postgresql_database())
+                    try:
+                        url = stack.enter_context(postgresql_database())
+                    except psycopg.OperationalError as error:  # no server on 127.0.0.1:5432
+                        lines.append(f"{database:<11} skipped: {error}".splitlines()[0])
+                        continue
                 else:
                     folder = stack.enter_context(tempfile.TemporaryDirectory())
                     url = f"sqlite:///{Path(folder) / 'store.db'}"
