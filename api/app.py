@@ -28,7 +28,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from otherone.api.notify import EventNotifier, notification_source
 from otherone.api.problems import PROBLEM_RESPONSES, ApiError, install_problem_handlers
-from otherone.api.streams import StreamFormat, TreeStream
+from otherone.api.streams import StreamFormat, TreeReaders, TreeStream
 from otherone.client.agent_client import DEFAULT_TASK_QUEUE, AgentClient
 from otherone.definitions import AgentDefinition
 from otherone.runs import (
@@ -68,6 +68,10 @@ class _Runtime:
     context: ApiContext
     notifier: EventNotifier = field(default_factory=EventNotifier)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    readers: TreeReaders = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.readers = TreeReaders(self.context.store, self.notifier)
 
 
 # --------------------------------------------------------------------------- answers
@@ -324,8 +328,7 @@ async def run_events(
         return current.status == WorkflowExecutionStatus.RUNNING
 
     stream = TreeStream(
-        store=runtime.context.store,
-        notifier=runtime.notifier,
+        readers=runtime.readers,
         root_run_id=root,
         partition_key=partition,
         is_running=is_running,
@@ -334,7 +337,7 @@ async def run_events(
         heartbeat_seconds=runtime.context.heartbeat_seconds,
         closing=runtime.closing,
     )
-    if after and not await is_running() and not await stream.read():
+    if after and not await is_running() and not await stream.pending():
         return Response(status_code=204)  # EventSource stops reconnecting on 204
     return StreamingResponse(
         stream.frames(),

@@ -43,6 +43,9 @@ class EventNotifier:
 
     def __init__(self) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = {}
+        #: Notifications per tree so far: a read started at version v has seen every event
+        #: whose notification came before it (`otherone.api.streams.TreeReader`).
+        self._versions: dict[str, int] = {}
 
     @contextlib.contextmanager
     def subscribe(self, root_run_id: str) -> Iterator[asyncio.Event]:
@@ -58,12 +61,20 @@ class EventNotifier:
                 waiting.discard(woken)
                 if not waiting:
                     del self._waiters[root_run_id]
+                    self._versions.pop(root_run_id, None)
 
     def followed(self) -> list[str]:
         return list(self._waiters)
 
+    def version(self, root_run_id: str) -> int:
+        return self._versions.get(root_run_id, 0)
+
     def notify(self, root_run_id: str) -> None:
-        for woken in self._waiters.get(root_run_id, ()):
+        waiting = self._waiters.get(root_run_id)
+        if not waiting:
+            return
+        self._versions[root_run_id] = self.version(root_run_id) + 1
+        for woken in waiting:
             woken.set()
 
     def notify_all(self) -> None:

@@ -16,8 +16,9 @@ down (the client resumes elsewhere). Idle streams get a ``: heartbeat`` comment 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,7 +27,7 @@ from otherone.api.notify import EventNotifier
 from otherone.contracts import EventRecord
 from otherone.store import Store
 
-__all__ = ["StreamFormat", "TreeStream", "sse_frame"]
+__all__ = ["StreamFormat", "TreeReader", "TreeReaders", "TreeStream", "sse_frame"]
 
 StreamFormat = Literal["otherone", "ag-ui"]
 TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
@@ -66,12 +67,117 @@ def frames_of(record: EventRecord, format: StreamFormat) -> list[str]:
     return frames
 
 
+class TreeReader:
+    """Reads one tree's new events once per notification for all the streams following it.
+
+    Without it every stream would query the store on every wake-up (clients x events). The
+    reader keeps the tree's latest events (up to `CACHE` of them, contiguous) and fetches only
+    what is newer, one fetch at a time. A stream asks for events after its cursor *as of* the
+    notifier version it saw when it cleared its wake-up flag: a fetch started at that version or
+    later has seen every event notified before, so it can be shared (unless it hit the batch
+    limit: then more may follow and a new fetch is needed). A stream further behind than the
+    cache (a client resuming from long ago) reads the store directly.
+    """
+
+    CACHE = 2000
+
+    def __init__(
+        self, store: Store, notifier: EventNotifier, root_run_id: str, partition_key: str | None
+    ) -> None:
+        self.store = store
+        self.notifier = notifier
+        self.root_run_id = root_run_id
+        self.partition_key = partition_key
+        self.users = 0
+        #: The cache holds every event after ``_base`` up to its last (None: nothing yet).
+        self._base: int | None = None
+        self._events: list[EventRecord] = []
+        self._fetch: asyncio.Task[bool] | None = None
+        self._fetch_version = -1
+
+    async def after(self, cursor: int, version: int) -> tuple[list[EventRecord], bool]:
+        """Events after ``cursor`` (in order, contiguous) and whether more may follow at once."""
+        while True:
+            if self._base is not None and cursor < self._base:
+                batch = await self._read(cursor)  # behind the cache: a read of its own
+                return batch, len(batch) == BATCH
+            fetch = self._fetch
+            if fetch is not None and self._fetch_version >= version and not _was_full(fetch):
+                full = await self._result(fetch)
+                if self._base is not None and cursor < self._base:
+                    continue  # the cache moved past us meanwhile
+                return [event for event in self._events if event.sequence > cursor], full
+            if fetch is not None and not fetch.done():
+                await self._result(fetch)  # one fetch at a time: then start a newer one
+                continue
+            self._fetch_version = self.notifier.version(self.root_run_id)
+            self._fetch = asyncio.ensure_future(self._fetch_newer(cursor))
+
+    async def _result(self, fetch: asyncio.Task[bool]) -> bool:
+        try:
+            return await asyncio.shield(fetch)
+        except Exception:
+            if self._fetch is fetch:
+                self._fetch = None  # the next stream to ask tries again
+            raise
+
+    async def _fetch_newer(self, cursor: int) -> bool:
+        """Append what follows the cache (the first fetch: what follows ``cursor``)."""
+        if self._base is None:
+            self._base = cursor
+        start = self._events[-1].sequence if self._events else self._base
+        batch = await self._read(start)
+        self._events.extend(batch)
+        if len(self._events) > self.CACHE:
+            del self._events[: len(self._events) - self.CACHE]
+            self._base = self._events[0].sequence - 1
+        return len(batch) == BATCH
+
+    async def _read(self, after: int) -> list[EventRecord]:
+        return await asyncio.to_thread(
+            self.store.read_events,
+            self.root_run_id,
+            after=after,
+            limit=BATCH,
+            partition_key=self.partition_key,
+        )
+
+
+def _was_full(fetch: asyncio.Task[bool]) -> bool:
+    """A finished fetch that hit the batch limit: more may follow, so do not reuse it."""
+    return fetch.done() and not fetch.cancelled() and fetch.exception() is None and fetch.result()
+
+
+class TreeReaders:
+    """The `TreeReader` of each followed (tree, partition), while someone follows it."""
+
+    def __init__(self, store: Store, notifier: EventNotifier) -> None:
+        self.store = store
+        self.notifier = notifier
+        self._readers: dict[tuple[str, str | None], TreeReader] = {}
+
+    @contextlib.contextmanager
+    def reader(self, root_run_id: str, partition_key: str | None) -> Iterator[TreeReader]:
+        key = (root_run_id, partition_key)
+        found = self._readers.get(key)
+        if found is None:
+            found = self._readers[key] = TreeReader(
+                self.store, self.notifier, root_run_id, partition_key
+            )
+        found.users += 1
+        try:
+            yield found
+        finally:
+            found.users -= 1
+            if not found.users:
+                del self._readers[key]
+
+
 @dataclass
 class TreeStream:
     """The frames of one root tree after ``after``, for one client."""
 
-    store: Store
-    notifier: EventNotifier
+    readers: TreeReaders
     root_run_id: str
     partition_key: str | None
     is_running: Callable[[], Awaitable[bool]]
@@ -80,9 +186,10 @@ class TreeStream:
     heartbeat_seconds: float = 15.0
     closing: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def read(self) -> list[EventRecord]:
+    async def pending(self) -> list[EventRecord]:
+        """Events after the cursor now (one read, not shared)."""
         return await asyncio.to_thread(
-            self.store.read_events,
+            self.readers.store.read_events,
             self.root_run_id,
             after=self.after,
             limit=BATCH,
@@ -90,11 +197,17 @@ class TreeStream:
         )
 
     async def frames(self) -> AsyncIterator[str]:
+        notifier = self.readers.notifier
         last_sent = time.monotonic()
-        with self.notifier.subscribe(self.root_run_id) as woken:
+        with (
+            notifier.subscribe(self.root_run_id) as woken,
+            self.readers.reader(self.root_run_id, self.partition_key) as reader,
+        ):
             while not self.closing.is_set():
-                woken.clear()  # before reading: a notification during the read wakes us again
-                batch = await self.read()
+                # Before reading: a notification during the read wakes us again.
+                version = notifier.version(self.root_run_id)
+                woken.clear()
+                batch, more = await reader.after(self.after, version)
                 for record in batch:
                     self.after = record.sequence
                     for frame in frames_of(record, self.format):
@@ -103,17 +216,22 @@ class TreeStream:
                         return
                 if batch:
                     last_sent = time.monotonic()
-                    if len(batch) == BATCH:
-                        continue
-                elif not await self._wait(woken, last_sent):
-                    return
+                if more:
+                    continue
+                if not batch:
+                    wait = await self._wait(woken, last_sent)
+                    if wait == "end":
+                        return
+                    if wait == "quiet":  # no wake-up for a while: read the store anew
+                        notifier.notify(self.root_run_id)
                 if time.monotonic() - last_sent >= self.heartbeat_seconds:
                     yield ": heartbeat\n\n"
                     last_sent = time.monotonic()
 
-    async def _wait(self, woken: asyncio.Event, last_sent: float) -> bool:
-        """Sleep until woken, a heartbeat is due or the safety re-read; False when the
-        stream should end (server closing, or the root stopped without a terminal event)."""
+    async def _wait(self, woken: asyncio.Event, last_sent: float) -> str:
+        """Sleep until woken (``woken``), a heartbeat is due or the safety re-read
+        (``quiet``), or the stream should end (``end``: the server is closing, or the root
+        stopped without a terminal event)."""
         until_heartbeat = self.heartbeat_seconds - (time.monotonic() - last_sent)
         timeout = max(0.0, min(until_heartbeat, SAFETY_READ_SECONDS))
         closing = asyncio.ensure_future(self.closing.wait())
@@ -126,11 +244,10 @@ class TreeStream:
             closing.cancel()
             waking.cancel()
         if self.closing.is_set():
-            return False
+            return "end"
         if done:
-            return True
+            return "woken"
         # Quiet: a root that is no longer running will write nothing more.
-        return await self.is_running() or bool(await self._peek())
-
-    async def _peek(self) -> list[EventRecord]:
-        return await self.read()
+        if await self.is_running() or await self.pending():
+            return "quiet"
+        return "end"

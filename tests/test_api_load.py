@@ -111,3 +111,38 @@ async def test_postgresql_appends_wake_the_listener(postgres_databases: TestData
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             store.close()
+
+
+async def test_streams_share_reads_and_page_through_a_long_tree(tmp_path: Path) -> None:
+    """Over 500 events (several store batches): concurrent streams from different cursors, one
+    behind the shared cache's start, each get exactly the events after their cursor."""
+    from otherone.api.streams import TreeReaders, TreeStream
+
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    ref = RunRef(
+        run_id="root",
+        root_run_id="root",
+        agent_id="a",
+        partition_key="p",
+        session_id="s",
+        snapshot_version="v",
+    )
+    bodies = [{"type": "model_delta", "content": f"{index} "} for index in range(1_234)]
+    store.append_events(ref, [*bodies, {"type": "run_completed"}])
+    notifier = EventNotifier()
+    readers = TreeReaders(store, notifier)
+
+    async def stopped() -> bool:
+        return False
+
+    async def follow(after: int) -> list[int]:
+        stream = TreeStream(readers, "root", "p", stopped, after=after, heartbeat_seconds=0.1)
+        return [int(frame.split("\n")[0][4:]) async for frame in stream.frames()]
+
+    try:
+        cursors = [0, 700, 0, 1_200, 3]
+        followed = await asyncio.wait_for(asyncio.gather(*map(follow, cursors)), timeout=30)
+        for after, ids in zip(cursors, followed, strict=True):
+            assert ids == list(range(after + 1, 1_236)), (after, ids[:3], len(ids))
+    finally:
+        store.close()
