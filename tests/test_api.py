@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -345,15 +347,27 @@ async def test_bad_input_is_a_problem_naming_the_field(
         assert_problem(await api.http.delete("/v1/sessions"), 405, "method_not_allowed")
 
 
-async def test_openapi_document_is_served_and_checked_in(
-    client: Client, task_queue: str, tmp_path: Path
-) -> None:
+def test_openapi_document_is_checked_in() -> None:
     """docs/openapi.json is the app's schema: regenerate it with
     ``python -m otherone.api --openapi > docs/openapi.json`` when the API changes."""
     schema = openapi_schema()
     checked_in = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
     assert checked_in == schema, "docs/openapi.json is stale: regenerate it (see the docstring)"
+    printed = subprocess.run(
+        [sys.executable, "-m", "otherone.api", "--openapi"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert json.loads(printed.stdout) == schema
     assert {"/v1/runs", "/v1/runs/{run_id}/events", "/v1/sessions"} <= set(schema["paths"])
+
+
+async def test_openapi_document_and_page_are_served(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    schema = openapi_schema()
     async with api_env(client, task_queue, config(), tmp_path) as api:
         assert (await api.http.get("/openapi.json")).json() == schema
         page = await api.http.get("/")

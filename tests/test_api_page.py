@@ -2,8 +2,9 @@
 
 A person picks the team's coordinator, sends a message, sees the children (researcher and
 writer) appear in the run tree with links to the Temporal Web UI, sees the answer stream in
-(the bubble is still streaming while the first chunks are shown), then starts a slow run and
-cancels it from the page. Chromium missing: skipped locally, a failure in CI.
+(the bubble is still streaming while the first chunks are shown), then starts a slow run, sends
+it a message (a signal, no new run) and cancels it from the page. Chromium missing: skipped
+locally, a failure in CI.
 """
 
 from __future__ import annotations
@@ -121,6 +122,13 @@ async def test_page_runs_a_team_streams_the_answer_and_cancels(
         await send(page, "slow", "Take your time.")
         await expect(page.locator("#cancel")).to_be_enabled(timeout=WAIT_MS)
         await expect(tree.locator("tr .status").first).to_have_text("running", timeout=WAIT_MS)
+        # While it runs, a message is a signal to it (not a new run).
+        await page.fill("#message", "Any news?")
+        await page.click("#send")
+        await expect(page.locator(".msg.user")).to_have_count(3, timeout=WAIT_MS)
+        await expect(page.locator(".msg.user").last).to_have_text("Any news?")
+        assert await tree.locator("tr").count() == 1  # still the one slow run
+        await expect(page.locator("#error")).to_be_hidden()
         await page.click("#cancel")
         await expect(page.locator("#run-status")).to_have_text("run cancelled", timeout=WAIT_MS)
         await expect(tree.locator(".status").first).to_have_text("cancelled", timeout=WAIT_MS)
