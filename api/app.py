@@ -20,14 +20,21 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from otherone.api.notify import EventNotifier, notification_source
-from otherone.api.problems import PROBLEM_RESPONSES, ApiError, install_problem_handlers
+from otherone.api.problems import (
+    PROBLEM_RESPONSES,
+    ApiError,
+    install_problem_handlers,
+    problem,
+)
 from otherone.api.streams import StreamFormat, TreeReaders, TreeStream
 from otherone.client.agent_client import DEFAULT_TASK_QUEUE, AgentClient
 from otherone.definitions import AgentDefinition
@@ -46,6 +53,8 @@ __all__ = ["ApiContext", "close_streams", "create_app", "openapi_schema"]
 STATIC = Path(__file__).resolve().parent / "static"
 RUN_ID_PATTERN = r"^[A-Za-z0-9_./:-]{1,1000}$"
 MAX_RESULT_WAIT_SECONDS = 300.0
+#: Largest request body accepted (inputs are bounded by `MAX_INPUT_BYTES` each).
+MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -61,6 +70,8 @@ class ApiContext:
     agents: Sequence[AgentDefinition] = ()
     ui_url: str | None = None
     heartbeat_seconds: float = 15.0
+    #: Browser origins of front ends on other sites (CORS); the page at / needs none.
+    cors_origins: Sequence[str] = ()
 
 
 @dataclass
@@ -469,6 +480,14 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
     )
     install_problem_handlers(app)
     app.include_router(router)
+    app.add_middleware(_BodyLimit)
+    if context is not None and context.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(context.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
+        )
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -480,6 +499,33 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
 
     app.mount("/assets", StaticFiles(directory=STATIC), name="assets")
     return app
+
+
+class _BodyLimit:
+    """Refuse bodies over `MAX_BODY_BYTES` before reading them (a request holds at most a few
+    inputs of `MAX_INPUT_BYTES`); plain ASGI, so event streams pass untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            length = headers.get(b"content-length")
+            unbounded = length is None and b"transfer-encoding" in headers
+            if unbounded or (length is not None and not _at_most(length, MAX_BODY_BYTES)):
+                answer = problem(
+                    413,
+                    "payload_too_large",
+                    f"the body must be at most {MAX_BODY_BYTES} bytes, with a Content-Length",
+                )
+                await answer(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _at_most(length: bytes, limit: int) -> bool:
+    return length.isdigit() and int(length) <= limit
 
 
 def close_streams(app: FastAPI) -> None:

@@ -13,6 +13,7 @@ Every error answer has ``type`` (``urn:otherone:problem:<code>``), ``title``, ``
 | ``method_not_allowed`` | 405 | |
 | ``idempotency_conflict`` | 409 | the Idempotency-Key was used for a different request |
 | ``run_not_active`` | 409 | message or cancel for a run that has ended |
+| ``payload_too_large`` | 413 | a body over 4 MiB, or without a Content-Length |
 | ``unavailable`` | 503 | Temporal or the store cannot be reached, or no worker answered |
 | ``internal_error`` | 500 | a bug: logged on the server, never detailed in the answer |
 """

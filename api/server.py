@@ -185,6 +185,7 @@ async def serve(
         agents=agents,
         ui_url=ui_base_url(settings),
         heartbeat_seconds=settings.serve_heartbeat_seconds,
+        cors_origins=settings.serve_cors_origins,
     )
     try:
         async with ApiServer(

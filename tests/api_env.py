@@ -38,6 +38,7 @@ async def api_env(
     heartbeat_seconds: float = 15.0,
     store: Store | None = None,
     ui_url: str | None = "http://localhost:8233",
+    cors_origins: tuple[str, ...] = (),
 ) -> AsyncIterator[ApiEnv]:
     async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
         context = ApiContext(
@@ -48,6 +49,7 @@ async def api_env(
             agents=list(config.agents.values()),
             ui_url=ui_url,
             heartbeat_seconds=heartbeat_seconds,
+            cors_origins=cors_origins,
         )
         async with (
             ApiServer(context, log_level="warning") as server,

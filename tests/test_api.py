@@ -344,6 +344,8 @@ async def test_bad_input_is_a_problem_naming_the_field(
         empty = await api.http.post(f"/v1/runs/{run_id}/messages", json={"messages": [" "]})
         assert_problem(empty, 422, "invalid_request", "messages.0")
         assert_problem(await api.http.get("/v1/nothing"), 404, "not_found")
+        huge = run_body(text="x" * (5 * 1024 * 1024))
+        assert_problem(await api.http.post("/v1/runs", json=huge), 413, "payload_too_large")
         assert_problem(await api.http.delete("/v1/sessions"), 405, "method_not_allowed")
 
 
@@ -375,6 +377,25 @@ async def test_openapi_document_and_page_are_served(
         assert "http" not in page.text.replace("http-equiv", "")  # nothing from elsewhere
         script = await api.http.get("/assets/app.js")
         assert script.status_code == 200 and "text/javascript" in script.headers["content-type"]
+
+
+async def test_cors_only_for_configured_origins(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    app = "https://app.example.com"
+    async with api_env(client, task_queue, config(), tmp_path, cors_origins=(app,)) as api:
+        for origin, allowed in ((app, True), ("https://evil.example.com", False)):
+            preflight = await api.http.options(
+                "/v1/runs",
+                headers={
+                    "Origin": origin,
+                    "Access-Control-Request-Method": "POST",
+                    "Access-Control-Request-Headers": "authorization,idempotency-key",
+                },
+            )
+            assert (preflight.headers.get("access-control-allow-origin") == origin) is allowed
+    settings = Settings(serve_cors_origins=f"{app}, http://localhost:3000", _env_file=None)  # type: ignore[call-arg]
+    assert settings.serve_cors_origins == (app, "http://localhost:3000")
 
 
 def test_tokens_setting_and_bind_address() -> None:

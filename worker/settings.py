@@ -209,6 +209,12 @@ class Settings(BaseSettings):
         "'token:partition,...'. A token sees and touches only its partition's runs. Unset: no "
         "authentication, loopback only.",
     )
+    serve_cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Origins of web front ends on other sites allowed to call `otherone serve` "
+        "from a browser: a comma list (e.g. https://app.example.com); default none (the page "
+        "it serves itself needs none).",
+    )
     serve_heartbeat_seconds: float = Field(
         15.0,
         gt=0,
@@ -220,6 +226,13 @@ class Settings(BaseSettings):
     @classmethod
     def _upper_log_level(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("serve_cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(origin.strip() for origin in value.split(",") if origin.strip())
+        return value
 
     @field_validator("worker_roles", mode="before")
     @classmethod

@@ -44,6 +44,7 @@ async def api_beside_dev(
         agents=list(config.agents.values()),
         ui_url=ui_url,
         heartbeat_seconds=settings.serve_heartbeat_seconds,
+        cors_origins=settings.serve_cors_origins,
     )
     async with ApiServer(
         context, host=host, port=settings.serve_port, log_level=settings.log_level
