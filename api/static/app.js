@@ -30,11 +30,15 @@ async function api(path, options = {}) {
   const response = await fetch(path, Object.assign({}, options, { headers }));
   if (!response.ok) {
     let detail = `${response.status} ${response.statusText}`;
+    let code = null;
     try {
       const problem = await response.json();
       detail = `${problem.code}: ${problem.detail}`;
+      code = problem.code;
     } catch (_) { /* not a problem document */ }
-    throw new Error(detail);
+    const error = new Error(detail);
+    error.code = code;
+    throw error;
   }
   return response.status === 204 ? null : response.json();
 }
@@ -318,9 +322,14 @@ function startFresh() {
 async function send(text) {
   showError(null);
   if (state.running) {
-    await api(`/v1/runs/${state.root}/messages`, { method: "POST", body: JSON.stringify({ messages: [text] }) });
-    addMessage("user", text);
-    return;
+    try {
+      await api(`/v1/runs/${state.root}/messages`, { method: "POST", body: JSON.stringify({ messages: [text] }) });
+      addMessage("user", text);
+      return;
+    } catch (error) {
+      if (error.code !== "run_not_active") throw error;
+      state.running = false; // it ended meanwhile: the message starts the next run instead
+    }
   }
   const body = { entry_agent: $("#agent").value, input: text, session: { session_id: state.sessionId } };
   const started = await api("/v1/runs", {
