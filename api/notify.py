@@ -10,8 +10,9 @@ sleeps until woken, then reads the store. What wakes it depends on the database:
   tree every `SQLITE_POLL_SECONDS` in a single query (`SequencePoller`), so the cost does not
   grow with the number of clients, only with the number of trees followed.
 
-Streams also re-read on their own every few seconds, so a lost notification (the listener
-reconnecting) delays an event, never loses it.
+While the listener has no connection (a restart, or a pooler that refuses LISTEN) it polls like
+SQLite; streams also re-read on their own every few seconds, so a lost notification delays an
+event, never loses it.
 """
 
 from __future__ import annotations
@@ -95,20 +96,31 @@ class SequencePoller:
 
     async def run(self) -> None:
         while True:
-            roots = self.notifier.followed()
-            if roots:
-                try:
-                    newest = await asyncio.to_thread(self._newest, roots)
-                except Exception as error:  # the streams re-read on their own meanwhile
-                    _log.warning("event poll failed: %s", error)
-                    newest = {}
-                for root in roots:
-                    sequence = newest.get(root, 0)
-                    if self._seen.get(root) != sequence:
-                        self._seen[root] = sequence
-                        self.notifier.notify(root)
-                self._seen = {root: self._seen[root] for root in roots if root in self._seen}
+            await self.poll_once()
             await asyncio.sleep(self.interval)
+
+    async def poll_for(self, seconds: float) -> None:
+        """Poll for ``seconds`` (the PostgreSQL listener's stand-in while it reconnects)."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            await self.poll_once()
+            await asyncio.sleep(self.interval)
+
+    async def poll_once(self) -> None:
+        roots = self.notifier.followed()
+        if not roots:
+            return
+        try:
+            newest = await asyncio.to_thread(self._newest, roots)
+        except Exception as error:  # the streams re-read on their own meanwhile
+            _log.warning("event poll failed: %s", error)
+            return
+        for root in roots:
+            sequence = newest.get(root, 0)
+            if self._seen.get(root) != sequence:
+                self._seen[root] = sequence
+                self.notifier.notify(root)
+        self._seen = {root: self._seen[root] for root in roots if root in self._seen}
 
     def _newest(self, roots: list[str]) -> dict[str, int]:
         query = (
@@ -129,15 +141,19 @@ class PostgresListener:
         )
         self.notifier = notifier
         self.connected = asyncio.Event()
+        #: Stands in while there is no LISTEN connection (e.g. behind a pooler that refuses it).
+        self.poller = SequencePoller(store, notifier)
 
     async def run(self) -> None:
         while True:
             try:
                 await self._listen()
             except (psycopg.Error, OSError) as error:
-                _log.warning("event listener lost its connection (%s); reconnecting", error)
+                _log.warning(
+                    "event listener has no connection (%s); polling meanwhile, reconnecting", error
+                )
             self.connected.clear()
-            await asyncio.sleep(RECONNECT_SECONDS)
+            await self.poller.poll_for(RECONNECT_SECONDS)
 
     async def _listen(self) -> None:
         async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:

@@ -146,3 +146,36 @@ async def test_streams_share_reads_and_page_through_a_long_tree(tmp_path: Path) 
             assert ids == list(range(after + 1, 1_236)), (after, ids[:3], len(ids))
     finally:
         store.close()
+
+
+async def test_postgresql_listener_polls_while_it_cannot_listen(
+    postgres_databases: TestDatabases,
+) -> None:
+    """No LISTEN connection (here: a refused one; in life a restart, or a pooler refusing
+    LISTEN): appends still wake the streams, by polling."""
+    with postgres_databases.database(migrated=True) as url:
+        store = Store.open(url)
+        notifier = EventNotifier()
+        listener = PostgresListener(store, notifier)
+        listener.conninfo = "postgresql://otherone@127.0.0.1:1/refused"
+        task = asyncio.create_task(listener.run())
+        try:
+            with notifier.subscribe("root-1") as woken:
+                ref = RunRef(
+                    run_id="root-1",
+                    root_run_id="root-1",
+                    agent_id="a",
+                    partition_key="p",
+                    session_id="s",
+                    snapshot_version="v",
+                )
+                # The poller's first look at the tree (empty) wakes it once; then an append.
+                await asyncio.wait_for(woken.wait(), timeout=10)
+                woken.clear()
+                await asyncio.to_thread(store.append_events, ref, [{"type": "run_started"}])
+                await asyncio.wait_for(woken.wait(), timeout=10)
+                assert not listener.connected.is_set()
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            store.close()
