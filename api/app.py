@@ -228,10 +228,9 @@ async def start_run(
     if partition is not None and "runtime_context" not in body.model_fields_set:
         update["runtime_context"] = RuntimeContext(partition_key=partition)
     handle = await agents.start(body.model_copy(update=update))
-    base = str(request.url_for("run_events", run_id=handle.run_id))
     return StartedRun(
         run_id=handle.run_id,
-        events_url=base,
+        events_url=str(request.url_for("run_events", run_id=handle.run_id)),
         result_url=str(request.url_for("run_result", run_id=handle.run_id)),
         ui_url=_ui_link(_runtime(request).context, handle.run_id),
     )

@@ -251,7 +251,9 @@ async def test_ag_ui_format(client: Client, task_queue: str, tmp_path: Path) -> 
 async def test_idle_streams_get_heartbeats(client: Client, task_queue: str, tmp_path: Path) -> None:
     async with api_env(client, task_queue, config(), tmp_path, heartbeat_seconds=0.2) as api:
         run_id = await start(api, run_body("slow"))
-        _, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events", comments=True, limit=6)
+        _, frames = await read_stream(
+            api.http, f"/v1/runs/{run_id}/events", comments=True, limit=10
+        )
         assert sum(frame.comment for frame in frames) >= 3, frames
         await api.http.post(f"/v1/runs/{run_id}/cancel")
 
