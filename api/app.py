@@ -24,7 +24,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.client import Client, WorkflowExecutionStatus
 
@@ -37,6 +37,7 @@ from otherone.api.problems import (
 )
 from otherone.api.streams import StreamFormat, TreeReaders, TreeStream
 from otherone.client.agent_client import DEFAULT_TASK_QUEUE, AgentClient
+from otherone.contracts import ApprovalRequest
 from otherone.definitions import AgentDefinition
 from otherone.runs import (
     DEFAULT_PARTITION,
@@ -354,6 +355,61 @@ async def run_events(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+@router.get("/approvals", response_model=list[ApprovalRequest], tags=["approvals"])
+async def list_approvals(agents: Agents) -> list[ApprovalRequest]:
+    """Every open approval request and question of the caller's partition, oldest first."""
+    return await agents.pending_approvals()
+
+
+@router.get(
+    "/runs/{run_id:path}/approvals", response_model=list[ApprovalRequest], tags=["approvals"]
+)
+async def run_approvals(run_id: RunId, agents: Agents) -> list[ApprovalRequest]:
+    """The open approval requests and questions of the run's tree (decide each with its own
+    run id: a child's request belongs to the child)."""
+    description = await agents.describe_run(run_id)
+    return await agents.pending_approvals(description.root_id or run_id)
+
+
+class Decision(BaseModel):
+    decision: Literal["approve", "deny", "answer"]
+    arguments: dict[str, JsonValue] | None = Field(
+        None, description="approve: arguments instead of the model's (checked by the tool schema)"
+    )
+    reason: str | None = Field(None, description="deny: why (the model reads it)")
+    text: str | None = Field(None, description="answer: the answer to a human.ask question")
+
+
+@router.post(
+    "/runs/{run_id:path}/approvals/{call_id}",
+    response_model=ApprovalRequest,
+    responses={
+        403: {"description": "Not one of the request's approvers (approval_not_allowed)"},
+        409: {"description": "Decided otherwise already (approval_conflict), or the run ended"},
+    },
+    tags=["approvals"],
+)
+async def decide_approval(
+    run_id: RunId,
+    call_id: Annotated[str, PathParam(min_length=1, max_length=256)],
+    body: Decision,
+    agents: Agents,
+) -> ApprovalRequest:
+    """Approve (optionally with edited arguments), deny (with a reason) or answer a waiting
+    tool call; the same decision again is accepted."""
+    if body.decision == "approve":
+        return await agents.approve(run_id, call_id, body.arguments)
+    if body.decision == "deny":
+        return await agents.deny(run_id, call_id, _required(body.reason, "reason"))
+    return await agents.answer(run_id, call_id, _required(body.text, "text"))
+
+
+def _required(value: str | None, field: str) -> str:
+    if value is None or not value.strip():
+        raise ApiError(422, "invalid_request", f"{field}: must be a non-empty string", field=field)
+    return value
 
 
 # Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.

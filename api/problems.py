@@ -10,6 +10,9 @@ Every error answer has ``type`` (``urn:otherone:problem:<code>``), ``title``, ``
 | ``unauthorized`` | 401 | no or an unknown bearer token |
 | ``run_not_found`` | 404 | no such run, or another partition's |
 | ``not_found`` | 404 | no such endpoint |
+| ``approval_not_found`` | 404 | the run has no approval request with that call id |
+| ``approval_not_allowed`` | 403 | the request names approvers and the server is not one |
+| ``approval_conflict`` | 409 | the request was already decided otherwise |
 | ``method_not_allowed`` | 405 | |
 | ``idempotency_conflict`` | 409 | the Idempotency-Key was used for a different request |
 | ``run_not_active`` | 409 | message or cancel for a run that has ended |
@@ -34,6 +37,9 @@ from starlette.responses import JSONResponse
 from temporalio.service import RPCError
 
 from otherone.errors import (
+    ApprovalConflictError,
+    ApprovalNotAllowedError,
+    ApprovalNotFoundError,
     IdempotencyConflictError,
     InvalidRequestError,
     OtheroneError,
@@ -121,6 +127,12 @@ def from_error(error: Exception) -> JSONResponse:
         return problem(404, "run_not_found", error.message)
     if isinstance(error, RunNotActiveError):
         return problem(409, "run_not_active", error.message)
+    if isinstance(error, ApprovalNotFoundError):
+        return problem(404, "approval_not_found", error.message)
+    if isinstance(error, ApprovalNotAllowedError):
+        return problem(403, "approval_not_allowed", error.message)
+    if isinstance(error, ApprovalConflictError):
+        return problem(409, "approval_conflict", error.message)
     if isinstance(error, IdempotencyConflictError):
         return problem(409, "idempotency_conflict", error.message, field="Idempotency-Key")
     if isinstance(error, UnavailableError | StoreError):

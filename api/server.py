@@ -31,13 +31,14 @@ _TOKEN_SETTING = "OTHERONE_SERVE_TOKENS"
 
 
 def parse_tokens(value: SecretStr | str | None) -> dict[str, str]:
-    """``'token:partition,...'`` -> {token: partition}; a bad entry names the setting."""
+    """``'token:partition,...'`` -> {token: partition} (a token has no ':', a partition may);
+    a bad entry names the setting."""
     text = value.get_secret_value() if isinstance(value, SecretStr) else (value or "")
     tokens: dict[str, str] = {}
     for index, entry in enumerate(part.strip() for part in text.split(",")):
         if not entry:
             continue
-        token, separator, partition = entry.rpartition(":")
+        token, separator, partition = entry.partition(":")  # a partition may hold colons
         if not separator or not token or not re.fullmatch(PARTITION_PATTERN, partition):
             raise ConfigurationError(
                 f"entry {index + 1} must be 'token:partition' with a valid partition",

@@ -23,6 +23,7 @@ from temporalio.client import Client
 from otherone.api import openapi_schema
 from otherone.api.server import bind_host, parse_tokens
 from otherone.errors import ConfigurationError
+from otherone.tools import tool
 from otherone.worker.settings import Settings
 from tests.api_env import ApiEnv, api_env
 from tests.harness import scripted_config, wait_until
@@ -401,9 +402,9 @@ async def test_cors_only_for_configured_origins(
 
 
 def test_tokens_setting_and_bind_address() -> None:
-    assert parse_tokens("abcdefghijklmnop:tenant-a, qrstuvwxyz012345:b") == {
+    assert parse_tokens("abcdefghijklmnop:tenant-a, qrstuvwxyz012345:org:b") == {
         "abcdefghijklmnop": "tenant-a",
-        "qrstuvwxyz012345": "b",
+        "qrstuvwxyz012345": "org:b",
     }
     for bad in ("justatoken", "short:tenant", "abcdefghijklmnop: bad partition"):
         with pytest.raises(ConfigurationError, match="OTHERONE_SERVE_TOKENS"):
@@ -425,3 +426,90 @@ async def test_a_stream_follows_a_run_that_starts_later_than_it(
         for run_id, (_, frames) in zip(run_ids, results, strict=True):
             assert frames[-1].event == "run_completed"
             assert len(frames) == len(api.env.store.read_events(run_id))
+
+
+@tool(approval="always")
+def send_note(to: str, text: str) -> str:
+    """Send a note to someone.
+
+    Args:
+        to: Who gets it.
+        text: What it says.
+    """
+    return f"sent to {to}"
+
+
+def approvals_config() -> Any:
+    from otherone.definitions import AccessPolicy, AgentDefinition
+
+    turn = {
+        "tool_calls": [{"id": "note", "name": "send_note", "arguments": {"to": "bo", "text": "hi"}}]
+    }
+    return scripted_config(
+        {"mailer": [turn, {"text": "Done."}]},
+        agents=[
+            AgentDefinition(
+                id="mailer", description="sends notes", tools=AccessPolicy.allow("send_note")
+            )
+        ],
+        tools=[send_note],
+    )
+
+
+async def open_approvals(api: ApiEnv, run_id: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+
+    async def listed() -> bool:
+        nonlocal found
+        found = (await api.http.get(f"/v1/runs/{run_id}/approvals")).json()
+        return bool(found)
+
+    await wait_until(listed, within=30, message="the approval request")
+    return found
+
+
+async def test_approvals_are_listed_and_decided(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with api_env(client, task_queue, approvals_config(), tmp_path) as api:
+        approved = await start(api, run_body("mailer", "note bo"))
+        [request] = await open_approvals(api, approved)
+        assert request["call_id"] == "note" and request["tool_name"] == "send_note"
+        assert request["run_id"] == approved and request["decision"] is None
+        assert [r["call_id"] for r in (await api.http.get("/v1/approvals")).json()] == ["note"]
+        path = f"/v1/runs/{approved}/approvals/note"
+        no_reason = await api.http.post(path, json={"decision": "deny"})
+        assert_problem(no_reason, 422, "invalid_request", "reason")
+        bad_arguments = await api.http.post(
+            path, json={"decision": "approve", "arguments": {"to": 3, "text": "hi"}}
+        )
+        assert_problem(bad_arguments, 422, "invalid_request", "arguments")
+        assert_problem(
+            await api.http.post(
+                f"/v1/runs/{approved}/approvals/nope", json={"decision": "approve"}
+            ),
+            404,
+            "approval_not_found",
+        )
+        decided = await api.http.post(path, json={"decision": "approve"})
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["decision"]["decision"] == "approved"
+        again = await api.http.post(path, json={"decision": "approve"})
+        assert again.status_code == 200  # the same decision again is accepted
+        other = await api.http.post(path, json={"decision": "deny", "reason": "no"})
+        assert_problem(other, 409, "approval_conflict")
+        assert (await result(api, approved))["output"]["value"] == "Done."
+
+        denied = await start(api, run_body("mailer", "note bo again"))
+        await open_approvals(api, denied)
+        refused = await api.http.post(
+            f"/v1/runs/{denied}/approvals/note", json={"decision": "deny", "reason": "not now"}
+        )
+        assert refused.status_code == 200, refused.text
+        assert (await result(api, denied))["outcome"] == "completed"
+        decided_events = [
+            event.event
+            for event in api.env.store.read_events(denied)
+            if event.event["type"] == "approval_decided"
+        ]
+        assert decided_events and decided_events[0]["decision"] == "denied"

@@ -3,8 +3,8 @@
 A person picks the team's coordinator, sends a message, sees the children (researcher and
 writer) appear in the run tree with links to the Temporal Web UI, sees the answer stream in
 (the bubble is still streaming while the first chunks are shown), then starts a slow run, sends
-it a message (a signal, no new run) and cancels it from the page. Chromium missing: skipped
-locally, a failure in CI.
+it a message (a signal, no new run) and cancels it from the page, then approves a tool call that
+waits for a person. Chromium missing: skipped locally, a failure in CI.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from temporalio.client import Client
 
 from otherone.definitions import AccessPolicy, AgentDefinition, ModelOverrides
+from otherone.tools import tool
 from tests.api_env import api_env
 from tests.browser import chromium_path
 from tests.harness import scripted_config
@@ -48,7 +49,26 @@ SCRIPT: dict[str, list[Any]] = {
     "researcher": [{"chunks": ["Sunny, ", "21 °C."], "chunk_delay_seconds": 0.2}],
     "writer": [{"chunks": ["Coffee, ", "then the Louvre."], "chunk_delay_seconds": 0.2}],
     "slow": [{"delay_seconds": 60, "text": "never"}],
+    "mailer": [
+        {
+            "tool_calls": [
+                {"id": "note", "name": "send_note", "arguments": {"to": "bo", "text": "hi"}}
+            ]
+        },
+        {"text": "The note is sent."},
+    ],
 }
+
+
+@tool(approval="always")
+def send_note(to: str, text: str) -> str:
+    """Send a note.
+
+    Args:
+        to: Who gets it.
+        text: What it says.
+    """
+    return f"sent to {to}"
 
 
 def team() -> Any:
@@ -62,8 +82,11 @@ def team() -> Any:
         AgentDefinition(id="researcher", description="Finds facts"),
         AgentDefinition(id="writer", description="Writes notes"),
         AgentDefinition(id="slow", description="Takes its time"),
+        AgentDefinition(
+            id="mailer", description="Sends notes", tools=AccessPolicy.allow("send_note")
+        ),
     ]
-    return scripted_config(SCRIPT, agents=agents)
+    return scripted_config(SCRIPT, agents=agents, tools=[send_note])
 
 
 @pytest_asyncio.fixture
@@ -91,7 +114,7 @@ async def test_page_runs_a_team_streams_the_answer_and_cancels(
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         await page.goto(api.url)
-        await expect(page.locator("#agent option")).to_have_count(4, timeout=WAIT_MS)
+        await expect(page.locator("#agent option")).to_have_count(5, timeout=WAIT_MS)
 
         await send(page, "coordinator", "Plan a day in Paris.")
         await expect(page.locator(".msg.user")).to_have_text("Plan a day in Paris.")
@@ -132,5 +155,17 @@ async def test_page_runs_a_team_streams_the_answer_and_cancels(
         await page.click("#cancel")
         await expect(page.locator("#run-status")).to_have_text("run cancelled", timeout=WAIT_MS)
         await expect(tree.locator(".status").first).to_have_text("cancelled", timeout=WAIT_MS)
+
+        # A tool that needs approval: the page lists the request; approving lets the run finish.
+        await send(page, "mailer", "Send bo a note.")
+        request = page.locator("#approvals li.approval")
+        await expect(request).to_contain_text("send_note", timeout=WAIT_MS)
+        await expect(tree.locator(".status").first).to_have_text(
+            "waiting_for_approval", timeout=WAIT_MS
+        )
+        await request.locator("button.approve").click()
+        await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
+        await expect(page.locator(".msg.assistant").last).to_have_text("The note is sent.")
+        await expect(page.locator("#approvals li.approval")).to_have_count(0)
         assert not errors, errors
         print(f"page screenshot: {screenshot}")

@@ -97,6 +97,80 @@ function orderedRuns() {
   return ordered;
 }
 
+// ------------------------------------------------------------------ approvals
+
+let approvalsTimer = null;
+function refreshApprovalsSoon() {
+  clearTimeout(approvalsTimer);
+  approvalsTimer = setTimeout(refreshApprovals, 200);
+}
+
+async function refreshApprovals() {
+  if (!state.root) return;
+  try {
+    renderApprovals(await api(`/v1/runs/${state.root}/approvals`));
+  } catch (error) {
+    note(`approvals: ${error.message}`);
+  }
+}
+
+function button(label, className, onClick) {
+  const element = document.createElement("button");
+  element.type = "button";
+  element.textContent = label;
+  element.className = className;
+  element.addEventListener("click", onClick);
+  return element;
+}
+
+function renderApprovals(requests) {
+  const list = $("#approvals");
+  list.replaceChildren();
+  if (!requests.length) {
+    const none = document.createElement("li");
+    none.className = "muted none";
+    none.textContent = "nothing";
+    list.append(none);
+    return;
+  }
+  for (const request of requests) {
+    const item = document.createElement("li");
+    item.className = "approval";
+    item.dataset.callId = request.call_id;
+    const what = document.createElement("div");
+    what.className = "call";
+    what.textContent = request.kind === "question"
+      ? `${request.agent_id} asks: ${request.question}`
+      : `${request.agent_id}: ${request.tool_name}(${request.arguments})`;
+    const input = document.createElement("input");
+    input.placeholder = request.kind === "question" ? "your answer" : "reason to deny";
+    const row = document.createElement("div");
+    row.className = "row";
+    const decide = (body) => async () => {
+      try {
+        await api(`/v1/runs/${request.run_id}/approvals/${encodeURIComponent(request.call_id)}`, {
+          method: "POST", body: JSON.stringify(body),
+        });
+        note(`${body.decision}: ${request.tool_name}`);
+      } catch (error) {
+        showError(error);
+      }
+      refreshApprovals();
+    };
+    if (request.kind === "question") {
+      row.append(input, button("Answer", "answer", () => decide({ decision: "answer", text: input.value })()));
+    } else {
+      row.append(
+        button("Approve", "approve", decide({ decision: "approve" })),
+        input,
+        button("Deny", "deny", () => decide({ decision: "deny", reason: input.value || "denied from the page" })()),
+      );
+    }
+    item.append(what, row);
+    list.append(item);
+  }
+}
+
 function renderTree() {
   const body = $("#tree tbody");
   body.replaceChildren();
@@ -242,6 +316,12 @@ function apply(envelope) {
   }
   if (["run_started", "agent_call_completed", "run_completed", "run_failed", "run_cancelled"]
     .includes(event.type)) refreshTreeSoon();
+  if (event.type === "approval_requested" || event.type === "approval_decided") {
+    note(event.type === "approval_requested"
+      ? `${envelope.agent_id} waits for you: ${event.tool_name}` : `decided: ${event.tool_name}`);
+    refreshApprovalsSoon();
+    refreshTreeSoon();
+  }
   renderTree();
   if (isRoot && TERMINAL.has(event.type)) finishRun(info.status, event);
 }
@@ -254,6 +334,7 @@ function finishRun(status, event) {
   if (event.failure && event.failure.message) addMessage("system", `${status}: ${event.failure.message}`);
   else if (status !== "completed") addMessage("system", `run ${status}`);
   refreshTree();
+  renderApprovals([]);
 }
 
 // Server-Sent Events over fetch: frames are separated by a blank line.
@@ -316,6 +397,7 @@ function startFresh() {
   $("#run-link").replaceChildren();
   $("#run-status").textContent = "no run";
   $("#cancel").disabled = true;
+  renderApprovals([]);
   renderTree();
 }
 
