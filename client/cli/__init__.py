@@ -24,6 +24,9 @@ Commands (module of ``otherone.client.cli`` in brackets)::
     otherone codec-server [--port 8888] [--cors-origin URL]
                                         decrypts payloads for the Web UI
                                         (OTHERONE_ENCRYPTION_KEYS)            [codec_server]
+    otherone serve [--host HOST] [--http-port PORT]
+                                        the HTTP API (SSE, AG-UI) and the chat page
+                                        (`otherone dev --serve`: beside the dev server)  [http_api]
 
 Every command's arguments are in `parser` (which imports no command module: a command's module,
 and with it Temporal, the store or the worker, is imported only when the command runs, so
