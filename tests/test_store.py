@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 import threading
@@ -432,7 +433,9 @@ def test_events_have_one_sequence_per_root(store: Store) -> None:
     assert store.read_events("root-1", partition_key="tenant-b") == []
 
 
-def test_retention_prunes_whole_quiet_trees_only(store: Store) -> None:
+def test_retention_prunes_whole_quiet_trees_only(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
     now = datetime.now(UTC)
     store.append_events(_ref("root-quiet"), [{"type": "run_started"}, {"type": "run_completed"}])
     store.append_events(_ref("root-live"), [{"type": "run_started"}])
@@ -457,7 +460,9 @@ def test_retention_prunes_whole_quiet_trees_only(store: Store) -> None:
     assert [r.sequence for r in store.read_events("root-waiting")] == [1]
     assert store.prune_events(now - timedelta(days=7)) == 0
     assert asyncio.run(prune_once(store, timedelta(days=7))) == 0  # what a worker runs hourly
-    assert asyncio.run(prune_once(store, timedelta(0))) == 2  # root-live, quiet from now on
+    with caplog.at_level(logging.INFO, logger="otherone.worker.retention"):
+        assert asyncio.run(prune_once(store, timedelta(0))) == 2  # root-live, quiet from now on
+    assert "pruned 2 events of run trees quiet since" in caplog.text  # operators see it
 
 
 def test_concurrent_appenders_leave_no_gaps_or_duplicates(store: Store) -> None:
