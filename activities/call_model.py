@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from datetime import timedelta
@@ -33,7 +34,12 @@ from otherone.activities.context import (
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
 from otherone.activities.output import apply_result_contract
-from otherone.activities.providers.base import ModelProvider, ModelRequest, ProviderError
+from otherone.activities.providers.base import (
+    REASONING_KEY,
+    ModelProvider,
+    ModelRequest,
+    ProviderError,
+)
 from otherone.activities.shared import (
     ActivityContext,
     call_completed_events,
@@ -53,6 +59,7 @@ DELTA_FLUSH_SECONDS = 0.05
 
 async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTurn:
     ref = input.ref
+    await context.emit_decided(ref, input.events)
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
     done, rows, summary = await context.io(_prepare_context, context.store, input, assistant_key)
     await context.emit(ref, *call_completed_events(input.pending))
@@ -87,22 +94,26 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
         [{"type": "user_message_queued", "count": queued}] if queued else []
     )
     await context.emit(ref, *started, _model_started(input.turn, request.attempt))
-    turn = await _stream(context, provider, request, input)
-    await context.io(
-        context.store.append_entries,
-        ref.partition_key,
-        ref.session_id,
-        [_assistant_row(assistant_key, ref, turn)],
-    )
-    await context.emit(
-        ref,
-        {
-            "type": "model_completed",
-            "turn": input.turn,
-            "attempt": request.attempt,
-            "usage": _usage(turn),
-        },
-    )
+    completed: dict[str, Any] = {
+        "type": "model_completed",
+        "turn": input.turn,
+        "attempt": request.attempt,
+    }
+    try:
+        turn = await _stream(context, provider, request, input)
+        await context.io(
+            context.store.append_entries,
+            ref.partition_key,
+            ref.session_id,
+            [_assistant_row(assistant_key, ref, turn)],
+        )
+    except BaseException as error:
+        # Every `model_started` gets its `model_completed`: a failed or cancelled call too.
+        ended = "cancelled" if isinstance(error, asyncio.CancelledError) else str(error)
+        await asyncio.shield(context.emit(ref, {**completed, "error": ended}))
+        raise
+    turn = turn.model_copy(update={"reasoning": ()})  # kept in the store, not in history
+    await context.emit(ref, {**completed, "usage": _usage(turn)})
     turn = await with_approvals(context, ref, _with_output(turn, input))
     return await _returnable(context, turn, input)
 
@@ -215,6 +226,7 @@ def _assistant_row(key: str, ref: RunRef, turn: ModelTurn) -> EntryRow:
         tool_calls=wire_tool_calls(turn.tool_calls) or None,
         usage={**_usage(turn), "finish_reason": turn.finish_reason},
         run_id=ref.run_id,
+        meta={REASONING_KEY: list(turn.reasoning)} if turn.reasoning else None,
     )
 
 

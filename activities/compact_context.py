@@ -97,8 +97,10 @@ async def _summarise(provider: ModelProvider, request: ModelRequest) -> str:
                     parts.append(event.text)
     except ProviderError as error:
         delay = timedelta(seconds=error.retry_after) if error.retry_after else None
+        # The seed's rule: building the context failed (a retryable provider fault is still
+        # retried by Temporal; the run's failure says the context could not be built).
         raise failure(
-            FailureCode.MODEL_ERROR,
+            FailureCode.CONTEXT_ERROR,
             f"compaction: {error.message}",
             retryable=error.retryable,
             next_retry_delay=delay,

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from otherone.activities.compaction import summary_message
+from otherone.activities.providers.base import REASONING_KEY
 from otherone.config import AGENT_CALL_TOOL, RuntimeSnapshot
 from otherone.contracts import ModelTurn, ToolCallSpec
 from otherone.definitions import (
@@ -72,6 +73,9 @@ def _message(row: EntryRow) -> dict[str, Any]:
     message: dict[str, Any] = {"role": row.role, "content": row.content}
     if row.tool_calls:
         message["tool_calls"] = row.tool_calls
+    reasoning = (row.meta or {}).get(REASONING_KEY)
+    if reasoning:
+        message[REASONING_KEY] = reasoning
     return message
 
 

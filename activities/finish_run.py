@@ -8,7 +8,12 @@ from typing import Any
 
 from temporalio import activity
 
-from otherone.activities.shared import ActivityContext, call_completed_events, materialise
+from otherone.activities.shared import (
+    ActivityContext,
+    call_completed_events,
+    describe_store_error,
+    materialise,
+)
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
@@ -25,6 +30,7 @@ OUTCOME_FOR_STATUS = {
 
 async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     ref, store = input.ref, context.store
+    await context.emit_decided(ref, input.events)
     rows = await context.io(materialise, store, ref, input.pending)
     await context.emit(ref, *call_completed_events(input.pending))
     await context.io(store.append_entries, ref.partition_key, ref.session_id, rows)
@@ -48,7 +54,7 @@ async def announce_to_caller(context: ActivityContext, ref: RunRef, record: RunR
             context.store.get_run_record, ref.partition_key, record.parent_run_id
         )
     except Exception as error:  # observation only
-        activity.logger.warning("caller record read failed: %s", error)
+        activity.logger.warning("caller record read failed: %s", describe_store_error(error))
         return
     if caller is None:
         return

@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from otherone.activities.providers.base import (
     Finished,
+    ReasoningBlock,
     StreamEvent,
     TextDelta,
     ThinkingDelta,
@@ -20,13 +22,17 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def valid_unicode(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD.
+    """``text`` with lone surrogates and NUL characters replaced by U+FFFD.
 
     A provider's JSON may carry a broken ``\\udXXX`` escape and a tool may return text decoded
     with ``surrogateescape``; Python keeps those as lone surrogates, which no UTF-8 consumer (the
     store, events, Temporal payloads) accepts, so one bad character would fail every retry.
     Valid astral characters are single code points in a Python string, never matched here.
+    U+0000 cannot be stored by PostgreSQL (text or JSON), so model and tool output never
+    carries it either, on every store alike.
     """
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
     return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
@@ -57,6 +63,7 @@ class TurnCollector:
     input_tokens: int | None = None
     output_tokens: int | None = None
     finish_reason: str | None = None
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
 
     async def consume(
         self,
@@ -73,6 +80,9 @@ class TurnCollector:
                     await on_text(text)
                 case ThinkingDelta(text=text):
                     await on_thinking(valid_unicode(text))
+                case ReasoningBlock(block=block):
+                    # Kept as received: a signed block that was changed would be refused.
+                    self.reasoning.append(block)
                 case ToolCallDelta():
                     self._grow(len(item.arguments.encode()) + len((item.name or "").encode()))
                     self._merge(item)
@@ -125,4 +135,5 @@ class TurnCollector:
             output_tokens=self.output_tokens,
             total_tokens=total,
             finish_reason=self.finish_reason,
+            reasoning=tuple(self.reasoning),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from otherone.activities.context import build_child_input, parent_excerpt
@@ -19,10 +20,12 @@ from otherone.store import EntryRow, Store
 
 async def prepare_call(context: ActivityContext, input: PrepareCallInput) -> CallPlan:
     caller, request = input.caller, input.request
-    await context.emit(
-        caller,
-        {"type": "agent_call_started", "call_id": input.call_id, "target": request.target},
-    )
+    await context.emit_decided(caller, input.events)  # e.g. the `agent.call` tool_started
+    if activity.info().attempt == 1:  # a retried check announces nothing new
+        await context.emit(
+            caller,
+            {"type": "agent_call_started", "call_id": input.call_id, "target": request.target},
+        )
     try:
         return await _check_call(context, input)
     except ApplicationError as error:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import activity
@@ -52,12 +52,14 @@ async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcom
         attempt=info.attempt,
         metadata={MEMORY_POLICY_METADATA_KEY: await _memory_policy(context, ref)},
     )
-    kind, content = await _invoke(
-        spec.invoke, call.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
-    )
-    outcome = await _store_tool_result(context, input, kind, valid_unicode(content))
-    await context.emit(ref, _completed_event(call, outcome))
-    return outcome
+
+    async def work() -> ToolOutcome:
+        kind, content = await _invoke(
+            spec.invoke, call.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
+        )
+        return await _store_tool_result(context, input, kind, valid_unicode(content))
+
+    return await _ended(context, input, work())
 
 
 async def _run_mcp_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
@@ -82,9 +84,30 @@ async def _run_mcp_tool(context: ActivityContext, input: ToolCallInput) -> ToolO
         return await context.io(store_blob, context.store, ref, label, content, media_type)
 
     runner = McpToolCall(context.mcp, emit=emit, save_blob=save_blob, heartbeating=heartbeating)
-    kind, content = await runner.run(call, target, schema, activity.info().attempt)
-    outcome = await _store_tool_result(context, input, kind, valid_unicode(content))
-    await context.emit(ref, _completed_event(call, outcome))
+
+    async def work() -> ToolOutcome:
+        kind, content = await runner.run(call, target, schema, activity.info().attempt)
+        return await _store_tool_result(context, input, kind, valid_unicode(content))
+
+    return await _ended(context, input, work())
+
+
+async def _ended(
+    context: ActivityContext, input: ToolCallInput, work: Awaitable[ToolOutcome]
+) -> ToolOutcome:
+    """Every `tool_started` gets its `tool_completed`: a cancelled or failed attempt too."""
+    ref, call = input.ref, input.call
+    try:
+        outcome = await work
+    except BaseException as error:
+        ended = (
+            "cancelled"
+            if isinstance(error, asyncio.CancelledError)
+            else f"attempt failed: {type(error).__name__}: {error}"
+        )
+        await asyncio.shield(context.emit(ref, _completed_event(call, ended)))
+        raise
+    await context.emit(ref, _completed_event(call, outcome.error))
     return outcome
 
 
@@ -97,12 +120,12 @@ def _started_event(call: ToolCallSpec) -> dict[str, Any]:
     }
 
 
-def _completed_event(call: ToolCallSpec, outcome: ToolOutcome) -> dict[str, Any]:
+def _completed_event(call: ToolCallSpec, error: str | None) -> dict[str, Any]:
     return {
         "type": "tool_completed",
         "tool_call_id": call.id,
         "tool_name": call.name,
-        "error": outcome.error,
+        "error": error,
     }
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+import sqlalchemy.exc
+from pydantic import JsonValue
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
@@ -31,6 +33,7 @@ from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
 from otherone.store.memory import MemoryStore
+from otherone.workflows.outcomes import IF_MISSING
 
 T = TypeVar("T")
 
@@ -99,6 +102,8 @@ class ActivityContext:
         self._current = config.snapshot()
         #: This worker's sessions to the configured MCP servers (closed by `aclose`).
         self.mcp = McpSessions(config.mcp_servers)
+        #: Events of a run this worker could not store, not yet reported (run id -> count).
+        self._lost_events: dict[str, int] = {}
 
     def provider_for(self, profile: ModelProfile, role: str = "model") -> ModelProvider:
         """The provider that serves ``profile`` on this worker; a model error if there is none
@@ -119,6 +124,11 @@ class ActivityContext:
         Waiting here rather than failing the attempt matters for model and tool activities:
         their few Temporal attempts are meant for provider and tool faults, and a retried model
         call costs tokens. Every store write is idempotent, so repeating one is safe.
+
+        Only outages are waited for (`is_outage`): a statement the database refuses (bad data, a
+        constraint, a bug) would be refused again, so it fails the run at once with a
+        non-retryable `storage_error`. Messages and logs name the driver's error, never the
+        statement or its parameters (user data).
         """
         delay, waited = STORE_RETRY_FIRST_DELAY, 0.0
         # Heartbeating throughout (also while a call hangs in its thread): the activity's
@@ -129,13 +139,19 @@ class ActivityContext:
                     return await asyncio.to_thread(function, *args, **kwargs)
                 except OtheroneError:
                     raise
-                except Exception as error:  # the driver's errors are many; all retryable here
+                except Exception as error:
+                    described = describe_store_error(error)
+                    if not is_outage(error):
+                        activity.logger.error("store refused a write: %s", described)
+                        raise failure(
+                            FailureCode.STORAGE_ERROR, f"storage: {described}"
+                        ) from None  # the chained error would put its SQL in the logs
                     if waited >= STORE_OUTAGE_PATIENCE.total_seconds():
                         raise failure(
-                            FailureCode.STORAGE_ERROR, f"storage: {error}", retryable=True
-                        ) from error
+                            FailureCode.STORAGE_ERROR, f"storage: {described}", retryable=True
+                        ) from None
                     activity.logger.warning(
-                        "store unavailable, retrying in %.1fs: %s", delay, error
+                        "store unavailable, retrying in %.1fs: %s", delay, described
                     )
                 await asyncio.sleep(delay)
                 waited += delay
@@ -167,14 +183,88 @@ class ActivityContext:
 
     async def emit(self, ref: RunRef, *bodies: dict[str, Any]) -> None:
         """Store the events the run's visibility lets through. Observation only: a failure to
-        store one never fails the run."""
+        store one never fails the run, but is never silent either: the run's next stored
+        events begin with an `events_lost` marker counting what this worker could not write
+        (sequence numbers alone would hide the gap)."""
         visible = [body for body in bodies if _visible(ref, body)]
         if not visible:
             return
+        lost = self._lost_events.pop(ref.run_id, 0)
+        batch = [{"type": "events_lost", "count": lost}, *visible] if lost else visible
         try:
-            await asyncio.to_thread(self.store.append_events, ref, visible)
+            await asyncio.to_thread(self.store.append_events, ref, batch)
         except Exception as error:
-            activity.logger.warning("event store write failed: %s", error)
+            self._lost_events[ref.run_id] = lost + len(visible)
+            activity.logger.warning(
+                "event store write failed (%d event(s) of run %s lost so far): %s",
+                lost + len(visible),
+                ref.run_id,
+                describe_store_error(error),
+            )
+
+    async def emit_decided(self, ref: RunRef, events: Sequence[Mapping[str, JsonValue]]) -> None:
+        """Store the events the workflow decided (`DecidedEvents`), before the activity's own.
+
+        Only the first attempt does (a retry must not repeat them). An event marked
+        `IF_MISSING` is stored only if the run's stored events still lack it: the call it ends
+        may have been announced by its own activity before the run ended.
+        """
+        if not events or activity.info().attempt > 1:
+            return
+        bodies = [dict(event) for event in events]
+        if any(IF_MISSING in body for body in bodies):
+            stored = await asyncio.to_thread(_stored_event_keys, self.store, ref)
+            bodies = [body for body in bodies if _still_owed(body, stored)]
+        await self.emit(ref, *bodies)
+
+
+def _event_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    return str(body.get("type")), str(body.get("tool_call_id") or body.get("call_id"))
+
+
+def _stored_event_keys(store: Store, ref: RunRef) -> set[tuple[str, str]]:
+    """(type, tool call or agent call id) of every stored event of the run."""
+    keys: set[tuple[str, str]] = set()
+    cursor = 0
+    while batch := store.read_events(ref.root_run_id, after=cursor, limit=1000):
+        cursor = batch[-1].sequence
+        keys.update(_event_key(record.event) for record in batch if record.run_id == ref.run_id)
+    return keys
+
+
+def _still_owed(body: dict[str, Any], stored: set[tuple[str, str]]) -> bool:
+    """Whether an `IF_MISSING` event must still be stored (and note it as stored)."""
+    if body.pop(IF_MISSING, None) is None:
+        return True
+    kind, key = _event_key(body)
+    if (kind, key) in stored:
+        return False
+    if kind == "agent_call_completed" and ("agent_call_started", key) not in stored:
+        return False  # the call was never announced: nothing to end
+    stored.add((kind, key))
+    return True
+
+
+def is_outage(error: BaseException) -> bool:
+    """A database that is down, restarting or briefly busy — worth waiting for — as opposed to
+    a statement it refuses (invalid data, a violated constraint, a bug), which it would refuse
+    again however long we waited."""
+    if isinstance(error, sqlalchemy.exc.DBAPIError):
+        return error.connection_invalidated or isinstance(
+            error, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
+        )
+    return isinstance(
+        error, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError | OSError
+    )
+
+
+def describe_store_error(error: BaseException) -> str:
+    """The driver's error class and its primary message, without the statement or parameters
+    SQLAlchemy adds to its own messages (they hold user data)."""
+    cause = error.orig if isinstance(error, sqlalchemy.exc.DBAPIError) else error
+    primary = getattr(getattr(cause, "diag", None), "message_primary", None)
+    text = primary or (str(cause).strip().splitlines() or [""])[0]
+    return f"{type(cause).__name__}: {text[:200]}" if text else type(cause).__name__
 
 
 def materialise(store: Store, ref: RunRef, pending: tuple[PendingEntry, ...]) -> list[EntryRow]:

@@ -37,6 +37,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
+from otherone.config import RuntimeConfig
 from otherone.contracts import (
     MEMO_FINGERPRINT,
     MEMO_IDEMPOTENCY_KEY,
@@ -79,9 +80,9 @@ from otherone.runs import (
     RunOutcome,
     RunRecord,
     RunStatus,
-    unencodable_path,
+    unstorable_problem,
 )
-from otherone.store import Store
+from otherone.store import SessionBusyError, Store
 
 DEFAULT_TASK_QUEUE = "otherone"
 MAX_MESSAGES_PER_SIGNAL = 64
@@ -169,6 +170,7 @@ class AgentClient:
         task_queue: str = DEFAULT_TASK_QUEUE,
         store: Store | None = None,
         partition_key: str | None = None,
+        config: RuntimeConfig | None = None,
     ) -> None:
         if partition_key is not None and not re.fullmatch(PARTITION_PATTERN, partition_key):
             raise InvalidRequestError(
@@ -179,6 +181,9 @@ class AgentClient:
         self.task_queue = task_queue
         self.store = store
         self.partition_key = partition_key
+        #: The workers' configuration, when the client knows it: requests for an agent it does
+        #: not define, or with limits above its own, are refused before anything starts.
+        self.config = config
 
     # starting ----------------------------------------------------------------------------
 
@@ -195,6 +200,8 @@ class AgentClient:
                 field="runtime_context.partition_key",
             )
         run_id = root_run_id(request)
+        self._check_against_config(request)
+        await self._check_session_free(request, run_id)
         fingerprint = request.fingerprint()
         # A key used before (finished run) is refused; the fingerprint check below decides.
         with contextlib.suppress(WorkflowAlreadyStartedError):
@@ -212,6 +219,35 @@ class AgentClient:
         if request.idempotency_key is not None:
             await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
         return RunHandle(self, run_id)
+
+    def _check_against_config(self, request: AgentRunRequest) -> None:
+        """With the workers' configuration: an unknown entry agent or a limit override above
+        the runtime's is a request error, refused here instead of by a run that fails."""
+        if self.config is None:
+            return
+        if request.entry_agent not in self.config.agents:
+            known = ", ".join(sorted(self.config.agents)) or "none"
+            raise InvalidRequestError(
+                f"agent '{request.entry_agent}' is not defined (defined: {known})",
+                field="entry_agent",
+            )
+        try:
+            self.config.limits.tightened(request.limits)
+        except ValueError as error:
+            field, _, message = str(error).partition(": ")
+            raise InvalidRequestError(message, field=field) from None
+
+    async def _check_session_free(self, request: AgentRunRequest, run_id: str) -> None:
+        """With the store: a session another live run writes to refuses the start
+        (`SessionBusyError`), and no workflow is left behind. (Two starts racing for a free
+        session both pass here; the second run then ends `failed/session_busy`.)"""
+        session_id = request.session.session_id
+        if self.store is None or session_id is None:
+            return
+        partition = request.runtime_context.partition_key
+        holder = await asyncio.to_thread(self.store.session_holder, partition, session_id)
+        if holder is not None and holder != run_id:  # the same run again is a join, not busy
+            raise SessionBusyError(session_id, holder)
 
     async def _check_fingerprint(self, run_id: str, key: str, fingerprint: str) -> None:
         memo = await (await self._describe(run_id)).memo()
@@ -516,11 +552,9 @@ def _validate_messages(batch: tuple[str, ...]) -> None:
     for index, message in enumerate(batch):
         if not isinstance(message, str) or not message.strip():
             raise InvalidRequestError("must be a non-empty string", field=f"messages.{index}")
-        if unencodable_path(message) is not None:
-            raise InvalidRequestError(
-                "must be valid UTF-8 text: it contains an unpaired surrogate",
-                field=f"messages.{index}",
-            )
+        problem = unstorable_problem(message)
+        if problem is not None:
+            raise InvalidRequestError(problem, field=f"messages.{index}")
         if len(message.encode("utf-8")) > MAX_INPUT_BYTES:
             raise InvalidRequestError(
                 f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"

@@ -50,6 +50,11 @@ _STATUS_STYLE = {
 #: Style of a child's end in the live view (its outcome as the events spell it).
 _CHILD_END_STYLE = {"completed": "dim", "cancelled": "yellow"}
 _TERMINAL_EVENTS = {"run_completed": "completed", "run_cancelled": "cancelled"}
+#: Events that say something was lost or refused, shown as warnings.
+_WARNINGS = {
+    "events_lost": "⚠ {count} event(s) lost (store unavailable): the text may be incomplete",
+    "user_messages_refused": "⚠ {count} queued message(s) refused: the run's queue was full",
+}
 
 
 def make_console(file: TextIO) -> Console:
@@ -113,6 +118,8 @@ class EventPrinter:
         elif kind == "user_message_queued":
             count = event.get("count")
             self._note(f"✉ {count} queued message(s) taken into the run")
+        elif kind in _WARNINGS:
+            self._note(_WARNINGS[str(kind)].format(count=event.get("count")), style="yellow")
 
     def finish(self) -> None:
         """End the streamed text with a newline (before the summary is printed)."""

@@ -102,6 +102,8 @@ class RunView:
     in_model_call: bool = False
     model_calls: int = 0
     model_retries: int = 0
+    #: Events the run's worker reported it could not store (`events_lost` markers).
+    events_lost: int = 0
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
@@ -306,6 +308,8 @@ class WatchState:
 
     def _model_completed(self, view: RunView, record: EventRecord) -> None:
         view.in_model_call = False
+        if record.event.get("error"):
+            return  # the attempt failed or was cancelled: a retry (or the run's end) follows
         view.model_calls += 1
         view.add_usage(record.event.get("usage"))
 
@@ -369,6 +373,16 @@ class WatchState:
 
     def _messages_queued(self, view: RunView, record: EventRecord) -> None:
         self._note(view, record, f"✉ {record.event.get('count')} queued message(s) taken")
+
+    def _events_lost(self, view: RunView, record: EventRecord) -> None:
+        """The worker could not store some events (a store outage): the view may miss text."""
+        count = _int(record.event.get("count"))
+        view.events_lost += count
+        self._note(view, record, f"⚠ {count} event(s) lost (the store was unavailable)", "yellow")
+
+    def _messages_refused(self, view: RunView, record: EventRecord) -> None:
+        count = record.event.get("count")
+        self._note(view, record, f"⚠ {count} message(s) refused: the queue was full", "yellow")
 
     def _compacted(self, view: RunView, record: EventRecord) -> None:
         summarised = record.event.get("summarised_entries")
@@ -438,6 +452,8 @@ _HANDLERS: dict[str, _Handler] = {
     "context_compacted": WatchState._compacted,
     "approval_requested": WatchState._approval_requested,
     "approval_decided": WatchState._approval_decided,
+    "events_lost": WatchState._events_lost,
+    "user_messages_refused": WatchState._messages_refused,
     "run_completed": WatchState._ended,
     "run_failed": WatchState._ended,
     "run_cancelled": WatchState._ended,

@@ -61,6 +61,9 @@ ACTIVITY_RECORD_DECISION = "otherone.record_approval_decision"
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 #: They ride out a database outage in place for up to 2 minutes (`ActivityContext.io`).
 STORE_ACTIVITY_TIMEOUT = timedelta(minutes=5)
+#: All attempts of a store activity together: a store that stays down or keeps refusing a write
+#: ends the run (`storage_error`) instead of keeping it alive for ever.
+STORE_TOTAL_TIMEOUT = timedelta(minutes=10)
 
 #: Workflow memo keys.
 MEMO_FINGERPRINT = "request_fingerprint"
@@ -139,6 +142,8 @@ class CarryOver(_Contract):
     #: Approval requests of earlier histories (decided ones: a repeated decision stays
     #: idempotent, and the audit stays queryable).
     approvals: tuple[ApprovalRequest, ...] = ()
+    #: Events the workflow decided and no activity has stored yet.
+    events: tuple[dict[str, JsonValue], ...] = ()
 
 
 class UserMessages(_Contract):
@@ -224,6 +229,9 @@ class ModelCallInput(_Contract):
     #: The session's context window and the share of it that triggers a compaction.
     context_window: int = 8192
     compaction_threshold: float = 0.8
+    #: Events the workflow decided since its last activity (refused tool calls, refused
+    #: messages, ...): this activity stores them first (see `DecidedEvents`).
+    events: tuple[dict[str, JsonValue], ...] = ()
 
 
 class ModelTurn(_Contract):
@@ -240,6 +248,9 @@ class ModelTurn(_Contract):
     #: Tool calls of this turn that wait for a person (decided by the model-call activity, so
     #: that predicates over arguments never run in the workflow).
     approvals: tuple[ApprovalNeed, ...] = ()
+    #: The provider's reasoning blocks to send back with this turn (Anthropic's signed thinking
+    #: blocks). Stored with the assistant entry; never returned to the workflow.
+    reasoning: tuple[dict[str, JsonValue], ...] = ()
 
 
 class ApprovalNeed(_Contract):
@@ -343,6 +354,8 @@ class PrepareCallInput(_Contract):
     call_id: str
     request: AgentCallRequest
     limits: RuntimeLimits
+    #: Events the workflow decided since its last activity (stored first).
+    events: tuple[dict[str, JsonValue], ...] = ()
 
 
 class CallPlan(_Contract):
@@ -375,6 +388,8 @@ class FinishRunInput(_Contract):
     failure: AgentFailure | None = None
     output: AgentOutput | None = None
     release_session: bool = True
+    #: Events the workflow decided and no activity has stored yet.
+    events: tuple[dict[str, JsonValue], ...] = ()
     #: The run's final record (stored for `otherone show`/lists without Temporal's retention).
     record: RunRecord | None = None
 

@@ -41,6 +41,8 @@ class FailureCode(StrEnum):
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     #: Nobody decided an approval in time and its rule says the run fails.
     APPROVAL_TIMED_OUT = "approval_timed_out"
+    #: A workflow started with input that is not a run request (e.g. by Temporal's own client).
+    INVALID_REQUEST = "invalid_request"
 
 
 class OtheroneError(Exception):

@@ -45,16 +45,45 @@ def _bounded_text(value: str) -> str:
     return value
 
 
+#: Refusal messages by what is wrong with the text.
+UNENCODABLE_TEXT = "must be valid UTF-8 text: it contains an unpaired surrogate"
+NUL_TEXT = "must not contain a NUL character (U+0000): the store cannot hold it"
+
+
+def unstorable_problem(text: str) -> str | None:
+    """Why the store could not hold ``text`` (None: it can): `UNENCODABLE_TEXT` or `NUL_TEXT`."""
+    if "\x00" in text:
+        return NUL_TEXT
+    return None if text.isascii() or _encodable(text) else UNENCODABLE_TEXT
+
+
+def storable_text(text: str) -> str:
+    """``text`` with what no store can hold (NUL, lone surrogates) replaced by U+FFFD: for
+    text that cannot be refused where it enters (e.g. a signal sent by Temporal's own client)."""
+    if unstorable_problem(text) is None:
+        return text
+    return "".join("\ufffd" if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in text)
+
+
 def unencodable_path(value: Any, path: str = "") -> str | None:
-    """Where in ``value`` a string holds a lone surrogate (None: all UTF-8 encodable).
+    """Where in ``value`` a string holds text no store can keep (None: all storable): a lone
+    surrogate or a NUL character.
 
     Python decodes undecodable bytes (command-line arguments, files read with
     ``surrogateescape``) and broken JSON escapes to lone surrogates; Temporal payloads, the store
-    and events can only carry UTF-8, so such text is refused where it enters.
+    and events can only carry UTF-8, so such text is refused where it enters. PostgreSQL cannot
+    store U+0000 in text or JSON at all; SQLite could, but both stores refuse it alike.
     """
+    found = _unstorable(value, path)
+    return None if found is None else found[0]
+
+
+def _unstorable(value: Any, path: str) -> tuple[str, str] | None:
+    """(where, problem) of the first string in ``value`` that no store can hold."""
     match value:
         case str():
-            return None if value.isascii() or _encodable(value) else path or "(text)"
+            problem = unstorable_problem(value)
+            return None if problem is None else (path or "(text)", problem)
         case BaseModel():
             items: Any = ((name, getattr(value, name)) for name in type(value).model_fields)
         case dict():
@@ -64,7 +93,7 @@ def unencodable_path(value: Any, path: str = "") -> str | None:
         case _:
             return None
     for key, item in items:
-        found = unencodable_path(key, path) or unencodable_path(item, f"{path}.{key}".lstrip("."))
+        found = _unstorable(key, path) or _unstorable(item, f"{path}.{key}".lstrip("."))
         if found is not None:
             return found
     return None
@@ -79,10 +108,12 @@ def _encodable(text: str) -> bool:
 
 
 def _check_unicode(value: Any) -> Any:
-    where = unencodable_path(value)
-    if where is not None:
+    found = _unstorable(value, "")
+    if found is not None:
+        where, problem = found
         inside = "" if where == "(text)" else f" (at {where})"
-        raise ValueError(f"must be valid UTF-8 text{inside}: it contains an unpaired surrogate")
+        head, _, tail = problem.partition(": ")
+        raise ValueError(f"{head}{inside}: {tail}")
     return value
 
 
@@ -105,6 +136,7 @@ class SessionTarget(_Model):
     def _not_blank(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("must not be blank")
+        _check_unicode(value)
         return value
 
 

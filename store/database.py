@@ -255,6 +255,17 @@ class Store:
                 .values(lease_run_id=None, lease_until=None, updated_at=_now())
             )
 
+    def session_holder(self, partition_key: str, session_id: str) -> str | None:
+        """The run holding the session's writer lease now (None: free, expired or unknown)."""
+        query = select(sessions.c.lease_run_id, sessions.c.lease_until).where(
+            self._session_key(partition_key, session_id)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None or row.lease_run_id is None or row.lease_until is None:
+            return None
+        return str(row.lease_run_id) if aware(row.lease_until) > _now() else None
+
     def list_sessions(self, partition_key: str, *, include_internal: bool = False) -> list[str]:
         """Session ids of a partition, oldest first; child runs' internal ones only on request."""
         infos = self.session_infos(partition_key, include_internal=include_internal)

@@ -255,8 +255,14 @@ async def test_max_children_per_run(client: Client, task_queue: str, tmp_path: P
     )
     async with agent_env(client, task_queue, config, tmp_path) as env:
         result = await env.agents.run(build_request(entry_agent="caller", input="go"))
-        outcomes = [r["outcome"] for r in call_results(env, result.session_id)]
-    assert outcomes == ["completed", "completed", "budget_exceeded"]
+        results = call_results(env, result.session_id)
+        events = [e.event async for e in env.agents.events(result.run_id)]
+    # The seed's rule: a refused call is `failed`, its code says why.
+    assert [r["outcome"] for r in results] == ["completed", "completed", "failed"]
+    assert results[2]["failure"]["code"] == "budget_exceeded"
+    # Checked (and announced) like any call, then refused: its end is announced too.
+    ends = [e for e in events if e["type"] == "agent_call_completed" and e["call_id"] == "c2"]
+    assert [(e["outcome"], e["code"]) for e in ends] == [("failed", "budget_exceeded")]
 
 
 async def test_authorizer_hook_can_deny(client: Client, task_queue: str, tmp_path: Path) -> None:

@@ -225,8 +225,10 @@ async def test_a_retried_stream_marks_the_earlier_attempt_superseded(
         for e in events
         if e.event["type"] in ("model_started", "model_completed")
     ]
+    # The failed attempt ends too (its model_completed carries the error), then the retry.
     assert attempts == [
         ("model_started", 1, None),
+        ("model_completed", 1, None),
         ("model_started", 2, 1),
         ("model_completed", 2, None),
     ]

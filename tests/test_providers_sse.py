@@ -18,6 +18,7 @@ from otherone.activities.providers.anthropic import MessagesState
 from otherone.activities.providers.base import (
     Finished,
     ProviderError,
+    ReasoningBlock,
     StreamEvent,
     TextDelta,
     ThinkingDelta,
@@ -230,6 +231,14 @@ def test_anthropic_thinking_blocks() -> None:
         UsageReport(36, 1),
         ThinkingDelta("Let me add "),
         ThinkingDelta("2 and 2."),
+        # The whole signed block, to be sent back with the turn (extended thinking + tools).
+        ReasoningBlock(
+            {
+                "type": "thinking",
+                "thinking": "Let me add 2 and 2.",
+                "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3h",
+            }
+        ),
         TextDelta("The answer "),
         TextDelta("is 4 — été."),
         UsageReport(None, 120),

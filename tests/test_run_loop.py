@@ -8,13 +8,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from otherone.activities.providers.base import ModelRequest, StreamEvent, TextDelta
-from otherone.client.agent_client import build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits
 from otherone.errors import FailureCode
 from otherone.runs import RunOutcome, RunStatus
+from otherone.store import SessionBusyError
 from otherone.tools import ToolContext, ToolError, tool
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
@@ -358,7 +360,10 @@ async def test_oversized_tool_result_ends_the_run_budget_exceeded(
         result = await env.agents.run(build_request(entry_agent="agent", input="start"))
         entries = env.store.load_entries("local", result.session_id)
     assert result.outcome is RunOutcome.BUDGET_EXCEEDED
-    assert all(e.role != "tool" for e in entries)
+    # The result itself is not kept in the session, but the call is answered (an unanswered
+    # tool call would make every provider refuse the session's next request).
+    [tool_row] = [e for e in entries if e.role == "tool"]
+    assert tool_row.error_kind == "fatal" and "max_result_bytes" in tool_row.content
 
 
 async def test_max_iterations_exceeded_is_budget_exceeded(
@@ -619,9 +624,12 @@ async def test_second_run_on_a_busy_session_fails_fast(
         request = build_request(entry_agent="agent", input="one", session={"session_id": "shared"})
         first = await env.agents.start(request)
         await asyncio.wait_for(provider.started.wait(), 10)
-        second = await env.agents.run(
-            build_request(entry_agent="agent", input="two", session={"session_id": "shared"})
-        )
+        again = build_request(entry_agent="agent", input="two", session={"session_id": "shared"})
+        # A client with the store refuses the start itself (no workflow is left behind)...
+        with pytest.raises(SessionBusyError):
+            await env.agents.run(again)
+        # ...one without it starts a run that fails fast.
+        second = await AgentClient(client, task_queue=task_queue).run(again)
         gate.set()
         first_result = await first.result()
     assert second.outcome is RunOutcome.FAILED

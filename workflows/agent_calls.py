@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_PREPARE_CALL,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
+        STORE_TOTAL_TIMEOUT,
         WORKFLOW_NAME,
         CallPlan,
         PrepareCallInput,
@@ -53,11 +54,16 @@ with workflow.unsafe.imports_passed_through():
         BudgetDenied,
         BudgetLedger,
         Claimants,
+        DecidedEvents,
+        call_refused_event,
         failure_from_activity_error,
     )
 
 #: Patch id of the allowance rule that splits calls between children after a small reserve.
 GENEROUS_ALLOWANCES = "generous-allowances"
+#: Patch id: max_children_per_run is checked after the call's own checks (the seed's order), so
+#: every well-formed call is announced by `prepare_call` and its refusal too.
+SEED_CALL_ORDER = "seed-call-order"
 
 
 class AgentCallArgumentsError(ValueError):
@@ -86,12 +92,11 @@ def parse_agent_call(arguments: str) -> AgentCallRequest:
 
 
 def failed_call(call_id: str, target: str, failure: AgentFailure) -> AgentCallResult:
-    outcome = (
-        RunOutcome.BUDGET_EXCEEDED
-        if failure.code is FailureCode.BUDGET_EXCEEDED
-        else RunOutcome.FAILED
+    """A call refused before a child ran: outcome `failed` with the refusal's code (the seed's
+    rule; e.g. a spent budget is `failed` with code `budget_exceeded`)."""
+    return AgentCallResult(
+        call_id=call_id, target=target, outcome=RunOutcome.FAILED, failure=failure
     )
-    return AgentCallResult(call_id=call_id, target=target, outcome=outcome, failure=failure)
 
 
 class AgentCaller:
@@ -102,9 +107,11 @@ class AgentCaller:
         run: RunInput,
         ledger: BudgetLedger,
         on_active_children: Callable[[int], None],
+        events: DecidedEvents | None = None,
     ) -> None:
         self._run = run
         self._ledger = ledger
+        self._events = events or DecidedEvents()
         self._on_active_children = on_active_children
         self._results: dict[str, asyncio.Future[AgentCallResult]] = {}
         self._children: dict[str, ChildWorkflowHandle[object, AgentRunResult]] = {}
@@ -202,19 +209,22 @@ class AgentCaller:
         request: AgentCallRequest,
         claimants: Claimants,
     ) -> AgentCallResult | tuple[RunInput, CallPlan]:
-        """Check the call and carve the child's allowance, or refuse with a structured result."""
-        if self._started >= plan.limits.max_children_per_run:
-            failure = AgentFailure(
-                code=FailureCode.BUDGET_EXCEEDED,
-                message=f"max_children_per_run ({plan.limits.max_children_per_run}) reached",
-            )
-            return failed_call(call_id, request.target, failure)
+        """Check the call and carve the child's allowance, or refuse with a structured result.
+
+        The seed's order: the call's own checks (`prepare_call`) first, then the budgets
+        (children of this run, agent calls and runs of the tree).
+        """
+        seed_order = workflow.patched(SEED_CALL_ORDER)
+        if not seed_order and self._started >= plan.limits.max_children_per_run:
+            return _too_many_children(call_id, request, plan)
         try:
             call_plan = await self._prepare(plan, ref, call_id, request)
         except ActivityError as error:
             if is_cancelled_exception(error):
                 raise asyncio.CancelledError() from error
             return failed_call(call_id, request.target, failure_from_activity_error(error))
+        if seed_order and self._started >= plan.limits.max_children_per_run:
+            return self._refused(_too_many_children(call_id, request, plan))
         generous = workflow.patched(GENEROUS_ALLOWANCES)
         try:
             allowance = self._ledger.allot(
@@ -222,11 +232,16 @@ class AgentCaller:
             )
         except BudgetDenied as denied:
             failure = AgentFailure(code=FailureCode.BUDGET_EXCEEDED, message=str(denied))
-            return failed_call(call_id, request.target, failure)
+            return self._refused(failed_call(call_id, request.target, failure))
         self._started += 1
         return self._child_input(
             plan, ref, deadline, call_id, request, call_plan, allowance
         ), call_plan
+
+    def _refused(self, result: AgentCallResult) -> AgentCallResult:
+        """A call refused after `prepare_call` announced it: its end is announced too."""
+        self._events.add(call_refused_event(result))
+        return result
 
     async def _prepare(
         self, plan: RunPlan, ref: RunRef, call_id: str, request: AgentCallRequest
@@ -239,9 +254,11 @@ class AgentCaller:
                 call_id=call_id,
                 request=request,
                 limits=plan.limits,
+                events=self._events.take(),
             ),
             result_type=CallPlan,
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+            schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
             heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             summary=f"check call {ref.agent_id} → {request.target}",
         )
@@ -309,7 +326,7 @@ class AgentCaller:
                 code=FailureCode.INTERNAL_ERROR, message=f"child '{child.run_id}' already runs"
             )
             self._ledger.refund(_with_self(child))
-            return failed_call(call_id, call_plan.target_id, failure)
+            return self._refused(failed_call(call_id, call_plan.target_id, failure))
         self._children[call_id] = handle
         self._on_active_children(self.active)
         # No `finally`: on cache eviction the coroutine is closed (GeneratorExit) outside the
@@ -335,6 +352,14 @@ class AgentCaller:
             usage=result.usage,
             artifacts=result.artifacts,
         )
+
+
+def _too_many_children(call_id: str, request: AgentCallRequest, plan: RunPlan) -> AgentCallResult:
+    failure = AgentFailure(
+        code=FailureCode.BUDGET_EXCEEDED,
+        message=f"max_children_per_run ({plan.limits.max_children_per_run}) reached",
+    )
+    return failed_call(call_id, request.target, failure)
 
 
 def _with_self(child: RunInput) -> TreeBudget | None:

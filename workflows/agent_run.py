@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
@@ -35,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_USER_MESSAGES,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
+        STORE_TOTAL_TIMEOUT,
         UPDATE_CALL_AGENT,
         UPDATE_DECIDE_APPROVAL,
         WORKFLOW_NAME,
@@ -65,10 +67,12 @@ with workflow.unsafe.imports_passed_through():
         AgentCallResult,
         AgentFailure,
         AgentOutput,
+        AgentRunRequest,
         AgentRunResult,
         RunOutcome,
         RunRecord,
         RunStatus,
+        storable_text,
     )
     from otherone.tools import ToolErrorKind
     from otherone.workflows.agent_calls import (
@@ -88,19 +92,26 @@ with workflow.unsafe.imports_passed_through():
     from otherone.workflows.outcomes import (
         BudgetLedger,
         Claimants,
+        DecidedEvents,
         Ending,
         RunEnded,
         UsageCounter,
         agent_call_entry,
+        ended_before_result_entry,
+        ended_before_result_events,
         failure_from_activity_error,
         input_entries,
         invalid_arguments_entry,
         not_run_entry,
         permission_denied_entry,
+        refused_tool_events,
+        tool_completed_event,
         tool_result_entry,
+        tool_started_event,
     )
 
-#: Store activities are quick; they retry on their own schedule (database restarts).
+#: Store activities are quick; they retry on their own schedule (database restarts), within
+#: `STORE_TOTAL_TIMEOUT` in all (each attempt rides out a short outage in place).
 STORE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
 )
@@ -131,6 +142,17 @@ TOOL_CONCURRENCY_LIMIT = "tool-concurrency-limit"
 #: attempt, say) is a tool error the model sees, not the end of the run: a server is
 #: third-party code, and the seed lets the model route around a broken one.
 MCP_FAILURES_TO_MODEL = "mcp-failures-to-model"
+#: Patch id: a run cancelled while preparing waits for prepare_run to stop (so finishing cannot
+#: race its session lease) and ends `cancelled`.
+CANCELLABLE_PREPARE = "cancellable-prepare"
+#: Patch id: a cancelled model or tool activity is waited for: it stores its own end event
+#: (`model_completed`, `tool_completed`) before the run's end is announced.
+PAIRED_EVENTS = "paired-activity-events"
+#: Patch id: a cancelled run's finishing is bounded (`FINISH_GRACE`) and a failed finish_run
+#: ends the run with its result instead of failing the workflow.
+BOUNDED_FINISH = "bounded-finish"
+#: How long a cancelled run waits for its end to be stored.
+FINISH_GRACE = timedelta(seconds=10)
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
 #: (an approval that timed out with effect `fail`).
@@ -140,14 +162,16 @@ ToolStep = ToolOutcome | PendingEntry | Ending | None
 @workflow.defn(name=WORKFLOW_NAME)
 class AgentRunWorkflow:
     @workflow.init
-    def __init__(self, input: RunInput) -> None:
-        self._input = input
+    def __init__(self, input: RawValue) -> None:
+        # Taken raw and validated here: input that does not fit `RunInput` (e.g. a start from
+        # Temporal's own client) would otherwise fail every workflow task, for ever.
+        self._input, self._invalid_input = _decode_input(input)
         self._queued: list[str] = []
         self._pending: list[PendingEntry] = []
         self._usage = UsageCounter()
         self._status = RunStatus.CREATED
         self._iteration = 0
-        self._session_id = input.request.session.session_id or ""
+        self._session_id = self._input.request.session.session_id or ""
         self._started_at: datetime | None = None
         self._finished_at: datetime | None = None
         self._ending: Ending | None = None
@@ -160,15 +184,40 @@ class AgentRunWorkflow:
         self._gate = ApprovalGate(self._refresh_status)
         #: Call ids of the current turn that wait for a person.
         self._turn_gated: frozenset[str] = frozenset()
+        #: Events decided here (refused calls and messages), stored by the next activity.
+        self._decided = DecidedEvents()
+        #: The tool calls of the current turn while they have no results yet (iteration, calls).
+        self._open_calls: tuple[int, tuple[ToolCallSpec, ...]] | None = None
 
     # messages ----------------------------------------------------------------------------
 
     @workflow.signal(name=SIGNAL_USER_MESSAGES)
     def user_messages(self, payload: UserMessages) -> None:
-        """Queue user messages; they are taken at the next safe point of the loop."""
+        """Queue user messages; they are taken at the next safe point of the loop.
+
+        At most `MAX_QUEUED_MESSAGES` wait at a time (they live in workflow state); the excess
+        is refused visibly: a warning now, a `user_messages_refused` event with the next
+        model call or the run's end.
+        """
+        refused = 0
         for message in payload.messages:
-            if message.strip() and len(self._queued) < MAX_QUEUED_MESSAGES:
-                self._queued.append(message.strip())
+            if not message.strip():
+                continue
+            if len(self._queued) < MAX_QUEUED_MESSAGES:
+                # AgentClient refuses such text; a signal from elsewhere gets it replaced.
+                self._queued.append(storable_text(message.strip()))
+            else:
+                refused += 1
+        if refused:
+            self._decided.add(
+                {"type": "user_messages_refused", "count": refused, "limit": MAX_QUEUED_MESSAGES}
+            )
+            workflow.logger.warning(
+                "run %s: %d user message(s) refused, %d already queued (the limit)",
+                self._input.run_id,
+                refused,
+                MAX_QUEUED_MESSAGES,
+            )
 
     @workflow.update(name=UPDATE_CALL_AGENT)
     async def call_agent(self, input: CallAgentInput) -> AgentCallResult:
@@ -180,7 +229,7 @@ class AgentRunWorkflow:
                 code=FailureCode.INVALID_CONFIGURATION, message="the caller run has ended"
             )
             return failed_call(input.call_id, input.request.target, failure)
-        result = await caller.call(
+        return await caller.call(
             plan,
             self._ref(plan),
             self._deadline_at,
@@ -188,8 +237,6 @@ class AgentRunWorkflow:
             input.request,
             claimants=Claimants(1),
         )
-        self._usage.agent_calls += 1
-        return result
 
     @call_agent.validator
     def _accept_call_agent(self, input: CallAgentInput) -> None:
@@ -267,9 +314,11 @@ class AgentRunWorkflow:
     # run ---------------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, input: RunInput) -> AgentRunResult:
+    async def run(self, input: RawValue) -> AgentRunResult:
         self._started_at = workflow.now()
-        if not self._session_id and input.carry is None:
+        if self._invalid_input is not None:
+            return self._refused(self._invalid_input)
+        if not self._session_id and self._input.carry is None:
             self._session_id = f"session-{workflow.uuid4()}"
             workflow.upsert_search_attributes([attrs.SESSION_ID.value_set(self._session_id)])
         try:
@@ -277,6 +326,22 @@ class AgentRunWorkflow:
         except asyncio.CancelledError:  # cancelled while preparing, before the loop began
             ending = Ending.of(RunOutcome.CANCELLED)
         return await self._finish_shielded(ending, self._ref(self._plan))
+
+    def _refused(self, problem: str) -> AgentRunResult:
+        """The input is not a run request: nothing was prepared, nothing is written."""
+        failure = AgentFailure(code=FailureCode.INVALID_REQUEST, message=problem)
+        self._ending = Ending.failed(failure)
+        self._status = RunStatus.FAILED
+        self._finished_at = workflow.now()
+        workflow.logger.warning("run input refused: %s", problem)
+        return AgentRunResult(
+            run_id=self._input.run_id,
+            root_run_id=self._input.root_run_id,
+            agent_id=self._input.request.entry_agent,
+            session_id="",
+            outcome=RunOutcome.FAILED,
+            failure=failure,
+        )
 
     async def _execute(self) -> Ending:
         if self._input.carry is not None:
@@ -294,7 +359,9 @@ class AgentRunWorkflow:
         self._plan = plan
         self._ledger = BudgetLedger(budget, plan.limits)
         self._deadline_at = self._deadline(plan.timeout)
-        self._caller = AgentCaller(self._input, self._ledger, self._children_changed)
+        self._caller = AgentCaller(
+            self._input, self._ledger, self._children_changed, events=self._decided
+        )
         self._pending = input_entries(self._input.run_id, self._input.request.input)
         return plan
 
@@ -308,15 +375,25 @@ class AgentRunWorkflow:
         self._turns_at_start = carry.iteration
         self._usage = UsageCounter(carry.usage)
         self._ledger = BudgetLedger(carry.budget, carry.plan.limits)
-        self._caller = AgentCaller(self._input, self._ledger, self._children_changed)
+        self._caller = AgentCaller(
+            self._input, self._ledger, self._children_changed, events=self._decided
+        )
         self._caller.restore(carry.call_results, carry.children_started)
         self._queued = [*carry.queued, *self._queued]
+        self._decided.items = [*carry.events, *self._decided.items]
         self._pending = list(carry.pending)
         self._gate.restore(carry.approvals)
         return carry.plan
 
     async def _prepare(self) -> RunPlan | Ending:
         input = self._input
+        # Wait for a cancelled prepare to stop before finishing: finish_run releases the session
+        # lease, which a prepare still going on could otherwise take after the release.
+        cancellation = (
+            ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if workflow.patched(CANCELLABLE_PREPARE)
+            else ActivityCancellationType.TRY_CANCEL
+        )
         try:
             plan: RunPlan = await workflow.execute_activity(
                 ACTIVITY_PREPARE_RUN,
@@ -330,12 +407,18 @@ class AgentRunWorkflow:
                 ),
                 result_type=RunPlan,
                 start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+                schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
                 heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
                 retry_policy=STORE_RETRY,
+                cancellation_type=cancellation,
                 summary=f"prepare {input.request.entry_agent}",
             )
         except ActivityError as error:
-            return Ending.failed(failure_from_activity_error(error))
+            _reraise_cancellation(error)  # `run` ends the run cancelled, not failed
+            # Prepare is store work: running out of time is a storage error.
+            return Ending.failed(
+                failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR)
+            )
         return plan
 
     def _deadline(self, timeout: timedelta) -> datetime:
@@ -409,6 +492,7 @@ class AgentRunWorkflow:
             children_started=self._caller.started,
             generation=previous + 1,
             approvals=self._gate.carry(),
+            events=tuple(self._decided.items),
         )
 
     async def _turn(self, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:
@@ -427,11 +511,23 @@ class AgentRunWorkflow:
             if self._queued:
                 return None  # messages arrived while the model answered: go round once more
             return self._final_answer(turn)
+        # Until their results are pending, the calls are open: a run ending meanwhile answers
+        # them (`_answer_open_calls`), so the session never holds a call without a result.
+        self._open_calls = (iteration, turn.tool_calls)
         self._ledger.reserve_tool_calls(len(turn.tool_calls))
         self._usage.tool_calls += len(turn.tool_calls)
         self._open_approvals(ref, turn)
+        # The seed counts every `agent.call` the model makes (a malformed one too); trusted
+        # calls, made by a client, are not the run's own.
+        self._usage.agent_calls += sum(
+            1 for call in turn.tool_calls if call.name == AGENT_CALL_TOOL
+        )
         steps = await self._run_tools(plan, ref, turn.tool_calls)
-        self._pending.extend(self._tool_entries(ref, iteration, turn.tool_calls, steps))
+        entries, ending = self._tool_entries(ref, iteration, turn.tool_calls, steps)
+        self._pending.extend(entries)
+        self._open_calls = None
+        if ending is not None:
+            raise RunEnded(ending)
         if _cancellation_swallowed() and workflow.patched(STOP_AFTER_CANCELLED_CHILDREN):
             raise asyncio.CancelledError()  # the run was cancelled while its children ended
         return None
@@ -470,6 +566,7 @@ class AgentRunWorkflow:
 
     async def _call_model(self, plan: RunPlan, ref: RunRef, iteration: int) -> ModelTurn:
         pending, self._pending = tuple(self._pending), []
+        events = self._decided.take()
         try:
             turn: ModelTurn = await workflow.execute_activity(
                 ACTIVITY_CALL_MODEL,
@@ -482,12 +579,14 @@ class AgentRunWorkflow:
                     result_contract=self._input.result_contract,
                     context_window=self._input.request.session.context_window,
                     compaction_threshold=self._input.request.session.threshold_percentage,
+                    events=events,
                 ),
                 result_type=ModelTurn,
                 task_queue=plan.model_task_queue,  # None: this workflow's own queue
                 start_to_close_timeout=MODEL_CALL_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=MODEL_RETRY,
+                cancellation_type=_paired_cancellation(),
                 summary=f"model {plan.model_label} turn {iteration}",
             )
         except ActivityError as error:
@@ -647,6 +746,9 @@ class AgentRunWorkflow:
                 task_queue=plan.tool_task_queue,  # None: this workflow's own queue
                 start_to_close_timeout=timedelta(seconds=settings.timeout_seconds + 30),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                # Waiting for a cancelled tool to stop means its `tool_completed` is stored
+                # before the run's end decides which events its calls still owe.
+                cancellation_type=_paired_cancellation(),
                 retry_policy=RetryPolicy(
                     initial_interval=timedelta(seconds=1), maximum_attempts=settings.max_attempts
                 ),
@@ -680,8 +782,10 @@ class AgentRunWorkflow:
             request = parse_agent_call(call.arguments)
         except AgentCallArgumentsError as error:
             return invalid_arguments_entry(key, call, str(error))
-        self._usage.agent_calls += 1
+        self._decided.add(tool_started_event(call))  # stored by the call's check, first
         result = await self._caller.call(plan, ref, self._deadline_at, call.id, request, claimants)
+        failed = result.failure.message if result.failure else None
+        self._decided.add(tool_completed_event(call, failed))
         stored = self._caller.stored_by_child(call.id) and workflow.patched(
             CALL_RESULTS_BY_REFERENCE
         )
@@ -715,34 +819,72 @@ class AgentRunWorkflow:
         iteration: int,
         calls: tuple[ToolCallSpec, ...],
         steps: list[ToolStep],
-    ) -> list[PendingEntry]:
-        """Results in tool-call order; a fatal or oversized result ends the run instead."""
+    ) -> tuple[list[PendingEntry], Ending | None]:
+        """Results in tool-call order, every call answered; and the ending a fatal or oversized
+        result brings (the first one's)."""
         entries: list[PendingEntry] = []
+        ending: Ending | None = None
         for index, (call, step) in enumerate(zip(calls, steps, strict=True)):
-            key = f"{ref.run_id}:t{iteration}:tool:{index}"
+            key = _tool_key(ref.run_id, iteration, index)
             if step is None:
                 entries.append(permission_denied_entry(key, call))
-            elif isinstance(step, Ending):
-                raise RunEnded(step)
+                self._decided.add(*refused_tool_events(call, entries[-1]))
+            elif isinstance(step, Ending):  # e.g. an approval nobody gave, whose rule fails
+                entries.append(ended_before_result_entry(key, call, step.outcome.value))
+                self._decided.add(*refused_tool_events(call, entries[-1]))
+                ending = ending or step
             elif isinstance(step, PendingEntry):
                 entries.append(step.model_copy(update={"key": key}))
+                if step.error_kind is not None:  # refused or not run: no activity announced it
+                    self._decided.add(*refused_tool_events(call, step))
             else:
-                _raise_if_run_ending(call, step)
+                ending = ending or _run_ending(call, step)
                 entries.append(tool_result_entry(key, call, step))
-        return entries
+        return entries, ending
+
+    def _answer_open_calls(self, ending: Ending) -> None:
+        """Answer the tool calls of a turn the run ended in (cancel, deadline, budget): an
+        assistant tool call without a result would make the session unusable (providers
+        reject such a transcript)."""
+        if self._open_calls is None:
+            return
+        iteration, calls = self._open_calls
+        self._open_calls = None
+        for index, call in enumerate(calls):
+            key = _tool_key(self._input.run_id, iteration, index)
+            entry = ended_before_result_entry(key, call, ending.outcome.value)
+            self._pending.append(entry)
+            agent_call = call.name == AGENT_CALL_TOOL
+            self._decided.add(*ended_before_result_events(call, entry, agent_call=agent_call))
 
     # finish ------------------------------------------------------------------------------
 
     async def _finish_shielded(self, ending: Ending, ref: RunRef) -> AgentRunResult:
         """Finish even if a cancellation arrives meanwhile (e.g. from a parent whose deadline
         passed while this run was already ending): a run always returns its structured result.
+
+        A cancelled run waits at most `FINISH_GRACE` for its end to be stored (a store that is
+        down or refuses the writes must not keep a cancelled run alive): then it ends anyway.
         """
         finishing = asyncio.ensure_future(self._finish(ending, ref))
+        bounded = workflow.patched(BOUNDED_FINISH)
+        cancelled = ending.outcome is RunOutcome.CANCELLED
         while True:
             try:
+                if bounded and cancelled:
+                    grace = FINISH_GRACE.total_seconds()
+                    return await asyncio.wait_for(asyncio.shield(finishing), grace)
                 return await asyncio.shield(finishing)
             except asyncio.CancelledError:
-                continue
+                cancelled = True
+            except TimeoutError:
+                finishing.cancel()
+                workflow.logger.warning(
+                    "run %s: its end was not stored within %ss of the cancellation",
+                    self._input.run_id,
+                    FINISH_GRACE.total_seconds(),
+                )
+                return self._unstored(ending, "finishing did not complete in time")
 
     async def _finish(self, ending: Ending, ref: RunRef) -> AgentRunResult:
         self._ending = ending
@@ -750,11 +892,38 @@ class AgentRunWorkflow:
         self._finished_at = workflow.now()
         if self._caller is not None and ending.outcome is not RunOutcome.COMPLETED:
             self._caller.cancel_children()  # e.g. children of trusted calls still running
+        self._answer_open_calls(ending)
         if self._plan is not None:
             self._take_queued(self._iteration + 1)  # keep late messages in the session
-        await self._finish_activity(ref, ending)
+        try:
+            await self._finish_activity(ref, ending)
+        except ActivityError as error:
+            if not workflow.patched(BOUNDED_FINISH):
+                raise
+            _reraise_cancellation(error)
+            failure = failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR)
+            return self._unstored(ending, failure.message)
         workflow.upsert_search_attributes([attrs.STATUS.value_set(self._status.value)])
         await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._result(ending)
+
+    def _unstored(self, ending: Ending, reason: str) -> AgentRunResult:
+        """The result of a run whose end could not be stored: a completed run fails with
+        `storage_error` (its answer is not in the session); other endings stay as they are."""
+        workflow.logger.warning("run %s: its end was not stored: %s", self._input.run_id, reason)
+        if ending.outcome is RunOutcome.COMPLETED:
+            failure = AgentFailure(
+                code=FailureCode.STORAGE_ERROR,
+                message=f"the run's end could not be stored: {reason}",
+                retryable=True,
+            )
+            ending = Ending.failed(failure)
+            self._ending = ending
+            self._status = STATUS_FOR_OUTCOME[ending.outcome]
+        workflow.upsert_search_attributes([attrs.STATUS.value_set(self._status.value)])
+        return self._result(ending)
+
+    def _result(self, ending: Ending) -> AgentRunResult:
         return AgentRunResult(
             run_id=self._input.run_id,
             root_run_id=self._input.root_run_id,
@@ -778,6 +947,7 @@ class AgentRunWorkflow:
             FinishRunInput(
                 ref=ref,
                 pending=pending,
+                events=self._decided.take(),
                 status=self._status,
                 usage=self._usage.snapshot(self._elapsed()),
                 failure=ending.failure,
@@ -785,6 +955,7 @@ class AgentRunWorkflow:
                 record=self.record(),
             ),
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+            schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
             heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary=f"finish {self._status.value}",
@@ -813,6 +984,42 @@ class AgentRunWorkflow:
         )
 
 
+def _decode_input(raw: RawValue | RunInput) -> tuple[RunInput, str | None]:
+    """The run's input, or a stand-in naming this workflow and why the input was refused.
+
+    A subclass registered in its place (a changed version, as a deploy brings) may declare
+    ``RunInput`` and hand over the decoded input.
+    """
+    if isinstance(raw, RunInput):
+        return raw, None
+    try:
+        decoded = workflow.payload_converter().from_payload(raw.payload, RunInput)
+    except ValidationError as error:
+        return _stand_in(), f"invalid run input: {_validation_problems(error)}"
+    except Exception as error:  # not JSON at all, or an encoding we do not know
+        return _stand_in(), f"invalid run input: {type(error).__name__}: {error}"
+    if not isinstance(decoded, RunInput):
+        return _stand_in(), "invalid run input: not a RunInput object"
+    return decoded, None
+
+
+def _stand_in() -> RunInput:
+    """Ids for the refusal's result and record: the workflow id is the run id of every run."""
+    run_id = workflow.info().workflow_id
+    request = AgentRunRequest.model_construct(entry_agent="", input="")
+    return RunInput.model_construct(run_id=run_id, root_run_id=run_id, request=request)
+
+
+def _validation_problems(error: ValidationError, limit: int = 5) -> str:
+    """`field.path: message` for the first few problems (the input itself is not repeated)."""
+    problems = [
+        f"{'.'.join(str(part) for part in item['loc']) or '(input)'}: {item['msg']}"
+        for item in error.errors()[:limit]
+    ]
+    more = error.error_count() - len(problems)
+    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+
+
 def _artifacts_of(output: AgentOutput | None) -> tuple[JsonValue, ...]:
     """The result's artifact list: the output's, when it was too big to travel inline."""
     if output is None or output.artifact is None:
@@ -827,15 +1034,29 @@ def _timed_out() -> Ending:
     return Ending.of(RunOutcome.TIMED_OUT, failure)
 
 
-def _raise_if_run_ending(call: ToolCallSpec, outcome: ToolOutcome) -> None:
+def _paired_cancellation() -> ActivityCancellationType:
+    """How model and tool activities are cancelled: waited for (so their end events are
+    stored before the run's), except in histories from before that rule."""
+    if workflow.patched(PAIRED_EVENTS):
+        return ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+    return ActivityCancellationType.TRY_CANCEL
+
+
+def _tool_key(run_id: str, iteration: int, index: int) -> str:
+    return f"{run_id}:t{iteration}:tool:{index}"
+
+
+def _run_ending(call: ToolCallSpec, outcome: ToolOutcome) -> Ending | None:
+    """A fatal or oversized result ends the run (the seed's rule)."""
     if outcome.oversized:
         failure = AgentFailure(
             code=FailureCode.BUDGET_EXCEEDED, message=f"max_result_bytes: {outcome.error}"
         )
-        raise RunEnded(Ending.failed(failure))
+        return Ending.failed(failure)
     if outcome.error_kind is ToolErrorKind.FATAL:
         message = f"tool '{call.name}' failed fatally: {outcome.error}"
-        raise RunEnded(Ending.failed(AgentFailure(code=FailureCode.TOOL_ERROR, message=message)))
+        return Ending.failed(AgentFailure(code=FailureCode.TOOL_ERROR, message=message))
+    return None
 
 
 def _cancellation_swallowed() -> bool:
@@ -850,8 +1071,12 @@ def _cancellation_swallowed() -> bool:
 
 
 def _reraise_cancellation(error: ActivityError) -> None:
-    """An activity cancelled because the run is cancelled (or timed out) ends the loop as such."""
-    if is_cancelled_exception(error):
+    """An activity cancelled because the run is cancelled (or timed out) ends the loop as such.
+
+    Also when the activity, waited for after the cancellation request, ended otherwise (e.g.
+    its worker died and it timed out): the run was cancelled all the same.
+    """
+    if is_cancelled_exception(error) or _cancellation_swallowed():
         raise asyncio.CancelledError() from error
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from pydantic import JsonValue
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from otherone.contracts import ModelTurn, PendingEntry, ToolCallSpec, ToolOutcome
@@ -74,7 +75,11 @@ def failure_from_activity_error(
     cause = error.cause
     if isinstance(cause, ApplicationError) and cause.type in _KNOWN_CODES:
         code = FailureCode(cause.type)
-        retryable = code in _RETRYABLE and not cause.non_retryable  # e.g. a 401 is not
+        # Not retried by Temporal does not mean not worth retrying for the caller: a busy
+        # session frees itself (the seed marks it retryable); a 401 model error is final.
+        retryable = code in _RETRYABLE and (
+            not cause.non_retryable or code is FailureCode.SESSION_BUSY
+        )
         return AgentFailure(code=code, message=cause.message, retryable=retryable)
     if isinstance(cause, TimeoutError):
         return AgentFailure(
@@ -84,6 +89,100 @@ def failure_from_activity_error(
         )
     message = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
     return AgentFailure(code=default, message=message, retryable=default in _RETRYABLE)
+
+
+#: An event the activity stores only if the run's stored events lack it (see
+#: `ended_before_result_events`).
+IF_MISSING = "if_missing"
+
+
+class DecidedEvents:
+    """Events decided in the workflow (a refused tool call, a refused agent call, refused
+    messages), where no activity runs to store them: the run's next activity (prepare_call,
+    call_model or finish_run) takes them and stores them before its own."""
+
+    def __init__(self, carried: tuple[dict[str, JsonValue], ...] = ()) -> None:
+        self.items: list[dict[str, JsonValue]] = list(carried)
+
+    def add(self, *events: dict[str, JsonValue]) -> None:
+        self.items.extend(events)
+
+    def take(self) -> tuple[dict[str, JsonValue], ...]:
+        taken, self.items = tuple(self.items), []
+        return taken
+
+
+def tool_started_event(call: ToolCallSpec) -> dict[str, JsonValue]:
+    return {"type": "tool_started", "tool_call_id": call.id, "tool_name": call.name}
+
+
+def tool_completed_event(call: ToolCallSpec, error: str | None) -> dict[str, JsonValue]:
+    return {
+        "type": "tool_completed",
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "error": error,
+    }
+
+
+def refused_tool_events(call: ToolCallSpec, entry: PendingEntry) -> list[dict[str, JsonValue]]:
+    """Both events of a tool call answered without running (refused, invalid, not run)."""
+    return [tool_started_event(call), tool_completed_event(call, entry_error(entry))]
+
+
+def entry_error(entry: PendingEntry) -> str | None:
+    """The error message a workflow-made tool entry carries (its content is ``{"error": …}``)."""
+    try:
+        content = json.loads(entry.content or "")
+    except json.JSONDecodeError:
+        return None
+    if isinstance(content, dict) and isinstance(content.get("error"), str):
+        return str(content["error"])
+    failure = content.get("failure") if isinstance(content, dict) else None
+    if isinstance(failure, dict) and isinstance(failure.get("message"), str):
+        return str(failure["message"])
+    return None
+
+
+def call_refused_event(result: AgentCallResult) -> dict[str, JsonValue]:
+    """`agent_call_completed` of a call refused after its check (budget, children limit)."""
+    return {
+        "type": "agent_call_completed",
+        "call_id": result.call_id,
+        "target": result.target,
+        "outcome": result.outcome.value,
+        "code": result.failure.code.value if result.failure else None,
+    }
+
+
+def ended_before_result_events(
+    call: ToolCallSpec, entry: PendingEntry, *, agent_call: bool
+) -> list[dict[str, JsonValue]]:
+    """The events a call the run ended before still owes, each stored only if missing: its
+    tool activity (or agent call check) may have stored some before the run ended."""
+    events = [
+        {**tool_started_event(call), IF_MISSING: True},
+        {**tool_completed_event(call, entry_error(entry)), IF_MISSING: True},
+    ]
+    if agent_call:
+        ended: dict[str, JsonValue] = {
+            "type": "agent_call_completed",
+            "call_id": call.id,
+            "target": _call_target(call),
+            "outcome": "cancelled",
+            IF_MISSING: True,
+        }
+        events.insert(1, ended)
+    return events
+
+
+def _call_target(call: ToolCallSpec) -> str | None:
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return None
+    target = arguments.get("agent") if isinstance(arguments, dict) else None
+    return target if isinstance(target, str) else None
 
 
 class UsageCounter:
@@ -251,7 +350,30 @@ def not_run_entry(call: ToolCallSpec) -> PendingEntry:
     return _tool_error_entry("", call, ToolErrorKind.CANCELLED, message)
 
 
+def ended_before_result_entry(key: str, call: ToolCallSpec, outcome: str) -> PendingEntry:
+    """The result of a tool call the run ended before (written by `finish_run`)."""
+    message = f"the run ended ({outcome}) before this tool call had a result"
+    return PendingEntry(
+        key=key,
+        role="tool",
+        content=json.dumps({"error": message}),
+        tool_call_id=call.id,
+        tool_name=call.name,
+        error_kind=ToolErrorKind.CANCELLED,
+    )
+
+
 def tool_result_entry(key: str, call: ToolCallSpec, outcome: ToolOutcome) -> PendingEntry:
+    if outcome.oversized:
+        # Kept as an artifact, not as a tool result: the model is told so (the run ends).
+        return PendingEntry(
+            key=key,
+            role="tool",
+            content=json.dumps({"error": outcome.error}),
+            tool_call_id=call.id,
+            tool_name=call.name,
+            error_kind=ToolErrorKind.FATAL,
+        )
     if outcome.error_kind is not None and outcome.result_bytes == 0:
         # The tool activity never stored a result (e.g. it failed before running).
         return _tool_error_entry(key, call, outcome.error_kind, outcome.error)

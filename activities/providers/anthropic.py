@@ -22,21 +22,26 @@ with id and name, thinking), ``content_block_delta`` (``text_delta``, ``input_js
 ``ping`` and unknown events (ignored), ``error`` (classified by its type). Stop reasons are
 reported in the neutral vocabulary (``stop``, ``length``, ``tool_calls``).
 
-Known limit: thinking blocks are not kept in the transcript, so extended thinking combined with
-tool use (which needs the signed thinking blocks sent back) is not supported yet.
+Extended thinking with tool use: each ``thinking`` block (its text and ``signature_delta``)
+and ``redacted_thinking`` block (its ``data``) is reported whole at ``content_block_stop`` as a
+`ReasoningBlock`; the run keeps it with the assistant entry, and later requests send it back
+unmodified as the first blocks of that assistant message (before its text and ``tool_use``), as
+the API requires.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from otherone.activities.providers.base import (
+    REASONING_KEY,
     Finished,
     ModelRequest,
     ProviderError,
+    ReasoningBlock,
     StreamEvent,
     TextDelta,
     ThinkingDelta,
@@ -199,7 +204,9 @@ def _blocks(message: Mapping[str, Any], names: WireNames) -> list[dict[str, Any]
         if message.get("content"):
             result["content"] = message["content"]
         return [result]
-    blocks = _content_blocks(message.get("content"))
+    # The turn's own thinking blocks first, unmodified (their signatures are checked).
+    blocks = [dict(block) for block in message.get(REASONING_KEY) or ()]
+    blocks += _content_blocks(message.get("content"))
     for call in message.get("tool_calls") or []:
         function = call["function"]
         blocks.append(
@@ -248,6 +255,8 @@ class MessagesState:
     names: WireNames
     done: bool = False
     stop_reason: str | None = None
+    #: Reasoning blocks being streamed, by content block index (sent whole when they stop).
+    reasoning: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def events(self, sse: ServerSentEvent) -> list[StreamEvent]:
         if sse.event == "ping":
@@ -271,6 +280,7 @@ class MessagesState:
             "message_start": self._message_start,
             "content_block_start": self._block_start,
             "content_block_delta": self._block_delta,
+            "content_block_stop": self._block_stop,
             "message_delta": self._message_delta,
             "message_stop": self._message_stop,
             "error": self._error,
@@ -294,8 +304,16 @@ class MessagesState:
             ]
         if kind == "text" and _text(block.get("text")):
             return [TextDelta(block["text"])]
-        if kind == "thinking" and _text(block.get("thinking")):
-            return [ThinkingDelta(block["thinking"])]
+        if kind == "thinking" and isinstance(index, int):
+            thinking = block.get("thinking") if _text(block.get("thinking")) else ""
+            self.reasoning[index] = {
+                "type": "thinking",
+                "thinking": thinking,
+                "signature": str(block.get("signature") or ""),
+            }
+            return [ThinkingDelta(thinking)] if thinking else []
+        if kind == "redacted_thinking" and isinstance(index, int):
+            self.reasoning[index] = {"type": "redacted_thinking", "data": block.get("data", "")}
         return []
 
     def _block_delta(self, payload: dict[str, Any]) -> list[StreamEvent]:
@@ -311,8 +329,17 @@ class MessagesState:
                 )
             ]
         if kind == "thinking_delta" and _text(delta.get("thinking")):
+            if index in self.reasoning:
+                self.reasoning[index]["thinking"] += delta["thinking"]
             return [ThinkingDelta(delta["thinking"])]
-        return []  # signature_delta, citations_delta, ...
+        if kind == "signature_delta" and index in self.reasoning:
+            self.reasoning[index]["signature"] += str(delta.get("signature") or "")
+        return []  # citations_delta, ...
+
+    def _block_stop(self, payload: dict[str, Any]) -> list[StreamEvent]:
+        index = payload.get("index")
+        block = self.reasoning.pop(index, None) if isinstance(index, int) else None
+        return [ReasoningBlock(block)] if block is not None else []
 
     def _message_delta(self, payload: dict[str, Any]) -> list[StreamEvent]:
         reason = (payload.get("delta") or {}).get("stop_reason")

@@ -39,6 +39,20 @@ class ThinkingDelta:
     text: str
 
 
+#: Key of a neutral assistant message holding its `ReasoningBlock` blocks (providers that do not
+#: take them back drop the key).
+REASONING_KEY = "reasoning_blocks"
+
+
+@dataclass(frozen=True)
+class ReasoningBlock:
+    """A provider's own reasoning block, complete, to be sent back exactly as received in
+    later requests (Anthropic's signed ``thinking`` and ``redacted_thinking`` blocks, which
+    extended thinking with tool use requires)."""
+
+    block: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class ToolCallDelta:
     """A piece of a tool call; pieces are merged by index, then by id."""
@@ -60,7 +74,7 @@ class Finished:
     reason: str | None = None
 
 
-StreamEvent = TextDelta | ThinkingDelta | ToolCallDelta | UsageReport | Finished
+StreamEvent = TextDelta | ThinkingDelta | ReasoningBlock | ToolCallDelta | UsageReport | Finished
 
 
 class ProviderError(Exception):

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otherone.activities.providers.base import (
+    REASONING_KEY,
     Finished,
     ModelRequest,
     ProviderError,
@@ -144,6 +145,7 @@ def _wire_tool_choice(choice: Any, names: WireNames) -> Any:
 def _wire_message(message: Mapping[str, Any], names: WireNames) -> dict[str, Any]:
     """A neutral message as sent: tool names encoded, no empty text next to tool calls."""
     wire = dict(message)
+    wire.pop(REASONING_KEY, None)  # another provider's signed blocks: not for this API
     if message.get("role") == "assistant" and message.get("tool_calls"):
         wire["tool_calls"] = [
             {

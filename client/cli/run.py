@@ -18,6 +18,7 @@ from otherone.client.cli.temporal import agent_client, connect_configured, ui_ba
 from otherone.client.console import EventPrinter
 from otherone.runs import AgentRunRequest, AgentRunResult
 from otherone.store import Store
+from otherone.toml_config import load_config
 
 
 async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
@@ -35,8 +36,15 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         store = existing_store(settings)  # to read an output stored as an artifact
     try:
+        # With the configuration file the workers read, a request for an agent it does not
+        # define (or with limits above its own) is refused before a run starts (exit 2).
+        config = load_config(settings.config) if settings.config.is_file() else None
         agents = AgentClient(
-            client, task_queue=settings.task_queue, store=store, partition_key=settings.partition
+            client,
+            task_queue=settings.task_queue,
+            store=store,
+            partition_key=settings.partition,
+            config=config,
         )
         run_id = root_run_id(request)
         ctx.interrupt_note = (

@@ -19,6 +19,7 @@ from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits,
 from otherone.mcp_servers import McpServer
 from otherone.runs import AgentCallRequest
 from otherone.tools import tool
+from tests.edge_seams import GateStore
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 
@@ -419,6 +420,51 @@ async def mcp_tools(client: Client, task_queue: str, tmp: Path) -> str:
     return result.run_id
 
 
+async def cancelled_in_prepare(client: Client, task_queue: str, tmp: Path) -> str:
+    """Cancelled while `prepare_run` is held: ends cancelled once prepare has stopped."""
+    store = GateStore(f"sqlite:///{tmp / 'store.db'}")
+    config = scripted_config({"agent": ["never"]})
+    try:
+        async with agent_env(client, task_queue, config, tmp, store=store) as env:
+            handle = await env.agents.start(build_request(entry_agent="agent", input="wait"))
+            assert await asyncio.to_thread(store.entered.wait, 20)
+            await handle.cancel()
+            result = await handle.result()
+    finally:
+        store.release.set()
+        store.close()
+    assert result.outcome.value == "cancelled", result
+    return handle.run_id
+
+
+async def cancelled_mid_tool(client: Client, task_queue: str, tmp: Path) -> str:
+    """Cancelled while two parallel tool calls run: both get a `cancelled` result."""
+    started = asyncio.Event()
+
+    @tool
+    async def slow_lookup(topic: str) -> str:
+        """Look a topic up (waits until cancelled)."""
+        started.set()
+        await asyncio.Event().wait()
+        return topic
+
+    calls = [{"name": "slow_lookup", "arguments": {"topic": t}} for t in ("a", "b")]
+    config = scripted_config(
+        {"agent": [{"tool_calls": calls}]},
+        agents=[
+            _agent(tools=["slow_lookup"], model_overrides=ModelOverrides(parallel_tool_calls=True))
+        ],
+        tools=[slow_lookup],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="look up"))
+        await asyncio.wait_for(started.wait(), 20)
+        await handle.cancel()
+        result = await handle.result()
+    assert result.outcome.value == "cancelled", result
+    return handle.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -441,4 +487,6 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "approval_question_and_timeout": approval_question_and_timeout,
     "approval_cancelled": approval_cancelled,
     "mcp_tools": mcp_tools,
+    "cancelled_in_prepare": cancelled_in_prepare,
+    "cancelled_mid_tool": cancelled_mid_tool,
 }

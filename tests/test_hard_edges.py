@@ -1,0 +1,746 @@
+"""Hard edges (issue 15): runs that never end, wrong outcomes, broken sessions, silent loss.
+
+Each test failed on the main branch before its fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
+
+from otherone.activities.providers.base import (
+    ModelRequest,
+    ProviderError,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+)
+from otherone.client.agent_client import AgentClient, build_request, root_run_id
+from otherone.config import RuntimeConfig
+from otherone.contracts import (
+    SIGNAL_USER_MESSAGES,
+    STORE_TOTAL_TIMEOUT,
+    WORKFLOW_NAME,
+    EventRecord,
+    UserMessages,
+)
+from otherone.definitions import AgentDefinition, ModelOverrides, ModelProfile, RuntimeLimits
+from otherone.errors import FailureCode, InvalidRequestError
+from otherone.runs import AgentRunResult, RunOutcome
+from otherone.store import SessionBusyError, Store
+from otherone.tools import tool
+from otherone.workflows.agent_run import FINISH_GRACE, MAX_QUEUED_MESSAGES
+from tests.edge_seams import GateStore, RefusingStore, StrictProvider
+from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, anthropic_stream
+from tests.harness import agent_env, scripted_config, wait_until
+from tests.providers import RecordingProvider
+from tests.test_cli import address_of, assert_one_line_error, cli_env, otherone
+from tests.test_watch import ROOT, Events, fold
+
+
+async def test_input_that_is_no_run_request_ends_failed_invalid_request(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A start by Temporal's own client with `{}` (or a string) ends at once, naming the
+    problems, instead of failing its workflow task for ever."""
+    config = scripted_config({"agent": ["hi"]})
+    async with agent_env(client, task_queue, config, tmp_path):
+        results = []
+        for raw in ({}, "hello", {"run_id": "x", "root_run_id": "x", "request": {"input": "q"}}):
+            handle = await client.start_workflow(
+                WORKFLOW_NAME,
+                raw,
+                id=f"raw-{uuid.uuid4().hex}",
+                task_queue=task_queue,
+                result_type=AgentRunResult,
+            )
+            results.append((handle.id, await asyncio.wait_for(handle.result(), 20)))
+    for workflow_id, result in results:
+        assert result.outcome is RunOutcome.FAILED
+        assert result.failure is not None
+        assert result.failure.code is FailureCode.INVALID_REQUEST
+        assert result.failure.message.startswith("invalid run input: ")
+        assert result.run_id == workflow_id
+    assert "run_id: Field required" in results[0][1].failure.message  # type: ignore[union-attr]
+    assert "request.entry_agent: Field required" in results[2][1].failure.message  # type: ignore[union-attr]
+
+
+async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}")
+    config = scripted_config({"agent": ["done"]})
+    try:
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+            handle = await env.agents.start(
+                build_request(entry_agent="agent", input="wait", session={"session_id": "s1"})
+            )
+            assert await asyncio.to_thread(store.entered.wait, 20)
+            await handle.cancel()
+            result = await asyncio.wait_for(handle.result(), 20)
+            store.release.set()
+            again = await asyncio.wait_for(
+                env.agents.run(
+                    build_request(entry_agent="agent", input="again", session={"session_id": "s1"})
+                ),
+                20,
+            )
+    finally:
+        store.release.set()
+        store.close()
+    assert result.outcome is RunOutcome.CANCELLED, result.failure
+    assert result.failure is None
+    assert again.outcome is RunOutcome.COMPLETED
+
+
+def tool_that_waits(started: asyncio.Event) -> Any:
+    """A tool whose first calls wait until cancelled (the first run), later ones answer."""
+
+    @tool
+    async def slow_lookup(topic: str) -> str:
+        """Look a topic up (slowly)."""
+        if not started.is_set():
+            started.set()
+            await asyncio.Event().wait()
+        return topic
+
+    return slow_lookup
+
+
+async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    started = asyncio.Event()
+    lookup = tool_that_waits(started)
+    calls = [{"name": "slow_lookup", "arguments": {"topic": t}} for t in ("a", "b")]
+    config = scripted_config(
+        {"agent": [{"tool_calls": calls}, "answered after the cancel"]},
+        agents=[
+            AgentDefinition(
+                id="agent",
+                description="agent",
+                tools=["slow_lookup"],
+                model_overrides=ModelOverrides(parallel_tool_calls=True),
+            )
+        ],
+        tools=[lookup],
+    )
+    strict = StrictProvider(RecordingProvider())
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": strict}
+    ) as env:
+        handle = await env.agents.start(
+            build_request(entry_agent="agent", input="look up", session={"session_id": "s1"})
+        )
+        await asyncio.wait_for(started.wait(), 20)
+        await handle.cancel()
+        cancelled = await asyncio.wait_for(handle.result(), 20)
+        entries = env.store.load_entries("local", "s1")
+        again = await asyncio.wait_for(
+            env.agents.run(
+                build_request(entry_agent="agent", input="go on", session={"session_id": "s1"})
+            ),
+            20,
+        )
+    assert cancelled.outcome is RunOutcome.CANCELLED
+    tool_rows = [row for row in entries if row.role == "tool"]
+    assert [row.error_kind for row in tool_rows] == ["cancelled", "cancelled"]
+    assert "the run ended (cancelled)" in tool_rows[0].content
+    assert strict.refused == []
+    assert again.outcome is RunOutcome.COMPLETED, again.failure
+
+
+NUL_MARK = "<nul>"
+
+
+@dataclass
+class NulProvider:
+    """The scripted model, except that `NUL_MARK` becomes U+0000 in its text and a ``\\u0000``
+    escape in tool arguments (what a provider's JSON may carry)."""
+
+    inner: RecordingProvider = field(default_factory=RecordingProvider)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        async for event in self.inner.stream(request):
+            if isinstance(event, TextDelta):
+                event = TextDelta(event.text.replace(NUL_MARK, "\x00"))
+            elif isinstance(event, ToolCallDelta):
+                arguments = event.arguments.replace(NUL_MARK, "\\u0000")
+                event = dataclasses.replace(event, arguments=arguments)
+            yield event
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return f"echo {text}"
+
+
+async def test_nul_from_the_model_or_a_tool_is_replaced_on_every_store(
+    client: Client, task_queue: str, tmp_path: Path, store: Store
+) -> None:
+    """PostgreSQL cannot hold U+0000: model and tool output carry U+FFFD instead, on both
+    stores alike, and the run ends (it used to retry its store writes for ever)."""
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": [{"name": "echo", "arguments": {"text": f"a{NUL_MARK}b"}}]},
+                f"done {NUL_MARK} here",
+            ]
+        },
+        agents=[AgentDefinition(id="agent", description="agent", tools=["echo"])],
+        tools=[echo],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": NulProvider()}, store=store
+    ) as env:
+        result = await asyncio.wait_for(
+            env.agents.run(build_request(entry_agent="agent", input="go")), 60
+        )
+        entries = store.load_entries("local", result.session_id)
+        events = [e.event async for e in env.agents.events(result.run_id)]
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert result.text == "done \ufffd here"
+    # A tool result is JSON text: U+0000 in it is the escape ``\u0000``, which stores hold.
+    assert [row.content for row in entries if row.role == "tool"] == ['"echo a\\u0000b"']
+    deltas = "".join(e["content"] for e in events if e["type"] == "model_delta")
+    assert "\x00" not in deltas and "\ufffd" in deltas
+
+
+@pytest.mark.parametrize(
+    ("fields", "field_name"),
+    [
+        ({"input": "a\x00b"}, "input"),
+        ({"input": [{"role": "user", "content": "a\x00b"}]}, "input"),
+        ({"input": "ok", "session": {"session_id": "s\x00"}}, "session.session_id"),
+        ({"input": "ok", "metadata": {"note": "a\x00"}}, "metadata"),
+    ],
+)
+def test_requests_with_nul_are_refused_naming_the_field(
+    fields: dict[str, Any], field_name: str
+) -> None:
+    with pytest.raises(InvalidRequestError) as refused:
+        build_request(entry_agent="agent", **fields)
+    assert refused.value.field == field_name
+    assert "NUL character (U+0000)" in refused.value.message
+
+
+async def test_queued_messages_with_nul_are_refused_or_replaced(
+    client: Client, task_queue: str, tmp_path: Path, store: Store
+) -> None:
+    """AgentClient refuses a message with NUL; one signalled by Temporal's own client is kept
+    with U+FFFD (a signal cannot be refused), on both stores."""
+    provider = RecordingProvider()
+    gate = provider.gate("agent", 1)
+    config = scripted_config({"agent": ["first", "second"]})
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}, store=store
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="hi"))
+        await asyncio.wait_for(provider.started.wait(), 20)
+        with pytest.raises(InvalidRequestError) as refused:
+            await handle.send_message("bad\x00")
+        await client.get_workflow_handle(handle.run_id).signal(
+            SIGNAL_USER_MESSAGES, UserMessages(messages=("raw\x00signal",))
+        )
+        await handle.record()
+        gate.set()
+        result = await asyncio.wait_for(handle.result(), 60)
+        entries = store.load_entries("local", result.session_id)
+    assert refused.value.field == "messages.0"
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert ("user", "raw\ufffdsignal") in [(row.role, row.content) for row in entries]
+
+
+async def test_cancel_ends_the_run_within_seconds_while_the_store_hangs_on_finish(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """finish_run is shielded from cancellation, but a cancelled run waits for it only for
+    FINISH_GRACE: a store that hangs must not keep a cancelled run alive."""
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="release_session")
+    provider = RecordingProvider()
+    provider.gate("agent", 1)  # the model "hangs" until the cancel
+    config = scripted_config({"agent": ["never"]})
+    try:
+        async with agent_env(
+            client, task_queue, config, tmp_path, providers={"scripted": provider}, store=store
+        ) as env:
+            handle = await env.agents.start(build_request(entry_agent="agent", input="wait"))
+            await asyncio.wait_for(provider.started.wait(), 20)
+            await handle.cancel()
+            began = time.monotonic()
+            result = await asyncio.wait_for(handle.result(), FINISH_GRACE.total_seconds() + 10)
+            took = time.monotonic() - began
+            assert store.entered.is_set()
+    finally:
+        store.release.set()
+        store.close()
+    assert result.outcome is RunOutcome.CANCELLED
+    assert took < FINISH_GRACE.total_seconds() + 5
+
+
+THINKING = ["I should look ", "the word up."]
+SIGNATURE = "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"  # what `anthropic_stream` signs its thinking with
+
+
+def anthropic_thinking_check(seen: Seen) -> Reply:
+    """The Messages API with extended thinking, as strict as Anthropic documents it: in a
+    request that continues after tool use, the last assistant message must start with the
+    thinking block of that turn, unmodified (text and signature)."""
+    body = seen.body
+    assert body.get("thinking", {}).get("type") == "enabled"
+    assistants = [m for m in body["messages"] if m["role"] == "assistant"]
+    if not assistants:
+        return Reply(
+            body=anthropic_stream([], [("toolu_01", "echo", ['{"text": "hi"}'])], thinking=THINKING)
+        )
+    first = assistants[-1]["content"][0]
+    expected = {"type": "thinking", "thinking": "".join(THINKING), "signature": SIGNATURE}
+    if first != expected:
+        message = (
+            "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+            f"`{first.get('type')}`. When `thinking` is enabled, a final `assistant` message must "
+            "start with a thinking block (preceeding the lastmost set of `tool_use` and "
+            "`tool_result` blocks)."
+        )
+        if first.get("type") == "thinking":
+            message = "messages.1.content.0: thinking block was modified: invalid signature"
+        return Reply.error(
+            400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        )
+    return Reply(body=anthropic_stream(["The word is ", "hi."]))
+
+
+async def test_anthropic_thinking_blocks_go_back_signed_after_tool_use(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTHERONE_TEST_THINKING_KEY", "sk-thinking")
+    async with WireServer(anthropic_thinking_check) as server:
+        profile = ModelProfile(
+            id="claude",
+            provider="anthropic",
+            model="claude-sonnet-4-5",
+            base_url=server.url,
+            api_key_env="OTHERONE_TEST_THINKING_KEY",
+            max_tokens=2048,
+            other={"thinking": {"type": "enabled", "budget_tokens": 1024}},
+        )
+        config = RuntimeConfig(
+            agents=[AgentDefinition(id="agent", description="agent", tools=["echo"])],
+            models=[profile],
+            tools=[echo],
+        )
+        async with agent_env(client, task_queue, config, tmp_path) as env:
+            result = await asyncio.wait_for(
+                env.agents.run(build_request(entry_agent="agent", input="Look it up")), 60
+            )
+            turn = await env.agents.get_run(result.run_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert result.text == "The word is hi."
+    assert len(server.requests) == 2 and turn.usage.model_calls == 2
+    # Only the Anthropic request carries it: the neutral key never goes over the wire as such.
+    assert "reasoning_blocks" not in json.dumps(server.requests[1].body)
+
+
+SECRET = "secret-4f1c: do not log me"
+
+
+async def test_a_store_that_refuses_a_write_fails_the_run_at_once_without_logging_user_data(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    store: Store,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A permanent driver error (here a constraint the database enforces) is not an outage:
+    the run ends `storage_error` at once, the model is not called again, and no log line
+    carries the statement's parameters (user data)."""
+    refusing = RefusingStore(store.engine, marker=SECRET)
+    provider = RecordingProvider()
+    config = scripted_config({"agent": [f"the answer is {SECRET}"]})
+    caplog.set_level(logging.INFO)
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}, store=refusing
+    ) as env:
+        began = time.monotonic()
+        result = await asyncio.wait_for(
+            env.agents.run(build_request(entry_agent="agent", input="go")), 60
+        )
+        took = time.monotonic() - began
+    assert result.outcome is RunOutcome.FAILED
+    assert result.failure is not None and result.failure.code is FailureCode.STORAGE_ERROR
+    assert "IntegrityError" in result.failure.message or "NotNull" in result.failure.message
+    assert SECRET not in result.failure.message
+    assert len(provider.requests) == 1 and refusing.refused == 1
+    assert took < 15
+    assert SECRET not in caplog.text
+    assert "store refused a write" in caplog.text
+
+
+# --------------------------------------------------------------------------- event pairing
+
+#: Start event type -> (end event types, the field that ties them).
+PAIRS: dict[str, tuple[frozenset[str], str | None]] = {
+    "run_started": (frozenset({"run_completed", "run_failed", "run_cancelled"}), None),
+    "model_started": (frozenset({"model_completed"}), "attempt"),
+    "tool_started": (frozenset({"tool_completed"}), "tool_call_id"),
+    "agent_call_started": (frozenset({"agent_call_completed"}), "call_id"),
+}
+
+
+def unpaired(events: list[EventRecord]) -> list[str]:
+    """Every started thing must have exactly one matching end, and no end comes unstarted."""
+    opened: dict[tuple[str, str, str], int] = {}
+    ended: dict[tuple[str, str, str], int] = {}
+    for record in events:
+        kind = record.event["type"]
+        for start, (ends, field_name) in PAIRS.items():
+            key_of = str(record.event.get(field_name)) if field_name else ""
+            if field_name == "attempt":
+                key_of = f"{record.event.get('turn')}/{record.event.get('attempt')}"
+            key = (record.run_id, start, key_of)
+            if kind == start:
+                opened[key] = opened.get(key, 0) + 1
+            elif kind in ends:
+                ended[key] = ended.get(key, 0) + 1
+    return [
+        f"{run}: {start} {key}: {opened.get((run, start, key), 0)} started, "
+        f"{ended.get((run, start, key), 0)} ended"
+        for run, start, key in sorted(set(opened) | set(ended))
+        if opened.get((run, start, key), 0) != 1 or ended.get((run, start, key), 0) != 1
+    ]
+
+
+def caller(**fields: Any) -> AgentDefinition:
+    return AgentDefinition.model_validate(
+        {"id": "caller", "description": "calls", "callable_agents": ["worker"], **fields}
+    )
+
+
+def agent_calls(*ids: str) -> dict[str, Any]:
+    return {
+        "tool_calls": [
+            {"name": "agent.call", "id": i, "arguments": {"agent": "worker", "task": f"do {i}"}}
+            for i in ids
+        ]
+    }
+
+
+async def events_of(env: Any, run_id: str) -> list[EventRecord]:
+    return [record async for record in env.agents.events(run_id)]
+
+
+async def refused_everything(client: Client, task_queue: str, tmp: Path) -> list[EventRecord]:
+    """A hallucinated tool, a malformed agent.call, and three calls of which one is refused by
+    max_children_per_run and one by the tree's max_agent_calls (both after their check)."""
+    first = {
+        "tool_calls": [
+            {"name": "no_such_tool", "arguments": {}},
+            {"name": "agent.call", "arguments": {"agent": "worker"}},  # no task
+            {"name": "echo", "arguments": {"text": "x"}},
+        ]
+    }
+    config = scripted_config(
+        {"caller": [first, agent_calls("a", "b", "c"), "done"], "worker": ["w"] * 3},
+        agents=[
+            caller(tools=["echo"], model_overrides=ModelOverrides(parallel_tool_calls=True)),
+            AgentDefinition(id="worker", description="works"),
+        ],
+        tools=[echo],
+        limits=RuntimeLimits(max_children_per_run=1, max_agent_calls=1),
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="caller", input="go"))
+        assert result.outcome is RunOutcome.COMPLETED, result.failure
+        return await events_of(env, result.run_id)
+
+
+async def cancelled_mid_tools(client: Client, task_queue: str, tmp: Path) -> list[EventRecord]:
+    started = asyncio.Event()
+    lookup = tool_that_waits(started)
+    calls = [{"name": "slow_lookup", "arguments": {"topic": t}} for t in "abc"]
+    config = scripted_config(
+        {"agent": [{"tool_calls": calls}]},
+        agents=[
+            AgentDefinition(
+                id="agent",
+                description="agent",
+                tools=["slow_lookup"],
+                model_overrides=ModelOverrides(parallel_tool_calls=True),
+            )
+        ],
+        tools=[lookup],
+        limits=RuntimeLimits(max_concurrent_tool_calls=1),  # two calls wait for a slot
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="go"))
+        await asyncio.wait_for(started.wait(), 20)
+        await handle.cancel()
+        assert (await handle.result()).outcome is RunOutcome.CANCELLED
+        return await events_of(env, handle.run_id)
+
+
+async def cancelled_with_children(client: Client, task_queue: str, tmp: Path) -> list[EventRecord]:
+    """Cancelled while a child's model call hangs, with a second (sequential) call left."""
+    provider = RecordingProvider()
+    provider.gate("worker", 1)  # never released
+    config = scripted_config(
+        {"caller": [agent_calls("a", "b")], "worker": ["never"]},
+        agents=[caller(), AgentDefinition(id="worker", description="works")],
+    )
+    async with agent_env(client, task_queue, config, tmp, providers={"scripted": provider}) as env:
+        handle = await env.agents.start(build_request(entry_agent="caller", input="go"))
+        await asyncio.wait_for(provider.started.wait(), 20)
+        await wait_until(lambda: len(provider.calls("worker")) == 1, message="child model call")
+        await handle.cancel()
+        assert (await handle.result()).outcome is RunOutcome.CANCELLED
+        return await events_of(env, handle.run_id)
+
+
+async def failed_model_and_budget(client: Client, task_queue: str, tmp: Path) -> list[EventRecord]:
+    """A model call that fails after its start, and a run ended by max_tool_calls with its
+    turn's calls unrun."""
+    too_many = {"tool_calls": [{"name": "echo", "arguments": {"text": t}} for t in "xy"]}
+    config = scripted_config(
+        {"agent": [too_many]},
+        agents=[AgentDefinition(id="agent", description="agent", tools=["echo"])],
+        tools=[echo],
+        limits=RuntimeLimits(max_tool_calls=1),
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        assert result.outcome is RunOutcome.BUDGET_EXCEEDED, result
+        return await events_of(env, result.run_id)
+
+
+PAIRING_SCENARIOS = {
+    "refused_everything": refused_everything,
+    "cancelled_mid_tools": cancelled_mid_tools,
+    "cancelled_with_children": cancelled_with_children,
+    "budget_ends_the_turn": failed_model_and_budget,
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(PAIRING_SCENARIOS))
+async def test_every_started_event_has_exactly_one_end(
+    client: Client, task_queue: str, tmp_path: Path, scenario: str
+) -> None:
+    events = await PAIRING_SCENARIOS[scenario](client, task_queue, tmp_path)
+    assert unpaired(events) == [], [(e.run_id[-12:], e.event) for e in events]
+    kinds = {e.event["type"] for e in events}
+    assert {"run_started", "tool_started"} <= kinds
+
+
+async def test_messages_over_the_queue_limit_are_refused_visibly(
+    client: Client, task_queue: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """320 messages while the model answers: 256 wait in the queue, the 64 others are refused
+    with a `user_messages_refused` event and a warning (they used to vanish silently)."""
+    caplog.set_level(logging.WARNING)
+    provider = RecordingProvider()
+    gate = provider.gate("agent", 1)
+    config = scripted_config({"agent": ["first", "second"]})
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="hi"))
+        await asyncio.wait_for(provider.started.wait(), 20)
+        for batch in range(5):
+            await handle.send_message([f"m{batch}-{n}" for n in range(64)])
+        await handle.record()
+        gate.set()
+        result = await asyncio.wait_for(handle.result(), 60)
+        events = [e.event async for e in env.agents.events(result.run_id)]
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    queued = [row.content for row in entries if row.role == "user"][1:]
+    assert len(queued) == MAX_QUEUED_MESSAGES and queued[-1] == "m3-63"
+    refused = [e for e in events if e["type"] == "user_messages_refused"]
+    assert sum(e["count"] for e in refused) == 64 and refused[0]["limit"] == 256
+    assert "user message(s) refused" in caplog.text
+
+
+@dataclass
+class NoSummaries:
+    """The scripted model, except that every summary (compaction) call fails for good."""
+
+    inner: RecordingProvider = field(default_factory=RecordingProvider)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if request.purpose == "summary":
+            raise ProviderError("HTTP 400: the summary request was refused", retryable=False)
+        async for event in self.inner.stream(request):
+            yield event
+
+
+async def test_a_failed_compaction_is_a_context_error(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    long_turn = {
+        "text": "word " * 300,
+        "tool_calls": [{"name": "echo", "arguments": {"text": "x"}}],
+    }
+    config = scripted_config(
+        {"agent": [long_turn, long_turn, long_turn, "short"]},
+        agents=[AgentDefinition(id="agent", description="agent", tools=["echo"])],
+        tools=[echo],
+    )
+    providers = {"scripted": NoSummaries()}
+    async with agent_env(client, task_queue, config, tmp_path, providers=providers) as env:
+        result = await asyncio.wait_for(
+            env.agents.run(
+                build_request(entry_agent="agent", input="talk", session={"context_window": 1000})
+            ),
+            60,
+        )
+    assert result.outcome is RunOutcome.FAILED
+    assert result.failure is not None and result.failure.code is FailureCode.CONTEXT_ERROR
+    assert "compaction" in result.failure.message and result.failure.retryable is False
+
+
+async def test_session_busy_is_retryable(client: Client, task_queue: str, tmp_path: Path) -> None:
+    provider = RecordingProvider()
+    gate = provider.gate("agent", 1)
+    config = scripted_config({"agent": ["first"]})
+    providers = {"scripted": provider}
+    async with agent_env(client, task_queue, config, tmp_path, providers=providers) as env:
+        session = {"session_id": "shared"}
+        first = await env.agents.start(
+            build_request(entry_agent="agent", input="one", session=session)
+        )
+        await asyncio.wait_for(provider.started.wait(), 20)
+        # A client without the store cannot refuse it beforehand: the run ends session_busy.
+        blind = AgentClient(client, task_queue=task_queue)
+        second = await asyncio.wait_for(
+            blind.run(build_request(entry_agent="agent", input="two", session=session)), 30
+        )
+        gate.set()
+        await first.result()
+    assert second.outcome is RunOutcome.FAILED and second.failure is not None
+    assert second.failure.code is FailureCode.SESSION_BUSY
+    assert second.failure.retryable is True  # the seed's rule: the session frees itself
+
+
+# --------------------------------------------------------------------------- refused starts
+
+
+async def no_workflow(client: Client, workflow_id: str) -> bool:
+    try:
+        await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as error:
+        return error.status is RPCStatusCode.NOT_FOUND
+    return False
+
+
+async def test_unknown_agents_and_loose_limits_are_refused_before_a_workflow_starts(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config({"agent": ["hi"]}, limits=RuntimeLimits(max_depth=2))
+    agents = AgentClient(client, task_queue=task_queue, config=config)
+    unknown = build_request(entry_agent="nobody", input="hi", idempotency_key="k-unknown")
+    loose = build_request(
+        entry_agent="agent", input="hi", limits={"max_depth": 5}, idempotency_key="k-loose"
+    )
+    with pytest.raises(InvalidRequestError) as refused_agent:
+        await agents.start(unknown)
+    with pytest.raises(InvalidRequestError) as refused_limits:
+        await agents.start(loose)
+    assert refused_agent.value.field == "entry_agent"
+    assert "agent 'nobody' is not defined" in refused_agent.value.message
+    assert refused_limits.value.field == "limits.max_depth"
+    assert "only tighten" in refused_limits.value.message
+    assert await no_workflow(client, root_run_id(unknown))
+    assert await no_workflow(client, root_run_id(loose))
+
+
+async def test_a_busy_session_refuses_the_start(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    gate = provider.gate("agent", 1)
+    config = scripted_config({"agent": ["first", "again"]})
+    providers = {"scripted": provider}
+    async with agent_env(client, task_queue, config, tmp_path, providers=providers) as env:
+        session = {"session_id": "busy"}
+        first_request = build_request(
+            entry_agent="agent", input="one", session=session, idempotency_key="k-first"
+        )
+        first = await env.agents.start(first_request)
+        await asyncio.wait_for(provider.started.wait(), 20)
+        second = build_request(
+            entry_agent="agent", input="two", session=session, idempotency_key="k-second"
+        )
+        with pytest.raises(SessionBusyError) as busy:
+            await env.agents.start(second)
+        # The same request again joins its own run (it holds the session): not busy.
+        assert (await env.agents.start(first_request)).run_id == first.run_id
+        gate.set()
+        await first.result()
+        later = await env.agents.run(second)  # free again: the refused key was never used
+    assert busy.value.session_id == "busy" and busy.value.holder == first.run_id
+    assert later.outcome is RunOutcome.COMPLETED
+
+
+async def test_cli_refuses_an_unknown_agent_with_exit_2_and_starts_nothing(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path)
+    Store.open(env["OTHERONE_DATABASE_URL"]).close()  # the workers' store exists
+    result = await otherone("run", "nobody", "hi", "--idempotency-key", "k-cli", env=env)
+    assert_one_line_error(result, 2, "entry_agent", "not defined")
+    request = build_request(entry_agent="nobody", input="hi", idempotency_key="k-cli")
+    assert await no_workflow(client, root_run_id(request))
+
+
+async def test_store_activities_have_a_bounded_total_time(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Retried store activities end within STORE_TOTAL_TIMEOUT in all (they used to retry for
+    ever), so a store that stays broken ends the run `storage_error`."""
+    config = scripted_config(
+        {"caller": [agent_calls("a"), "done"], "worker": ["w"]},
+        agents=[caller(), AgentDefinition(id="worker", description="works")],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="caller", input="go"))
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    bounds = {
+        scheduled.activity_type.name: scheduled.schedule_to_close_timeout.ToSeconds()
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+        for scheduled in [event.activity_task_scheduled_event_attributes]
+    }
+    total = STORE_TOTAL_TIMEOUT.total_seconds()
+    assert result.outcome is RunOutcome.COMPLETED
+    assert {name: bounds[name] for name in STORE_ACTIVITIES} == dict.fromkeys(
+        STORE_ACTIVITIES, total
+    )
+
+
+STORE_ACTIVITIES = ("otherone.prepare_run", "otherone.prepare_call", "otherone.finish_run")
+
+
+def test_watch_shows_lost_events_and_refused_messages() -> None:
+    ev = Events()
+    ev.add(ROOT, "agent", type="run_started")
+    ev.add(ROOT, "agent", type="events_lost", count=7)
+    ev.add(ROOT, "agent", type="user_messages_refused", count=3, limit=256)
+    ev.add(ROOT, "agent", type="run_completed")
+    state = fold(ev.records)
+    notes = [activity.text for activity in state.activity]
+    assert state.runs[ROOT].events_lost == 7
+    assert "⚠ 7 event(s) lost (the store was unavailable)" in notes
+    assert "⚠ 3 message(s) refused: the queue was full" in notes
