@@ -42,6 +42,7 @@ from otherone.errors import FailureCode, InvalidRequestError
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import SessionBusyError, Store
 from otherone.tools import tool
+from otherone.worker.devserver import find_temporal_binary
 from otherone.workflows.agent_run import FINISH_GRACE, MAX_QUEUED_MESSAGES
 from tests.edge_seams import GateStore, RefusingStore, StrictProvider
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, anthropic_stream
@@ -744,3 +745,36 @@ def test_watch_shows_lost_events_and_refused_messages() -> None:
     assert state.runs[ROOT].events_lost == 7
     assert "⚠ 7 event(s) lost (the store was unavailable)" in notes
     assert "⚠ 3 message(s) refused: the queue was full" in notes
+
+
+async def test_temporal_cli_start_with_empty_input_ends_the_run(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`temporal workflow start --input '{}'`, as an operator would type it."""
+    workflow_id = f"cli-raw-{uuid.uuid4().hex}"
+    config = scripted_config({"agent": ["hi"]})
+    async with agent_env(client, task_queue, config, tmp_path):
+        process = await asyncio.create_subprocess_exec(
+            str(find_temporal_binary()),
+            "workflow",
+            "start",
+            "--address",
+            address_of(temporal_env),
+            "--task-queue",
+            task_queue,
+            "--type",
+            WORKFLOW_NAME,
+            "--workflow-id",
+            workflow_id,
+            "--input",
+            "{}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await asyncio.wait_for(process.communicate(), 30)
+        assert process.returncode == 0, output
+        handle = client.get_workflow_handle(workflow_id, result_type=AgentRunResult)
+        result = await asyncio.wait_for(handle.result(), 20)
+    assert result.outcome is RunOutcome.FAILED and result.failure is not None
+    assert result.failure.code is FailureCode.INVALID_REQUEST
+    assert "request: Field required" in result.failure.message
