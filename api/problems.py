@@ -47,7 +47,7 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
-from otherone.store import StoreError
+from otherone.store import SessionBusyError, StoreError
 
 __all__ = ["PROBLEM_RESPONSES", "ApiError", "Problem", "install_problem_handlers"]
 
@@ -133,6 +133,8 @@ def from_error(error: Exception) -> JSONResponse:
         return problem(403, "approval_not_allowed", error.message)
     if isinstance(error, ApprovalConflictError):
         return problem(409, "approval_conflict", error.message)
+    if isinstance(error, SessionBusyError):  # another live run writes to the session
+        return problem(409, "session_busy", error.message, field="session.session_id")
     if isinstance(error, IdempotencyConflictError):
         return problem(409, "idempotency_conflict", error.message, field="Idempotency-Key")
     if isinstance(error, UnavailableError | StoreError):

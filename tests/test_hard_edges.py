@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,13 @@ from otherone.store import SessionBusyError, Store
 from otherone.tools import tool
 from otherone.worker.devserver import find_temporal_binary
 from otherone.workflows.agent_run import FINISH_GRACE, MAX_QUEUED_MESSAGES
+from tests.api_env import api_env
 from tests.edge_seams import GateStore, RefusingStore, StrictProvider
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, anthropic_stream
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
+from tests.test_api import assert_problem, run_body
+from tests.test_api import config as api_config
 from tests.test_cli import address_of, assert_one_line_error, cli_env, otherone
 from tests.test_watch import ROOT, Events, fold
 
@@ -778,3 +782,17 @@ async def test_temporal_cli_start_with_empty_input_ends_the_run(
     assert result.outcome is RunOutcome.FAILED and result.failure is not None
     assert result.failure.code is FailureCode.INVALID_REQUEST
     assert "request: Field required" in result.failure.message
+
+
+async def test_http_api_refuses_a_start_on_a_busy_session_with_409(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with api_env(client, task_queue, api_config(), tmp_path) as api:
+        # Another live run holds the session's writer lease (taken as prepare_run takes it).
+        until = datetime.now(UTC) + timedelta(minutes=5)
+        api.env.store.acquire_session(
+            "local", "held", "run-other", internal=False, lease_until=until
+        )
+        response = await api.http.post("/v1/runs", json=run_body(session={"session_id": "held"}))
+    assert_problem(response, 409, "session_busy", "session.session_id")
+    assert "run-other" in response.json()["detail"]
