@@ -139,6 +139,8 @@ async def docs_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
             yield DocsServer(
                 {
                     "OTHERONE_TEMPORAL_ADDRESS": server.client.service_client.config.target_host,
+                    # The `temporal` CLI's own setting (docs/workflow-contract.md uses it).
+                    "TEMPORAL_ADDRESS": server.client.service_client.config.target_host,
                     "OTHERONE_TASK_QUEUE": TASK_QUEUE,
                     "OTHERONE_DATABASE_URL": f"sqlite:///{folder / 'store.db'}",
                     "OTHERONE_DATA_DIR": str(folder / "data"),

@@ -88,7 +88,7 @@ def test_example_config_loads_and_snapshots() -> None:
 
     assert config.source == str(EXAMPLE_CONFIG)
     assert snapshot.default_model == "demo"
-    assert set(snapshot.agents) == {"assistant", "researcher", "writer", "coordinator"}
+    assert set(snapshot.agents) == {"assistant", "researcher", "writer", "coordinator", "clerk"}
     assert set(snapshot.tools) == {"get_weather", "add"}
     assert config.tools.names() == ["add", "get_weather"]
     assert snapshot.agents["assistant"].limits.max_iterations == 5

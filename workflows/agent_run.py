@@ -15,10 +15,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import JsonValue, ValidationError
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
+from temporalio.common import (
+    RawValue,
+    RetryPolicy,
+    SearchAttributeKey,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
 
@@ -153,6 +160,15 @@ PAIRED_EVENTS = "paired-activity-events"
 BOUNDED_FINISH = "bounded-finish"
 #: How long a cancelled run waits for its end to be stored.
 FINISH_GRACE = timedelta(seconds=10)
+#: Patch id: a model call that completed although the run was cancelled meanwhile (it was
+#: waited for, to pair its events) does not lead to its tool calls: the run stops there.
+STOP_WHEN_A_TURN_OUTLIVES_CANCEL = "stop-when-a-turn-outlives-cancel"
+#: Patch id: a run whose input's run_id is not its workflow id (or a root whose root_run_id is
+#: not its run id) is refused `invalid_request` instead of running under the wrong ids.
+RUN_ID_IS_WORKFLOW_ID = "run-id-is-workflow-id"
+#: Patch id: a run started without our search attributes (by `temporal workflow start`, say)
+#: sets them itself.
+SELF_DESCRIBED = "self-described"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
 #: (an approval that timed out with effect `fail`).
@@ -191,14 +207,25 @@ class AgentRunWorkflow:
 
     # messages ----------------------------------------------------------------------------
 
-    @workflow.signal(name=SIGNAL_USER_MESSAGES)
-    def user_messages(self, payload: UserMessages) -> None:
+    @workflow.signal(
+        name=SIGNAL_USER_MESSAGES,
+        description=(
+            'User messages for this run: {"messages": ["...", ...]}. Queued and taken at the '
+            "next safe point (before a model call); at most 256 wait at a time, the excess and "
+            "malformed payloads are refused visibly (a warning and a user_messages_refused event)."
+        ),
+    )
+    def user_messages(self, raw: RawValue) -> None:
         """Queue user messages; they are taken at the next safe point of the loop.
 
         At most `MAX_QUEUED_MESSAGES` wait at a time (they live in workflow state); the excess
         is refused visibly: a warning now, a `user_messages_refused` event with the next
-        model call or the run's end.
+        model call or the run's end. The payload is decoded here, not by the SDK, which would
+        drop a malformed one with nothing on the run to show for it.
         """
+        payload = self._decode_messages(raw)
+        if payload is None:
+            return
         refused = 0
         for message in payload.messages:
             if not message.strip():
@@ -219,7 +246,29 @@ class AgentRunWorkflow:
                 MAX_QUEUED_MESSAGES,
             )
 
-    @workflow.update(name=UPDATE_CALL_AGENT)
+    def _decode_messages(self, raw: RawValue) -> UserMessages | None:
+        try:
+            decoded = workflow.payload_converter().from_payload(raw.payload, UserMessages)
+        except Exception as error:  # malformed JSON, or not a UserMessages
+            problem = (
+                _validation_problems(error)
+                if isinstance(error, ValidationError)
+                else f"{type(error).__name__}: {error}"
+            )
+            self._decided.add({"type": "user_messages_refused", "count": 1, "reason": problem})
+            workflow.logger.warning(
+                "run %s: a user_messages signal was refused: %s", self._input.run_id, problem
+            )
+            return None
+        return decoded if isinstance(decoded, UserMessages) else None
+
+    @workflow.update(
+        name=UPDATE_CALL_AGENT,
+        description=(
+            'A trusted agent call on behalf of this run: {"call_id": "...", "request": '
+            "AgentCallRequest}; idempotent by call id; returns an AgentCallResult."
+        ),
+    )
     async def call_agent(self, input: CallAgentInput) -> AgentCallResult:
         """A trusted programmatic agent call made on behalf of this run (idempotent by call id)."""
         await workflow.wait_condition(lambda: self._caller is not None or self._ending is not None)
@@ -288,7 +337,10 @@ class AgentRunWorkflow:
     def approvals(self) -> tuple[ApprovalRequest, ...]:
         return self._gate.requests()
 
-    @workflow.query(name=QUERY_RECORD)
+    @workflow.query(
+        name=QUERY_RECORD,
+        description="The run's RunRecord: status, turn, usage, output, lineage.",
+    )
     def record(self) -> RunRecord:
         ending = self._ending
         return RunRecord(
@@ -318,6 +370,10 @@ class AgentRunWorkflow:
         self._started_at = workflow.now()
         if self._invalid_input is not None:
             return self._refused(self._invalid_input)
+        wrong_ids = _id_problem(self._input)
+        if wrong_ids is not None and workflow.patched(RUN_ID_IS_WORKFLOW_ID):
+            return self._refused(wrong_ids)
+        self._describe_self()
         if not self._session_id and self._input.carry is None:
             self._session_id = f"session-{workflow.uuid4()}"
             workflow.upsert_search_attributes([attrs.SESSION_ID.value_set(self._session_id)])
@@ -326,6 +382,13 @@ class AgentRunWorkflow:
         except asyncio.CancelledError:  # cancelled while preparing, before the loop began
             ending = Ending.of(RunOutcome.CANCELLED)
         return await self._finish_shielded(ending, self._ref(self._plan))
+
+    def _describe_self(self) -> None:
+        """Set the search attributes a client left out (a start by `temporal workflow start`
+        or another SDK), so the run is listed, scoped and shown like one `AgentClient` started."""
+        missing = _missing_search_attributes(self._input, workflow.info().typed_search_attributes)
+        if missing and workflow.patched(SELF_DESCRIBED):
+            workflow.upsert_search_attributes(missing)
 
     def _refused(self, problem: str) -> AgentRunResult:
         """The input is not a run request: nothing was prepared, nothing is written."""
@@ -419,6 +482,13 @@ class AgentRunWorkflow:
             return Ending.failed(
                 failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR)
             )
+        if (
+            cancellation is ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            and _cancellation_swallowed()
+        ):
+            # Prepare completed just as the run was cancelled, and handed its result back: the
+            # run was cancelled all the same.
+            raise asyncio.CancelledError()
         return plan
 
     def _deadline(self, timeout: timedelta) -> datetime:
@@ -514,6 +584,10 @@ class AgentRunWorkflow:
         # Until their results are pending, the calls are open: a run ending meanwhile answers
         # them (`_answer_open_calls`), so the session never holds a call without a result.
         self._open_calls = (iteration, turn.tool_calls)
+        if _cancellation_swallowed() and workflow.patched(STOP_WHEN_A_TURN_OUTLIVES_CANCEL):
+            # The model call finished instead of stopping when the run was cancelled; its tool
+            # calls are answered `cancelled` as the run ends, none runs (or waits for a person).
+            raise asyncio.CancelledError()
         self._ledger.reserve_tool_calls(len(turn.tool_calls))
         self._usage.tool_calls += len(turn.tool_calls)
         self._open_approvals(ref, turn)
@@ -1001,6 +1075,32 @@ def _decode_input(raw: RawValue | RunInput) -> tuple[RunInput, str | None]:
     if not isinstance(decoded, RunInput):
         return _stand_in(), "invalid run input: not a RunInput object"
     return decoded, None
+
+
+def _id_problem(input: RunInput) -> str | None:
+    """Why the input's ids cannot be this run's: the workflow id is the run id of every run
+    (the store, events and children are keyed by it), and a root is its own root."""
+    workflow_id = workflow.info().workflow_id
+    if input.run_id != workflow_id:
+        return f"invalid run input: run_id: must be the workflow id '{workflow_id}'"
+    if input.parent_run_id is None and input.root_run_id != input.run_id:
+        return f"invalid run input: root_run_id: a root run's must be its run id '{workflow_id}'"
+    return None
+
+
+def _missing_search_attributes(
+    input: RunInput, present: TypedSearchAttributes
+) -> list[SearchAttributeUpdate[Any]]:
+    """Our search attributes of this run that its start did not set."""
+    wanted: list[tuple[SearchAttributeKey[Any], Any]] = [
+        (attrs.AGENT_ID, input.request.entry_agent),
+        (attrs.DEPTH, input.depth),
+        (attrs.PARTITION, input.request.runtime_context.partition_key),
+        (attrs.STATUS, RunStatus.RUNNING.value),
+    ]
+    if input.agent_call_id is not None:
+        wanted.append((attrs.CALL_ID, input.agent_call_id))
+    return [key.value_set(value) for key, value in wanted if present.get(key) is None]
 
 
 def _stand_in() -> RunInput:

@@ -1,0 +1,220 @@
+"""The published workflow contract (docs/workflow-contract.md): its JSON Schemas match the
+models, and a run started by a plain Temporal client is a first-class run.
+
+The document's `temporal` CLI and Python examples are executed by tests/test_readme.py (they
+are marked runnable); these tests check what the examples cannot show by themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.workflow import _Definition as WorkflowDefinition
+
+from otherone.activities.providers.base import ModelRequest, StreamEvent
+from otherone.client.agent_client import AgentClient, build_request
+from otherone.contract_schemas import SCHEMA_DIR, SCHEMAS, schema_text, stale
+from otherone.contracts import SIGNAL_USER_MESSAGES, WORKFLOW_NAME
+from otherone.errors import RunNotFoundError
+from otherone.examples import EXAMPLE_CONFIG
+from otherone.runs import RunOutcome
+from otherone.toml_config import load_config
+from otherone.workflows import AgentRunWorkflow
+from tests.harness import agent_env, wait_until
+from tests.providers import RecordingProvider
+
+
+def workflow_definition(cls: type) -> WorkflowDefinition:
+    return WorkflowDefinition.must_from_class(cls)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_checked_in_schemas_match_the_models() -> None:
+    assert stale() == [], "run: python -m otherone.contract_schemas"
+    for name, model in SCHEMAS.items():
+        schema = json.loads((SCHEMA_DIR / name).read_text())
+        assert schema["title"] == model.__name__
+        assert json.loads(schema_text(model)) == schema
+
+
+def test_the_check_command_fails_on_a_stale_file(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "otherone.contract_schemas", "--check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (tmp_path / "run-input.schema.json").write_text("{}\n")
+    assert "run-input.schema.json" in stale(tmp_path)
+
+
+def test_every_schema_is_linked_from_the_contract() -> None:
+    document = (REPO / "docs" / "workflow-contract.md").read_text()
+    for name in SCHEMAS:
+        assert f"schemas/{name}" in document, name
+
+
+# --------------------------------------------------------------------------- plain clients
+
+
+def _raw_input(run_id: str, agent: str = "clerk", **extra: Any) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "root_run_id": run_id,
+        "request": {"entry_agent": agent, "input": "Add 2 and 3.", **extra},
+    }
+
+
+async def test_a_run_started_by_a_plain_client_describes_itself(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """No search attributes at the start: the run sets them, so it is listed by agent and
+    status, a tenant's scoped client sees it, and another's does not."""
+    run_id = f"run-plain-{uuid.uuid4().hex[:8]}"
+    config = load_config(EXAMPLE_CONFIG)
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME,
+            _raw_input(run_id, runtime_context={"partition_key": "acme"}),
+            id=run_id,
+            task_queue=task_queue,
+        )
+        await _waiting(env.agents, run_id)
+        listed = f'WorkflowId = "{run_id}" AND OtheroneAgentId = "clerk"'
+        query = f'{listed} AND OtheronePartition = "acme" AND OtheroneDepth = 0'
+        await wait_until(lambda: _count(client, query, 1), message="the run listed")
+        scoped = AgentClient(client, task_queue=task_queue, partition_key="acme")
+        await scoped.check_visible(run_id)
+        with pytest.raises(RunNotFoundError):
+            await AgentClient(client, task_queue=task_queue, partition_key="globex").check_visible(
+                run_id
+            )
+        await env.agents.approve(run_id, "call_sum")
+        result = await handle.result()
+    assert result["outcome"] == "completed"
+
+
+async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    run_id = f"run-ids-{uuid.uuid4().hex[:8]}"
+    async with agent_env(client, task_queue, load_config(EXAMPLE_CONFIG), tmp_path):
+        wrong = await client.execute_workflow(
+            WORKFLOW_NAME, _raw_input("run-elsewhere"), id=run_id, task_queue=task_queue
+        )
+        root = {**_raw_input(f"{run_id}-2"), "root_run_id": "run-other-root"}
+        not_own_root = await client.execute_workflow(
+            WORKFLOW_NAME, root, id=f"{run_id}-2", task_queue=task_queue
+        )
+    for result, wrong_field in ((wrong, "run_id"), (not_own_root, "root_run_id")):
+        assert result["outcome"] == "failed", result
+        assert result["failure"]["code"] == "invalid_request"
+        assert f"{wrong_field}: " in result["failure"]["message"]
+
+
+async def test_a_malformed_signal_is_refused_visibly_and_the_run_goes_on(
+    client: Client, task_queue: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_id = f"run-signal-{uuid.uuid4().hex[:8]}"
+    async with agent_env(client, task_queue, load_config(EXAMPLE_CONFIG), tmp_path) as env:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME, _raw_input(run_id), id=run_id, task_queue=task_queue
+        )
+        await _waiting(env.agents, run_id)
+        with caplog.at_level(logging.WARNING):
+            await handle.signal(SIGNAL_USER_MESSAGES, {"messages": "not a list"})
+            await handle.signal(SIGNAL_USER_MESSAGES, {"messages": ["fine"]})
+            await env.agents.approve(run_id, "call_sum")
+            result = await handle.result()
+        events = [record.event for record in env.store.read_events(run_id)]
+    assert result["outcome"] == "completed"
+    refused = [event for event in events if event["type"] == "user_messages_refused"]
+    assert len(refused) == 1 and "messages" in refused[0]["reason"], refused
+    assert f"run {run_id}: a user_messages signal was refused" in caplog.text
+
+
+def test_the_handlers_describe_themselves() -> None:
+    definition = workflow_definition(AgentRunWorkflow)
+    described = {
+        **{name: handler.description for name, handler in definition.signals.items()},
+        **{name: handler.description for name, handler in definition.queries.items()},
+        **{name: handler.description for name, handler in definition.updates.items()},
+    }
+    for name in (SIGNAL_USER_MESSAGES, "record", "approvals", "call_agent", "decide_approval"):
+        assert described.get(name), name
+
+
+async def _waiting(agents: AgentClient, run_id: str) -> None:
+    async def asked() -> bool:
+        return any(r.call_id == "call_sum" for r in await agents.pending_approvals(run_id))
+
+    await wait_until(asked, within=30, message="the clerk's approval request")
+
+
+async def _count(client: Client, query: str, expected: int) -> bool:
+    return (await client.count_workflows(query)).count == expected
+
+
+@dataclass
+class StubbornProvider:
+    """A model call that finishes although its activity was cancelled (a provider that ignores
+    cancellation, or a call that ends just as the cancel arrives)."""
+
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    inner: RecordingProvider = field(default_factory=RecordingProvider)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.started.set()
+        while not self.release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.release.wait()
+        async for event in self.inner.stream(request):
+            yield event
+
+
+async def test_a_turn_that_outlives_the_cancel_ends_the_run_cancelled(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The clerk's model call completes after the run was cancelled: its tool call (which
+    would wait for a person) never runs, and the run ends cancelled instead of waiting."""
+    provider = StubbornProvider()
+    config = load_config(EXAMPLE_CONFIG)
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="clerk", input="Add 2 and 3."))
+        await asyncio.wait_for(provider.started.wait(), 30)
+        await handle.cancel()
+        await wait_until(
+            lambda: _cancel_reached_the_model_call(client, handle.run_id),
+            message="the model call's cancellation requested",
+        )
+        provider.release.set()
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.outcome is RunOutcome.CANCELLED
+
+
+async def _cancel_reached_the_model_call(client: Client, run_id: str) -> bool:
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    return any(
+        event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED
+        for event in history.events
+    )
