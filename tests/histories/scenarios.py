@@ -16,8 +16,10 @@ from temporalio.client import Client
 from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
+from otherone.examples import EXAMPLE_CONFIG
 from otherone.mcp_servers import McpServer
 from otherone.runs import AgentCallRequest
+from otherone.toml_config import load_config
 from otherone.tools import tool
 from tests.edge_seams import GateStore
 from tests.harness import agent_env, scripted_config, wait_until
@@ -465,6 +467,28 @@ async def cancelled_mid_tool(client: Client, task_queue: str, tmp: Path) -> str:
     return handle.run_id
 
 
+async def plain_client_start(client: Client, task_queue: str, tmp: Path) -> str:
+    """Started by a plain Temporal client (no search attributes: the run sets them), one
+    malformed and one good signal, an approval decided by the update."""
+    run_id = f"run-plain-{task_queue}"
+    config = load_config(EXAMPLE_CONFIG)
+    async with agent_env(client, task_queue, config, tmp) as env:
+        raw = {
+            "run_id": run_id,
+            "root_run_id": run_id,
+            "request": {"entry_agent": "clerk", "input": "Add 2 and 3."},
+        }
+        handle = await client.start_workflow(
+            "AgentRunWorkflow", raw, id=run_id, task_queue=task_queue
+        )
+        await _open_requests(env, run_id, 1)
+        await handle.signal("user_messages", {"messages": "not a list"})
+        await handle.signal("user_messages", {"messages": ["In one sentence."]})
+        await env.agents.approve(run_id, "call_sum")
+        await handle.result()
+    return run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -489,4 +513,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "mcp_tools": mcp_tools,
     "cancelled_in_prepare": cancelled_in_prepare,
     "cancelled_mid_tool": cancelled_mid_tool,
+    "plain_client_start": plain_client_start,
 }
