@@ -76,6 +76,9 @@ async def announce_to_caller(context: ActivityContext, ref: RunRef, record: RunR
             "target": record.agent_id,
             "outcome": OUTCOME_FOR_STATUS[record.status].value,
             "child_run_id": record.run_id,
+            # The child's own duration, as its record and `otherone tree` give it: one figure
+            # per run everywhere (not the caller's wait, which adds start-up and hand-over).
+            "duration_millis": record.usage.duration_millis,
         },
     )
 
@@ -106,12 +109,15 @@ def _store_call_result(store: Store, record: RunRecord) -> None:
 
 
 def _terminal_event(input: FinishRunInput) -> dict[str, Any]:
+    # Every end carries the run's own duration, the one its record and `otherone tree` show.
+    duration = {"duration_millis": input.usage.duration_millis}
     if input.status is RunStatus.COMPLETED:
-        return {"type": "run_completed"}
+        return {"type": "run_completed", **duration}
     if input.status is RunStatus.CANCELLED:
-        return {"type": "run_cancelled"}
+        return {"type": "run_cancelled", **duration}
     return {
         "type": "run_failed",
         "status": input.status.value,
         "failure": input.failure.model_dump(mode="json") if input.failure else None,
+        **duration,
     }

@@ -187,7 +187,12 @@ class EventPrinter:
         if call is not None:
             call.ended = True
             notes.append(call.call_id)
-            seconds = (record.timestamp - call.started_at).total_seconds()
+            own = record.event.get("duration_millis")
+            seconds = (
+                own / 1000
+                if isinstance(own, int) and own > 0
+                else (record.timestamp - call.started_at).total_seconds()
+            )
             notes.append(f"{max(seconds, 0):.2f} s")
         else:  # never announced (joined late): remember it ended
             self._calls[child] = _Call("", agent_id, record.timestamp, ended=True)
@@ -362,6 +367,9 @@ def print_run_tree(
         parts = [
             _plural(len(records), "run"),
             _plural(sum(record.usage.model_calls for record in records), "model call"),
+            # Counted as everywhere: agent calls are tool calls too (the seed's usage rule).
+            _plural(sum(record.usage.tool_calls for record in records), "tool call"),
+            _plural(sum(record.usage.agent_calls for record in records), "agent call"),
         ]
         if all(count is not None for count in tokens):
             parts.append(f"{sum(count or 0 for count in tokens)} tokens")

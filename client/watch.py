@@ -96,6 +96,9 @@ class RunView:
     status: str = PENDING
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    #: The run's own duration, as its end event reports it (what its record and `otherone
+    #: tree` show); event timestamps are only the fallback.
+    own_seconds: float | None = None
     failure: str | None = None
     turn: int = 0
     attempt: int = 0
@@ -147,6 +150,8 @@ class RunView:
 
     def duration(self, now: datetime) -> float | None:
         """Seconds from its start to its end (to ``now`` while it runs); None before it starts."""
+        if self.own_seconds is not None:
+            return self.own_seconds
         if self.started_at is None:
             return None
         end = self.ended_at or now
@@ -404,6 +409,9 @@ class WatchState:
         view.ended_at = record.timestamp
         if view.started_at is None:
             view.started_at = record.timestamp
+        own = event.get("duration_millis")
+        if isinstance(own, int) and own > 0:
+            view.own_seconds = own / 1000
         view.in_model_call = False
         view.open_tools.clear()
         style = {"completed": "green", "cancelled": "yellow"}.get(view.status, "red")

@@ -402,6 +402,12 @@ async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
     assert "✓ completed  coordinator" in result.stderr
     assert UI_LINK.search(result.stderr), result.describe()
     assert "that link goes dead: `otherone demo --keep`" in result.stderr
+    # One duration per run everywhere: the live line and the tree give the child's own.
+    for agent, call in (("researcher", "call_research"), ("writer", "call_write")):
+        live = re.search(rf"↳ {agent} completed \({call}, ([0-9.]+) s\)", result.stderr)
+        node = re.search(rf"── {agent}  {call}  completed  .* ([0-9.]+) s$", tree, re.M)
+        assert live and node and live.group(1) == node.group(1), result.describe()
+    assert re.search(r"in all: 3 runs · 5 model calls · 3 tool calls · 2 agent calls", tree)
     assert not (tmp_path / ".otherone").exists()  # the demo leaves nothing behind
 
 
