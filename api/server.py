@@ -158,9 +158,8 @@ async def serve(
 ) -> None:
     """`otherone serve`: connect, open the store, serve until ``stop`` is set (default: until
     SIGINT/SIGTERM), then end the streams and close."""
-    from otherone.worker.app import connect
     from otherone.worker.codec import codec_from_settings
-    from otherone.worker.connection import temporal_connection
+    from otherone.worker.connection import connect, temporal_connection
 
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))
     tokens = parse_tokens(settings.serve_tokens)

@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING
 from otherone.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from otherone.worker.app import build_worker, connect, sandbox_runner
+    from otherone.worker.app import build_worker, sandbox_runner
+    from otherone.worker.connection import connect
     from otherone.worker.devserver import DevServer, DevServerError
     from otherone.worker.settings import Settings
 
 #: Names served lazily by `__getattr__`: name → module that defines it.
 _LAZY_EXPORTS = {
     "build_worker": "otherone.worker.app",
-    "connect": "otherone.worker.app",
+    "connect": "otherone.worker.connection",
     "sandbox_runner": "otherone.worker.app",
     "DevServer": "otherone.worker.devserver",
     "DevServerError": "otherone.worker.devserver",

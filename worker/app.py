@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
@@ -12,15 +11,6 @@ from typing import Any, Self
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import (
-    DataConverter,
-    DefaultFailureConverterWithEncodedAttributes,
-    PayloadCodec,
-)
-from temporalio.runtime import Runtime
-from temporalio.service import TLSConfig
 from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -31,11 +21,10 @@ from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig
 from otherone.contracts import ACTIVITY_PREPARE_RUN, PrepareRunInput, RunPlan
 from otherone.store import Store
-from otherone.worker.connection import (
-    TemporalConnectError,
-    TemporalConnection,
-    explain_connect_error,
-)
+
+# Re-exported: clients import them from `otherone.worker.connection` (light: no activities).
+from otherone.worker.connection import connect as connect
+from otherone.worker.connection import data_converter as data_converter
 from otherone.worker.queues import (
     ALL_ROLES,
     QueueWorker,
@@ -78,76 +67,6 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
-
-
-def data_converter(payload_codec: PayloadCodec | None = None) -> DataConverter:
-    """The pydantic data converter, with ``payload_codec`` (e.g. encryption) when given.
-
-    With a codec, failure messages and stack traces move into encoded attributes too, so the
-    codec covers them (`DefaultFailureConverterWithEncodedAttributes`); readers need the codec.
-    """
-    if payload_codec is None:
-        return pydantic_data_converter
-    return dataclasses.replace(
-        pydantic_data_converter,
-        payload_codec=payload_codec,
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
-    )
-
-
-async def connect(
-    address: str,
-    namespace: str = "default",
-    *,
-    tracing: bool | None = None,
-    runtime: Runtime | None = None,
-    payload_codec: PayloadCodec | None = None,
-    tls: TLSConfig | bool = False,
-    api_key: str | None = None,
-) -> Client:
-    """A client with the pydantic data converter (workers, clients and replayers must agree).
-
-    ``tracing`` adds Temporal's OpenTelemetry ``TracingInterceptor`` (workers built from this
-    client inherit it; see `otherone.worker.telemetry`), so a run tree started from this client
-    is one trace. ``None`` (the default) turns it on whenever the ``OTEL_*`` variables name an
-    exporter, installing our tracer provider unless the application installed its own.
-    ``runtime`` is e.g. a Prometheus-metrics runtime
-    (`otherone.worker.telemetry.prometheus_runtime`). ``payload_codec`` (e.g.
-    `otherone.worker.codec`'s `EncryptionCodec`, from `codec_from_settings(Settings())`)
-    encodes every payload this client and the workers built from it send; every client and
-    worker of a namespace must use it. ``tls`` / ``api_key`` reach a production cluster
-    (`otherone.worker.connection.temporal_connection` builds them from settings).
-
-    Raises `TemporalConnectError` (an `UnavailableError`) naming the likely cause (refused,
-    unknown host, TLS handshake, untrusted certificate, refused credentials) and the setting.
-    """
-    if tracing is None:
-        tracing = _tracing_configured()
-    try:
-        return await Client.connect(
-            address,
-            namespace=namespace,
-            data_converter=data_converter(payload_codec),
-            interceptors=[TracingInterceptor()] if tracing else [],
-            runtime=runtime,
-            tls=tls,
-            api_key=api_key,
-        )
-    except RuntimeError as error:
-        connection = TemporalConnection(tls=tls, api_key=api_key)
-        raise TemporalConnectError(explain_connect_error(error, address, connection)) from error
-
-
-def _tracing_configured() -> bool:
-    """True when ``OTEL_*`` names an exporter; then spans need an SDK provider to go anywhere."""
-    from otherone.worker.settings import otel_trace_exporters
-
-    if not otel_trace_exporters():
-        return False
-    from otherone.worker.telemetry import ensure_tracing
-
-    ensure_tracing("otherone-client")
-    return True
 
 
 class AgentWorker:

@@ -92,9 +92,8 @@ async def _main(
     from pydantic import ValidationError
 
     from otherone.errors import ConfigurationError, UnavailableError
-    from otherone.worker.app import connect
     from otherone.worker.codec import codec_from_settings
-    from otherone.worker.connection import temporal_connection
+    from otherone.worker.connection import connect, temporal_connection
     from otherone.worker.settings import Settings
 
     try:

@@ -14,11 +14,11 @@ from otherone.client.agent_client import AgentClient
 from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_UNAVAILABLE, EXIT_USAGE, CliError
 from otherone.client.cli.stores import existing_store
-from otherone.worker.app import connect
 from otherone.worker.codec import EncryptionCodec, codec_from_settings
 from otherone.worker.connection import (
     TemporalConnectError,
     TemporalConnection,
+    connect,
     explain_connect_error,
     temporal_connection,
 )
