@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.exceptions import ApplicationError
 
+from otherone.activities.mcp_results import validate_arguments
 from otherone.config import AGENT_CALL_TOOL, HUMAN_ASK_TOOL, RuntimeSnapshot
 from otherone.contracts import (
     ApprovalNeed,
@@ -26,6 +27,7 @@ from otherone.contracts import (
     ToolCallSpec,
 )
 from otherone.definitions import AgentDefinition, ApprovalRule
+from otherone.mcp_servers import MCP_PREFIX
 from otherone.tools import ToolError, ToolSpec
 from otherone.workflows.agent_calls import AgentCallArgumentsError, parse_agent_call
 
@@ -199,7 +201,11 @@ async def record_decision(context: ActivityContext, input: RecordDecisionInput) 
     """
     request, outcome = input.request, input.outcome
     if outcome.arguments is not None:
-        _check_arguments(context, request.tool_name, outcome.arguments)
+        if request.tool_name.startswith(MCP_PREFIX):
+            snapshot = await context.snapshot(input.ref.snapshot_version)
+            _check_mcp_arguments(snapshot, request.tool_name, outcome.arguments)
+        else:
+            _check_arguments(context, request.tool_name, outcome.arguments)
     body: dict[str, Any] = {
         "type": "approval_decided",
         "call_id": request.call_id,
@@ -230,6 +236,17 @@ def _check_arguments(context: ActivityContext, tool_name: str, arguments: str) -
         raise _invalid(f"arguments: tool '{tool_name}' is not registered on this worker")
     try:
         spec.validate_arguments(arguments)
+    except ToolError as error:
+        raise _invalid(f"arguments: {error.message}") from None
+
+
+def _check_mcp_arguments(snapshot: RuntimeSnapshot, tool_name: str, arguments: str) -> None:
+    """An MCP tool's schema is the one its server listed, frozen in the run's snapshot."""
+    schema = snapshot.tools.get(tool_name)
+    if schema is None or tool_name not in snapshot.mcp_tools:
+        raise _invalid(f"arguments: tool '{tool_name}' is not among this run's MCP tools")
+    try:
+        validate_arguments(tool_name, schema.parameters, arguments)
     except ToolError as error:
         raise _invalid(f"arguments: {error.message}") from None
 

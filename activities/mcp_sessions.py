@@ -192,11 +192,17 @@ class McpSessions:
         self._failed.pop(server.name, None)
         return session
 
-    async def forget(self, name: str) -> None:
-        """Drop a session that failed (e.g. its process died mid-call): the next call restarts."""
-        connection = self._connections.pop(name, None)
-        if connection is not None:
-            await connection.close()
+    async def forget(self, name: str, session: ClientSession | None = None) -> None:
+        """Drop a session that failed (e.g. its process died mid-call): the next call restarts.
+
+        With ``session``, only if it is still the registered one: a call that failed on a dead
+        session must not close the fresh one another call has started meanwhile."""
+        async with self._locks.setdefault(name, asyncio.Lock()):
+            connection = self._connections.get(name)
+            if connection is None or (session is not None and connection.session is not session):
+                return
+            del self._connections[name]
+        await connection.close()
 
     @contextlib.asynccontextmanager
     async def using(self, name: str) -> AsyncIterator[ClientSession]:
@@ -207,7 +213,7 @@ class McpSessions:
         except MCPError as error:
             if error.error.code != mcp_types.CONNECTION_CLOSED:
                 raise
-            await self.forget(name)
+            await self.forget(name, session)
             raise McpUnavailable(
                 name, "the connection closed during the call (did the server crash?)"
             ) from error

@@ -19,6 +19,7 @@ from otherone.activities.mcp_sessions import McpSessions
 from otherone.client.agent_client import build_request
 from otherone.config import McpToolRef, RuntimeConfig
 from otherone.definitions import AgentDefinition
+from otherone.errors import InvalidRequestError
 from otherone.mcp_servers import McpServer
 from otherone.runs import RunOutcome
 from otherone.store import EntryRow
@@ -412,3 +413,35 @@ async def test_discovery_records_a_hash_of_each_servers_tool_definitions(
     assert broken.tools == () and broken.error is not None and "not found" in broken.error
     # Right after a failed start the server is not tried again (new runs do not wait on it).
     assert "not retried" in (again.servers["broken"].error or "")
+
+
+async def test_an_approved_mcp_call_runs_with_edited_arguments_checked_by_its_schema(
+    client: Client, task_queue: str, tmp_path: Path, time_server: McpServer
+) -> None:
+    """Edits of an MCP tool call are checked against the schema its server listed (frozen in
+    the run's snapshot): a bad edit is refused, a good one is what runs."""
+    clock = AgentDefinition(
+        id="clock",
+        description="clock agent",
+        tools=["mcp.time.get_current_time"],
+        approval={"mcp.time.get_current_time": "always"},
+    )
+    ask = call("mcp.time.get_current_time", {"timezone": "Asia/Tokyo"}, "t1")
+    config = with_servers(
+        scripted_config({"clock": [{"tool_calls": [ask]}, "done"]}, agents=[clock]),
+        time_server,
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="clock", input="time?"))
+
+        async def asked() -> bool:
+            return bool(await env.agents.pending_approvals(handle.run_id))
+
+        await wait_until(asked, within=30, message="the approval request")
+        with pytest.raises(InvalidRequestError, match="timezone"):
+            await env.agents.approve(handle.run_id, "t1", {"timezone": 7})
+        await env.agents.approve(handle.run_id, "t1", {"timezone": "Europe/Oslo"})
+        result = await handle.result()
+        [row] = tool_rows(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert "Europe/Oslo" in (row.content or ""), row.content

@@ -218,3 +218,25 @@ async def _cancel_reached_the_model_call(client: Client, run_id: str) -> bool:
         event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED
         for event in history.events
     )
+
+
+async def test_queued_messages_are_bounded_in_bytes_too(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Queued messages travel in the next model call's input: past 1 MiB they are refused
+    visibly, so that input stays under Temporal's 2 MB payload limit."""
+    run_id = f"run-bytes-{uuid.uuid4().hex[:8]}"
+    big = "x" * 700_000
+    async with agent_env(client, task_queue, load_config(EXAMPLE_CONFIG), tmp_path) as env:
+        handle = await client.start_workflow(
+            WORKFLOW_NAME, _raw_input(run_id), id=run_id, task_queue=task_queue
+        )
+        await _waiting(env.agents, run_id)
+        await env.agents.send_message(run_id, big)
+        await env.agents.send_message(run_id, big)
+        await env.agents.approve(run_id, "call_sum")
+        result = await handle.result()
+        events = [record.event for record in env.store.read_events(run_id)]
+    assert result["outcome"] == "completed"
+    [refused] = [event for event in events if event["type"] == "user_messages_refused"]
+    assert refused["count"] == 1 and refused["limit_bytes"] == 1024 * 1024, refused

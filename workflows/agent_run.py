@@ -136,6 +136,9 @@ MODEL_CALL_TIMEOUT = timedelta(minutes=10)
 #: (hundreds of runs in one event loop) does not lose attempts of model calls, which cost tokens.
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 MAX_QUEUED_MESSAGES = 256
+#: Queued messages travel inline in the next model call's input: together they stay well under
+#: Temporal's 2 MB payload limit (the rest of that input is small).
+MAX_QUEUED_BYTES = 1024 * 1024
 #: Patch id: agent call results reach the caller's model by reference (stored by the child).
 CALL_RESULTS_BY_REFERENCE = "call-results-by-reference"
 #: Patch id: a run cancelled while waiting for its children stops once they have ended, instead
@@ -230,21 +233,34 @@ class AgentRunWorkflow:
         for message in payload.messages:
             if not message.strip():
                 continue
-            if len(self._queued) < MAX_QUEUED_MESSAGES:
+            size = len(message.encode("utf-8", "surrogatepass"))
+            if (
+                len(self._queued) < MAX_QUEUED_MESSAGES
+                and self._queued_bytes() + size <= MAX_QUEUED_BYTES
+            ):
                 # AgentClient refuses such text; a signal from elsewhere gets it replaced.
                 self._queued.append(storable_text(message.strip()))
             else:
                 refused += 1
         if refused:
             self._decided.add(
-                {"type": "user_messages_refused", "count": refused, "limit": MAX_QUEUED_MESSAGES}
+                {
+                    "type": "user_messages_refused",
+                    "count": refused,
+                    "limit": MAX_QUEUED_MESSAGES,
+                    "limit_bytes": MAX_QUEUED_BYTES,
+                }
             )
             workflow.logger.warning(
-                "run %s: %d user message(s) refused, %d already queued (the limit)",
+                "run %s: %d user message(s) refused: at most %d messages or %d bytes wait",
                 self._input.run_id,
                 refused,
                 MAX_QUEUED_MESSAGES,
+                MAX_QUEUED_BYTES,
             )
+
+    def _queued_bytes(self) -> int:
+        return sum(len(text.encode("utf-8", "surrogatepass")) for text in self._queued)
 
     def _decode_messages(self, raw: RawValue) -> UserMessages | None:
         try:
@@ -305,7 +321,11 @@ class AgentRunWorkflow:
     )
     async def decide_approval(self, decision: ApprovalDecision) -> ApprovalRequest:
         call_id = decision.call_id
-        await workflow.wait_condition(lambda: not self._gate.deciding(call_id))
+        await workflow.wait_condition(
+            lambda: not self._gate.deciding(call_id) or self._ending is not None
+        )
+        if self._gate.deciding(call_id):  # the run ended while another decision was recorded
+            raise ApplicationError(f"run '{self._input.run_id}' has ended", type=RUN_ENDED)
         self._gate.check(decision)  # again: a decision may have been recorded meanwhile
         request = self._gate.request(call_id)
         if request.decision is not None:
@@ -788,7 +808,14 @@ class AgentRunWorkflow:
         try:
             await self._record_decision(self._gate.request(call_id), outcome)
         except ActivityError as error:
-            _reraise_cancellation(error)  # the audit record is best effort; the wait is over
+            try:
+                _reraise_cancellation(error)  # the audit record is best effort; the wait is over
+            except asyncio.CancelledError:
+                self._gate.abandon(call_id)  # else a decision waiting on it would never go on
+                raise
+        except asyncio.CancelledError:
+            self._gate.abandon(call_id)
+            raise
         return self._gate.settle(call_id, outcome)
 
     async def _record_decision(self, request: ApprovalRequest, outcome: ApprovalOutcome) -> None:
@@ -799,6 +826,7 @@ class AgentRunWorkflow:
             ACTIVITY_RECORD_DECISION,
             RecordDecisionInput(ref=self._ref(self._plan), request=request, outcome=outcome),
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+            schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
             heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary=f"{outcome.decision} {request.tool_name}",
