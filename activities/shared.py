@@ -273,9 +273,16 @@ def materialise(store: Store, ref: RunRef, pending: tuple[PendingEntry, ...]) ->
     stored = store.get_tool_results(ref.partition_key, ref.run_id, ids)
     rows: list[EntryRow] = []
     for entry in pending:
-        content = entry.content
+        content, error_kind = entry.content, entry.error_kind
         if entry.tool_result_of is not None:
-            content = stored.get(entry.tool_result_of, tool_error_content("tool result was lost"))
+            found = stored.get(entry.tool_result_of)
+            if found is not None and content is not None:
+                # A fallback (the run ended as the call did): the call's real result wins.
+                content, error_kind = found, None
+            elif found is not None:
+                content = found
+            elif content is None:
+                content = tool_error_content("tool result was lost")
         rows.append(
             EntryRow(
                 entry_key=entry.key,
@@ -283,7 +290,7 @@ def materialise(store: Store, ref: RunRef, pending: tuple[PendingEntry, ...]) ->
                 content=content or "",
                 tool_call_id=entry.tool_call_id,
                 tool_name=entry.tool_name,
-                error_kind=entry.error_kind.value if entry.error_kind else None,
+                error_kind=error_kind.value if error_kind else None,
                 run_id=ref.run_id,
             )
         )

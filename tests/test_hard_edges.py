@@ -130,7 +130,7 @@ async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
 ) -> None:
     started = asyncio.Event()
     lookup = tool_that_waits(started)
-    calls = [{"name": "slow_lookup", "arguments": {"topic": t}} for t in ("a", "b")]
+    calls = [{"name": "slow_lookup", "arguments": {"topic": t}, "id": f"c{t}"} for t in "ab"]
     config = scripted_config(
         {"agent": [{"tool_calls": calls}, "answered after the cancel"]},
         agents=[
@@ -151,6 +151,10 @@ async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
             build_request(entry_agent="agent", input="look up", session={"session_id": "s1"})
         )
         await asyncio.wait_for(started.wait(), 20)
+        await wait_until(  # "b" has finished and stored its result; "a" waits
+            lambda: "cb" in env.store.get_tool_results("local", handle.run_id, ["cb"]),
+            message="b's result stored",
+        )
         await handle.cancel()
         cancelled = await asyncio.wait_for(handle.result(), 20)
         entries = env.store.load_entries("local", "s1")
@@ -162,8 +166,11 @@ async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
         )
     assert cancelled.outcome is RunOutcome.CANCELLED
     tool_rows = [row for row in entries if row.role == "tool"]
-    assert [row.error_kind for row in tool_rows] == ["cancelled", "cancelled"]
+    # "a" was still running: answered cancelled; "b" had finished (its effect happened) as
+    # the run was cancelled: the session holds its real result, not "never had a result".
+    assert [row.error_kind for row in tool_rows] == ["cancelled", None]
     assert "the run ended (cancelled)" in tool_rows[0].content
+    assert tool_rows[1].content == '"b"', tool_rows[1].content
     assert strict.refused == []
     assert again.outcome is RunOutcome.COMPLETED, again.failure
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pydantic import JsonValue
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
+from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import ModelTurn, PendingEntry, ToolCallSpec, ToolOutcome
 from otherone.definitions import RuntimeLimits, TreeBudget
 from otherone.errors import FailureCode
@@ -351,7 +352,12 @@ def not_run_entry(call: ToolCallSpec) -> PendingEntry:
 
 
 def ended_before_result_entry(key: str, call: ToolCallSpec, outcome: str) -> PendingEntry:
-    """The result of a tool call the run ended before (written by `finish_run`)."""
+    """The result of a tool call the run ended before (written by `finish_run`).
+
+    A tool may have finished (and had its effect) just as the run ended, with its outcome lost
+    to the cancellation: its stored result, when there is one, is what the session gets (the
+    next run must not be told that a mail it sent was never sent); the message is the fallback.
+    """
     message = f"the run ended ({outcome}) before this tool call had a result"
     return PendingEntry(
         key=key,
@@ -359,6 +365,7 @@ def ended_before_result_entry(key: str, call: ToolCallSpec, outcome: str) -> Pen
         content=json.dumps({"error": message}),
         tool_call_id=call.id,
         tool_name=call.name,
+        tool_result_of=None if call.name == AGENT_CALL_TOOL else call.id,
         error_kind=ToolErrorKind.CANCELLED,
     )
 
