@@ -215,6 +215,7 @@ class AgentClient:
                 memo={MEMO_FINGERPRINT: fingerprint, MEMO_IDEMPOTENCY_KEY: request.idempotency_key},
                 search_attributes=_root_search_attributes(request),
                 static_summary=_summary(request),
+                static_details=_details(request, self.config),
             )
         if request.idempotency_key is not None:
             await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
@@ -663,6 +664,25 @@ def _summary(request: AgentRunRequest) -> str:
     text = request.input if isinstance(request.input, str) else request.input[-1].content
     first_line = text.strip().splitlines()[0] if text.strip() else ""
     return f"{request.entry_agent}: {first_line[:120]}"
+
+
+def _details(request: AgentRunRequest, config: RuntimeConfig | None) -> str:
+    """What the Web UI shows on the run's page without opening payloads (markdown): the agent,
+    its model and tools when this client has the workers' configuration, the request's limits,
+    tenant, session and idempotency key."""
+    lines = [f"**agent** `{request.entry_agent}`"]
+    agent = config.agents.get(request.entry_agent) if config is not None else None
+    if config is not None and agent is not None:
+        lines.append(f"**model** `{agent.model or config.default_model or '-'}`")
+        lines.append(f"**tools** {agent.tools.model_dump_json()}")
+    if request.limits is not None:
+        lines.append(f"**limits** {request.limits.model_dump_json(exclude_none=True)}")
+    lines.append(f"**partition** `{request.runtime_context.partition_key}`")
+    if request.session.session_id:
+        lines.append(f"**session** `{request.session.session_id}`")
+    if request.idempotency_key is not None:
+        lines.append(f"**idempotency key** `{request.idempotency_key[:200]}`")
+    return "  \n".join(lines)
 
 
 def _result_of_broken_run(run_id: str, error: WorkflowFailureError) -> AgentRunResult:

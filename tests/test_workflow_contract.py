@@ -240,3 +240,19 @@ async def test_queued_messages_are_bounded_in_bytes_too(
     assert result["outcome"] == "completed"
     [refused] = [event for event in events if event["type"] == "user_messages_refused"]
     assert refused["count"] == 1 and refused["limit_bytes"] == 1024 * 1024, refused
+
+
+async def test_a_root_run_page_tells_what_it_is_without_opening_payloads(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = load_config(EXAMPLE_CONFIG)
+    async with agent_env(client, task_queue, config, tmp_path):
+        agents = AgentClient(client, task_queue=task_queue, config=config)
+        request = build_request(entry_agent="assistant", input="Weather?", idempotency_key="k-42")
+        handle = await agents.start(request)
+        await handle.result()
+        description = await client.get_workflow_handle(handle.run_id).describe()
+    assert await description.static_summary() == "assistant: Weather?"
+    details = await description.static_details() or ""
+    for shown in ("**agent** `assistant`", "**model** `demo`", "get_weather", "`k-42`", "`local`"):
+        assert shown in details, details
