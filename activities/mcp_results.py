@@ -20,7 +20,7 @@ import jsonschema
 from mcp import types as mcp_types
 
 from otherone.runs import ArtifactRef
-from otherone.tools import ToolError
+from otherone.tools import ToolError, parse_arguments
 
 __all__ = ["BlobSaver", "map_result", "validate_arguments"]
 
@@ -32,7 +32,7 @@ _MAX_REPORTED_PROBLEMS = 10
 
 def validate_arguments(tool: str, schema: dict[str, Any], arguments: str) -> dict[str, Any]:
     """The arguments as an object valid for ``schema``, else ToolError(INVALID_ARGUMENTS)."""
-    data = _parse(tool, arguments)
+    data = parse_arguments(tool, arguments)
     validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
     try:
         validator_class.check_schema(schema)
@@ -50,25 +50,6 @@ def validate_arguments(tool: str, schema: dict[str, Any], arguments: str) -> dic
             f"invalid arguments for tool '{tool}': " + "; ".join(problems)
         )
     return data
-
-
-def _parse(tool: str, arguments: str) -> dict[str, Any]:
-    if not arguments.strip():
-        return {}
-    try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError as error:
-        raise ToolError.invalid_arguments(
-            f"invalid arguments for tool '{tool}': not valid JSON ({error})"
-        ) from None
-    if parsed is None:
-        return {}
-    if not isinstance(parsed, dict):
-        raise ToolError.invalid_arguments(
-            f"invalid arguments for tool '{tool}': expected a JSON object, "
-            f"got {type(parsed).__name__}"
-        )
-    return parsed
 
 
 async def map_result(

@@ -272,7 +272,7 @@ class ToolSpec:
         to the rest exactly as in a direct call. Raises ``ToolError(INVALID_ARGUMENTS)`` naming
         every bad field, which goes back to the model so it can correct the call.
         """
-        data = _parse_arguments(self.name, arguments)
+        data = parse_arguments(self.name, arguments)
         model = self._model()
         try:
             validated = model.model_validate(data)
@@ -664,8 +664,9 @@ def _strip_titles(schema: Any) -> Any:
 # --------------------------------------------------------------------------- calls
 
 
-def _parse_arguments(name: str, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
-    """Accept a mapping or the raw JSON text a model produced; blank or ``null`` means none."""
+def parse_arguments(name: str, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """A tool call's arguments as an object: a mapping, or the raw JSON text a model produced
+    (blank or ``null`` means none); anything else is `ToolError` (``invalid_arguments``)."""
     if arguments is None:
         return {}
     if isinstance(arguments, Mapping):
