@@ -39,6 +39,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone.client.console import EventPrinter
+from otherone.config import HUMAN_ASK_TOOL as HUMAN_ASK
 from otherone.contracts import EventRecord, child_run_id
 from otherone.errors import RunNotFoundError
 
@@ -193,12 +194,25 @@ class WatchState:
         self.last_sequence = 0
         self.events_seen = 0
         self.first_timestamp: datetime | None = None
+        #: Set by a terminal watch that reads keys (`otherone watch` on a TTY): the live view
+        #: then offers to decide the first open approval, and shows what came of the last try.
+        self.decisions_enabled = False
+        self.decision_note: str | None = None
 
     # queries -----------------------------------------------------------------------------
 
     @property
     def root(self) -> RunView | None:
         return self.runs.get(self.root_run_id)
+
+    def first_open_approval(self) -> tuple[RunView, str, str] | None:
+        """The run, call id and tool of the oldest open approval (questions need text and are
+        answered with `otherone answer`), in tree order."""
+        for view in self.ordered():
+            for call_id, tool in view.open_approvals.items():
+                if tool != HUMAN_ASK:
+                    return view, call_id, tool
+        return None
 
     @property
     def finished(self) -> bool:
@@ -508,7 +522,30 @@ def render_live(state: WatchState, now: datetime, *, tail_chars: int = TAIL_CHAR
             lines.append(f"{'  ' * item.depth}{item.agent_id} ", style="bold dim")
             lines.append(item.text, style=item.style)
         parts.append(Panel(lines, title="recent", title_align="left", border_style="dim"))
+    if state.decisions_enabled:
+        decide = _decision_prompt(state)
+        if decide is not None:
+            parts.append(decide)
     return Group(*parts)
+
+
+def _decision_prompt(state: WatchState) -> RenderableType | None:
+    """What a person can decide from here: the first open approval, and the keys for it."""
+    waiting = state.first_open_approval()
+    if waiting is None and state.decision_note is None:
+        return None
+    text = Text()
+    if waiting is not None:
+        view, call_id, tool = waiting
+        text.append(f"⏸ {view.agent_id} waits for a person: {tool} (call {call_id})\n", "bold")
+        text.append("press ", "dim")
+        text.append("a", "bold green")
+        text.append(" to approve, ", "dim")
+        text.append("d", "bold red")
+        text.append(" to deny", "dim")
+    if state.decision_note is not None:
+        text.append(("\n" if waiting is not None else "") + state.decision_note, "yellow")
+    return Panel(text, title="decide", title_align="left", border_style="yellow")
 
 
 def render_summary(state: WatchState, now: datetime) -> Table:

@@ -559,3 +559,59 @@ async def test_watch_on_a_terminal_draws_a_live_view(
         assert re.search(rf"{agent_id} .*completed", plain), plain
     assert "total (3 runs)" in plain and TEAM_ANSWER in plain, plain
     assert re.search(rf"run {run_id} · \d+ events", plain), plain  # the live view's header
+
+
+async def test_watch_on_a_terminal_approves_a_waiting_call_with_one_key(
+    client: Client, task_queue: str, tmp_path: Path, team_env: dict[str, str]
+) -> None:
+    """The clerk's sum waits for a person: the live view offers `a`/`d`, and `a` typed on the
+    terminal approves it (by this client's identity); the run completes."""
+    primary, secondary = os.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**team_env, "TERM": "xterm-256color"}
+    for name in (
+        "COLUMNS",
+        "LINES",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "TTY_COMPATIBLE",
+        "TTY_INTERACTIVE",
+    ):
+        env.pop(name, None)
+    screen = bytearray()
+
+    def read_all() -> None:
+        with contextlib.suppress(OSError):  # EIO once the child has closed the terminal
+            while chunk := os.read(primary, 65536):
+                screen.extend(chunk)
+
+    async with agent_env(client, task_queue, load_config(EXAMPLE_CONFIG), tmp_path) as agents:
+        handle = await agents.agents.start(build_request(entry_agent="clerk", input="2 + 3?"))
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "otherone.client.cli", "watch", handle.run_id,
+                cwd=REPO_ROOT, env=env, stdin=secondary, stdout=secondary, stderr=secondary,
+            )  # fmt: skip
+        finally:
+            os.close(secondary)
+        reader = asyncio.ensure_future(asyncio.to_thread(read_all))
+        try:
+            await wait_until(lambda: b"to approve" in screen, within=60, message="the prompt")
+            os.write(primary, b"a")
+            result = await asyncio.wait_for(handle.result(), 60)
+            code = await asyncio.wait_for(process.wait(), 60)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await asyncio.wait_for(reader, 30)
+            os.close(primary)
+        decided = [
+            record.event
+            for record in agents.store.read_events(handle.run_id)
+            if record.event["type"] == "approval_decided"
+        ]
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode(errors="replace"))
+    assert result.outcome.value == "completed", text
+    assert code == 0, text
+    assert [event["decision"] for event in decided] == ["approved"], decided

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
+from collections.abc import Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 from otherone.client.agent_client import AgentClient
 from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_OK
+from otherone.client.cli.keys import keys_available, terminal_keys
 from otherone.client.cli.output import exit_code, print_output
 from otherone.client.cli.stores import watch_store
 from otherone.client.cli.temporal import agent_client, connect_configured, ui_base, ui_link
@@ -22,6 +26,7 @@ from otherone.client.watch import (
     print_summary,
     root_of,
 )
+from otherone.errors import OtheroneError
 from otherone.runs import RunRecord
 
 #: Seconds `tree` waits for Temporal's visibility to list children a run has called.
@@ -106,14 +111,19 @@ async def watch_tree(ctx: Context, agents: AgentClient, run_id: str, *, json_lin
     else:
         mode = WatchMode.LIVE if console.is_interactive else WatchMode.PLAIN
     printer = EventPrinter(run_id, sys.stdout, ctx.err)
-    state = await follow_tree(
+    state = WatchState(run_id)
+    following = follow_tree(
         agents.events(run_id),
-        WatchState(run_id),
+        state,
         mode=mode,
         out=sys.stdout,
         printer=printer,
         live_console=console,
     )
+    if mode is WatchMode.LIVE and keys_available():
+        state = await _follow_deciding(following, state, agents)
+    else:
+        state = await following
     result = await agents.result(run_id)
     if mode is not WatchMode.JSON:
         print_output(result, printer)
@@ -127,3 +137,38 @@ async def watch_tree(ctx: Context, agents: AgentClient, run_id: str, *, json_lin
         link = await ui_link(agents.temporal, ui_base(settings), settings.namespace, run_id)
         print_result_summary(ctx.err, result, ui_url=link)
     return exit_code(result)
+
+
+async def _follow_deciding(
+    following: Coroutine[Any, Any, WatchState], state: WatchState, agents: AgentClient
+) -> WatchState:
+    """Follow the tree while keys typed on the terminal decide its open approvals inline."""
+    state.decisions_enabled = True
+    async with terminal_keys() as keys:
+        deciding = asyncio.ensure_future(_decide_on_keys(keys, state, agents))
+        try:
+            return await following
+        finally:
+            deciding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await deciding
+
+
+async def _decide_on_keys(keys: asyncio.Queue[str], state: WatchState, agents: AgentClient) -> None:
+    """``a`` approves, ``d`` denies the first open approval the view shows; other keys are
+    ignored. A refused decision (decided meanwhile, run ended) is shown, not raised."""
+    while True:
+        key = (await keys.get()).lower()
+        waiting = state.first_open_approval()
+        if key not in ("a", "d") or waiting is None:
+            continue
+        view, call_id, tool = waiting
+        try:
+            if key == "a":
+                await agents.approve(view.run_id, call_id)
+                state.decision_note = f"approved {tool} (call {call_id})"
+            else:
+                await agents.deny(view.run_id, call_id, "denied in otherone watch")
+                state.decision_note = f"denied {tool} (call {call_id})"
+        except OtheroneError as error:
+            state.decision_note = f"not decided: {error.message}"
