@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,3 +214,26 @@ async def start_worker(
         await worker.kill()
         raise
     return worker
+
+
+@contextlib.asynccontextmanager
+async def worker_module(
+    module: str, address: str, task_queue: str, store_url: str, workdir: Path
+) -> AsyncIterator[BackgroundProcess]:
+    """A test worker module (``python -m MODULE ADDRESS QUEUE STORE_URL WORKDIR``, printing
+    ``ready`` once it polls) in its own process; killed when the block ends."""
+    worker = await BackgroundProcess.start(
+        sys.executable,
+        "-m",
+        module,
+        address,
+        task_queue,
+        store_url,
+        str(workdir),
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    try:
+        await worker.wait_for("ready", whole_line=True)
+        yield worker
+    finally:
+        await worker.kill()

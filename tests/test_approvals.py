@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
-import os
 import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,6 +49,7 @@ from otherone.tools import ToolDefinitionError, tool
 from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer, find_temporal_binary, free_port
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
+from tests.processes import BackgroundProcess, worker_module
 from tests.providers import RecordingProvider
 from tests.test_cli import assert_one_line_error, cli_env, otherone
 
@@ -623,33 +622,11 @@ def test_a_bad_tool_approval_declaration_is_a_definition_error() -> None:
 # --------------------------------------------------------------------------- crashes and time
 
 
-@asynccontextmanager
-async def approval_worker(
+def approval_worker(
     address: str, task_queue: str, store_url: str, workdir: Path
-) -> AsyncIterator[asyncio.subprocess.Process]:
+) -> contextlib.AbstractAsyncContextManager[BackgroundProcess]:
     """`tests.approval_worker` in its own process, ready to poll; killed when the block ends."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.approval_worker",
-        address,
-        task_queue,
-        store_url,
-        str(workdir),
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert process.stdout is not None
-        line = await asyncio.wait_for(process.stdout.readline(), 60)
-        assert line.strip() == b"ready", line
-        yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    return worker_module("tests.approval_worker", address, task_queue, store_url, workdir)
 
 
 @pytest.mark.timeout(180)
@@ -665,7 +642,7 @@ async def test_a_waiting_run_survives_sigkill_and_takes_a_decision_sent_while_no
             handle = await agents.start(build_request(entry_agent="mailer", input="mail bob"))
             await open_requests(agents, handle.run_id)
             first.send_signal(signal.SIGKILL)
-            await first.wait()
+            await first.exit_code()
         # No worker: the decision is sent now and applied when a worker comes back.
         decision = asyncio.create_task(agents.approve(handle.run_id, "mail"))
         assert await agents.pending_approvals(handle.run_id) != []

@@ -6,12 +6,10 @@ runtime's durability promises did not hold.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
 import signal
-import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +25,7 @@ from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer, free_port
 from tests.fault_worker import SLOW_CHUNKS, effect_file, fault_config
 from tests.harness import agent_env, scripted_config, wait_until
-from tests.processes import REPO_ROOT, BackgroundProcess
+from tests.processes import BackgroundProcess, worker_module
 from tests.store_fixtures import ThrowawayCluster, postgres_bindir, running_in_ci
 
 pytestmark = pytest.mark.timeout(240)
@@ -35,26 +33,11 @@ pytestmark = pytest.mark.timeout(240)
 OUTAGE_SECONDS = 6.0
 
 
-@asynccontextmanager
-async def worker_process(
+def worker_process(
     address: str, task_queue: str, store_url: str, workdir: Path
-) -> AsyncIterator[BackgroundProcess]:
+) -> contextlib.AbstractAsyncContextManager[BackgroundProcess]:
     """`tests.fault_worker` in its own process, ready to poll; killed when the block ends."""
-    worker = await BackgroundProcess.start(
-        sys.executable,
-        "-m",
-        "tests.fault_worker",
-        address,
-        task_queue,
-        store_url,
-        str(workdir),
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
-    try:
-        await worker.wait_for("ready", whole_line=True)
-        yield worker
-    finally:
-        await worker.kill()
+    return worker_module("tests.fault_worker", address, task_queue, store_url, workdir)
 
 
 def has_event(store: Store, root: str, run_id: str, kind: str) -> bool:

@@ -4,12 +4,9 @@ to the model (others), the runs complete, and no stdio server process is left be
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
 import signal
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -20,31 +17,16 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.runs import RunOutcome
 from otherone.store import Store
 from tests.harness import wait_until
-from tests.processes import REPO_ROOT, BackgroundProcess
+from tests.processes import BackgroundProcess, worker_module
 
 pytestmark = pytest.mark.timeout(180)
 
 
-@asynccontextmanager
-async def worker_process(
+def worker_process(
     address: str, task_queue: str, store_url: str, workdir: Path
-) -> AsyncIterator[BackgroundProcess]:
+) -> contextlib.AbstractAsyncContextManager[BackgroundProcess]:
     """`tests.mcp_fault_worker` in its own process, ready to poll; killed when the block ends."""
-    worker = await BackgroundProcess.start(
-        sys.executable,
-        "-m",
-        "tests.mcp_fault_worker",
-        address,
-        task_queue,
-        store_url,
-        str(workdir),
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
-    try:
-        await worker.wait_for("ready", whole_line=True)
-        yield worker
-    finally:
-        await worker.kill()
+    return worker_module("tests.mcp_fault_worker", address, task_queue, store_url, workdir)
 
 
 def attempts(workdir: Path) -> list[str]:
