@@ -22,33 +22,19 @@ import json
 import statistics
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import psycopg
 
+from bench.databases import postgresql_database
 from otherone import RuntimeConfig, Store, build_worker, connect
 from otherone.api import ApiContext, ApiServer
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.worker.devserver import DevServer
 
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 TASK_QUEUE = "serve-latency"
-
-
-@contextlib.contextmanager
-def postgresql_database() -> Iterator[str]:
-    name = f"otherone_latency_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def config(chunks: int) -> RuntimeConfig:
@@ -125,7 +111,7 @@ async def main(args: argparse.Namespace) -> None:
             with contextlib.ExitStack() as stack:
                 if database == "postgresql":
                     try:
-                        url = stack.enter_context(postgresql_database())
+                        url = stack.enter_context(postgresql_database("otherone_latency"))
                     except psycopg.OperationalError as error:  # no server on 127.0.0.1:5432
                         lines.append(f"{database:<11} skipped: {error}".splitlines()[0])
                         continue

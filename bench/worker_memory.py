@@ -21,16 +21,16 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.databases import postgresql_database
 from otherone import AgentClient, AgentRunRequest, RunOutcome, connect
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.worker.devserver import DevServer
 
 REPO = Path(__file__).resolve().parents[1]
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 #: A worker is idle once its RSS has not moved for this long after its banner.
 SETTLE_SECONDS = 5.0
 
@@ -47,20 +47,6 @@ class Worker:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
         raise RuntimeError(f"no VmRSS for pid {self.process.pid}")
-
-
-@contextlib.contextmanager
-def postgresql_database() -> Iterator[str]:
-    import psycopg
-
-    name = f"otherone_memory_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextlib.asynccontextmanager
@@ -121,7 +107,7 @@ async def measure(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="otherone-memory-"))
     with contextlib.ExitStack() as stack:
         if args.database == "postgresql":
-            url = stack.enter_context(postgresql_database())
+            url = stack.enter_context(postgresql_database("otherone_memory"))
         else:
             url = f"sqlite:///{folder / 'store.db'}"
         async with DevServer(headless=True) as server:
