@@ -220,9 +220,13 @@ function refreshTreeSoon() {
 }
 
 async function refreshTree() {
-  if (!state.root) return;
+  const root = state.root;
+  if (!root) return;
   try {
-    const records = await api(`/v1/runs/${state.root}/tree`);
+    const records = await api(`/v1/runs/${root}/tree`);
+    // The page may have moved on to another run while this answer travelled: a late answer
+    // for the previous tree must not put its runs back into the new one's.
+    if (state.root !== root) return;
     for (const record of records) {
       const info = run(record.run_id);
       info.agent = record.agent_id;
@@ -236,7 +240,7 @@ async function refreshTree() {
     }
     renderTree();
   } catch (error) {
-    note(`tree: ${error.message}`);
+    if (state.root === root) note(`tree: ${error.message}`);
   }
 }
 
