@@ -51,6 +51,7 @@ from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
+from otherone.result_contracts import contract_instructions
 from otherone.store import EntryRow, Store
 
 #: Deltas are written to the event store at most this often (batching keeps the store calm).
@@ -71,7 +72,10 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
     agent = snapshot.agent(ref.agent_id)
     profile = snapshot.models[input.model_profile_id]
     provider = context.provider_for(profile)
-    system_prompt = system_prompt_for(snapshot, agent)
+    # The contract's rules up front, so that the first answer can already meet them.
+    system_prompt = system_prompt_for(snapshot, agent) + contract_instructions(
+        input.result_contract
+    )
     tools = _offered_tools(snapshot, agent, context.memory_tools)
     request = ModelRequest(
         profile=profile,

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
+from otherone.result_contracts import schema_problem
 from otherone.runs import AgentOutput, ResultContract
+
+#: A whole answer wrapped in one Markdown code fence (models add them despite being told not to).
+_FENCED = re.compile(r"\A\s*```[A-Za-z0-9_-]*[ \t]*\n(?P<body>.*?)\n?```\s*\Z", re.DOTALL)
 
 
 def apply_result_contract(
@@ -18,7 +23,7 @@ def apply_result_contract(
     if contract is None or contract.kind == "text":
         return AgentOutput(type="text", value=text), None
     try:
-        value: Any = json.loads(text)
+        value: Any = json.loads(_unfenced(text) if contract.kind == "json" else text)
     except json.JSONDecodeError as error:
         if contract.kind == "auto":
             return AgentOutput(type="text", value=text), None
@@ -30,13 +35,21 @@ def apply_result_contract(
     return AgentOutput(type="json", value=value), None
 
 
+def _unfenced(text: str) -> str:
+    """The JSON inside a single code fence that wraps the whole answer, else the answer."""
+    fenced = _FENCED.match(text)
+    return fenced.group("body") if fenced else text
+
+
 def _schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
-    validator_class = validators.validator_for(schema)
+    unusable = schema_problem(schema)
+    if unusable is not None:
+        return f"Agent result JSON schema is invalid: {unusable}"
+    validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
     try:
-        validator_class.check_schema(schema)
-    except schema_errors.SchemaError as error:
-        return f"Agent result JSON schema is invalid: {error.message}"
-    mismatch = schema_errors.best_match(validator_class(schema).iter_errors(value))
+        mismatch = schema_errors.best_match(validator_class(schema).iter_errors(value))
+    except Exception as error:  # e.g. a reference the schema cannot resolve: not the model's fault
+        return f"Agent result JSON schema cannot be applied: {type(error).__name__}: {error}"
     if mismatch is None:
         return None
     where = "/".join(str(part) for part in mismatch.absolute_path) or "(root)"

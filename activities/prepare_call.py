@@ -15,6 +15,7 @@ from otherone.authorization import CallerView
 from otherone.contracts import CallPlan, PrepareCallInput, RunRef
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
+from otherone.result_contracts import contract_problem
 from otherone.store import EntryRow, Store
 
 
@@ -48,6 +49,9 @@ async def _check_call(context: ActivityContext, input: PrepareCallInput) -> Call
     caller_agent = snapshot.agent(caller.agent_id)
     if not request.task.strip():
         raise failure(FailureCode.INVALID_CONFIGURATION, "Agent call task is required")
+    unusable = contract_problem(request.result_contract)
+    if unusable is not None:  # trusted calls are checked by AgentClient.call_agent already
+        raise failure(FailureCode.INVALID_REQUEST, f"result_contract.{unusable}")
     context_bytes = len(json.dumps(request.context).encode()) if request.context is not None else 0
     if context_bytes > limits.max_context_transfer_bytes:
         raise failure(

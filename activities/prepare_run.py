@@ -11,6 +11,7 @@ from otherone.config import AgentNotFoundError, RuntimeSnapshot
 from otherone.contracts import PrepareRunInput, RunPlan, ToolSettings
 from otherone.definitions import RuntimeLimits
 from otherone.errors import FailureCode
+from otherone.result_contracts import contract_problem
 from otherone.runs import RunRecord, RunStatus
 from otherone.store import SessionBusyError
 
@@ -26,6 +27,9 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         raise failure(FailureCode.AGENT_NOT_FOUND, error.message) from error
     except ValueError as error:
         raise failure(FailureCode.INVALID_CONFIGURATION, str(error)) from error
+    unusable = contract_problem(input.result_contract or input.request.result_contract)
+    if unusable is not None:  # AgentClient refuses it; a plain Temporal client may not have
+        raise failure(FailureCode.INVALID_REQUEST, f"result_contract.{unusable}")
     profile = snapshot.resolve_model(agent, input.caller_model_profile_id)
     timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.ref.depth == 0)
     # The lease expires with the run (plus slack for finishing), so a run terminated from
@@ -73,6 +77,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         },
         reachable_agents=tuple(target.id for target in snapshot.reachable_agents(agent)),
         continue_as_new_after_turns=snapshot.policy.continue_as_new_after_turns,
+        output_retries=_output_retries(input, snapshot.policy.output_retries),
     )
 
 
@@ -102,6 +107,12 @@ def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:
         started_at=datetime.now(UTC),
         metadata=input.request.metadata,
     )
+
+
+def _output_retries(input: PrepareRunInput, runtime_default: int) -> int:
+    """The request's (a child's comes from its agent call), else the runtime policy's."""
+    requested = input.request.output_retries
+    return runtime_default if requested is None else requested
 
 
 def _max_iterations(agent_limit: int | None, limits: RuntimeLimits) -> int:

@@ -15,9 +15,9 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Generic, overload
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -37,6 +37,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
+from otherone.client.typed_results import OutputT, output_adapter, output_as, typed_request
 from otherone.config import RuntimeConfig
 from otherone.contracts import (
     MEMO_FINGERPRINT,
@@ -66,6 +67,7 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
+from otherone.result_contracts import check_contract
 from otherone.runs import (
     DEFAULT_PARTITION,
     MAX_INPUT_BYTES,
@@ -154,6 +156,20 @@ class RunHandle:
         return self._client.events(self.run_id, after=after)
 
 
+class TypedRunHandle(RunHandle, Generic[OutputT]):
+    """A run started with ``output_type=``: `output()` waits for it and returns the validated
+    value (`result()` still gives the whole `AgentRunResult`)."""
+
+    def __init__(self, client: AgentClient, run_id: str, adapter: TypeAdapter[OutputT]) -> None:
+        super().__init__(client, run_id)
+        self._adapter = adapter
+
+    async def output(self) -> OutputT:
+        """The output as the output type; `RunFailedError` when the run did not complete,
+        `OutputValidationError` when pydantic refuses the value."""
+        return output_as(await self.result(), self._adapter)
+
+
 class AgentClient:
     """Client API of Otherone. ``store`` is needed to read events and large outputs.
 
@@ -187,12 +203,43 @@ class AgentClient:
 
     # starting ----------------------------------------------------------------------------
 
-    async def run(self, request: AgentRunRequest) -> AgentRunResult:
-        """Start (or join, by idempotency key) a root run and wait for its result."""
-        return await (await self.start(request)).result()
+    @overload
+    async def run(
+        self, request: AgentRunRequest, *, output_type: None = None
+    ) -> AgentRunResult: ...
 
-    async def start(self, request: AgentRunRequest) -> RunHandle:
-        """Start a root run; the same idempotency key returns the same run."""
+    @overload
+    async def run(self, request: AgentRunRequest, *, output_type: type[OutputT]) -> OutputT: ...
+
+    async def run(self, request: AgentRunRequest, *, output_type: Any = None) -> Any:
+        """Start (or join, by idempotency key) a root run and wait for its result.
+
+        With ``output_type`` (a pydantic model, or e.g. ``list[Model]``) the run must answer
+        JSON valid for the type's JSON Schema, and the validated value is returned instead
+        (`RunFailedError` when the run did not complete, `OutputValidationError` when pydantic
+        refuses the value)."""
+        if output_type is None:
+            return await (await self.start(request)).result()
+        return await (await self.start(request, output_type=output_type)).output()
+
+    @overload
+    async def start(self, request: AgentRunRequest, *, output_type: None = None) -> RunHandle: ...
+
+    @overload
+    async def start(
+        self, request: AgentRunRequest, *, output_type: type[OutputT]
+    ) -> TypedRunHandle[OutputT]: ...
+
+    async def start(self, request: AgentRunRequest, *, output_type: Any = None) -> RunHandle:
+        """Start a root run; the same idempotency key returns the same run. With
+        ``output_type``, the handle's `output()` gives the validated value (see `run`)."""
+        if output_type is None:
+            return RunHandle(self, await self._start(request))
+        adapter = output_adapter(output_type)
+        run_id = await self._start(typed_request(request, adapter))
+        return TypedRunHandle(self, run_id, adapter)
+
+    async def _start(self, request: AgentRunRequest) -> str:
         partition = request.runtime_context.partition_key
         if self.partition_key is not None and partition != self.partition_key:
             raise InvalidRequestError(
@@ -200,6 +247,7 @@ class AgentClient:
                 field="runtime_context.partition_key",
             )
         run_id = root_run_id(request)
+        check_contract(request.result_contract)
         self._check_against_config(request)
         await self._check_session_free(request, run_id)
         fingerprint = request.fingerprint()
@@ -219,7 +267,7 @@ class AgentClient:
             )
         if request.idempotency_key is not None:
             await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
-        return RunHandle(self, run_id)
+        return run_id
 
     def _check_against_config(self, request: AgentRunRequest) -> None:
         """With the workers' configuration: an unknown entry agent or a limit override above
@@ -357,6 +405,7 @@ class AgentClient:
         self, caller_run_id: str, call_id: str, request: AgentCallRequest
     ) -> AgentCallResult:
         """Ask a running run to call an agent (trusted); the same call id gives the same result."""
+        check_contract(request.result_contract, field="request.result_contract")
         update = CallAgentInput(call_id=call_id, request=request)
         await self._check_tenant(caller_run_id)
         try:

@@ -107,6 +107,8 @@ class RunInput(_Contract):
     snapshot_version: str | None = None
     #: Absolute deadline inherited from the caller (a child's never exceeds its parent's).
     deadline: datetime | None = None
+    #: A child's result contract (from its agent call). A root's is its request's
+    #: ``result_contract``; when both are set, this one wins.
     result_contract: ResultContract | None = None
     max_iterations: int | None = None
     internal_session: bool = False
@@ -117,6 +119,11 @@ class RunInput(_Contract):
     caller_model_profile_id: str | None = None
     #: Set when this history continues an earlier one of the same run.
     carry: CarryOver | None = None
+
+    @property
+    def effective_result_contract(self) -> ResultContract | None:
+        """The contract the run's final answer must meet (None: any text)."""
+        return self.result_contract or self.request.result_contract
 
 
 class CarryOver(_Contract):
@@ -144,6 +151,8 @@ class CarryOver(_Contract):
     approvals: tuple[ApprovalRequest, ...] = ()
     #: Events the workflow decided and no activity has stored yet.
     events: tuple[dict[str, JsonValue], ...] = ()
+    #: Output retries already taken (they are counted per run, not per history).
+    output_retries_used: int = 0
 
 
 class UserMessages(_Contract):
@@ -163,6 +172,9 @@ class PrepareRunInput(_Contract):
     caller_model_profile_id: str | None = None
     #: A caller's `max_iterations` for this call (only tightens).
     max_iterations: int | None = None
+    #: The run's result contract (`RunInput.effective_result_contract`), checked here for runs
+    #: started by clients that do not check it.
+    result_contract: ResultContract | None = None
 
 
 class ToolSettings(_Contract):
@@ -192,6 +204,9 @@ class RunPlan(_Contract):
     #: before queues could be split mean too.
     model_task_queue: str | None = None
     tool_task_queue: str | None = None
+    #: Times the run may answer again after breaking its result contract (0 in plans recorded
+    #: before output retries existed: those runs never retry).
+    output_retries: int = 0
 
 
 class PendingEntry(_Contract):
@@ -224,7 +239,7 @@ class ModelCallInput(_Contract):
     turn: int
     pending: tuple[PendingEntry, ...] = ()
     result_limit_bytes: int
-    #: A child's result contract, applied to a final answer (one without tool calls).
+    #: The run's result contract, applied to a final answer (one without tool calls).
     result_contract: ResultContract | None = None
     #: The session's context window and the share of it that triggers a compaction.
     context_window: int = 8192

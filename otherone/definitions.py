@@ -369,6 +369,10 @@ class RuntimePolicy(_Frozen):
     summary_model: ModelProfileId | None = None
     #: Approval rules that apply to every agent and win over the agents' and tools' own.
     approval: ApprovalRules = Field(default_factory=dict)
+    #: Times a run may answer again when its final answer breaks its result contract (the
+    #: problem is told to the model; each retry is a turn: it counts against max_iterations and
+    #: the model-call and token budgets). A request's or agent call's ``output_retries`` wins.
+    output_retries: Annotated[int, Field(ge=0, le=10)] = 2
 
 
 _PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]

@@ -8,8 +8,10 @@
     ├── RunNotActiveError              the run has finished
     ├── UnavailableError               Temporal or the store cannot be reached
     ├── ApprovalNotFoundError          no open or decided approval request with that call id
-    └── ApprovalConflictError          the request was already decided otherwise
-        └── ApprovalNotAllowedError    this identity is not one of the request's approvers
+    ├── ApprovalConflictError          the request was already decided otherwise
+    │   └── ApprovalNotAllowedError    this identity is not one of the request's approvers
+    ├── RunFailedError                 a typed run (`output_type=`) did not complete
+    └── OutputValidationError          its output does not validate as the output type
 
 Failures that end a *run* are not exceptions: they are `AgentFailure` values with one of the stable
 `FailureCode`s, carried in the run's result, because a run's end is data a caller inspects.
@@ -18,6 +20,10 @@ Failures that end a *run* are not exceptions: they are `AgentFailure` values wit
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from otherone.runs import AgentRunResult
 
 
 class FailureCode(StrEnum):
@@ -152,3 +158,29 @@ class ApprovalConflictError(OtheroneError):
 
 class ApprovalNotAllowedError(ApprovalConflictError):
     """The request names its approvers, and the client's identity is not one of them."""
+
+
+class RunFailedError(OtheroneError):
+    """A run asked for with ``output_type=`` did not complete, so it has no typed output:
+    ``result`` is its `AgentRunResult` (outcome, failure code and message, usage)."""
+
+    def __init__(self, result: AgentRunResult) -> None:
+        self.result = result
+        self.run_id = result.run_id
+        failure = result.failure
+        self.code = failure.code if failure is not None else FailureCode.INTERNAL_ERROR
+        reason = f": {failure.code.value}: {failure.message}" if failure is not None else ""
+        super().__init__(f"run '{result.run_id}' ended {result.outcome.value}{reason}")
+
+
+class OutputValidationError(OtheroneError):
+    """A completed run's output does not validate as the requested ``output_type`` (pydantic
+    is the final word, after the run's JSON Schema check): ``output`` is the raw value."""
+
+    code = FailureCode.INVALID_AGENT_OUTPUT
+
+    def __init__(self, run_id: str, output: object, problem: str) -> None:
+        self.run_id = run_id
+        self.output = output
+        self.problem = problem
+        super().__init__(f"run '{run_id}': its output is not a valid output_type: {problem}")

@@ -27,6 +27,11 @@ PARTITION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 DEFAULT_PARTITION = "local"
 
 
+#: Most times a run may answer again after its final answer broke its result contract.
+MAX_OUTPUT_RETRIES = 10
+#: `output_retries` of a request: None takes the runtime policy's (`RuntimePolicy.output_retries`).
+OutputRetries = Annotated[int, Field(ge=0, le=MAX_OUTPUT_RETRIES)]
+
 #: Which events of descendants are stored (the root's own events always are): `all`;
 #: `lifecycle_only` (run_started/completed/failed/cancelled and agent calls); `root_only` (none).
 EventVisibility = Literal["all", "lifecycle_only", "root_only"]
@@ -146,6 +151,23 @@ class RuntimeContext(_Model):
     partition_key: Annotated[str, StringConstraints(pattern=PARTITION_PATTERN)] = DEFAULT_PARTITION
 
 
+class ResultContract(_Model):
+    """What a run's final answer must be: ``text``, ``auto`` (JSON when it parses) or ``json``
+    (JSON, valid for ``schema`` when one is given: a JSON Schema, checked with ``jsonschema``
+    where requests enter, see `otherone.result_contracts`)."""
+
+    kind: Literal["text", "auto", "json"] = "auto"
+    json_schema: dict[str, JsonValue] | None = Field(default=None, alias="schema")
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _schema_only_for_json(self) -> Self:
+        if self.json_schema is not None and self.kind != "json":
+            raise ValueError("schema is only allowed with kind 'json'")
+        return self
+
+
 class AgentRunRequest(_Model):
     """Start a root run of ``entry_agent`` with ``input``."""
 
@@ -158,6 +180,10 @@ class AgentRunRequest(_Model):
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     event_visibility: EventVisibility = "all"
     include_thinking_events: bool = False
+    #: What the run's final answer must be (None: text). A violation is told to the model, which
+    #: answers again up to ``output_retries`` times; then the run ends `invalid_agent_output`.
+    result_contract: ResultContract | None = None
+    output_retries: OutputRetries | None = None
 
     @field_validator("input")
     @classmethod
@@ -180,24 +206,18 @@ class AgentRunRequest(_Model):
         return value
 
     def fingerprint(self) -> str:
-        """Hash of everything that defines the run; equal requests share an idempotency key."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Hash of everything that defines the run; equal requests share an idempotency key.
+
+        Fields added later are left out while unset, so a request's fingerprint stays what it
+        was when the run started (a start retried across an upgrade is still "the same")."""
+        unset_later = {name for name in _LATER_FIELDS if getattr(self, name) is None}
+        fields = self.model_dump(mode="json", exclude=unset_later)
+        canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class ResultContract(_Model):
-    """What a child's output must be: ``text``, ``auto`` (JSON when it parses) or ``json``."""
-
-    kind: Literal["text", "auto", "json"] = "auto"
-    json_schema: dict[str, JsonValue] | None = Field(default=None, alias="schema")
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    @model_validator(mode="after")
-    def _schema_only_for_json(self) -> Self:
-        if self.json_schema is not None and self.kind != "json":
-            raise ValueError("schema is only allowed with kind 'json'")
-        return self
+#: `AgentRunRequest` fields added after runs were started by key (see `fingerprint`).
+_LATER_FIELDS = ("result_contract", "output_retries")
 
 
 class AgentCallRequest(_Model):
@@ -207,6 +227,8 @@ class AgentCallRequest(_Model):
     task: str
     context: dict[str, JsonValue] | None = None
     result_contract: ResultContract = Field(default_factory=ResultContract)
+    #: Times the child may answer again after breaking the contract (None: the runtime's).
+    output_retries: OutputRetries | None = None
     max_iterations: Annotated[int, Field(gt=0)] | None = None
     timeout: PositiveDuration | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)

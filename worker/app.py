@@ -56,6 +56,7 @@ PASSTHROUGH_MODULES = (
     "otherone.tools",
     "otherone.wire_names",
     "otherone.workflows.outcomes",
+    "otherone.workflows.output_retries",
 )
 
 

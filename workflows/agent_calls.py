@@ -303,6 +303,7 @@ class AgentCaller:
                 runtime_context=parent.runtime_context,
                 limits=parent.limits,
                 metadata=request.metadata,
+                output_retries=request.output_retries,
                 event_visibility=parent.event_visibility,
                 include_thinking_events=parent.include_thinking_events,
             ),

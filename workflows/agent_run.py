@@ -116,6 +116,7 @@ with workflow.unsafe.imports_passed_through():
         tool_result_entry,
         tool_started_event,
     )
+    from otherone.workflows.output_retries import OutputRetries, invalid_output
 
 #: Store activities are quick; they retry on their own schedule (database restarts), within
 #: `STORE_TOTAL_TIMEOUT` in all (each attempt rides out a short outage in place).
@@ -172,6 +173,9 @@ RUN_ID_IS_WORKFLOW_ID = "run-id-is-workflow-id"
 #: Patch id: a run started without our search attributes (by `temporal workflow start`, say)
 #: sets them itself.
 SELF_DESCRIBED = "self-described"
+#: Patch id: a final answer that breaks the result contract is told to the model, which answers
+#: again (up to the plan's `output_retries`) before the run ends `invalid_agent_output`.
+OUTPUT_RETRIES = "output-retries"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
 #: (an approval that timed out with effect `fail`).
@@ -207,6 +211,7 @@ class AgentRunWorkflow:
         self._decided = DecidedEvents()
         #: The tool calls of the current turn while they have no results yet (iteration, calls).
         self._open_calls: tuple[int, tuple[ToolCallSpec, ...]] | None = None
+        self._output_retries = OutputRetries(0)
 
     # messages ----------------------------------------------------------------------------
 
@@ -446,6 +451,7 @@ class AgentRunWorkflow:
             self._input, self._ledger, self._children_changed, events=self._decided
         )
         self._pending = input_entries(self._input.run_id, self._input.request.input)
+        self._output_retries = OutputRetries(plan.output_retries)
         return plan
 
     def _resume(self, carry: CarryOver) -> RunPlan:
@@ -466,6 +472,7 @@ class AgentRunWorkflow:
         self._decided.items = [*carry.events, *self._decided.items]
         self._pending = list(carry.pending)
         self._gate.restore(carry.approvals)
+        self._output_retries = OutputRetries(carry.plan.output_retries, carry.output_retries_used)
         return carry.plan
 
     async def _prepare(self) -> RunPlan | Ending:
@@ -487,6 +494,7 @@ class AgentRunWorkflow:
                     inherited_deadline=input.deadline,
                     caller_model_profile_id=input.caller_model_profile_id,
                     max_iterations=input.max_iterations,
+                    result_contract=input.effective_result_contract,
                 ),
                 result_type=RunPlan,
                 start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
@@ -583,6 +591,7 @@ class AgentRunWorkflow:
             generation=previous + 1,
             approvals=self._gate.carry(),
             events=tuple(self._decided.items),
+            output_retries_used=self._output_retries.used,
         )
 
     async def _turn(self, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:
@@ -600,7 +609,7 @@ class AgentRunWorkflow:
         if not turn.tool_calls:
             if self._queued:
                 return None  # messages arrived while the model answered: go round once more
-            return self._final_answer(turn)
+            return self._final_answer(plan, turn)
         # Until their results are pending, the calls are open: a run ending meanwhile answers
         # them (`_answer_open_calls`), so the session never holds a call without a result.
         self._open_calls = (iteration, turn.tool_calls)
@@ -636,14 +645,24 @@ class AgentRunWorkflow:
             now = workflow.now()
             self._gate.open(new_request(ref, calls[need.call_id], need, now) for need in needs)
 
-    def _final_answer(self, turn: ModelTurn) -> Ending:
+    def _final_answer(self, plan: RunPlan, turn: ModelTurn) -> Ending | None:
         if turn.output_error is not None:
-            failure = AgentFailure(
-                code=FailureCode.INVALID_AGENT_OUTPUT, message=turn.output_error, retryable=True
-            )
-            return Ending.failed(failure)
+            if self._retry_output(plan, turn.output_error):
+                return None  # the model answers again, told what was wrong
+            return Ending.failed(invalid_output(turn, self._output_retries))
         # Turns recorded before result contracts existed carry no output: the text is the output.
         return Ending.completed(turn.output or AgentOutput(type="text", value=turn.content))
+
+    def _retry_output(self, plan: RunPlan, problem: str) -> bool:
+        """Tell the model why its answer breaks the contract, while retries and turns are left."""
+        retries = self._output_retries
+        if not retries.left or self._iteration >= plan.max_iterations:
+            return False
+        if not workflow.patched(OUTPUT_RETRIES):
+            return False
+        self._pending.append(retries.retry(self._input.run_id, self._iteration, problem))
+        self._decided.add(retries.event(self._iteration, problem))
+        return True
 
     def _take_queued(self, iteration: int) -> None:
         """A safe point: no tool call is waiting for its results, so user messages may enter."""
@@ -670,7 +689,7 @@ class AgentRunWorkflow:
                     turn=iteration,
                     pending=pending,
                     result_limit_bytes=plan.result_limit_bytes,
-                    result_contract=self._input.result_contract,
+                    result_contract=self._input.effective_result_contract,
                     context_window=self._input.request.session.context_window,
                     compaction_threshold=self._input.request.session.threshold_percentage,
                     events=events,

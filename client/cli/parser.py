@@ -167,6 +167,24 @@ def _add_run(command: Add) -> None:
         metavar="KEY",
         help="start at most once per key (the same key returns the same run)",
     )
+    run.add_argument(
+        "--result-kind",
+        choices=("text", "auto", "json"),
+        help="what the final answer must be: text, auto (JSON when it parses) or json "
+        "(default: text; json when --result-schema is given)",
+    )
+    run.add_argument(
+        "--result-schema",
+        metavar="SCHEMA",
+        help="a JSON Schema the final answer must be valid for: JSON text, or @FILE",
+    )
+    run.add_argument(
+        "--output-retries",
+        metavar="N",
+        type=int,
+        help="times the model may answer again after breaking the result contract "
+        "(default: the runtime policy's output_retries, 2)",
+    )
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
         "--json",

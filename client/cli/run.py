@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -16,6 +17,7 @@ from otherone.client.cli.show import watch_tree
 from otherone.client.cli.stores import event_store, existing_store, watch_store
 from otherone.client.cli.temporal import agent_client, connect_configured, ui_base, ui_link
 from otherone.client.console import EventPrinter
+from otherone.result_contracts import check_contract
 from otherone.runs import AgentRunRequest, AgentRunResult
 from otherone.store import Store
 from otherone.toml_config import load_config
@@ -75,12 +77,31 @@ def _request_from(args: argparse.Namespace, partition: str | None) -> AgentRunRe
         fields["session"] = {"session_id": args.session}
     if partition is not None:
         fields["runtime_context"] = {"partition_key": partition}
+    contract = _result_contract(args)
+    if contract is not None:
+        fields["result_contract"] = contract
+    if args.output_retries is not None:
+        fields["output_retries"] = args.output_retries
     # Always start by key (a random one if none was given): the run id is then known before
     # the start RPC, so an interrupt at any moment can still name the run, and a start that is
     # retried after a network error cannot create a second run.
     given = args.idempotency_key  # an explicit "" is refused by validation, not replaced
     fields["idempotency_key"] = f"cli-{uuid.uuid4().hex}" if given is None else given
-    return build_request(**fields)
+    request = build_request(**fields)
+    check_contract(request.result_contract)  # a broken schema is refused before any start
+    return request
+
+
+def _result_contract(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--result-kind`` / ``--result-schema`` as a result contract (None: neither given)."""
+    if args.result_schema is None:
+        return None if args.result_kind is None else {"kind": args.result_kind}
+    text = text_argument(args.result_schema, "--result-schema")
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CliError(EXIT_USAGE, f"--result-schema: not JSON: {error}") from None
+    return {"kind": args.result_kind or "json", "schema": schema}
 
 
 def _print_unstreamed(ctx: Context, result: AgentRunResult, *, json_line: bool) -> int:

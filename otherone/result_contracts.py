@@ -1,0 +1,85 @@
+"""Checking result contracts where they enter, and telling a model what its answer must be.
+
+A contract's JSON Schema is checked when a request enters (`AgentClient.start` and
+`call_agent`, the HTTP API, the CLI; `prepare_run` / `prepare_call` for runs started by other
+clients), so a broken schema is refused at once, naming the field, instead of failing the run at
+its end. `jsonschema` is imported on first use: the CLI and workflow code never load it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from otherone.errors import InvalidRequestError
+from otherone.runs import ResultContract
+
+
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why ``schema`` is not a usable JSON Schema (None: it is): its meta-schema refuses it, or
+    it refers to a schema outside itself (nothing is fetched while a run checks an answer)."""
+    from jsonschema import exceptions as schema_errors
+    from jsonschema import validators
+
+    validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+    except schema_errors.SchemaError as error:
+        where = "/".join(str(part) for part in error.absolute_path)
+        return f"not a valid JSON Schema{f' at {where}' if where else ''}: {error.message}"
+    external = _external_ref(schema)
+    if external is not None:
+        return f"refers to '{external}': only references inside the schema ('#...') are allowed"
+    return None
+
+
+def _external_ref(value: Any) -> str | None:
+    """The first ``$ref`` that points outside the document, if any."""
+    if isinstance(value, dict):
+        ref = value.get("$ref")
+        if isinstance(ref, str) and not ref.startswith("#"):
+            return ref
+        children: Any = value.values()
+    elif isinstance(value, list):
+        children = value
+    else:
+        return None
+    for child in children:
+        found = _external_ref(child)
+        if found is not None:
+            return found
+    return None
+
+
+def contract_problem(contract: ResultContract | None) -> str | None:
+    """``schema: why`` when the contract's schema is unusable, else None."""
+    if contract is None or contract.json_schema is None:
+        return None
+    problem = schema_problem(contract.json_schema)
+    return None if problem is None else f"schema: {problem}"
+
+
+def check_contract(contract: ResultContract | None, field: str = "result_contract") -> None:
+    """`InvalidRequestError` naming ``<field>.schema`` when the contract's schema is unusable."""
+    problem = contract_problem(contract)
+    if problem is not None:
+        name, _, message = problem.partition(": ")
+        raise InvalidRequestError(message, field=f"{field}.{name}")
+
+
+def contract_instructions(contract: ResultContract | None) -> str:
+    """What the system prompt says about the final answer ("" when any text will do), so that
+    a first answer can already fit the contract."""
+    if contract is None or contract.kind != "json":
+        return ""
+    text = (
+        "\n\nYour final answer (the reply without tool calls) must be a single JSON value and "
+        "nothing else: no prose around it, no Markdown code fence."
+    )
+    if contract.json_schema is not None:
+        schema = json.dumps(contract.json_schema, ensure_ascii=False, separators=(",", ":"))
+        text += f" It must be valid for this JSON Schema:\n{schema}"
+    return text
+
+
+__all__ = ["check_contract", "contract_instructions", "contract_problem", "schema_problem"]
