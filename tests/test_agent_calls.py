@@ -561,7 +561,11 @@ async def test_result_contracts(client: Client, task_queue: str, tmp_path: Path)
         await asyncio.wait_for(provider.started.wait(), 10)
 
         async def trusted(call_id: str, target: str, contract: ResultContract) -> AgentCallResult:
-            request = AgentCallRequest(target=target, task="answer", result_contract=contract)
+            # No output retries: a violation ends the child at once (retries:
+            # tests/test_typed_results.py).
+            request = AgentCallRequest(
+                target=target, task="answer", result_contract=contract, output_retries=0
+            )
             return await env.agents.call_agent(handle.run_id, call_id, request)
 
         auto = await trusted("auto", "json_worker", ResultContract(kind="auto"))

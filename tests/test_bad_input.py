@@ -688,7 +688,10 @@ CONTRACTS: list[tuple[str, str, ResultContract, str]] = [
 async def test_output_breaking_the_result_contract_is_invalid_agent_output(
     bench: Bench, target: str, contract: ResultContract, needle: str
 ) -> None:
-    request = AgentCallRequest(target=target, task="answer", result_contract=contract)
+    # No output retries (tests/test_typed_results.py has them): the first answer decides.
+    request = AgentCallRequest(
+        target=target, task="answer", result_contract=contract, output_retries=0
+    )
     result = await bench.agents.call_agent(bench.holder_run_id, f"call-{uuid4().hex}", request)
     assert result.outcome is RunOutcome.FAILED
     assert result.failure is not None
