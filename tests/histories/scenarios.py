@@ -489,6 +489,34 @@ async def plain_client_start(client: Client, task_queue: str, tmp: Path) -> str:
     return run_id
 
 
+_COUNT_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+async def output_retry(client: Client, task_queue: str, tmp: Path) -> str:
+    """A root with a JSON Schema contract: prose, then a schema violation, each fed back to the
+    model (patch output-retries), then a valid answer."""
+    config = scripted_config({"agent": ["About one.", '{"n": "one"}', '{"n": 1}']})
+    contract = {"kind": "json", "schema": _COUNT_SCHEMA}
+    async with agent_env(client, task_queue, config, tmp) as env:
+        request = build_request(entry_agent="agent", input="Count.", result_contract=contract)
+        result = await env.agents.run(request)
+    assert result.outcome.value == "completed" and result.usage.model_calls == 3, result
+    return result.run_id
+
+
+async def output_retries_spent(client: Client, task_queue: str, tmp: Path) -> str:
+    """One output retry allowed, two broken answers: the run ends failed/invalid_agent_output."""
+    config = scripted_config({"agent": ["About one.", '{"n": "one"}']})
+    contract = {"kind": "json", "schema": _COUNT_SCHEMA}
+    async with agent_env(client, task_queue, config, tmp) as env:
+        request = build_request(
+            entry_agent="agent", input="Count.", result_contract=contract, output_retries=1
+        )
+        result = await env.agents.run(request)
+    assert result.failure is not None and result.failure.code.value == "invalid_agent_output"
+    return result.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -514,4 +542,6 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "cancelled_in_prepare": cancelled_in_prepare,
     "cancelled_mid_tool": cancelled_mid_tool,
     "plain_client_start": plain_client_start,
+    "output_retry": output_retry,
+    "output_retries_spent": output_retries_spent,
 }
