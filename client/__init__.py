@@ -9,12 +9,30 @@ from typing import TYPE_CHECKING
 from otherone.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from otherone.client.agent_client import AgentClient, RunHandle, build_request, root_run_id
+    from otherone.client.agent_client import (
+        AgentClient,
+        RunHandle,
+        TypedRunHandle,
+        build_request,
+        root_run_id,
+    )
+    from otherone.client.typed_results import validated_output
 
 #: Names served lazily: name → module that defines it.
-_LAZY_EXPORTS = dict.fromkeys(
-    ("AgentClient", "RunHandle", "build_request", "root_run_id"), "otherone.client.agent_client"
-)
+_LAZY_EXPORTS = {
+    **dict.fromkeys(
+        ("AgentClient", "RunHandle", "TypedRunHandle", "build_request", "root_run_id"),
+        "otherone.client.agent_client",
+    ),
+    "validated_output": "otherone.client.typed_results",
+}
 __getattr__ = lazy_exports(__name__, _LAZY_EXPORTS)
 
-__all__ = ["AgentClient", "RunHandle", "build_request", "root_run_id"]
+__all__ = [
+    "AgentClient",
+    "RunHandle",
+    "TypedRunHandle",
+    "build_request",
+    "root_run_id",
+    "validated_output",
+]

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -26,6 +26,7 @@ from otherone.runs import AgentRunResult, RunOutcome, RunRecord, RunStatus, RunU
 __all__ = [
     "EventPrinter",
     "make_console",
+    "output_rejected_line",
     "print_record",
     "print_result_summary",
     "print_run_tree",
@@ -55,6 +56,14 @@ _WARNINGS = {
     "events_lost": "⚠ {count} event(s) lost (store unavailable): the text may be incomplete",
     "user_messages_refused": "⚠ {count} queued message(s) refused: the run's queue was full",
 }
+
+
+def output_rejected_line(event: dict[str, Any]) -> str:
+    """An answer that broke the run's result contract, told to the model for another try."""
+    return (
+        f"↺ answer rejected, retry {event.get('retry')} of {event.get('retries')}: "
+        f"{event.get('problem')}"
+    )
 
 
 def make_console(file: TextIO) -> Console:
@@ -118,6 +127,8 @@ class EventPrinter:
         elif kind == "user_message_queued":
             count = event.get("count")
             self._note(f"✉ {count} queued message(s) taken into the run")
+        elif kind == "output_rejected":
+            self._note(output_rejected_line(event), style="yellow")
         elif kind in _WARNINGS:
             self._note(_WARNINGS[str(kind)].format(count=event.get("count")), style="yellow")
 

@@ -38,7 +38,7 @@ from rich.tree import Tree
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from otherone.client.console import EventPrinter
+from otherone.client.console import EventPrinter, output_rejected_line
 from otherone.config import HUMAN_ASK_TOOL as HUMAN_ASK
 from otherone.contracts import EventRecord, child_run_id
 from otherone.errors import RunNotFoundError
@@ -403,6 +403,9 @@ class WatchState:
         count = record.event.get("count")
         self._note(view, record, f"⚠ {count} message(s) refused: the queue was full", "yellow")
 
+    def _output_rejected(self, view: RunView, record: EventRecord) -> None:
+        self._note(view, record, output_rejected_line(record.event), "yellow")
+
     def _compacted(self, view: RunView, record: EventRecord) -> None:
         summarised = record.event.get("summarised_entries")
         self._note(view, record, f"⇲ context compacted ({summarised} entries summarised)")
@@ -476,6 +479,7 @@ _HANDLERS: dict[str, _Handler] = {
     "approval_decided": WatchState._approval_decided,
     "events_lost": WatchState._events_lost,
     "user_messages_refused": WatchState._messages_refused,
+    "output_rejected": WatchState._output_rejected,
     "run_completed": WatchState._ended,
     "run_failed": WatchState._ended,
     "run_cancelled": WatchState._ended,

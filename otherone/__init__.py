@@ -39,6 +39,8 @@ from otherone.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
     OtheroneError,
+    OutputValidationError,
+    RunFailedError,
     RunNotActiveError,
     RunNotFoundError,
     UnavailableError,
@@ -66,7 +68,7 @@ from otherone.toml_config import load_config
 from otherone.tools import ToolContext, ToolError, ToolErrorKind, ToolRegistry, ToolSpec, tool
 
 if TYPE_CHECKING:
-    from otherone.client import AgentClient, RunHandle
+    from otherone.client import AgentClient, RunHandle, TypedRunHandle, validated_output
     from otherone.store import Store
     from otherone.worker import DevServer, Settings, build_worker, connect
 
@@ -74,6 +76,8 @@ if TYPE_CHECKING:
 _LAZY_EXPORTS = {
     "AgentClient": "otherone.client",
     "RunHandle": "otherone.client",
+    "TypedRunHandle": "otherone.client",
+    "validated_output": "otherone.client",
     "Store": "otherone.store",
     "DevServer": "otherone.worker",
     "Settings": "otherone.worker",
@@ -115,7 +119,9 @@ __all__ = [
     "ModelOverrides",
     "ModelProfile",
     "OtheroneError",
+    "OutputValidationError",
     "ResultContract",
+    "RunFailedError",
     "RunHandle",
     "RunLimitOverrides",
     "RunNotActiveError",
@@ -140,9 +146,11 @@ __all__ = [
     "ToolErrorKind",
     "ToolRegistry",
     "ToolSpec",
+    "TypedRunHandle",
     "UnavailableError",
     "build_worker",
     "connect",
     "load_config",
     "tool",
+    "validated_output",
 ]

@@ -307,7 +307,7 @@ async def test_cli_run_takes_a_result_schema_file_and_refuses_a_broken_one(
     # No configuration file for the CLI: the worker below is the only one that knows the agent.
     env = cli_env(address_of(temporal_env), task_queue, tmp_path, config=tmp_path / "none.toml")
     store = Store.open(env["OTHERONE_DATABASE_URL"])
-    script = {"invoicer": ['{"n": 2}'], "talker": ["plain words"]}
+    script = {"invoicer": ['{"n": 2}'], "talker": ["plain words"], "fixer": ["three", '{"n": 3}']}
     try:
         async with agent_env(client, task_queue, _config(script), tmp_path, store=store):
             typed = await otherone(
@@ -322,6 +322,7 @@ async def test_cli_run_takes_a_result_schema_file_and_refuses_a_broken_one(
             auto = await otherone(
                 "run", "talker", "Talk.", "--result-kind", "auto", "--quiet", env=env
             )
+            streamed = await otherone("run", "fixer", "Count.", "--result-kind", "json", env=env)
             broken = await otherone(
                 "run", "invoicer", "Count.", "--result-schema", '{"type": "objekt"}', env=env
             )
@@ -335,6 +336,8 @@ async def test_cli_run_takes_a_result_schema_file_and_refuses_a_broken_one(
     assert result.output is not None and result.output.type == "json"
     assert result.output.value == {"n": 2}
     assert auto.code == 0 and auto.stdout.strip() == "plain words", auto.describe()
+    assert streamed.code == 0, streamed.describe()
+    assert "answer rejected, retry 1 of 2: invalid JSON" in streamed.stderr, streamed.describe()
     assert broken.code == 2, broken.describe()
     assert "result_contract.schema" in broken.stderr and "objekt" in broken.stderr
     assert not_json.code == 2 and "--result-schema: not JSON" in not_json.stderr
