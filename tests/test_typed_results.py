@@ -8,6 +8,9 @@ provider shows what the model was told (the schema up front, the problem on a re
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any, assert_type
 from uuid import uuid4
@@ -23,6 +26,7 @@ from otherone.contracts import WORKFLOW_NAME, RunInput
 from otherone.definitions import AgentDefinition
 from otherone.errors import (
     FailureCode,
+    IdempotencyConflictError,
     InvalidRequestError,
     OutputValidationError,
     RunFailedError,
@@ -38,7 +42,7 @@ from otherone.runs import (
 from otherone.store import Store
 from tests.api_env import api_env
 from tests.harness import AgentEnv, agent_env, scripted_config
-from tests.processes import address_of, cli_env, otherone
+from tests.processes import REPO_ROOT, address_of, cli_env, otherone
 from tests.providers import RecordingProvider
 
 pytestmark = pytest.mark.timeout(120)
@@ -341,3 +345,69 @@ async def test_cli_run_takes_a_result_schema_file_and_refuses_a_broken_one(
     assert broken.code == 2, broken.describe()
     assert "result_contract.schema" in broken.stderr and "objekt" in broken.stderr
     assert not_json.code == 2 and "--result-schema: not JSON" in not_json.stderr
+
+
+async def test_the_contract_is_part_of_the_idempotency_fingerprint(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    config = _config({"invoicer": [_text(INVOICE)]})
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        request = build_request(entry_agent="invoicer", input="Bill.", idempotency_key="k-typed")
+        first = await env.agents.run(request, output_type=Invoice)
+        again = await env.agents.run(request, output_type=Invoice)  # joins the same run
+        with pytest.raises(IdempotencyConflictError):
+            await env.agents.run(request)  # no contract: a different request
+    assert first == again and len(provider.calls("invoicer")) == 1
+
+
+def test_fingerprints_of_requests_without_a_contract_did_not_change() -> None:
+    """Runs started by key before result contracts existed are still joined, not conflicts."""
+    request = build_request(entry_agent="a", input="x", idempotency_key="k")
+    assert request.fingerprint() == (
+        "9759fe5ef5ebad376e3d0da92f655e3282fb54baf4e121a6ab50273ba9a45936"
+    )
+    typed = request.model_copy(update={"result_contract": ResultContract(kind="json")})
+    assert typed.fingerprint() != request.fingerprint()
+
+
+MYPY_SNIPPET = """
+    from typing import assert_type
+
+    from pydantic import BaseModel
+
+    from otherone import AgentClient, AgentRunRequest, AgentRunResult, TypedRunHandle
+
+
+    class Invoice(BaseModel):
+        total: float
+
+
+    async def check(agents: AgentClient, request: AgentRunRequest) -> None:
+        assert_type(await agents.run(request, output_type=Invoice), Invoice)
+        assert_type(await agents.run(request, output_type=list[Invoice]), list[Invoice])
+        assert_type(await agents.run(request), AgentRunResult)
+        handle = await agents.start(request, output_type=Invoice)
+        assert_type(handle, TypedRunHandle[Invoice])
+        assert_type(await handle.output(), Invoice)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_mypy_infers_the_output_type(tmp_path: Path) -> None:
+    """The overloads of `run` / `start`: mypy knows ``output_type=Invoice`` gives an `Invoice`.
+    (Uses the repository's mypy cache: fast after `make lint`, ~40 s cold.)"""
+    snippet = tmp_path / "typed_client.py"
+    snippet.write_text(textwrap.dedent(MYPY_SNIPPET))
+    cache = REPO_ROOT / ".mypy_cache"
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache), str(snippet)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
