@@ -8,7 +8,8 @@ All I/O of a run happens in activities, one module each, over one shared `Activi
 - `run_tool`: one tool call and its stored result;
 - `prepare_call`: check an `agent.call` and build the child's input;
 - `finish_run`: last entries, session release, run record, terminal events;
-- `record_approval_decision`: check a person's decision and record it (`approvals`).
+- `record_approval_decision`: check a person's decision and record it (`approvals`);
+- `hand_off`: pass the conversation to another agent (`handoffs`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from temporalio import activity
 
-from otherone.activities import approvals
+from otherone.activities import approvals, handoffs
 from otherone.activities import call_model as model
 from otherone.activities import finish_run as finish
 from otherone.activities import prepare_call as agent_call
@@ -28,12 +29,14 @@ from otherone.activities.shared import ActivityContext, heartbeating
 from otherone.contracts import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_FINISH_RUN,
+    ACTIVITY_HAND_OFF,
     ACTIVITY_PREPARE_CALL,
     ACTIVITY_PREPARE_RUN,
     ACTIVITY_RECORD_DECISION,
     ACTIVITY_RUN_TOOL,
     CallPlan,
     FinishRunInput,
+    HandOffInput,
     ModelCallInput,
     ModelTurn,
     PrepareCallInput,
@@ -64,6 +67,7 @@ class AgentActivities:
             self.prepare_call,
             self.finish_run,
             self.record_approval_decision,
+            self.hand_off,
         ]
 
     # Store activities heartbeat throughout, so a killed worker is noticed in seconds, not
@@ -97,3 +101,9 @@ class AgentActivities:
     async def record_approval_decision(self, input: RecordDecisionInput) -> None:
         async with heartbeating():
             await approvals.record_decision(self.context, input)
+
+    @activity.defn(name=ACTIVITY_HAND_OFF)
+    async def hand_off(self, input: HandOffInput) -> RunPlan:
+        """Pass the run's conversation to another agent; the plan it goes on with."""
+        async with heartbeating():
+            return await handoffs.hand_off(self.context, input)

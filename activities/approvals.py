@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.exceptions import ApplicationError
 
 from otherone.activities.mcp_results import validate_arguments
-from otherone.config import AGENT_CALL_TOOL, HUMAN_ASK_TOOL, RuntimeSnapshot
+from otherone.config import AGENT_CALL_TOOL, HANDOFF_TOOL, HUMAN_ASK_TOOL, RuntimeSnapshot
 from otherone.contracts import (
     ApprovalNeed,
     ModelTurn,
@@ -85,7 +85,7 @@ def _need(
         )
         return _from_rule(call, rule or ApprovalRule(), kind="question")
     keys = _rule_keys(call)
-    if call.name != AGENT_CALL_TOOL and call.name not in allowed:
+    if call.name not in (AGENT_CALL_TOOL, HANDOFF_TOOL) and call.name not in allowed:
         return None  # refused anyway: nothing would run
     forced = _first(snapshot.policy.approval, keys)
     if forced is not None and forced.mode == "always":

@@ -31,6 +31,7 @@ from otherone.activities.context import (
     turn_from_entry,
     wire_tool_calls,
 )
+from otherone.activities.handoffs import handoff_tool_definition
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
 from otherone.activities.output import apply_result_contract
@@ -76,12 +77,12 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
     system_prompt = system_prompt_for(snapshot, agent) + contract_instructions(
         input.result_contract
     )
-    tools = _offered_tools(snapshot, agent, context.memory_tools)
+    tools = _offered_tools(snapshot, agent, context.memory_tools, root=ref.depth == 0)
     request = ModelRequest(
         profile=profile,
         agent_id=agent.id,
         run_id=ref.run_id,
-        turn=input.turn,
+        turn=input.turn - input.turn_offset,  # the agent's own turn (after a handoff)
         attempt=activity.info().attempt,
         messages=[],
         tools=tools,
@@ -139,15 +140,24 @@ def _prepare_context(
 
 
 def _offered_tools(
-    snapshot: RuntimeSnapshot, agent: AgentDefinition, memory_tools: MemoryTools
+    snapshot: RuntimeSnapshot,
+    agent: AgentDefinition,
+    memory_tools: MemoryTools,
+    *,
+    root: bool = True,
 ) -> list[dict[str, Any]]:
-    """What the model sees: allowed tools, memory tools, `agent.call` if anyone is reachable."""
+    """What the model sees: allowed tools, memory tools, `agent.call` if anyone is reachable,
+    `agent.handoff` (root runs only) if anyone may take the conversation over."""
     names = snapshot.tool_names_for(agent)
     tools = tool_definitions(snapshot, names) + memory_tools.definitions(names)
     tools += human_tools(agent)
     reachable = snapshot.reachable_agents(agent)
     if reachable:
         tools.append(agent_call_tool_definition(reachable))
+    targets = snapshot.handoff_targets(agent) if root else []
+    if targets:
+        choose = agent.handoff.model_may_choose_context
+        tools.append(handoff_tool_definition(targets, may_choose_context=choose))
     return tools
 
 

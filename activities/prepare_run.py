@@ -76,6 +76,11 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
             if (settings := _tool_settings(context, snapshot, name)) is not None
         },
         reachable_agents=tuple(target.id for target in snapshot.reachable_agents(agent)),
+        # Only a root hands its conversation over (a caller awaits its child's own answer).
+        handoff_targets=tuple(target.id for target in snapshot.handoff_targets(agent))
+        if input.ref.depth == 0
+        else (),
+        handoff=agent.handoff if input.ref.depth == 0 else None,
         continue_as_new_after_turns=snapshot.policy.continue_as_new_after_turns,
         output_retries=_output_retries(input, snapshot.policy.output_retries),
     )

@@ -124,6 +124,11 @@ class EventPrinter:
             self._note(_tool_started(event))
         elif kind == "tool_completed":
             self._tool_completed(event)
+        elif kind == "handed_off":
+            self._note(
+                f"⇢ {event.get('from_agent')} handed the conversation to "
+                f"{event.get('to_agent')} (context {event.get('context')})"
+            )
         elif kind == "user_message_queued":
             count = event.get("count")
             self._note(f"✉ {count} queued message(s) taken into the run")
@@ -319,6 +324,7 @@ def print_record(console: Console, record: RunRecord) -> None:
         ("parent run id", record.parent_run_id),
         ("agent call id", record.agent_call_id),
         ("agent", _agent_label(record)),
+        ("handoffs", _handoff_chain(record)),
         ("status", Text(record.status.value, style=status_style)),
         ("session", record.session_id),
         ("partition", record.partition_key),
@@ -434,6 +440,13 @@ def _duration_seconds(record: RunRecord) -> float | None:
         return None
     end = record.finished_at or datetime.now(UTC)
     return max((end - record.started_at).total_seconds(), 0.0)
+
+
+def _handoff_chain(record: RunRecord) -> str | None:
+    """``triage → billing → expert``: the agents the run's conversation went through."""
+    if not record.handoffs:
+        return None
+    return " → ".join([record.handoffs[0].from_agent, *(h.to_agent for h in record.handoffs)])
 
 
 def _agent_label(record: RunRecord) -> str:

@@ -410,6 +410,13 @@ class WatchState:
         summarised = record.event.get("summarised_entries")
         self._note(view, record, f"⇲ context compacted ({summarised} entries summarised)")
 
+    def _handed_off(self, view: RunView, record: EventRecord) -> None:
+        """`agent.handoff`: the run goes on under another agent (same run, same session)."""
+        event = record.event
+        view.agent_id = str(event.get("to_agent") or view.agent_id)
+        line = f"⇢ {event.get('from_agent')} handed the conversation to {view.agent_id}"
+        self._note(view, record, f"{line} (context {event.get('context')})")
+
     def _ended(self, view: RunView, record: EventRecord) -> None:
         event = record.event
         kind = event.get("type")
@@ -475,6 +482,7 @@ _HANDLERS: dict[str, _Handler] = {
     "agent_call_completed": WatchState._call_completed,
     "user_message_queued": WatchState._messages_queued,
     "context_compacted": WatchState._compacted,
+    "handed_off": WatchState._handed_off,
     "approval_requested": WatchState._approval_requested,
     "approval_decided": WatchState._approval_decided,
     "events_lost": WatchState._events_lost,

@@ -36,6 +36,7 @@ AGENT_CALL_TOOL = "agent.call"
 MEMORY_RECALL_TOOL = "memory.recall"
 MEMORY_STORE_TOOL = "memory.store"
 HUMAN_ASK_TOOL = "human.ask"
+HANDOFF_TOOL = "agent.handoff"
 
 
 class AgentNotFoundError(OtheroneError):
@@ -181,6 +182,17 @@ class RuntimeSnapshot(BaseModel):
         if agent.memory in (MemoryPolicy.READ_WRITE_SHARED, MemoryPolicy.PRIVATE_AGENT):
             names.append(MEMORY_STORE_TOOL)
         return sorted(names)
+
+    def handoff_targets(self, agent: AgentDefinition) -> list[AgentDefinition]:
+        """Agents this one may hand its conversation to (its handoff policy ∩ the runtime's),
+        never itself."""
+        return [
+            target
+            for target_id, target in sorted(self.agents.items())
+            if agent.handoff.agents.allows(target_id)
+            and self.policy.handoff_agents.allows(target_id)
+            and target_id != agent.id
+        ]
 
     def skill_names_for(self, agent: AgentDefinition) -> list[str]:
         """Skills the agent's prompt may list: its policy ∩ the runtime policy ∩ loaded."""
@@ -339,11 +351,20 @@ class RuntimeConfig:
         for name in agent.skills.names:
             if name not in self.skills:
                 raise self._error(f"unknown skill '{name}'", table=table, field="skills")
+        for name in agent.handoff.agents.names:
+            if name not in self.agents and not is_glob(name):
+                raise self._error(f"unknown agent '{name}'", table=table, field="handoff.agents")
         self._validate_approval_keys(agent.approval, table)
 
     def _validate_approval_keys(self, rules: dict[str, Any], table: str) -> None:
         """Approval rules name a registered tool, a built-in, or ``agent.call:<agent>``."""
-        builtins = {AGENT_CALL_TOOL, HUMAN_ASK_TOOL, MEMORY_RECALL_TOOL, MEMORY_STORE_TOOL}
+        builtins = {
+            AGENT_CALL_TOOL,
+            HANDOFF_TOOL,
+            HUMAN_ASK_TOOL,
+            MEMORY_RECALL_TOOL,
+            MEMORY_STORE_TOOL,
+        }
         for key in rules:
             target = key.removeprefix(f"{AGENT_CALL_TOOL}:")
             if key != target and target in self.agents:
@@ -354,7 +375,7 @@ class RuntimeConfig:
             if key not in self.tools and key not in builtins:
                 raise self._error(
                     f"unknown tool '{key}' (a tool name, 'agent.call', "
-                    "'agent.call:<agent id>' or 'human.ask')",
+                    "'agent.call:<agent id>', 'agent.handoff' or 'human.ask')",
                     table=table,
                     field=f"approval.{key}",
                 )
@@ -397,6 +418,9 @@ class RuntimeConfig:
         for name in self.policy.skills.names:
             if name not in self.skills:
                 raise self._error(f"unknown skill '{name}'", table="policy", field="skills")
+        for name in self.policy.handoff_agents.names:
+            if name not in self.agents and not is_glob(name):
+                raise self._error(f"unknown agent '{name}'", table="policy", field="handoff_agents")
 
     def snapshot(self) -> RuntimeSnapshot:
         """Validate and freeze into a versioned, secret-free snapshot."""
@@ -415,6 +439,7 @@ class RuntimeConfig:
 
 __all__ = [
     "AGENT_CALL_TOOL",
+    "HANDOFF_TOOL",
     "HUMAN_ASK_TOOL",
     "MEMORY_RECALL_TOOL",
     "MEMORY_STORE_TOOL",

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from otherone.definitions import RuntimeLimits, TreeBudget
+from otherone.definitions import HandoffPolicy, RuntimeLimits, TreeBudget
 from otherone.runs import (
     AgentCallRequest,
     AgentCallResult,
@@ -32,6 +32,7 @@ from otherone.runs import (
     AgentOutput,
     AgentRunRequest,
     EventVisibility,
+    HandoffStep,
     ResultContract,
     RunRecord,
     RunStatus,
@@ -56,6 +57,7 @@ ACTIVITY_RUN_TOOL = "otherone.run_tool"
 ACTIVITY_FINISH_RUN = "otherone.finish_run"
 ACTIVITY_PREPARE_CALL = "otherone.prepare_call"
 ACTIVITY_RECORD_DECISION = "otherone.record_approval_decision"
+ACTIVITY_HAND_OFF = "otherone.hand_off"
 #: Store activities (prepare, check a call, finish) heartbeat: a worker killed while running
 #: one is noticed after this long, and the activity runs again elsewhere.
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -153,6 +155,26 @@ class CarryOver(_Contract):
     events: tuple[dict[str, JsonValue], ...] = ()
     #: Output retries already taken (they are counted per run, not per history).
     output_retries_used: int = 0
+    #: The handoffs of this run so far, oldest first (``agent.handoff``).
+    handoffs: tuple[HandoffStep, ...] = ()
+
+
+class HandOffInput(_Contract):
+    """Activity input: store the turn's entries, shape the session for the next agent (its
+    context policy), announce the handoff and plan the run under the next agent."""
+
+    ref: RunRef
+    #: The current agent's plan (queues, limits and model are carried from it).
+    plan: RunPlan
+    step: HandoffStep
+    #: The number of this handoff in the run (1 for the first).
+    number: int
+    message: str | None = None
+    last_turns: int = 3
+    pending: tuple[PendingEntry, ...] = ()
+    events: tuple[dict[str, JsonValue], ...] = ()
+    #: The run's record so far (its lineage, timestamps, usage), rewritten for the next agent.
+    record: RunRecord
 
 
 class UserMessages(_Contract):
@@ -198,6 +220,13 @@ class RunPlan(_Contract):
     tools: dict[str, ToolSettings]
     #: Agents this run may call through ``agent.call`` (empty: the tool is not offered).
     reachable_agents: tuple[str, ...] = ()
+    #: Agents this run may hand its conversation to (``agent.handoff``; roots only).
+    handoff_targets: tuple[str, ...] = ()
+    #: The agent's handoff policy (context policy, turns kept), when it has targets.
+    handoff: HandoffPolicy | None = None
+    #: Turns of the run played by earlier agents (before the latest handoff): this agent's
+    #: own turn n is the run's turn ``turn_offset + n``.
+    turn_offset: int = 0
     continue_as_new_after_turns: int = 500
     #: Task queues of this run's model calls and tool calls, fixed by the worker that prepared
     #: it (`otherone.worker.queues`). None: the run's own workflow task queue — what plans recorded
@@ -247,6 +276,9 @@ class ModelCallInput(_Contract):
     #: Events the workflow decided since its last activity (refused tool calls, refused
     #: messages, ...): this activity stores them first (see `DecidedEvents`).
     events: tuple[dict[str, JsonValue], ...] = ()
+    #: Turns played by earlier agents of the run (`RunPlan.turn_offset`): the model request's
+    #: turn is the agent's own (``turn - turn_offset``).
+    turn_offset: int = 0
 
 
 class ModelTurn(_Contract):

@@ -157,6 +157,25 @@ class ContextTransferPolicy(_Frozen):
         return {"kind": value} if isinstance(value, str) else value
 
 
+#: What the agent taking over a conversation sees of it (`HandoffPolicy.context`).
+HandoffContext = Literal["full", "summary", "last_turns"]
+
+
+class HandoffPolicy(_Frozen):
+    """Which agents this one may hand its conversation to (``agent.handoff``), and how.
+
+    ``context``: ``full`` (the session as it is), ``summary`` (a model-written summary of it
+    replaces what came before the handoff) or ``last_turns`` (only the last ``last_turns``
+    user turns stay visible). ``model_may_choose_context``: the model may pick another of the
+    three for one handoff (the tool then offers a ``context`` argument).
+    """
+
+    agents: AccessPolicy = Field(default_factory=AccessPolicy)
+    context: HandoffContext = "full"
+    last_turns: Annotated[int, Field(ge=1, le=1000)] = 3
+    model_may_choose_context: bool = False
+
+
 class ModelOverrides(_Frozen):
     """Per-agent generation settings that win over the model profile's defaults."""
 
@@ -242,6 +261,8 @@ class AgentDefinition(_Frozen):
     approval: ApprovalRules = Field(default_factory=dict)
     #: Offer the built-in ``human.ask`` tool: the model may ask the user and wait for the answer.
     ask_human: bool = False
+    #: Offer the built-in ``agent.handoff`` tool (root runs only): hand the conversation over.
+    handoff: HandoffPolicy = Field(default_factory=HandoffPolicy)
 
     @field_validator("description")
     @classmethod
@@ -357,6 +378,8 @@ class RuntimePolicy(_Frozen):
     tools: AccessPolicy = Field(default_factory=AccessPolicy.all)
     skills: AccessPolicy = Field(default_factory=AccessPolicy.all)
     callable_agents: AccessPolicy = Field(default_factory=AccessPolicy.all)
+    #: Agents any agent may hand a conversation to (intersected with the agent's own policy).
+    handoff_agents: AccessPolicy = Field(default_factory=AccessPolicy.all)
     allow_recursive_calls: bool = False
     #: A run continues as new (a fresh Temporal history, same run id) after this many turns,
     #: or earlier when Temporal suggests it.
@@ -390,6 +413,8 @@ class RuntimeLimits(_Frozen):
     max_model_calls: _PositiveCount = 64
     max_tool_calls: _PositiveCount = 128
     max_agent_calls: _PositiveCount = 32
+    #: Handoffs of one root run (``agent.handoff``); the one past it is refused to the model.
+    max_handoffs: Annotated[int, Field(ge=0, le=1000)] = 5
     max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] = 64 * 1024
     max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] = 256 * 1024
     run_timeout: PositiveDuration = timedelta(minutes=5)
@@ -422,6 +447,7 @@ class RunLimitOverrides(_Frozen):
     max_model_calls: _PositiveCount | None = None
     max_tool_calls: _PositiveCount | None = None
     max_agent_calls: _PositiveCount | None = None
+    max_handoffs: Annotated[int, Field(ge=0, le=1000)] | None = None
     max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
     max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
     run_timeout: PositiveDuration | None = None

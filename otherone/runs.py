@@ -18,7 +18,13 @@ from pydantic import (
     model_validator,
 )
 
-from otherone.definitions import AgentId, PositiveDuration, RunLimitOverrides, TreeBudget
+from otherone.definitions import (
+    AgentId,
+    HandoffContext,
+    PositiveDuration,
+    RunLimitOverrides,
+    TreeBudget,
+)
 from otherone.errors import FailureCode
 
 #: Bounded text of a user message (1 MiB); a run's own limits may be tighter.
@@ -366,6 +372,19 @@ class AgentCallResult(_Model):
     artifacts: tuple[JsonValue, ...] = ()
 
 
+class HandoffStep(_Model):
+    """One handoff of a run (``agent.handoff``): who handed the conversation to whom, at which
+    turn of the run, under which context policy, and why."""
+
+    from_agent: str
+    to_agent: str
+    #: The tool call that handed off.
+    call_id: str
+    turn: int
+    context: HandoffContext
+    reason: str | None = None
+
+
 class RunRecord(_Model):
     """What a run is doing now (the workflow's query) or how it ended."""
 
@@ -386,6 +405,8 @@ class RunRecord(_Model):
     failure: AgentFailure | None = None
     output: AgentOutput | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    #: The run's handoffs so far, oldest first (``agent_id`` is the agent it was handed to last).
+    handoffs: tuple[HandoffStep, ...] = ()
 
 
 STATUS_FOR_OUTCOME: dict[RunOutcome, RunStatus] = {
@@ -405,6 +426,7 @@ __all__ = [
     "AgentRunResult",
     "ArtifactRef",
     "EventVisibility",
+    "HandoffStep",
     "InputMessage",
     "ResultContract",
     "RunOutcome",

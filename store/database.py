@@ -700,6 +700,7 @@ def _run_record_values(record: RunRecord) -> dict[str, Any]:
         "output": as_json(record.output),
         "meta": dict(record.metadata),
         "updated_at": _now(),
+        "handoffs": [step.model_dump(mode="json") for step in record.handoffs] or None,
     }
 
 
@@ -723,6 +724,7 @@ def _run_record(mapping: RowMapping) -> RunRecord:
             "failure": mapping["failure"],
             "output": mapping["output"],
             "metadata": mapping["meta"] or {},
+            "handoffs": mapping["handoffs"] or (),
         }
     )
 

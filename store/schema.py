@@ -183,6 +183,8 @@ run_records = Table(
     Column("output", JSON, nullable=True),
     Column("meta", JSON, nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    #: The run's handoffs (`RunRecord.handoffs`), oldest first; NULL: none (migration 0004).
+    Column("handoffs", JSON, nullable=True),
     PrimaryKeyConstraint("partition_key", "run_id", name="pk_otherone_run_records"),
     Index("ix_otherone_run_records_root", "partition_key", "root_run_id"),
 )

@@ -55,6 +55,7 @@ PASSTHROUGH_MODULES = (
     "otherone.toml_config",
     "otherone.tools",
     "otherone.wire_names",
+    "otherone.workflows.handoffs",
     "otherone.workflows.outcomes",
     "otherone.workflows.output_retries",
 )

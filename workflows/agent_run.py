@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from otherone.contracts import (
         ACTIVITY_CALL_MODEL,
         ACTIVITY_FINISH_RUN,
+        ACTIVITY_HAND_OFF,
         ACTIVITY_PREPARE_RUN,
         ACTIVITY_RECORD_DECISION,
         ACTIVITY_RUN_TOOL,
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         CallAgentInput,
         CarryOver,
         FinishRunInput,
+        HandOffInput,
         ModelCallInput,
         ModelTurn,
         PendingEntry,
@@ -96,6 +98,7 @@ with workflow.unsafe.imports_passed_through():
         new_request,
         outcome_of,
     )
+    from otherone.workflows.handoffs import Handoffs
     from otherone.workflows.outcomes import (
         BudgetLedger,
         Claimants,
@@ -212,6 +215,8 @@ class AgentRunWorkflow:
         #: The tool calls of the current turn while they have no results yet (iteration, calls).
         self._open_calls: tuple[int, tuple[ToolCallSpec, ...]] | None = None
         self._output_retries = OutputRetries(0)
+        #: `agent.handoff`: the chain so far and the handoff the current turn asked for.
+        self._handoffs = Handoffs()
 
     # messages ----------------------------------------------------------------------------
 
@@ -386,6 +391,7 @@ class AgentRunWorkflow:
             failure=ending.failure if ending else None,
             output=ending.output if ending else None,
             metadata=self._input.request.metadata,
+            handoffs=self._handoffs.chain,
         )
 
     # run ---------------------------------------------------------------------------------
@@ -473,6 +479,7 @@ class AgentRunWorkflow:
         self._pending = list(carry.pending)
         self._gate.restore(carry.approvals)
         self._output_retries = OutputRetries(carry.plan.output_retries, carry.output_retries_used)
+        self._handoffs = Handoffs(carry.handoffs)
         return carry.plan
 
     async def _prepare(self) -> RunPlan | Ending:
@@ -543,6 +550,8 @@ class AgentRunWorkflow:
                 ending = await self._turn(plan, ref, iteration)
                 if ending is not None:
                     return ending
+                if self._handoffs.accepted is not None:
+                    await self._hand_off(plan, ref)  # continues as new under the next agent
         except RunEnded as ended:
             return ended.ending
         return Ending.of(
@@ -592,6 +601,57 @@ class AgentRunWorkflow:
             approvals=self._gate.carry(),
             events=tuple(self._decided.items),
             output_retries_used=self._output_retries.used,
+            handoffs=self._handoffs.chain,
+        )
+
+    async def _hand_off(self, plan: RunPlan, ref: RunRef) -> None:
+        """Pass the conversation to the agent the turn handed off to: the `hand_off` activity
+        shapes the session and plans the run under it, then the run continues as new as that
+        agent (`otherone.workflows.handoffs`). Reached only through `agent.handoff`."""
+        accepted = self._handoffs.accepted
+        assert accepted is not None and self._caller is not None
+        # Children of trusted calls and update handlers finish under the agent that began them.
+        caller = self._caller
+
+        def settled() -> bool:
+            return not caller.active and workflow.all_handlers_finished()
+
+        await workflow.wait_condition(settled)
+        pending, self._pending = tuple(self._pending), []
+        step = accepted.step
+        try:
+            next_plan: RunPlan = await workflow.execute_activity(
+                ACTIVITY_HAND_OFF,
+                HandOffInput(
+                    ref=ref,
+                    plan=plan,
+                    step=step,
+                    number=len(self._handoffs.chain) + 1,
+                    message=accepted.message,
+                    last_turns=accepted.last_turns,
+                    pending=pending,
+                    events=self._decided.take(),
+                    record=self.record(),
+                ),
+                result_type=RunPlan,
+                start_to_close_timeout=MODEL_CALL_TIMEOUT,  # a summary is a model call
+                heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
+                retry_policy=MODEL_RETRY,
+                summary=f"hand off {step.from_agent} → {step.to_agent} ({step.context})",
+            )
+        except ActivityError as error:
+            self._pending = list(pending)  # not written: keep them for the final flush
+            _reraise_cancellation(error)
+            failure = failure_from_activity_error(error, default=FailureCode.CONTEXT_ERROR)
+            raise RunEnded(Ending.failed(failure)) from None
+        await workflow.wait_condition(settled)  # a trusted call may have come meanwhile
+        self._handoffs.chain = (*self._handoffs.chain, step)
+        self._handoffs.accepted = None
+        workflow.upsert_search_attributes([attrs.AGENT_ID.value_set(step.to_agent)])
+        request = self._input.request.model_copy(update={"entry_agent": step.to_agent})
+        carry = self._carry_over(next_plan)
+        workflow.continue_as_new(
+            self._input.model_copy(update={"request": request, "carry": carry})
         )
 
     async def _turn(self, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:
@@ -693,6 +753,7 @@ class AgentRunWorkflow:
                     context_window=self._input.request.session.context_window,
                     compaction_threshold=self._input.request.session.threshold_percentage,
                     events=events,
+                    turn_offset=plan.turn_offset,
                 ),
                 result_type=ModelTurn,
                 task_queue=plan.model_task_queue,  # None: this workflow's own queue
@@ -856,6 +917,8 @@ class AgentRunWorkflow:
     ) -> ToolStep:
         if self._is_agent_call(plan, call):
             return await self._agent_call(plan, ref, call, claimants)
+        if Handoffs.is_handoff(plan, call):
+            return self._handoff_call(plan, ref, call)
         settings = plan.tools.get(call.name)
         if settings is None:
             return None  # disallowed or hallucinated: nothing runs
@@ -911,6 +974,15 @@ class AgentRunWorkflow:
             CALL_RESULTS_BY_REFERENCE
         )
         return agent_call_entry(key, call, result, stored_by_child=stored)
+
+    def _handoff_call(self, plan: RunPlan, ref: RunRef, call: ToolCallSpec) -> PendingEntry:
+        """`agent.handoff`: accepted (it takes effect after this turn) or refused; either way a
+        tool result for the model."""
+        key = f"{ref.run_id}:handoff:{call.id}"
+        entry = self._handoffs.decide(plan, key, call, self._iteration)
+        if entry.error_kind is None:  # refusals are announced with the turn's other results
+            self._decided.add(tool_started_event(call), tool_completed_event(call, None))
+        return entry
 
     def _children_changed(self, active: int) -> None:
         self._set_live_status(active)

@@ -517,6 +517,55 @@ async def output_retries_spent(client: Client, task_queue: str, tmp: Path) -> st
     return result.run_id
 
 
+async def handoff_chain(client: Client, task_queue: str, tmp: Path) -> str:
+    """triage → billing (summary; in a parallel turn with a tool call and a refused handoff)
+    → expert (last_turns), which calls a tool and answers: three histories."""
+
+    def agent(agent_id: str, **fields: object) -> AgentDefinition:
+        return AgentDefinition.model_validate(
+            {"id": agent_id, "description": f"{agent_id} agent", **fields}
+        )
+
+    def handoff(call_id: str, target: str, **arguments: object) -> dict[str, Any]:
+        return {
+            "name": "agent.handoff",
+            "id": call_id,
+            "arguments": {"agent": target, **arguments},
+        }
+
+    weather = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    config = scripted_config(
+        {
+            "triage": [
+                {
+                    "tool_calls": [
+                        weather,
+                        handoff("h0", "expert"),  # not allowed: refused to the model
+                        handoff("h1", "billing", reason="billing", message="invoice 42"),
+                    ]
+                }
+            ],
+            "billing": [{"tool_calls": [handoff("h2", "expert")]}],
+            "expert": [{"tool_calls": [weather]}, "Paid, and sunny."],
+        },
+        agents=[
+            agent(
+                "triage",
+                tools=["get_weather"],
+                model_overrides=ModelOverrides(parallel_tool_calls=True),
+                handoff={"agents": ["billing"], "context": "summary"},
+            ),
+            agent("billing", handoff={"agents": ["expert"], "context": "last_turns"}),
+            agent("expert", tools=["get_weather"]),
+        ],
+        tools=[get_weather],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="triage", input="invoice?"))
+    assert result.agent_id == "expert" and result.text == "Paid, and sunny.", result
+    return result.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -544,4 +593,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "plain_client_start": plain_client_start,
     "output_retry": output_retry,
     "output_retries_spent": output_retries_spent,
+    "handoff_chain": handoff_chain,
 }
