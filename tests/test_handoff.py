@@ -22,7 +22,8 @@ from temporalio.client import Client
 from otherone import search_attributes as attrs
 from otherone.activities.providers.base import ModelRequest
 from otherone.client.agent_client import build_request
-from otherone.client.console import make_console, print_record
+from otherone.client.console import EventPrinter, make_console, print_record
+from otherone.client.watch import WatchState
 from otherone.config import RuntimeConfig
 from otherone.definitions import (
     AccessPolicy,
@@ -225,7 +226,22 @@ async def test_a_handoff_loop_is_bounded_by_max_handoffs(
         client, task_queue, config, tmp_path, providers={"scripted": provider}
     ) as env:
         result = await env.agents.run(build_request(entry_agent="ping", input="loop"))
-        events = await events_of(env, result.run_id)
+        records = [record async for record in env.agents.events(result.run_id)]
+    events = [record.event for record in records]
+
+    # `otherone run` and `otherone watch` show each handoff; watch names the current agent.
+    out, err = io.StringIO(), io.StringIO()
+    printer, state = EventPrinter(result.run_id, out, make_console(err)), WatchState(result.run_id)
+    for record in records:
+        printer.handle(record)
+        state.apply(record)
+    assert "⇢ ping handed the conversation to pong (context full)" in err.getvalue()
+    assert "⇢ pong handed the conversation to ping (context full)" in err.getvalue()
+    assert state.root is not None and state.root.agent_id == "ping"
+    assert [a.text for a in state.activity if a.text.startswith("⇢")] == [
+        "⇢ ping handed the conversation to pong (context full)",
+        "⇢ pong handed the conversation to ping (context full)",
+    ]
 
     assert result.outcome is RunOutcome.COMPLETED, result.failure
     assert result.agent_id == "ping" and result.text == "ping answers itself"
@@ -476,3 +492,36 @@ async def test_a_handoff_can_wait_for_a_persons_approval(
         result = await handle.result()
 
     assert result.agent_id == "billing" and result.text == "billing answers"
+
+
+async def test_the_roots_result_contract_binds_the_last_agent(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A typed root result: the agent the run was handed to is told the contract and its
+    answer is checked against it (an answer that breaks it is retried, as for any root)."""
+    provider = RecordingProvider()
+    schema = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
+    config = scripted_config(
+        {
+            "triage": [handoff("billing", "h1")],
+            "billing": ["The total is 42.", '{"total": 42}'],
+        },
+        agents=[agent("triage", handoff={"agents": ["billing"]}), agent("billing")],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(
+            build_request(
+                entry_agent="triage",
+                input="What is the total?",
+                result_contract={"kind": "json", "schema": schema},
+            )
+        )
+
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert result.agent_id == "billing"
+    assert result.output is not None and result.output.value == {"total": 42}
+    first = first_request(provider, "billing")
+    assert texts(first)[0].startswith("You are billing.")
+    assert "must be a single JSON value" in texts(first)[0]
