@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from temporalio.exceptions import ApplicationError
 
 from otherone.activities.mcp_results import validate_arguments
-from otherone.config import AGENT_CALL_TOOL, HANDOFF_TOOL, HUMAN_ASK_TOOL, RuntimeSnapshot
+from otherone.config import (
+    AGENT_CALL_TOOL,
+    AGENT_SPAWN_TOOL,
+    HANDOFF_TOOL,
+    HUMAN_ASK_TOOL,
+    RuntimeSnapshot,
+)
 from otherone.contracts import (
     ApprovalNeed,
     ModelTurn,
@@ -85,7 +91,10 @@ def _need(
         )
         return _from_rule(call, rule or ApprovalRule(), kind="question")
     keys = _rule_keys(call)
-    if call.name not in (AGENT_CALL_TOOL, HANDOFF_TOOL) and call.name not in allowed:
+    if call.name == AGENT_SPAWN_TOOL:
+        if not snapshot.may_spawn(agent):
+            return None  # not offered: refused like any unavailable tool
+    elif call.name not in (AGENT_CALL_TOOL, HANDOFF_TOOL) and call.name not in allowed:
         return None  # refused anyway: nothing would run
     forced = _first(snapshot.policy.approval, keys)
     if forced is not None and forced.mode == "always":
@@ -118,8 +127,10 @@ def _tool_need(
 
 
 def _rule_keys(call: ToolCallSpec) -> list[str]:
-    """Rule keys for a call, most specific first (`agent.call:<target>` before `agent.call`)."""
-    if call.name != AGENT_CALL_TOOL:
+    """Rule keys for a call, most specific first (`agent.call:<target>` before `agent.call`).
+
+    `agent.spawn` starts the same child as `agent.call`: the same rules apply to it."""
+    if call.name not in (AGENT_CALL_TOOL, AGENT_SPAWN_TOOL):
         return [call.name]
     target = _argument(call.arguments, "agent")
     return ([f"{AGENT_CALL_TOOL}:{target}"] if target else []) + [AGENT_CALL_TOOL]

@@ -48,6 +48,7 @@ from otherone.activities.shared import (
     heartbeating,
     materialise,
 )
+from otherone.activities.spawn_tools import spawn_tool_definitions
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.definitions import AgentDefinition
@@ -158,6 +159,8 @@ def _offered_tools(
     if targets:
         choose = agent.handoff.model_may_choose_context
         tools.append(handoff_tool_definition(targets, may_choose_context=choose))
+    if snapshot.may_spawn(agent):
+        tools += spawn_tool_definitions(reachable)
     return tools
 
 

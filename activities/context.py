@@ -7,7 +7,7 @@ from typing import Any
 
 from otherone.activities.compaction import summary_message
 from otherone.activities.providers.base import REASONING_KEY
-from otherone.config import AGENT_CALL_TOOL, RuntimeSnapshot
+from otherone.config import AGENT_CALL_TOOL, SPAWN_TOOLS, RuntimeSnapshot
 from otherone.contracts import ModelTurn, ToolCallSpec
 from otherone.definitions import (
     AgentDefinition,
@@ -67,7 +67,7 @@ CHILD_OUTPUT_LABEL = (
 def _message(row: EntryRow) -> dict[str, Any]:
     if row.role == "tool":
         content = row.content
-        if row.tool_name == AGENT_CALL_TOOL:
+        if row.tool_name == AGENT_CALL_TOOL or row.tool_name in SPAWN_TOOLS:
             content = CHILD_OUTPUT_LABEL + content
         return {"role": "tool", "tool_call_id": row.tool_call_id, "content": content}
     message: dict[str, Any] = {"role": row.role, "content": row.content}

@@ -23,10 +23,14 @@ async def prepare_call(context: ActivityContext, input: PrepareCallInput) -> Cal
     caller, request = input.caller, input.request
     await context.emit_decided(caller, input.events)  # e.g. the `agent.call` tool_started
     if activity.info().attempt == 1:  # a retried check announces nothing new
-        await context.emit(
-            caller,
-            {"type": "agent_call_started", "call_id": input.call_id, "target": request.target},
-        )
+        started: dict[str, object] = {
+            "type": "agent_call_started",
+            "call_id": input.call_id,
+            "target": request.target,
+        }
+        if input.spawned:
+            started["spawned"] = True  # the caller goes on; `agent.await` collects the result
+        await context.emit(caller, started)
     try:
         return await _check_call(context, input)
     except ApplicationError as error:

@@ -83,6 +83,8 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         handoff=agent.handoff if input.ref.depth == 0 else None,
         continue_as_new_after_turns=snapshot.policy.continue_as_new_after_turns,
         output_retries=_output_retries(input, snapshot.policy.output_retries),
+        spawn=snapshot.may_spawn(agent),
+        spawned_on_exit=agent.spawned_on_exit,
     )
 
 

@@ -33,6 +33,12 @@ from otherone.tools import RESERVED_TOOL_NAMES, ToolDefinitionError, ToolRegistr
 from otherone.wire_names import check_wire_names
 
 AGENT_CALL_TOOL = "agent.call"
+#: Background agent calls: start a child and go on; await, inspect or cancel it by handle.
+AGENT_SPAWN_TOOL = "agent.spawn"
+AGENT_AWAIT_TOOL = "agent.await"
+AGENT_STATUS_TOOL = "agent.status"
+AGENT_CANCEL_TOOL = "agent.cancel"
+SPAWN_TOOLS = frozenset({AGENT_SPAWN_TOOL, AGENT_AWAIT_TOOL, AGENT_STATUS_TOOL, AGENT_CANCEL_TOOL})
 MEMORY_RECALL_TOOL = "memory.recall"
 MEMORY_STORE_TOOL = "memory.store"
 HUMAN_ASK_TOOL = "human.ask"
@@ -211,6 +217,11 @@ class RuntimeSnapshot(BaseModel):
             and self.policy.callable_agents.allows(target_id)
             and (target_id != agent.id or self.policy.allow_recursive_calls)
         ]
+
+    def may_spawn(self, agent: AgentDefinition) -> bool:
+        """Whether the agent gets the background agent-call tools: it asks for them, the
+        runtime policy allows them, and some agent is reachable (as for `agent.call`)."""
+        return agent.spawn and self.policy.allow_spawn and bool(self.reachable_agents(agent))
 
 
 class RuntimeConfig:
@@ -438,11 +449,16 @@ class RuntimeConfig:
 
 
 __all__ = [
+    "AGENT_AWAIT_TOOL",
     "AGENT_CALL_TOOL",
+    "AGENT_CANCEL_TOOL",
+    "AGENT_SPAWN_TOOL",
+    "AGENT_STATUS_TOOL",
     "HANDOFF_TOOL",
     "HUMAN_ASK_TOOL",
     "MEMORY_RECALL_TOOL",
     "MEMORY_STORE_TOOL",
+    "SPAWN_TOOLS",
     "AgentNotFoundError",
     "McpServerTools",
     "McpToolRef",

@@ -31,6 +31,7 @@ from otherone.runs import (
     AgentFailure,
     AgentOutput,
     AgentRunRequest,
+    AgentRunResult,
     EventVisibility,
     HandoffStep,
     ResultContract,
@@ -50,6 +51,9 @@ UPDATE_CALL_AGENT = "call_agent"
 UPDATE_DECIDE_APPROVAL = "decide_approval"
 #: Query: every approval request of the run's current history, open and decided.
 QUERY_APPROVALS = "approvals"
+#: Signal: a spawned child tells its caller it has ended (`SpawnEnded`); addressed by the
+#: caller's workflow id, so it reaches the caller's current history after continue-as-new too.
+SIGNAL_SPAWNED_RUN_ENDED = "spawned_run_ended"
 
 ACTIVITY_PREPARE_RUN = "otherone.prepare_run"
 ACTIVITY_CALL_MODEL = "otherone.call_model"
@@ -121,6 +125,9 @@ class RunInput(_Contract):
     caller_model_profile_id: str | None = None
     #: Set when this history continues an earlier one of the same run.
     carry: CarryOver | None = None
+    #: Started by `agent.spawn`: the run reports its result to its caller (a signal) when it
+    #: ends, since the caller may have continued as new meanwhile.
+    spawned: bool = False
 
     @property
     def effective_result_contract(self) -> ResultContract | None:
@@ -157,6 +164,8 @@ class CarryOver(_Contract):
     output_retries_used: int = 0
     #: The handoffs of this run so far, oldest first (``agent.handoff``).
     handoffs: tuple[HandoffStep, ...] = ()
+    #: Calls made with `agent.spawn`: the open ones are awaited again in the next history.
+    spawns: tuple[SpawnedCall, ...] = ()
 
 
 class HandOffInput(_Contract):
@@ -175,6 +184,26 @@ class HandOffInput(_Contract):
     events: tuple[dict[str, JsonValue], ...] = ()
     #: The run's record so far (its lineage, timestamps, usage), rewritten for the next agent.
     record: RunRecord
+
+
+class SpawnedCall(_Contract):
+    """One `agent.spawn` of a run: its handle (the call id), its child and, once it ended (or
+    was refused), its result."""
+
+    call_id: str
+    target: str
+    #: The child's run id (= workflow id); None when the call was refused before a child ran.
+    run_id: str | None = None
+    result: AgentCallResult | None = None
+    #: An `agent.await` (or status, cancel) has returned the result to the model.
+    reported: bool = False
+
+
+class SpawnEnded(_Contract):
+    """Signal payload: a spawned child's result, sent by the child to its caller."""
+
+    call_id: str
+    result: AgentRunResult
 
 
 class UserMessages(_Contract):
@@ -236,6 +265,11 @@ class RunPlan(_Contract):
     #: Times the run may answer again after breaking its result contract (0 in plans recorded
     #: before output retries existed: those runs never retry).
     output_retries: int = 0
+    #: `agent.spawn`, `agent.await`, `agent.status` and `agent.cancel` are offered (the agent
+    #: and the runtime policy allow spawning, and some agent is reachable).
+    spawn: bool = False
+    #: What happens to spawned children still running when the run completes.
+    spawned_on_exit: Literal["cancel", "wait"] = "cancel"
 
 
 class PendingEntry(_Contract):
@@ -403,6 +437,8 @@ class PrepareCallInput(_Contract):
     limits: RuntimeLimits
     #: Events the workflow decided since its last activity (stored first).
     events: tuple[dict[str, JsonValue], ...] = ()
+    #: Made with `agent.spawn` (announced as such): the caller does not wait for the child.
+    spawned: bool = False
 
 
 class CallPlan(_Contract):

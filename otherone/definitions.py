@@ -263,6 +263,12 @@ class AgentDefinition(_Frozen):
     ask_human: bool = False
     #: Offer the built-in ``agent.handoff`` tool (root runs only): hand the conversation over.
     handoff: HandoffPolicy = Field(default_factory=HandoffPolicy)
+    #: Offer ``agent.spawn`` / ``agent.await`` / ``agent.status`` / ``agent.cancel`` (background
+    #: agent calls, same targets and checks as ``agent.call``) when some agent is reachable.
+    spawn: bool = False
+    #: Spawned children still running when this agent's run completes: ``cancel`` them, or
+    #: ``wait`` for them (bounded by the run's deadline). Any other ending cancels them.
+    spawned_on_exit: Literal["cancel", "wait"] = "cancel"
 
     @field_validator("description")
     @classmethod
@@ -381,6 +387,8 @@ class RuntimePolicy(_Frozen):
     #: Agents any agent may hand a conversation to (intersected with the agent's own policy).
     handoff_agents: AccessPolicy = Field(default_factory=AccessPolicy.all)
     allow_recursive_calls: bool = False
+    #: Whether agents that ask for it (``spawn = true``) get the background agent-call tools.
+    allow_spawn: bool = True
     #: A run continues as new (a fresh Temporal history, same run id) after this many turns,
     #: or earlier when Temporal suggests it.
     continue_as_new_after_turns: Annotated[int, Field(gt=0, le=100_000)] = 500

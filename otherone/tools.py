@@ -69,7 +69,17 @@ TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,63}$"
 
 #: Names of the runtime's built-in tools; a user tool may never shadow them.
 RESERVED_TOOL_NAMES = frozenset(
-    {"agent.call", "agent.handoff", "memory.recall", "memory.store", "human.ask"}
+    {
+        "agent.call",
+        "agent.handoff",
+        "agent.spawn",
+        "agent.await",
+        "agent.status",
+        "agent.cancel",
+        "memory.recall",
+        "memory.store",
+        "human.ask",
+    }
 )
 
 #: When a call needs a person's approval: ``"always"``, ``"never"``, or a predicate over the

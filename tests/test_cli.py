@@ -407,7 +407,9 @@ async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
         live = re.search(rf"↳ {agent} completed \({call}, ([0-9.]+) s\)", result.stderr)
         node = re.search(rf"── {agent}  {call}  completed  .* ([0-9.]+) s$", tree, re.M)
         assert live and node and live.group(1) == node.group(1), result.describe()
-    assert re.search(r"in all: 3 runs · 5 model calls · 3 tool calls · 2 agent calls", tree)
+    # The researcher was spawned (in the background) and collected with agent.await.
+    assert "→ agent.spawn" in result.stderr and "✓ agent.await" in result.stderr
+    assert re.search(r"in all: 3 runs · 6 model calls · 4 tool calls · 2 agent calls", tree)
     assert not (tmp_path / ".otherone").exists()  # the demo leaves nothing behind
 
 

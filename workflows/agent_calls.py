@@ -208,6 +208,8 @@ class AgentCaller:
         call_id: str,
         request: AgentCallRequest,
         claimants: Claimants,
+        *,
+        spawned: bool = False,
     ) -> AgentCallResult | tuple[RunInput, CallPlan]:
         """Check the call and carve the child's allowance, or refuse with a structured result.
 
@@ -218,7 +220,7 @@ class AgentCaller:
         if not seed_order and self._started >= plan.limits.max_children_per_run:
             return _too_many_children(call_id, request, plan)
         try:
-            call_plan = await self._prepare(plan, ref, call_id, request)
+            call_plan = await self._prepare(plan, ref, call_id, request, spawned=spawned)
         except ActivityError as error:
             if is_cancelled_exception(error):
                 raise asyncio.CancelledError() from error
@@ -226,10 +228,10 @@ class AgentCaller:
         if seed_order and self._started >= plan.limits.max_children_per_run:
             return self._refused(_too_many_children(call_id, request, plan))
         generous = workflow.patched(GENEROUS_ALLOWANCES)
+        # A spawning caller goes on working while its child runs: it keeps a claimant's share.
+        sharers = (claimants.left if generous else claimants.total) + (1 if spawned else 0)
         try:
-            allowance = self._ledger.allot(
-                claimants.left if generous else claimants.total, generous=generous
-            )
+            allowance = self._ledger.allot(sharers, generous=generous)
         except BudgetDenied as denied:
             failure = AgentFailure(code=FailureCode.BUDGET_EXCEEDED, message=str(denied))
             return self._refused(failed_call(call_id, request.target, failure))
@@ -244,7 +246,13 @@ class AgentCaller:
         return result
 
     async def _prepare(
-        self, plan: RunPlan, ref: RunRef, call_id: str, request: AgentCallRequest
+        self,
+        plan: RunPlan,
+        ref: RunRef,
+        call_id: str,
+        request: AgentCallRequest,
+        *,
+        spawned: bool = False,
     ) -> CallPlan:
         result: CallPlan = await workflow.execute_activity(
             ACTIVITY_PREPARE_CALL,
@@ -255,6 +263,7 @@ class AgentCaller:
                 request=request,
                 limits=plan.limits,
                 events=self._events.take(),
+                spawned=spawned,
             ),
             result_type=CallPlan,
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
@@ -308,6 +317,49 @@ class AgentCaller:
                 include_thinking_events=parent.include_thinking_events,
             ),
         )
+
+    async def spawn(
+        self,
+        plan: RunPlan,
+        ref: RunRef,
+        deadline: datetime,
+        call_id: str,
+        request: AgentCallRequest,
+        claimants: Claimants,
+    ) -> AgentCallResult | ChildWorkflowHandle[object, AgentRunResult]:
+        """`agent.spawn`: the checks and funding of `call`, then the child starts and this
+        returns at once (see `otherone.workflows.spawns`).
+
+        The child is ABANDONed by Temporal when this history closes, so continue-as-new does
+        not stop it; the spawner cancels it explicitly when the run ends. It reports its
+        result by signal (`RunInput.spawned`).
+        """
+        try:
+            funded = await self._fund(
+                plan, ref, deadline, call_id, request, claimants, spawned=True
+            )
+        finally:
+            claimants.settle()
+        if isinstance(funded, AgentCallResult):
+            return funded
+        child, call_plan = funded
+        child = child.model_copy(update={"spawned": True})
+        try:
+            return await workflow.start_child_workflow(
+                WORKFLOW_NAME,
+                child,
+                id=child.run_id,
+                result_type=AgentRunResult,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=_summary(child, request),
+                search_attributes=_child_search_attributes(child, call_id),
+            )
+        except WorkflowAlreadyStartedError:
+            failure = AgentFailure(
+                code=FailureCode.INTERNAL_ERROR, message=f"child '{child.run_id}' already runs"
+            )
+            self._ledger.refund(_with_self(child))
+            return self._refused(failed_call(call_id, call_plan.target_id, failure))
 
     async def _run_child(
         self, child: RunInput, call_id: str, request: AgentCallRequest, call_plan: CallPlan

@@ -31,7 +31,7 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
-    from otherone.config import AGENT_CALL_TOOL
+    from otherone.config import AGENT_CALL_TOOL, AGENT_SPAWN_TOOL
     from otherone.contracts import (
         ACTIVITY_CALL_MODEL,
         ACTIVITY_FINISH_RUN,
@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_RUN_TOOL,
         QUERY_APPROVALS,
         QUERY_RECORD,
+        SIGNAL_SPAWNED_RUN_ENDED,
         SIGNAL_USER_MESSAGES,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
@@ -63,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         RunPlan,
         RunRef,
+        SpawnEnded,
         ToolCallInput,
         ToolCallSpec,
         ToolOutcome,
@@ -120,6 +122,7 @@ with workflow.unsafe.imports_passed_through():
         tool_started_event,
     )
     from otherone.workflows.output_retries import OutputRetries, invalid_output
+    from otherone.workflows.spawns import Spawner, report_to_caller
 
 #: Store activities are quick; they retry on their own schedule (database restarts), within
 #: `STORE_TOTAL_TIMEOUT` in all (each attempt rides out a short outage in place).
@@ -217,6 +220,9 @@ class AgentRunWorkflow:
         self._output_retries = OutputRetries(0)
         #: `agent.handoff`: the chain so far and the handoff the current turn asked for.
         self._handoffs = Handoffs()
+        #: `agent.spawn` calls, carried over continue-as-new (a child may signal before `run`).
+        carry = self._input.carry
+        self._spawns = Spawner(carry.spawns if carry is not None else ())
 
     # messages ----------------------------------------------------------------------------
 
@@ -268,6 +274,13 @@ class AgentRunWorkflow:
                 MAX_QUEUED_MESSAGES,
                 MAX_QUEUED_BYTES,
             )
+
+    @workflow.signal(
+        name=SIGNAL_SPAWNED_RUN_ENDED,
+        description="A child started by agent.spawn reports its result: SpawnEnded.",
+    )
+    def spawned_run_ended(self, ended: SpawnEnded) -> None:
+        self._spawns.ended(ended)
 
     def _queued_bytes(self) -> int:
         return sum(len(text.encode("utf-8", "surrogatepass")) for text in self._queued)
@@ -412,7 +425,12 @@ class AgentRunWorkflow:
             ending = await self._execute()
         except asyncio.CancelledError:  # cancelled while preparing, before the loop began
             ending = Ending.of(RunOutcome.CANCELLED)
-        return await self._finish_shielded(ending, self._ref(self._plan))
+        plan = self._plan
+        on_exit = plan.spawned_on_exit if plan is not None else "cancel"
+        await self._spawns.finish(ending.outcome, on_exit, self._deadline_at)
+        result = await self._finish_shielded(ending, self._ref(self._plan))
+        await report_to_caller(self._input, result)  # only a spawned run reports by signal
+        return result
 
     def _describe_self(self) -> None:
         """Set the search attributes a client left out (a start by `temporal workflow start`
@@ -458,6 +476,7 @@ class AgentRunWorkflow:
         )
         self._pending = input_entries(self._input.run_id, self._input.request.input)
         self._output_retries = OutputRetries(plan.output_retries)
+        self._spawns.bind(self._ledger, self._decided, self._refresh_status)
         return plan
 
     def _resume(self, carry: CarryOver) -> RunPlan:
@@ -480,6 +499,7 @@ class AgentRunWorkflow:
         self._gate.restore(carry.approvals)
         self._output_retries = OutputRetries(carry.plan.output_retries, carry.output_retries_used)
         self._handoffs = Handoffs(carry.handoffs)
+        self._spawns.bind(self._ledger, self._decided, self._refresh_status)
         return carry.plan
 
     async def _prepare(self) -> RunPlan | Ending:
@@ -601,6 +621,7 @@ class AgentRunWorkflow:
             approvals=self._gate.carry(),
             events=tuple(self._decided.items),
             output_retries_used=self._output_retries.used,
+            spawns=self._spawns.carry(),
             handoffs=self._handoffs.chain,
         )
 
@@ -683,7 +704,7 @@ class AgentRunWorkflow:
         # The seed counts every `agent.call` the model makes (a malformed one too); trusted
         # calls, made by a client, are not the run's own.
         self._usage.agent_calls += sum(
-            1 for call in turn.tool_calls if call.name == AGENT_CALL_TOOL
+            1 for call in turn.tool_calls if call.name in (AGENT_CALL_TOOL, AGENT_SPAWN_TOOL)
         )
         steps = await self._run_tools(plan, ref, turn.tool_calls)
         entries, ending = self._tool_entries(ref, iteration, turn.tool_calls, steps)
@@ -776,7 +797,9 @@ class AgentRunWorkflow:
         self, plan: RunPlan, ref: RunRef, calls: tuple[ToolCallSpec, ...]
     ) -> list[ToolStep]:
         """Run the turn's tool calls, in parallel when the agent allows it."""
-        agent_calls = sum(1 for call in calls if self._is_agent_call(plan, call))
+        agent_calls = sum(
+            1 for call in calls if self._is_agent_call(plan, call) or Spawner.is_spawn(plan, call)
+        )
         parallel = plan.parallel_tool_calls and len(calls) > 1
         claimants = Claimants(agent_calls if parallel else 1)
         if parallel:
@@ -831,7 +854,7 @@ class AgentRunWorkflow:
     ) -> ToolStep:
         """A tool call that waits for one of the run's `max_concurrent_tool_calls` slots
         (agent calls do not: children are bounded by max_children_per_run and allowances)."""
-        if self._is_agent_call(plan, call):
+        if self._is_agent_call(plan, call) or Spawner.handles(plan, call):
             return await self._run_tool(plan, ref, call, claimants)
         approved = await self._approved(ref, call)  # a wait for a person holds no slot
         if not isinstance(approved, ToolCallSpec):
@@ -919,6 +942,11 @@ class AgentRunWorkflow:
             return await self._agent_call(plan, ref, call, claimants)
         if Handoffs.is_handoff(plan, call):
             return self._handoff_call(plan, ref, call)
+        if Spawner.handles(plan, call):
+            assert self._caller is not None and self._deadline_at is not None
+            return await self._spawns.run_tool(
+                self._caller, plan, ref, self._deadline_at, call, claimants
+            )
         settings = plan.tools.get(call.name)
         if settings is None:
             return None  # disallowed or hallucinated: nothing runs
@@ -1000,8 +1028,10 @@ class AgentRunWorkflow:
             return
         if self._gate.waiting:
             status = RunStatus.WAITING_FOR_APPROVAL
+        elif active_children or self._spawns.awaiting:
+            status = RunStatus.WAITING_FOR_CHILD
         else:
-            status = RunStatus.WAITING_FOR_CHILD if active_children else RunStatus.RUNNING
+            status = RunStatus.RUNNING
         if status is not self._status:
             self._status = status
             workflow.upsert_search_attributes([attrs.STATUS.value_set(status.value)])
@@ -1047,7 +1077,7 @@ class AgentRunWorkflow:
             key = _tool_key(self._input.run_id, iteration, index)
             entry = ended_before_result_entry(key, call, ending.outcome.value)
             self._pending.append(entry)
-            agent_call = call.name == AGENT_CALL_TOOL
+            agent_call = call.name in (AGENT_CALL_TOOL, AGENT_SPAWN_TOOL)
             self._decided.add(*ended_before_result_events(call, entry, agent_call=agent_call))
 
     # finish ------------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from otherone.client.cli.parser import DEMO_AGENT, DEMO_QUESTION
 from otherone.client.cli.show import load_tree
 from otherone.client.cli.temporal import connect_checked
 from otherone.client.console import EventPrinter, print_result_summary, print_run_tree
-from otherone.config import RuntimeConfig
+from otherone.config import AGENT_AWAIT_TOOL, AGENT_SPAWN_TOOL, RuntimeConfig
 from otherone.contracts import ApprovalRequest
-from otherone.definitions import ApprovalRule
+from otherone.definitions import ApprovalRule, ScriptedToolCall, ScriptedTurn
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.store import Store
 from otherone.toml_config import load_config
@@ -30,6 +30,42 @@ DEMO_TASK_QUEUE = "otherone-demo"
 #: The demo's approval step: the coordinator's call to the writer waits for a person.
 DEMO_APPROVAL_KEY = "agent.call:writer"
 APPROVAL_POLL_SECONDS = 0.2
+#: The demo's spawn: the coordinator starts this call of the example in the background.
+DEMO_SPAWNED_CALL = "call_research"
+
+
+def with_demo_spawn(config: RuntimeConfig) -> RuntimeConfig:
+    """The example team, with the coordinator's research call made by `agent.spawn`: the
+    researcher works in the background while the writer's call waits for its approval, and
+    the coordinator collects the research with `agent.await` before it answers."""
+    coordinator = config.agents[DEMO_AGENT]
+    config.agents[DEMO_AGENT] = coordinator.model_copy(update={"spawn": True})
+    model = config.models[coordinator.model or config.default_model or ""]
+    first, *rest = model.script[DEMO_AGENT]
+    calls = tuple(
+        call.model_copy(update={"name": AGENT_SPAWN_TOOL}) if call.id == DEMO_SPAWNED_CALL else call
+        for call in first.tool_calls
+    )
+    collect = ScriptedTurn(
+        text="The note is drafted; now I collect the research.",
+        tool_calls=(
+            ScriptedToolCall(
+                name=AGENT_AWAIT_TOOL,
+                id="call_collect",
+                arguments={"handles": [DEMO_SPAWNED_CALL]},
+            ),
+        ),
+    )
+    opening = first.model_copy(
+        update={
+            "text": "I'll have the researcher check the weather in the background "
+            "while the writer drafts a note.",
+            "tool_calls": calls,
+        }
+    )
+    script = {**model.script, DEMO_AGENT: (opening, collect, *rest)}
+    config.models[model.id] = model.model_copy(update={"script": script})
+    return config
 
 
 def with_demo_approval(config: RuntimeConfig) -> RuntimeConfig:
@@ -78,7 +114,7 @@ async def _decide(
 
 
 async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
-    config = with_demo_approval(load_config(EXAMPLE_CONFIG))
+    config = with_demo_spawn(with_demo_approval(load_config(EXAMPLE_CONFIG)))
     request = build_request(entry_agent=DEMO_AGENT, input=DEMO_QUESTION)
     with tempfile.TemporaryDirectory(prefix="otherone-demo-") as tmp:
         store = Store.open(f"sqlite:///{Path(tmp) / 'otherone.db'}")
@@ -102,7 +138,8 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
                     else "approved automatically; --interactive asks"
                 )
                 ctx.err.print(
-                    f"the call to the writer waits for a person's approval ({how})",
+                    f"the researcher works in the background (agent.spawn); the call to the "
+                    f"writer waits for a person's approval ({how})",
                     style="dim",
                     markup=False,
                 )

@@ -345,7 +345,8 @@ def _add_demo(command: Add) -> None:
         "offline end-to-end demo",
         "Start an in-memory Temporal dev server (with Web UI) on free ports, a worker with the "
         f"example configuration and a temporary store, run `{DEMO_AGENT}` with "
-        f'"{DEMO_QUESTION}" (it calls `researcher` and `writer` in parallel), stream it, print '
+        f'"{DEMO_QUESTION}" (it spawns `researcher` in the background with agent.spawn, calls '
+        "`writer` meanwhile and collects the research with agent.await), stream it, print "
         "the run tree, the result and the Web UI link, then stop everything. Its call to "
         "`writer` waits for a person's approval (the demo's policy): approved automatically, "
         "or asked on the terminal with --interactive. Needs no network and no API key.",

@@ -566,6 +566,86 @@ async def handoff_chain(client: Client, task_queue: str, tmp: Path) -> str:
     return result.run_id
 
 
+def _spawn(call_id: str, task: str = "work") -> dict[str, object]:
+    return {"name": "agent.spawn", "id": call_id, "arguments": {"agent": "b", "task": task}}
+
+
+def _spawn_tool(call_id: str, name: str, **arguments: object) -> dict[str, object]:
+    return {"name": f"agent.{name}", "id": call_id, "arguments": arguments}
+
+
+def _spawn_config(a: list[Any], b: list[Any], policy: RuntimePolicy | None = None) -> RuntimeConfig:
+    agents = [
+        AgentDefinition.model_validate(
+            {"id": "a", "description": "a", "callable_agents": ["b"], "spawn": True}
+        ),
+        AgentDefinition.model_validate({"id": "b", "description": "b"}),
+    ]
+    return scripted_config({"a": a, "b": b}, agents=agents, policy=policy)
+
+
+async def spawn_await(client: Client, task_queue: str, tmp: Path) -> str:
+    """Spawn two, look at one while they run, await both (results by signal and by the
+    children's ends)."""
+    config = _spawn_config(
+        a=[
+            {"tool_calls": [_spawn("s1"), _spawn("s2")]},
+            {"tool_calls": [_spawn_tool("st", "status", handle="s1")]},
+            {"tool_calls": [_spawn_tool("aw", "await")]},
+            "a done",
+        ],
+        b=[{"text": "b done", "delay_seconds": 2}],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="a", input="go"))
+    return result.run_id
+
+
+async def spawn_timeout_and_cancel_at_end(client: Client, task_queue: str, tmp: Path) -> str:
+    """An await that times out, then one that gets the result; a child still running when
+    the caller completes is cancelled (by workflow id) and waited for."""
+    config = _spawn_config(
+        a=[
+            {"tool_calls": [_spawn("s1")]},
+            {"tool_calls": [_spawn_tool("a1", "await", handles=["s1"], timeout_seconds=1)]},
+            {"tool_calls": [_spawn_tool("a2", "await", handles=["s1"]), _spawn("s2", "long")]},
+            "a done",
+        ],
+        b=[{"text": "b done", "delay_seconds": 3}],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="a", input="go"))
+    return result.run_id
+
+
+async def spawned_child(client: Client, task_queue: str, tmp: Path) -> str:
+    """The history of a spawned child: it signals its result to its caller as it ends."""
+    config = _spawn_config(
+        a=[{"tool_calls": [_spawn("s1")]}, {"tool_calls": [_spawn_tool("aw", "await")]}, "done"],
+        b=["b done"],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="a", input="go"))
+    return f"{result.run_id}/s1"
+
+
+async def spawn_continue_as_new(client: Client, task_queue: str, tmp: Path) -> str:
+    """Continue-as-new with open handles: the next history awaits them by their signals."""
+    config = _spawn_config(
+        a=[
+            {"tool_calls": [_spawn("s1"), _spawn("s2")]},
+            {"tool_calls": [_spawn_tool("st", "status", handle="s2")]},
+            {"tool_calls": [_spawn_tool("aw", "await")]},
+            "a done",
+        ],
+        b=[{"text": "b done", "delay_seconds": 3}],
+        policy=RuntimePolicy(continue_as_new_after_turns=2),
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="a", input="go"))
+    return result.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -594,4 +674,8 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "output_retry": output_retry,
     "output_retries_spent": output_retries_spent,
     "handoff_chain": handoff_chain,
+    "spawn_await": spawn_await,
+    "spawn_timeout_and_cancel_at_end": spawn_timeout_and_cancel_at_end,
+    "spawned_child": spawned_child,
+    "spawn_continue_as_new": spawn_continue_as_new,
 }

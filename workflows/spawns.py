@@ -1,0 +1,489 @@
+"""Background agent calls inside a run: `agent.spawn`, `agent.await`, `agent.status`,
+`agent.cancel`.
+
+`agent.spawn` makes the same checks, funding and child start as `agent.call` (`AgentCaller`), and
+returns at once with a handle (the call id) while the child runs; the caller goes on calling
+its model meanwhile, holding no slot. The turns of the caller and the ends of its children
+interleave through Temporal's history, so replay decides them the same way every time.
+
+How a result comes back, durably:
+- the child is started with parent close policy ABANDON, so the caller's continue-as-new does
+  not stop it, and with ``RunInput.spawned``: when it ends it signals its result to the caller's
+  workflow id (`SIGNAL_SPAWNED_RUN_ENDED`), which is stable across continue-as-new and reaches
+  the caller's current history;
+- in the history that started the child, the child's handle is awaited too, so a child that
+  ends without a result (terminated, a bug) is noticed there. Whichever comes first settles the
+  call; the other is ignored.
+- continue-as-new carries every spawned call (`CarryOver.spawns`): the open ones are awaited
+  again by their signals.
+
+Never an orphan: when the caller ends, open children are cancelled (explicitly, by workflow id:
+Temporal abandons them) and waited for, a bounded while. An agent with ``spawned_on_exit =
+"wait"`` first waits for them when its run completes (bounded by its deadline, which is also
+theirs); any other ending cancels them, like `agent.call` children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError, FailureError
+from temporalio.workflow import ChildWorkflowHandle
+
+with workflow.unsafe.imports_passed_through():
+    from otherone.config import (
+        AGENT_AWAIT_TOOL,
+        AGENT_CANCEL_TOOL,
+        AGENT_SPAWN_TOOL,
+        AGENT_STATUS_TOOL,
+        SPAWN_TOOLS,
+    )
+    from otherone.contracts import (
+        SIGNAL_SPAWNED_RUN_ENDED,
+        PendingEntry,
+        RunInput,
+        RunPlan,
+        RunRef,
+        SpawnedCall,
+        SpawnEnded,
+        ToolCallSpec,
+    )
+    from otherone.definitions import TreeBudget
+    from otherone.runs import AgentCallRequest, AgentCallResult, AgentRunResult, RunOutcome
+    from otherone.workflows.agent_calls import (
+        AgentCallArgumentsError,
+        AgentCaller,
+        parse_agent_call,
+    )
+    from otherone.workflows.agent_calls import _abnormal_child as abnormal_child
+    from otherone.workflows.outcomes import (
+        BudgetLedger,
+        Claimants,
+        DecidedEvents,
+        invalid_arguments_entry,
+        tool_completed_event,
+        tool_started_event,
+    )
+
+#: How long a run that ends waits for the spawned children it cancelled to stop.
+SPAWN_CANCEL_GRACE = timedelta(seconds=30)
+#: At most this much of results in one `agent.await` answer (one result always fits: outputs
+#: above `inline_payload_bytes`, at most 1 MB, travel as artifacts).
+AWAIT_RESULT_BYTES = 1024 * 1024
+#: How long `agent.cancel` waits for the child to stop before answering "cancelling".
+CANCEL_WAIT = timedelta(seconds=30)
+
+
+class SpawnArgumentsError(ValueError):
+    """Malformed arguments of a spawn tool (goes back to the model as invalid_arguments)."""
+
+
+@dataclass(frozen=True)
+class AwaitRequest:
+    """`agent.await`: which handles (None: every one not reported yet), for how long at most."""
+
+    handles: tuple[str, ...] | None
+    timeout_seconds: float | None
+
+
+def _object(arguments: str, allowed: set[str]) -> dict[str, object]:
+    try:
+        raw = json.loads(arguments or "{}")
+    except json.JSONDecodeError as error:
+        raise SpawnArgumentsError(f"arguments are not valid JSON: {error}") from None
+    if not isinstance(raw, dict):
+        raise SpawnArgumentsError("arguments must be a JSON object")
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise SpawnArgumentsError(f"unknown argument(s): {', '.join(unknown)}")
+    return raw
+
+
+def parse_await(arguments: str) -> AwaitRequest:
+    raw = _object(arguments, {"handles", "timeout_seconds"})
+    handles = raw.get("handles")
+    if handles is not None and (
+        not isinstance(handles, list)
+        or not handles
+        or not all(isinstance(handle, str) for handle in handles)
+    ):
+        raise SpawnArgumentsError("handles: must be a non-empty list of handle strings")
+    timeout = raw.get("timeout_seconds")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+    ):
+        raise SpawnArgumentsError("timeout_seconds: must be a number ≥ 0")
+    return AwaitRequest(
+        handles=tuple(str(handle) for handle in handles) if handles is not None else None,
+        timeout_seconds=float(timeout) if timeout is not None else None,
+    )
+
+
+def parse_handle(arguments: str) -> str:
+    handle = _object(arguments, {"handle"}).get("handle")
+    if not isinstance(handle, str) or not handle:
+        raise SpawnArgumentsError("handle: a handle string returned by agent.spawn is required")
+    return handle
+
+
+def call_result(call_id: str, target: str, result: AgentRunResult) -> AgentCallResult:
+    """A spawned child's run result, structured like an `agent.call` result."""
+    return AgentCallResult(
+        call_id=call_id,
+        target=target,
+        run_id=result.run_id,
+        outcome=result.outcome,
+        failure=result.failure,
+        output=result.output,
+        usage=result.usage,
+        artifacts=result.artifacts,
+    )
+
+
+class Spawner:
+    """The spawned calls of one run, by handle (= call id), across continue-as-new."""
+
+    def __init__(self, carried: tuple[SpawnedCall, ...] = ()) -> None:
+        # Built in the workflow's __init__ from the carry: a child's signal may be handled
+        # before the run's code starts.
+        self._calls: dict[str, SpawnedCall] = {call.call_id: call for call in carried}
+        #: Watchers of the children started in this history (handles do not survive
+        #: continue-as-new).
+        self._watchers: dict[str, asyncio.Future[None]] = {}
+        self._ledger: BudgetLedger | None = None
+        self._unrefunded: list[TreeBudget] = []
+        self._on_change: Callable[[], None] = lambda: None
+        self._events = DecidedEvents()
+        self._awaiting = 0
+
+    def bind(
+        self, ledger: BudgetLedger, events: DecidedEvents, on_change: Callable[[], None]
+    ) -> None:
+        """Attach the run's ledger (children ended before it existed refund now) and hooks."""
+        self._ledger, self._events, self._on_change = ledger, events, on_change
+        for unused in self._unrefunded:
+            ledger.refund(unused)
+        self._unrefunded.clear()
+
+    @property
+    def awaiting(self) -> bool:
+        """An `agent.await` or `agent.cancel` is waiting for a child (status waiting_for_child)."""
+        return self._awaiting > 0
+
+    def open(self) -> list[SpawnedCall]:
+        return [call for call in self._calls.values() if call.run_id and call.result is None]
+
+    def carry(self) -> tuple[SpawnedCall, ...]:
+        return tuple(self._calls.values())
+
+    @staticmethod
+    def handles(plan: RunPlan, call: ToolCallSpec) -> bool:
+        """Whether ``call`` is one of the spawn tools and this run was offered them."""
+        return plan.spawn and call.name in SPAWN_TOOLS
+
+    @staticmethod
+    def is_spawn(plan: RunPlan, call: ToolCallSpec) -> bool:
+        return plan.spawn and call.name == AGENT_SPAWN_TOOL
+
+    # results -----------------------------------------------------------------------------
+
+    def ended(self, signal: SpawnEnded) -> None:
+        """A spawned child's signal: its result (ignored unless it is the child of that call
+        and the call is still open)."""
+        known = self._calls.get(signal.call_id)
+        if known is None or known.run_id != signal.result.run_id:
+            workflow.logger.warning("a spawned_run_ended signal for an unknown call was ignored")
+            return
+        result = call_result(known.call_id, known.target, signal.result)
+        self._settle(known.call_id, result, signal.result.budget_remaining)
+
+    def _settle(self, call_id: str, result: AgentCallResult, unused: TreeBudget | None) -> None:
+        known = self._calls[call_id]
+        if known.result is not None:
+            return  # the signal and the child's own end both report it: the first one counts
+        self._calls[call_id] = known.model_copy(update={"result": result})
+        if unused is not None:
+            if self._ledger is None:
+                self._unrefunded.append(unused)
+            else:
+                self._ledger.refund(unused)
+        self._on_change()
+
+    async def _watch(
+        self, call_id: str, target: str, handle: ChildWorkflowHandle[object, AgentRunResult]
+    ) -> None:
+        """The child's end as its caller's history sees it: an abnormal end has no signal."""
+        try:
+            result = await handle
+        except ChildWorkflowError as error:
+            self._settle(call_id, abnormal_child(call_id, target, handle.id, error), None)
+            return
+        self._settle(call_id, call_result(call_id, target, result), result.budget_remaining)
+
+    # tools -------------------------------------------------------------------------------
+
+    async def run_tool(
+        self,
+        caller: AgentCaller,
+        plan: RunPlan,
+        ref: RunRef,
+        deadline: datetime,
+        call: ToolCallSpec,
+        claimants: Claimants,
+    ) -> PendingEntry:
+        """One spawn tool call; its result entry (the model reads it inline)."""
+        key = f"{ref.run_id}:{call.name}:{call.id}"
+        try:
+            if call.name == AGENT_SPAWN_TOOL:
+                request = parse_agent_call(call.arguments)
+                self._events.add(tool_started_event(call))  # stored by the call's check, first
+                content = await self._spawn(
+                    caller, plan, ref, deadline, call.id, request, claimants
+                )
+            else:
+                checked = self._checked(call)
+                self._events.add(tool_started_event(call))
+                content = await self._control(call.name, checked)
+        except (AgentCallArgumentsError, SpawnArgumentsError) as error:
+            return invalid_arguments_entry(key, call, str(error))
+        failure = content.get("failure")
+        message = failure.get("message") if isinstance(failure, dict) else None
+        self._events.add(tool_completed_event(call, message if isinstance(message, str) else None))
+        return PendingEntry(
+            key=key,
+            role="tool",
+            content=json.dumps(content, ensure_ascii=False),
+            tool_call_id=call.id,
+            tool_name=call.name,
+        )
+
+    def _checked(self, call: ToolCallSpec) -> AwaitRequest | str:
+        """The arguments of `agent.await` (a request) or `agent.status`/`agent.cancel` (a
+        handle); malformed ones or unknown handles raise `SpawnArgumentsError`."""
+        if call.name == AGENT_AWAIT_TOOL:
+            request = parse_await(call.arguments)
+            for handle in request.handles or ():
+                self._known(handle)
+            return request
+        assert call.name in (AGENT_STATUS_TOOL, AGENT_CANCEL_TOOL)
+        return self._known(parse_handle(call.arguments)).call_id
+
+    async def _control(self, name: str, checked: AwaitRequest | str) -> dict[str, object]:
+        if isinstance(checked, AwaitRequest):
+            return await self._await(checked)
+        if name == AGENT_CANCEL_TOOL:
+            await self._cancel(checked)
+        return self._status(checked)
+
+    def _known(self, handle: str) -> SpawnedCall:
+        known = self._calls.get(handle)
+        if known is None:
+            raise SpawnArgumentsError(f"unknown handle '{handle}' (not spawned by this run)")
+        return known
+
+    async def _spawn(
+        self,
+        caller: AgentCaller,
+        plan: RunPlan,
+        ref: RunRef,
+        deadline: datetime,
+        call_id: str,
+        request: AgentCallRequest,
+        claimants: Claimants,
+    ) -> dict[str, object]:
+        known = self._calls.get(call_id)
+        if known is not None:
+            return self._spawned(known)  # the same call id again: the same handle
+        self._calls[call_id] = SpawnedCall(call_id=call_id, target=request.target)
+        try:
+            started = await caller.spawn(plan, ref, deadline, call_id, request, claimants)
+        except asyncio.CancelledError:
+            del self._calls[call_id]  # nothing started: a later call with this id starts over
+            raise
+        if isinstance(started, AgentCallResult):  # refused: the model reads why, as for agent.call
+            self._calls[call_id] = self._calls[call_id].model_copy(
+                update={"result": started, "reported": True}
+            )
+            return started.model_dump(mode="json", exclude_none=True)
+        self._calls[call_id] = self._calls[call_id].model_copy(update={"run_id": started.id})
+        self._watchers[call_id] = asyncio.ensure_future(
+            self._watch(call_id, request.target, started)
+        )
+        self._on_change()
+        return self._spawned(self._calls[call_id])
+
+    @staticmethod
+    def _spawned(call: SpawnedCall) -> dict[str, object]:
+        if call.result is not None and call.run_id is None:  # a refused spawn, asked again
+            return call.result.model_dump(mode="json", exclude_none=True)
+        return {"handle": call.call_id, "agent": call.target, "run_id": call.run_id}
+
+    async def _await(self, request: AwaitRequest) -> dict[str, object]:
+        handles = request.handles
+        if handles is None:
+            handles = tuple(id for id, call in self._calls.items() if not call.reported)
+        await self._wait_for(handles, request.timeout_seconds)
+        results, held = self._results_within(
+            [handle for handle in handles if self._calls[handle].result]
+        )
+        running = [
+            {
+                "handle": handle,
+                "agent": self._calls[handle].target,
+                "run_id": self._calls[handle].run_id,
+            }
+            for handle in handles
+            if self._calls[handle].result is None
+        ]
+        if held:  # finished, not reported: a later agent.await returns them
+            return {"results": results, "running": running, "held_back": held}
+        return {"results": results, "running": running}
+
+    def _results_within(self, finished: list[str]) -> tuple[list[dict[str, object]], list[str]]:
+        """The results to report now: together at most `AWAIT_RESULT_BYTES` (the entry travels
+        inline to the model activity, under Temporal's 2 MB payload limit); the first always."""
+        results: list[dict[str, object]] = []
+        held: list[str] = []
+        size = 0
+        for handle in finished:
+            result = self._calls[handle].result
+            assert result is not None
+            length = len(result.model_dump_json(exclude_none=True))
+            if results and size + length > AWAIT_RESULT_BYTES:
+                held.append(handle)
+                continue
+            size += length
+            results.append(self._report(handle))
+        return results, held
+
+    async def _wait_for(self, handles: tuple[str, ...], seconds: float | None) -> None:
+        """Until every handle has a result, or ``seconds`` (0: do not wait)."""
+
+        def done() -> bool:
+            return all(self._calls[handle].result is not None for handle in handles)
+
+        if done() or seconds == 0:
+            return
+        self._awaiting += 1
+        self._on_change()
+        try:
+            await workflow.wait_condition(done, timeout=seconds)
+        except TimeoutError:
+            pass
+        except asyncio.CancelledError:
+            self._awaiting -= 1  # no `finally`: on eviction no workflow call may be made
+            raise
+        self._awaiting -= 1
+        self._on_change()
+
+    def _report(self, handle: str) -> dict[str, object]:
+        known = self._calls[handle]
+        assert known.result is not None
+        self._calls[handle] = known.model_copy(update={"reported": True})
+        return known.result.model_dump(mode="json", exclude_none=True)
+
+    def _status(self, handle: str) -> dict[str, object]:
+        known = self._calls[handle]
+        if known.result is None:
+            return {
+                "handle": handle,
+                "agent": known.target,
+                "run_id": known.run_id,
+                "status": "running",
+            }
+        return {
+            "handle": handle,
+            "status": known.result.outcome.value,
+            "result": self._report(handle),
+        }
+
+    async def _cancel(self, handle: str) -> None:
+        known = self._calls[handle]
+        if known.result is not None or known.run_id is None:
+            return
+        await _request_cancel(known.run_id)
+        await self._wait_for((handle,), CANCEL_WAIT.total_seconds())
+
+    # the run's end -----------------------------------------------------------------------
+
+    async def finish(self, outcome: RunOutcome, policy: str, deadline: datetime | None) -> None:
+        """No spawned child outlives the run: wait for them (policy ``wait``, completed runs
+        only, within the deadline), then cancel the rest and wait for them to stop, a bounded
+        while. A cancellation of the run meanwhile stops the waiting, not the cancelling."""
+        if not self.open():
+            return
+        if outcome is RunOutcome.COMPLETED and policy == "wait":
+            left = (deadline - workflow.now()).total_seconds() if deadline else 0.0
+            self._awaiting += 1  # the run shows waiting_for_child meanwhile
+            self._on_change()
+            # A cancellation of the run stops this wait; the children are cancelled below.
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await workflow.wait_condition(
+                    lambda: not self.open(),
+                    timeout=max(left, 0.0) + SPAWN_CANCEL_GRACE.total_seconds(),
+                )
+            self._awaiting -= 1
+        if not self.open():
+            return
+        stopping = asyncio.ensure_future(self._stop_open())
+        while not stopping.done():
+            try:
+                await asyncio.shield(stopping)
+            except asyncio.CancelledError:
+                continue  # the run is ending anyway: its children still must stop
+
+    async def _stop_open(self) -> None:
+        open_calls = self.open()
+        await asyncio.gather(*(_request_cancel(call.run_id or "") for call in open_calls))
+        try:
+            await workflow.wait_condition(
+                lambda: not self.open(), timeout=SPAWN_CANCEL_GRACE.total_seconds()
+            )
+        except TimeoutError:
+            workflow.logger.warning(
+                "spawned children still stopping after %ss: %s",
+                SPAWN_CANCEL_GRACE.total_seconds(),
+                ", ".join(call.run_id or "" for call in self.open()),
+            )
+
+
+async def _request_cancel(run_id: str) -> None:
+    """Cancel a spawned child by workflow id (its handle may belong to an earlier history)."""
+    try:
+        await workflow.get_external_workflow_handle(run_id).cancel()
+    # Only a workflow id that does not exist fails: a cancel request to a closed workflow is
+    # "delivered" (temporal 1.32), so it cannot tell a terminated child from a running one.
+    except FailureError as error:
+        workflow.logger.info("cancel of spawned run %s not delivered: %s", run_id, error)
+
+
+async def report_to_caller(run: RunInput, result: AgentRunResult) -> None:
+    """A spawned run's last step: its result to its caller's current history (a signal by
+    workflow id), even if a cancellation arrives meanwhile. A caller that has ended already
+    cancelled this run, and needs nothing."""
+    if not run.spawned or run.parent_run_id is None or run.agent_call_id is None:
+        return
+    caller = workflow.get_external_workflow_handle(run.parent_run_id)
+    sending = asyncio.ensure_future(
+        caller.signal(
+            SIGNAL_SPAWNED_RUN_ENDED, SpawnEnded(call_id=run.agent_call_id, result=result)
+        )
+    )
+    while True:
+        try:
+            await asyncio.shield(sending)
+            return
+        except asyncio.CancelledError:
+            continue
+        except FailureError as error:
+            workflow.logger.info("run %s: caller not told of the end: %s", run.run_id, error)
+            return
+
+
+__all__ = ["Spawner", "report_to_caller"]
