@@ -9,6 +9,7 @@ import json
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from otherone.activities.call_details import child_details
 from otherone.activities.context import build_child_input, parent_excerpt
 from otherone.activities.shared import ActivityContext, failure
 from otherone.authorization import CallerView
@@ -30,6 +31,8 @@ async def prepare_call(context: ActivityContext, input: PrepareCallInput) -> Cal
         }
         if input.spawned:
             started["spawned"] = True  # the caller goes on; `agent.await` collects the result
+        if input.child_run_id is not None:
+            started["child_run_id"] = input.child_run_id
         await context.emit(caller, started)
     try:
         return await _check_call(context, input)
@@ -81,7 +84,8 @@ async def _check_call(context: ActivityContext, input: PrepareCallInput) -> Call
         )
     await _authorize(context, input, target)
     child_input = await _child_input(context, input, target)
-    return CallPlan(target_id=target.id, child_input=child_input)
+    details = child_details(snapshot, target, input)
+    return CallPlan(target_id=target.id, child_input=child_input, details=details)
 
 
 async def _authorize(

@@ -93,6 +93,8 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_./:-]{1,1000}")
 #: Parts of a pydantic error location that name a union member (``str``, ``tuple[...]``).
 _TYPE_TAG = re.compile(r"^(str|int|float|bool|dict|list|tuple|bytes|none)$|[][,]")
 _EPOCH = datetime.fromtimestamp(0, UTC)
+_UNREADABLE = re.compile(r"[^A-Za-z0-9_.-]+")
+_READABLE_KEY_CHARS = 48
 _TERMINAL_EVENTS = {"run_completed", "run_failed", "run_cancelled"}
 
 
@@ -124,13 +126,38 @@ def _most_specific(error: ValidationError) -> tuple[str, str]:
 
 
 def root_run_id(request: AgentRunRequest) -> str:
-    """Workflow id of a root run: derived from (partition, idempotency key), else random."""
-    if request.idempotency_key is None:
-        return f"run-{uuid.uuid4().hex}"
-    digest = hashlib.sha256(
-        f"{request.runtime_context.partition_key}\x00{request.idempotency_key}".encode()
-    ).hexdigest()
-    return f"run-{digest[:40]}"
+    """Workflow id of a root run, readable in `temporal workflow list` and the Web UI.
+
+    Keyed: ``<readable key>-<16 hex digits of SHA-256 of partition NUL key>``, e.g.
+    ``invoice-42-3f9a1c0b7d2e4f6a``: a pure function of (partition, key), so the same key is
+    the same workflow id whatever the request says and Temporal's id policies find the reuse
+    (the agent is part of the request, so it is shown by the summary and `OtheroneAgentId`,
+    not by a keyed id: docs/workflow-contract.md "Ids"). Without a key: ``<agent>-<random>``.
+    """
+    key = request.idempotency_key
+    if key is None:
+        return f"{request.entry_agent}-{uuid.uuid4().hex[:20]}"
+    digest = _key_digest(request.runtime_context.partition_key, key)
+    return f"{_readable_key(key) or 'key'}-{digest[:16]}"
+
+
+def legacy_root_run_id(request: AgentRunRequest) -> str | None:
+    """The id a keyed root had before readable ids (``run-`` + 40 hex digits), or None."""
+    key = request.idempotency_key
+    if key is None:
+        return None
+    return f"run-{_key_digest(request.runtime_context.partition_key, key)[:40]}"
+
+
+def _key_digest(partition: str, key: str) -> str:
+    return hashlib.sha256(f"{partition}\x00{key}".encode()).hexdigest()
+
+
+def _readable_key(key: str) -> str:
+    """The key's letters, digits and ``_.-`` (other runs become one ``-``), at most 48: no
+    ``/`` (children's ids nest under their caller's with it), nothing a shell or URL quotes."""
+    slug = _UNREADABLE.sub("-", key).strip("-._")
+    return slug[:_READABLE_KEY_CHARS].rstrip("-._")
 
 
 class RunHandle:
@@ -187,6 +214,7 @@ class AgentClient:
         store: Store | None = None,
         partition_key: str | None = None,
         config: RuntimeConfig | None = None,
+        legacy_run_ids: bool = True,
     ) -> None:
         if partition_key is not None and not re.fullmatch(PARTITION_PATTERN, partition_key):
             raise InvalidRequestError(
@@ -200,6 +228,10 @@ class AgentClient:
         #: The workers' configuration, when the client knows it: requests for an agent it does
         #: not define, or with limits above its own, are refused before anything starts.
         self.config = config
+        #: Look for a key's run under the id formula before readable ids first (one describe
+        #: per keyed start), so a key whose run an earlier version started joins that run.
+        #: Turn off once no such run is left within the namespace's retention.
+        self.legacy_run_ids = legacy_run_ids
 
     # starting ----------------------------------------------------------------------------
 
@@ -249,8 +281,13 @@ class AgentClient:
         run_id = root_run_id(request)
         check_contract(request.result_contract)
         self._check_against_config(request)
-        await self._check_session_free(request, run_id)
         fingerprint = request.fingerprint()
+        legacy = await self._legacy_run(request)
+        if legacy is not None:
+            assert request.idempotency_key is not None
+            await self._check_fingerprint(legacy, request.idempotency_key, fingerprint)
+            return RunHandle(self, legacy)
+        await self._check_session_free(request, run_id)
         # A key used before (finished run) is refused; the fingerprint check below decides.
         with contextlib.suppress(WorkflowAlreadyStartedError):
             await self.temporal.start_workflow(
@@ -297,6 +334,23 @@ class AgentClient:
         holder = await asyncio.to_thread(self.store.session_holder, partition, session_id)
         if holder is not None and holder != run_id:  # the same run again is a join, not busy
             raise SessionBusyError(session_id, holder)
+
+    async def _legacy_run(self, request: AgentRunRequest) -> str | None:
+        """The key's run if an earlier version started it (under ``run-`` + 40 hex digits).
+
+        Only a start racing with an earlier version's start of the same key can still make two
+        runs; once every client runs this version the new id alone decides.
+        """
+        legacy = legacy_root_run_id(request) if self.legacy_run_ids else None
+        if legacy is None:
+            return None
+        try:
+            await self._workflow(legacy).describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        return legacy
 
     async def _check_fingerprint(self, run_id: str, key: str, fingerprint: str) -> None:
         memo = await (await self._describe(run_id)).memo()

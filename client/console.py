@@ -98,6 +98,8 @@ class EventPrinter:
         self._position: tuple[int, int] | None = None  # (turn, attempt) of the text on screen
         self._turn_text: dict[int, str] = {}
         self._calls: dict[str, _Call] = {}  # child run id -> call
+        #: (caller run id, call id) -> the child run id its `agent_call_started` announced.
+        self._call_children: dict[tuple[str, str], str] = {}
         self.streamed_any = False
 
     @property
@@ -163,7 +165,8 @@ class EventPrinter:
     def _call_started(self, record: EventRecord) -> None:
         event = record.event
         call_id, target = str(event.get("call_id")), str(event.get("target"))
-        child = child_run_id(record.root_run_id, record.run_id, call_id)
+        child = self._announced_child(record)
+        self._call_children[(record.run_id, call_id)] = child
         if child in self._calls:
             return  # the check was retried: already shown
         self._calls[child] = _Call(call_id, target, record.timestamp)
@@ -172,10 +175,8 @@ class EventPrinter:
     def _call_completed(self, record: EventRecord) -> None:
         """The caller took a call's result: shown only if the child's own end was not seen."""
         event = record.event
-        call_id, target = str(event.get("call_id")), str(event.get("target"))
-        child = event.get("child_run_id")
-        if not isinstance(child, str):
-            child = child_run_id(record.root_run_id, record.run_id, call_id)
+        target = str(event.get("target"))
+        child = self._announced_child(record)
         code = event.get("code")
         self._call_ended(
             child,
@@ -185,6 +186,16 @@ class EventPrinter:
             str(code) if code else None,
             depth=record.depth + 1,
         )
+
+    def _announced_child(self, record: EventRecord) -> str:
+        """The child run an `agent_call_*` event names, else the one its call's start named;
+        events stored before either come from runs on the id formula before readable ids."""
+        child = record.event.get("child_run_id")
+        if isinstance(child, str):
+            return child
+        call_id = str(record.event.get("call_id"))
+        known = self._call_children.get((record.run_id, call_id))
+        return known or child_run_id(record.root_run_id, record.run_id, call_id)
 
     def _call_ended(
         self,

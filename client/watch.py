@@ -198,6 +198,8 @@ class WatchState:
         #: then offers to decide the first open approval, and shows what came of the last try.
         self.decisions_enabled = False
         self.decision_note: str | None = None
+        #: (caller run id, call id) -> the child run id its `agent_call_started` announced.
+        self._call_children: dict[tuple[str, str], str] = {}
 
     # queries -----------------------------------------------------------------------------
 
@@ -357,7 +359,8 @@ class WatchState:
             return  # the check was retried
         view.agent_call_ids.add(call_id)
         view.open_calls[call_id] = target
-        child = child_run_id(record.root_run_id, record.run_id, call_id)
+        child = self._announced_child(record, call_id)
+        self._call_children[(record.run_id, call_id)] = child
         if child not in self.runs:
             self._add(
                 child,
@@ -370,15 +373,21 @@ class WatchState:
             view.children.append(child)
         self._note(view, record, f"↳ {target} called ({call_id})")
 
+    def _announced_child(self, record: EventRecord, call_id: str) -> str:
+        """The child run an `agent_call_*` event names, else the one its call's start named;
+        events stored before either come from runs on the id formula before readable ids."""
+        child = record.event.get("child_run_id")
+        if isinstance(child, str):
+            return child
+        known = self._call_children.get((record.run_id, call_id))
+        return known or child_run_id(record.root_run_id, record.run_id, call_id)
+
     def _call_completed(self, view: RunView, record: EventRecord) -> None:
         """The caller took a call's result; ends the child if its own end was not seen."""
         event = record.event
         call_id, target = str(event.get("call_id")), str(event.get("target"))
         view.open_calls.pop(call_id, None)
-        child_id = event.get("child_run_id")
-        if not isinstance(child_id, str):
-            child_id = child_run_id(record.root_run_id, record.run_id, call_id)
-        child = self.runs.get(child_id)
+        child = self.runs.get(self._announced_child(record, call_id))
         if child is None or child.terminal:
             return
         outcome = str(event.get("outcome") or "failed")

@@ -439,6 +439,11 @@ class PrepareCallInput(_Contract):
     events: tuple[dict[str, JsonValue], ...] = ()
     #: Made with `agent.spawn` (announced as such): the caller does not wait for the child.
     spawned: bool = False
+    #: The workflow id the child will have (announced in `agent_call_started`, so viewers need
+    #: not know which id formula the run is on). None from runs recorded before it was sent.
+    child_run_id: str | None = None
+    #: The caller's model profile (a target whose model is ``inherit`` runs on it).
+    caller_model_profile_id: str | None = None
 
 
 class CallPlan(_Contract):
@@ -446,6 +451,8 @@ class CallPlan(_Contract):
 
     target_id: str
     child_input: str
+    #: The child's Web UI details (markdown); None from checks recorded before they existed.
+    details: str | None = None
 
 
 class ToolCallInput(_Contract):
@@ -495,13 +502,24 @@ class EventRecord(_Contract):
 _SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def child_run_id(root_run_id: str, caller_run_id: str, call_id: str) -> str:
+def child_run_id(
+    root_run_id: str, caller_run_id: str, call_id: str, target: str | None = None
+) -> str:
     """Workflow id of the child started by ``call_id``: the same call id, the same child.
 
-    Readable (``<caller>/<call id>``) when the call id is tame, hashed when it is not or when a
-    deep tree would make the id too long.
+    With the ``target`` agent (runs on the `readable-child-ids` path):
+    ``<caller>/<target>.<call id>``, e.g. ``invoice-42-3f9a1c0b7d2e4f6a/researcher.call_1``.
+    Agent ids hold no ``.`` and call ids kept as they are hold no ``.`` or ``/``, so the id
+    reads back unambiguously and stays unique per caller. Without ``target``: the formula
+    before readable ids (``<caller>/<call id>``), still used by runs on the old path and by
+    events stored before. Either way the call id is hashed when it holds other characters
+    than letters, digits, ``_-``, and a deep tree whose id would grow too long falls back to
+    ``<root>/<digest>`` (keeping the target when known).
     """
     digest = hashlib.sha256(f"{caller_run_id}\x00{call_id}".encode()).hexdigest()
     safe = call_id if _SAFE_CALL_ID.fullmatch(call_id) else f"h{digest[:24]}"
-    candidate = f"{caller_run_id}/{safe}"
-    return candidate if len(candidate) <= 255 else f"{root_run_id}/{digest[:40]}"
+    if target is None:
+        candidate = f"{caller_run_id}/{safe}"
+        return candidate if len(candidate) <= 255 else f"{root_run_id}/{digest[:40]}"
+    candidate = f"{caller_run_id}/{target}.{safe}"
+    return candidate if len(candidate) <= 255 else f"{root_run_id}/{target}.h{digest[:40]}"

@@ -82,7 +82,7 @@ async def test_agent_call_executes_child_and_returns_to_parent(
     ]
     child = records[1]
     assert child.parent_run_id == result.run_id and child.agent_call_id == "call_1"
-    assert child.run_id == f"{result.run_id}/call_1"
+    assert child.run_id == f"{result.run_id}/worker.call_1"
     assert (
         call_result["outcome"] == "completed" and call_result["output"]["value"] == "worker result"
     )
@@ -507,7 +507,7 @@ async def test_cancelling_a_child_does_not_cancel_its_parent(
     ) as env:
         handle = await env.agents.start(build_request(entry_agent="coordinator", input="go"))
         await wait_until(lambda: bool(provider.calls("worker")))
-        await env.agents.cancel(f"{handle.run_id}/call_1")
+        await env.agents.cancel(f"{handle.run_id}/worker.call_1")
         result = await asyncio.wait_for(handle.result(), 30)
         [call_result] = call_results(env, result.session_id)
     assert result.outcome is RunOutcome.COMPLETED and result.text == "went on without it"

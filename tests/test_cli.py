@@ -51,8 +51,8 @@ QUESTION = "What's the weather in Paris?"
 ANSWER = "sunny in Paris"
 TEAM_QUESTION = "Plan a day in Paris: check the weather and draft a short note."
 TEAM_ANSWER = "Here is your day in Paris."
-RUN_ID = re.compile(r"run id\s+(run-[0-9a-f]+)")
-UI_LINK = re.compile(r"http://127\.0\.0\.1:\d+/namespaces/default/workflows/run-")
+RUN_ID = re.compile(r"run id\s+(\S+)")
+UI_LINK = re.compile(r"http://127\.0\.0\.1:\d+/namespaces/default/workflows/coordinator-")
 
 
 def assert_one_line_error(result: Completed, code: int, *needles: str) -> None:
@@ -172,7 +172,7 @@ async def test_team_run_shows_children_live_and_as_a_tree(cli: Cli) -> None:
 
     as_text, of_child, as_json = await asyncio.gather(
         cli("tree", run_id),
-        cli("tree", f"{run_id}/call_write"),
+        cli("tree", f"{run_id}/writer.call_write"),
         cli("tree", run_id, "--json"),
     )
     assert as_text.code == 0, as_text.describe()
@@ -257,7 +257,8 @@ async def test_dev_serves_runs_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> No
         result = await otherone("run", "assistant", QUESTION, env=env, cwd=tmp_path)
         assert result.code == 0, result.describe()
         assert ANSWER in result.stdout
-        assert f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/run-" in result.stderr
+        link = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/assistant-"
+        assert link in result.stderr
 
         dev.send_signal(signal.SIGINT)
         assert await dev.exit_code(30) == 0, dev.output
@@ -293,11 +294,12 @@ async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_pat
 
         result = await otherone("run", "assistant", QUESTION, env=env, cwd=tmp_path)
         assert result.code == 0, result.describe()
-        assert f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/run-" in result.stderr
+        link = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/assistant-"
+        assert link in result.stderr
         composed = {**env, "OTHERONE_UI_URL": "http://ui.example:8080/"}
         result = await otherone("run", "assistant", QUESTION, env=composed, cwd=tmp_path)
         assert result.code == 0, result.describe()
-        assert "http://ui.example:8080/namespaces/default/workflows/run-" in result.stderr
+        assert "http://ui.example:8080/namespaces/default/workflows/assistant-" in result.stderr
 
         process.send_signal(signal.SIGINT)
         _, rest = await asyncio.wait_for(process.communicate(), 30)
@@ -343,7 +345,9 @@ async def test_run_names_the_run_at_once_and_reads_long_input_from_a_file_or_std
         stdout, stderr = await asyncio.wait_for(process.communicate(question.encode()), 60)
         missing = await otherone("run", "assistant", "@absent.txt", env=env, cwd=tmp_path)
     assert from_file.code == 0, from_file.describe()
-    started = re.search(r"run (run-\w+) started · http://\S+/workflows/run-\w+", from_file.stderr)
+    started = re.search(
+        r"run (assistant-[\w-]+) started · http://\S+/workflows/\1", from_file.stderr
+    )
     assert started, from_file.describe()
     assert from_file.stderr.index("started") < from_file.stderr.index("✓ completed")
     assert process.returncode == 0, stderr.decode()

@@ -275,7 +275,7 @@ async def test_with_the_codec_the_history_holds_no_plaintext(
     assert team.text == f"final answer {MARKER}"
     assert failing.outcome is RunOutcome.FAILED and failing.failure is not None
     assert MARKER in failing.failure.message
-    run_ids = [team.run_id, f"{team.run_id}/c1", failing.run_id]
+    run_ids = [team.run_id, f"{team.run_id}/helper.c1", failing.run_id]
     histories = [await raw_history(client, run_id) for run_id in run_ids]
     assert all(histories) and any(  # the child ran: its history is among those checked
         event.HasField("child_workflow_execution_completed_event_attributes")
@@ -297,7 +297,7 @@ async def test_without_the_codec_the_same_check_finds_the_plaintext(
     """Control: proves the byte search above would see the marker if it were stored."""
     team, failing = await run_team(client, task_queue, tmp_path)
     assert team.outcome is RunOutcome.COMPLETED, team
-    for run_id in (team.run_id, f"{team.run_id}/c1", failing.run_id):
+    for run_id in (team.run_id, f"{team.run_id}/helper.c1", failing.run_id):
         assert MARKER.encode() in stored_bytes(await raw_history(client, run_id)), run_id
 
 

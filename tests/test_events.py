@@ -95,15 +95,15 @@ async def test_visibility_all_streams_every_run_of_the_tree_with_lineage(
 ) -> None:
     root, events = await run_team(client, task_queue, tmp_path, "all")
     children = {e.run_id for e in events if e.depth == 1}
-    assert children == {f"{root}/ca", f"{root}/cb"}
+    assert children == {f"{root}/a.ca", f"{root}/b.cb"}
     assert all(e.parent_run_id == root for e in events if e.depth == 1)
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     started = {e.run_id: e.event for e in events if e.event["type"] == "run_started"}
-    assert started[f"{root}/ca"]["agent_call_id"] == "ca" and "agent_call_id" not in started[root]
+    assert started[f"{root}/a.ca"]["agent_call_id"] == "ca" and "agent_call_id" not in started[root]
     child_text = "".join(
         e.event["content"]
         for e in events
-        if e.run_id == f"{root}/ca" and e.event["type"] == "model_delta"
+        if e.run_id == f"{root}/a.ca" and e.event["type"] == "model_delta"
     )
     assert child_text == "alpha answer"
     assert not any(e.event["type"] == "thinking_delta" for e in events)  # not requested
@@ -141,8 +141,8 @@ async def test_agent_call_completed_is_announced_when_each_child_ends(
     )
     completions = [e for e in events if e.event["type"] == "agent_call_completed"]
     assert sorted(e.event["call_id"] for e in completions) == ["ca", "cb"]  # once each
-    for call_id in ("ca", "cb"):
-        child_done = position[(f"{root}/{call_id}", "run_completed", None)]
+    for call_id, target in (("ca", "a"), ("cb", "b")):
+        child_done = position[(f"{root}/{target}.{call_id}", "run_completed", None)]
         announced = position[(root, "agent_call_completed", call_id)]
         assert child_done < announced < root_second_model_call
     assert all(
@@ -243,7 +243,7 @@ async def test_thinking_deltas_only_when_requested(
 ) -> None:
     root, events = await run_team(client, task_queue, tmp_path, "all", thinking=True)
     thinking = {e.run_id: e.event["content"] for e in events if e.event["type"] == "thinking_delta"}
-    assert thinking == {root: "weighing the answers", f"{root}/ca": "a thinks"}
+    assert thinking == {root: "weighing the answers", f"{root}/a.ca": "a thinks"}
 
 
 async def test_a_consumer_that_reconnects_with_its_cursor_misses_nothing(

@@ -158,7 +158,7 @@ async def test_spans_cover_the_run_tree_with_lineage(
         result = await traced_run(client, tracer, config, task_queue, tmp_path)
         spans = exporter.get_finished_spans()
     assert result.outcome is RunOutcome.COMPLETED and result.text == "final answer"
-    root, child = result.run_id, f"{result.run_id}/call_1"
+    root, child = result.run_id, f"{result.run_id}/worker.call_1"
 
     assert len(named(spans, RUN_WORKFLOW)) == 2  # root and child workflow
     assert len(named(spans, START_CHILD)) == 1
@@ -238,7 +238,7 @@ async def test_spans_are_not_duplicated_when_workflows_replay(
             # ... and one per activity the histories scheduled (+1 for the failed attempt)
             scheduled = 0
             workflow_tasks = 0
-            for workflow_id in (result.run_id, f"{result.run_id}/call_1"):
+            for workflow_id in (result.run_id, f"{result.run_id}/worker.call_1"):
                 history = await client.get_workflow_handle(workflow_id).fetch_history()
                 scheduled += sum(
                     e.HasField("activity_task_scheduled_event_attributes") for e in history.events

@@ -421,7 +421,7 @@ async def test_watch_follows_a_live_team_run_until_the_root_ends(
         assert f"/namespaces/default/workflows/{run_id}" in result.stderr
 
         # A finished run: a child's id watches its root's tree, which has ended: exit at once.
-        child = await otherone("watch", f"{run_id}/call_write", env=team_env)
+        child = await otherone("watch", f"{run_id}/writer.call_write", env=team_env)
         assert child.code == 0, child.describe()
         assert f"watching run {run_id} " in child.stderr
         _assert_team_summary(child)
@@ -443,8 +443,8 @@ async def test_watch_json_prints_one_envelope_per_line(
     assert {record.root_run_id for record in records} == {run_id}
     assert {record.run_id for record in records} == {
         run_id,
-        f"{run_id}/call_research",
-        f"{run_id}/call_write",
+        f"{run_id}/researcher.call_research",
+        f"{run_id}/writer.call_write",
     }
     last = records[-1]
     assert (last.run_id, last.event["type"]) == (run_id, "run_completed")

@@ -80,7 +80,7 @@ async def test_web_ui_shows_the_run_tree(browser: Browser, tmp_path: Path) -> No
             result = await env.agents.run(request)
         assert result.outcome is RunOutcome.COMPLETED, result
         root = result.run_id
-        children = [f"{root}/call_research", f"{root}/call_write"]
+        children = [f"{root}/researcher.call_research", f"{root}/writer.call_write"]
 
         page = await browser.new_page(viewport={"width": 1400, "height": 1000})
         namespace = quote(server.namespace, safe="")

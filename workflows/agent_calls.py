@@ -64,6 +64,8 @@ GENEROUS_ALLOWANCES = "generous-allowances"
 #: Patch id: max_children_per_run is checked after the call's own checks (the seed's order), so
 #: every well-formed call is announced by `prepare_call` and its refusal too.
 SEED_CALL_ORDER = "seed-call-order"
+#: Patch id: a child's workflow id names its agent (``<caller>/<target>.<call id>``).
+READABLE_CHILD_IDS = "readable-child-ids"
 
 
 class AgentCallArgumentsError(ValueError):
@@ -219,8 +221,14 @@ class AgentCaller:
         seed_order = workflow.patched(SEED_CALL_ORDER)
         if not seed_order and self._started >= plan.limits.max_children_per_run:
             return _too_many_children(call_id, request, plan)
+        child_id = child_run_id(
+            ref.root_run_id,
+            ref.run_id,
+            call_id,
+            request.target if workflow.patched(READABLE_CHILD_IDS) else None,
+        )
         try:
-            call_plan = await self._prepare(plan, ref, call_id, request, spawned=spawned)
+            call_plan = await self._prepare(plan, ref, call_id, request, child_id, spawned=spawned)
         except ActivityError as error:
             if is_cancelled_exception(error):
                 raise asyncio.CancelledError() from error
@@ -237,7 +245,7 @@ class AgentCaller:
             return self._refused(failed_call(call_id, request.target, failure))
         self._started += 1
         return self._child_input(
-            plan, ref, deadline, call_id, request, call_plan, allowance
+            plan, ref, deadline, call_id, request, call_plan, allowance, child_id
         ), call_plan
 
     def _refused(self, result: AgentCallResult) -> AgentCallResult:
@@ -251,6 +259,7 @@ class AgentCaller:
         ref: RunRef,
         call_id: str,
         request: AgentCallRequest,
+        child_id: str,
         *,
         spawned: bool = False,
     ) -> CallPlan:
@@ -264,6 +273,8 @@ class AgentCaller:
                 limits=plan.limits,
                 events=self._events.take(),
                 spawned=spawned,
+                child_run_id=child_id,
+                caller_model_profile_id=plan.model_profile_id,
             ),
             result_type=CallPlan,
             start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
@@ -282,13 +293,14 @@ class AgentCaller:
         request: AgentCallRequest,
         call_plan: CallPlan,
         allowance: TreeBudget,
+        child_id: str,
     ) -> RunInput:
         parent = self._run.request
         child_deadline = deadline
         if request.timeout is not None:
             child_deadline = min(deadline, workflow.now() + request.timeout)
         return RunInput(
-            run_id=child_run_id(ref.root_run_id, ref.run_id, call_id),
+            run_id=child_id,
             root_run_id=ref.root_run_id,
             parent_run_id=ref.run_id,
             agent_call_id=call_id,
@@ -372,6 +384,7 @@ class AgentCaller:
                 result_type=AgentRunResult,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=_summary(child, request),
+                static_details=call_plan.details,
                 search_attributes=_child_search_attributes(child, call_id),
             )
         except WorkflowAlreadyStartedError:

@@ -86,7 +86,7 @@ def _request_from(args: argparse.Namespace, partition: str | None) -> AgentRunRe
     # the start RPC, so an interrupt at any moment can still name the run, and a start that is
     # retried after a network error cannot create a second run.
     given = args.idempotency_key  # an explicit "" is refused by validation, not replaced
-    fields["idempotency_key"] = f"cli-{uuid.uuid4().hex}" if given is None else given
+    fields["idempotency_key"] = _random_key(args.agent) if given is None else given
     request = build_request(**fields)
     check_contract(request.result_contract)  # a broken schema is refused before any start
     return request
@@ -102,6 +102,12 @@ def _result_contract(args: argparse.Namespace) -> dict[str, Any] | None:
     except json.JSONDecodeError as error:
         raise CliError(EXIT_USAGE, f"--result-schema: not JSON: {error}") from None
     return {"kind": args.result_kind or "json", "schema": schema}
+
+
+def _random_key(agent: str) -> str:
+    """A fresh key that makes a readable run id: ``assistant-<16 hex>`` becomes the id
+    ``assistant-<16 hex>-<16 hex>`` (an invalid agent name is refused by validation, not here)."""
+    return f"{agent[:64]}-{uuid.uuid4().hex[:16]}"
 
 
 def _print_unstreamed(ctx: Context, result: AgentRunResult, *, json_line: bool) -> int:
