@@ -445,7 +445,7 @@ async def test_root_cancellation_cancels_the_whole_tree(
     ) as env:
         handle = await env.agents.start(build_request(entry_agent="a", input="go"))
         await wait_until(lambda: any(r.agent_id == "c" for r in provider.requests))
-        grandchild = f"{handle.run_id}/to_b/to_c"
+        grandchild = f"{handle.run_id}/b.to_b/c.to_c"
         await handle.cancel()
         result = await asyncio.wait_for(handle.result(), 30)
         tree = await env.agents.list_run_tree(handle.run_id)

@@ -358,7 +358,7 @@ async def test_an_approval_deep_in_a_tree_is_listed_and_decided_from_the_root(
     async with agent_env(client, task_queue, config, tmp_path) as env:
         handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
         [request] = await open_requests(env.agents, handle.run_id)
-        assert request.run_id == f"{handle.run_id}/ask" and request.agent_id == "worker"
+        assert request.run_id == f"{handle.run_id}/worker.ask" and request.agent_id == "worker"
         assert request.root_run_id == handle.run_id
         # Without a store, the runs themselves are asked: the same answer.
         bare = AgentClient(client, task_queue=task_queue)

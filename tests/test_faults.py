@@ -59,7 +59,7 @@ async def test_sigkill_mid_stream_mid_tool_and_mid_child_loses_and_repeats_nothi
             streamer = await agents.start(build_request(entry_agent="streamer", input="talk"))
             buyer = await agents.start(build_request(entry_agent="buyer", input="buy A"))
             boss = await agents.start(build_request(entry_agent="boss", input="delegate"))
-            child = f"{boss.run_id}/delegate"
+            child = f"{boss.run_id}/slowchild.delegate"
             await wait_until(
                 lambda: (
                     has_event(store, streamer.run_id, streamer.run_id, "model_delta")

@@ -85,7 +85,7 @@ async def test_200_concurrent_roots_with_a_tool_and_a_child_each_complete(
         results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 800)
         wall = time.monotonic() - started
         children = await asyncio.gather(
-            *(env.agents.get_run(f"{h.run_id}/h") for h in handles[:20])
+            *(env.agents.get_run(f"{h.run_id}/helper.h") for h in handles[:20])
         )
     retried = len(INVOCATIONS) - len(set(INVOCATIONS))
     print(

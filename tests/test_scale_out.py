@@ -240,7 +240,7 @@ def _assert_transcripts(store: Store, result: AgentRunResult) -> None:
     assert "helper done" in answer.content
     assert root[-1].content == "lead done"
 
-    child = store.get_run_record(PARTITION, f"{result.run_id}/ask")
+    child = store.get_run_record(PARTITION, f"{result.run_id}/helper.ask")
     assert child is not None and child.session_id is not None
     assert child.output is not None and child.output.value == "helper done"
     entries = store.load_entries(PARTITION, child.session_id)

@@ -106,7 +106,7 @@ async def test_agent_call_arguments_cannot_widen_partition_limits_or_permissions
         assert "unknown argument" in refusals[call_id].content
     assert "may not call 'stranger'" in refusals["x"].content
     # Only the well-formed call ran, in the caller's partition, with nothing more allowed.
-    assert [r.run_id for r in tree] == [result.run_id, f"{result.run_id}/ok"]
+    assert [r.run_id for r in tree] == [result.run_id, f"{result.run_id}/child.ok"]
     assert {r.partition_key for r in tree} == {"tenant-a"} and leaked == []
     tool_rows = [row for row in child_session if row.role == "tool"]
     assert [row.error_kind for row in tool_rows] == ["permission_denied"]

@@ -151,7 +151,7 @@ async def test_model_and_tool_calls_run_on_their_own_queues(
         ACTIVITY_RUN_TOOL: tool_queue,
     }
     root = client.get_workflow_handle(result.run_id)
-    child = client.get_workflow_handle(f"{result.run_id}/ask")
+    child = client.get_workflow_handle(f"{result.run_id}/helper.ask")
     for handle, kinds in (
         (root, {ACTIVITY_PREPARE_RUN, ACTIVITY_PREPARE_CALL, ACTIVITY_CALL_MODEL}),
         (child, {ACTIVITY_PREPARE_RUN, ACTIVITY_CALL_MODEL}),
