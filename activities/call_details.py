@@ -48,14 +48,14 @@ def child_details(
 
 
 def _tools(snapshot: RuntimeSnapshot, target: AgentDefinition) -> str:
-    names = snapshot.tool_names_for(target)
+    shown = [f"`{name}`" for name in snapshot.tool_names_for(target)]
     reachable = [agent.id for agent in snapshot.reachable_agents(target)]
     if reachable:
-        names.append(f"{AGENT_CALL_TOOL} ({', '.join(reachable)})")
+        shown.append(f"`{AGENT_CALL_TOOL}` ({', '.join(reachable)})")
     if target.ask_human:
-        names.append(HUMAN_ASK_TOOL)
-    if not names:
+        shown.append(f"`{HUMAN_ASK_TOOL}`")
+    if not shown:
         return "none"
-    shown = ", ".join(f"`{name}`" for name in names[:MAX_LISTED_TOOLS])
-    more = len(names) - MAX_LISTED_TOOLS
-    return shown if more <= 0 else f"{shown} and {more} more"
+    more = len(shown) - MAX_LISTED_TOOLS
+    listed = ", ".join(shown[:MAX_LISTED_TOOLS])
+    return listed if more <= 0 else f"{listed} and {more} more"

@@ -297,3 +297,18 @@ async def test_a_child_has_a_readable_id_and_web_ui_details(
     assert lines[4] == (f"**called by** `coordinator` (run `{result.run_id}`, call `call_1`)")
     assert f"**root run** `{result.run_id}`" in lines
     assert await description.static_summary() == "worker ← coordinator: do work"
+
+
+def test_the_contract_docs_formula_and_example_ids_are_ours() -> None:
+    """docs/workflow-contract.md shows the formula for plain clients: it must stay ours."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "workflow-contract.md").read_text()
+    start = doc.index("def run_id_for(")
+    namespace: dict[str, object] = {"hashlib": hashlib, "re": re}
+    exec(doc[start : doc.index("\n\n\n", start)], namespace)
+    run_id_for = namespace["run_id_for"]
+    assert callable(run_id_for)
+    for key in ("invoice-42", "Order #42 / ACME", "日本語", "x" * 200, "-.a-"):
+        for partition in ("local", "tenant-b"):
+            assert run_id_for(key, partition) == keyed(key, partition=partition), key
+    assert keyed("invoice-42") == "invoice-42-fdd007dd5854fe22"
+    assert "invoice-42-fdd007dd5854fe22" in doc

@@ -210,6 +210,16 @@ async def agent_call(client: Client, task_queue: str, tmp: Path) -> str:
     return result.run_id
 
 
+async def readable_ids(client: Client, task_queue: str, tmp: Path) -> str:
+    """A keyed root (readable id) calls a child on the `readable-child-ids` path: the child's id
+    names its agent and call id, and it starts with Web UI details."""
+    config = _team_config(a=[{"tool_calls": [_call("to_b", "b", "help")]}, "a done"], b=["b done"])
+    async with agent_env(client, task_queue, config, tmp) as env:
+        request = build_request(entry_agent="a", input="go", idempotency_key=f"history {tmp.name}")
+        result = await env.agents.run(request)
+    return result.run_id
+
+
 async def parallel_children(client: Client, task_queue: str, tmp: Path) -> str:
     agents = [
         AgentDefinition.model_validate(
@@ -678,4 +688,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "spawn_timeout_and_cancel_at_end": spawn_timeout_and_cancel_at_end,
     "spawned_child": spawned_child,
     "spawn_continue_as_new": spawn_continue_as_new,
+    "readable_ids": readable_ids,
 }
