@@ -15,7 +15,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 from pydantic import TypeAdapter, ValidationError
 from temporalio.client import (
@@ -38,7 +38,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
 from otherone.client.typed_results import OutputT, output_adapter, output_as, typed_request
-from otherone.config import RuntimeConfig
 from otherone.contracts import (
     MEMO_FINGERPRINT,
     MEMO_IDEMPOTENCY_KEY,
@@ -84,7 +83,11 @@ from otherone.runs import (
     RunStatus,
     unstorable_problem,
 )
-from otherone.store import SessionBusyError, Store
+from otherone.store import SessionBusyError
+
+if TYPE_CHECKING:  # the CLI imports this module: SQLAlchemy and the config models are not needed
+    from otherone.config import RuntimeConfig
+    from otherone.store import Store
 
 DEFAULT_TASK_QUEUE = "otherone"
 MAX_MESSAGES_PER_SIGNAL = 64
@@ -286,7 +289,7 @@ class AgentClient:
         if legacy is not None:
             assert request.idempotency_key is not None
             await self._check_fingerprint(legacy, request.idempotency_key, fingerprint)
-            return RunHandle(self, legacy)
+            return legacy
         await self._check_session_free(request, run_id)
         # A key used before (finished run) is refused; the fingerprint check below decides.
         with contextlib.suppress(WorkflowAlreadyStartedError):

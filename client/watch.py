@@ -39,7 +39,6 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone.client.console import EventPrinter, output_rejected_line
-from otherone.config import HUMAN_ASK_TOOL as HUMAN_ASK
 from otherone.contracts import EventRecord, child_run_id
 from otherone.errors import RunNotFoundError
 
@@ -210,9 +209,11 @@ class WatchState:
     def first_open_approval(self) -> tuple[RunView, str, str] | None:
         """The run, call id and tool of the oldest open approval (questions need text and are
         answered with `otherone answer`), in tree order."""
+        from otherone.config import HUMAN_ASK_TOOL  # not at import: `otherone show` needs none
+
         for view in self.ordered():
             for call_id, tool in view.open_approvals.items():
-                if tool != HUMAN_ASK:
+                if tool != HUMAN_ASK_TOOL:
                     return view, call_id, tool
         return None
 

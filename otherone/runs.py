@@ -26,11 +26,11 @@ from otherone.definitions import (
     TreeBudget,
 )
 from otherone.errors import FailureCode
+from otherone.partitions import DEFAULT_PARTITION as DEFAULT_PARTITION
+from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
 
 #: Bounded text of a user message (1 MiB); a run's own limits may be tighter.
 MAX_INPUT_BYTES = 1024 * 1024
-PARTITION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
-DEFAULT_PARTITION = "local"
 
 
 #: Most times a run may answer again after its final answer broke its result contract.

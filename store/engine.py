@@ -17,12 +17,9 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import NullPool
 
 from otherone.errors import ConfigurationError
+from otherone.store.locations import default_database_url as default_database_url
 
 SUPPORTED = "a SQLite file (sqlite:///PATH) or PostgreSQL (postgresql+psycopg://...)"
-
-
-def default_database_url(data_dir: Path) -> str:
-    return f"sqlite:///{(data_dir / 'otherone.db').resolve()}"
 
 
 def parse_url(url: str) -> URL:

@@ -49,6 +49,7 @@ PASSTHROUGH_MODULES = (
     "otherone.errors",
     "otherone.lazy_exports",
     "otherone.mcp_servers",
+    "otherone.partitions",
     "otherone.runs",
     "otherone.search_attributes",
     "otherone.skills",

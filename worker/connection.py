@@ -12,8 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from temporalio.client import Client
-from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
@@ -201,12 +200,17 @@ async def connect(
     """
     if tracing is None:
         tracing = _tracing_configured()
+    interceptors: list[Interceptor] = []
+    if tracing:  # OpenTelemetry is imported only then (a client command starts faster)
+        from temporalio.contrib.opentelemetry import TracingInterceptor
+
+        interceptors.append(TracingInterceptor())
     try:
         return await Client.connect(
             address,
             namespace=namespace,
             data_converter=data_converter(payload_codec),
-            interceptors=[TracingInterceptor()] if tracing else [],
+            interceptors=interceptors,
             runtime=runtime,
             tls=tls,
             api_key=api_key,

@@ -25,9 +25,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from otherone.contracts import RunPlan
 from otherone.errors import ConfigurationError
+
+if TYPE_CHECKING:  # the CLI imports this module through its settings: keep it light
+    from otherone.contracts import RunPlan
 
 
 class WorkerRole(StrEnum):

@@ -20,7 +20,6 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
-from otherone.runs import RunOutcome
 
 if TYPE_CHECKING:
     from temporalio.service import RPCError
@@ -37,12 +36,14 @@ EXIT_IDEMPOTENCY_CONFLICT = 8
 EXIT_DECISION_CONFLICT = 9
 EXIT_INTERRUPTED = 130
 
-EXIT_FOR_OUTCOME = {
-    RunOutcome.COMPLETED: EXIT_OK,
-    RunOutcome.FAILED: EXIT_FAILED,
-    RunOutcome.CANCELLED: EXIT_CANCELLED,
-    RunOutcome.TIMED_OUT: EXIT_TIMED_OUT,
-    RunOutcome.BUDGET_EXCEEDED: EXIT_BUDGET_EXCEEDED,
+#: By `RunOutcome` value (a `StrEnum`: its members look these up), so that this module, which
+#: every command and ``--help`` imports, does not import the run models.
+EXIT_FOR_OUTCOME: dict[str, int] = {
+    "completed": EXIT_OK,
+    "failed": EXIT_FAILED,
+    "cancelled": EXIT_CANCELLED,
+    "timed_out": EXIT_TIMED_OUT,
+    "budget_exceeded": EXIT_BUDGET_EXCEEDED,
 }
 
 EXIT_CODES_HELP = """\

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -17,7 +18,9 @@ from otherone.client.agent_client import RunHandle
 from otherone.client.cli.exits import EXIT_FAILED, EXIT_FOR_OUTCOME
 from otherone.client.console import EventPrinter, print_result_summary
 from otherone.runs import AgentRunResult
-from otherone.store import Store
+
+if TYPE_CHECKING:
+    from otherone.store import Store
 
 #: Seconds between reads of the event store while a run streams.
 EVENT_POLL_SECONDS = 0.05

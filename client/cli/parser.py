@@ -19,7 +19,7 @@ from otherone.client.cli.options import (
     add_options,
     environment_help,
 )
-from otherone.runs import DEFAULT_PARTITION
+from otherone.partitions import DEFAULT_PARTITION
 from otherone.worker.settings import CODEC_SERVER_PORT, Settings
 
 DEMO_AGENT = "coordinator"

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-from rich.console import Console
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from typing import TYPE_CHECKING
 
 from otherone.client.cli.exits import EXIT_USAGE, CliError
-from otherone.store import Store
 from otherone.worker.settings import Settings
+
+if TYPE_CHECKING:  # imported when a store is opened: `show` on a run without one needs neither
+    from rich.console import Console
+
+    from otherone.store import Store
 
 
 def open_store(url: str, *, migrate: bool = True) -> Store:
+    from sqlalchemy.exc import ArgumentError
+
+    from otherone.store import Store
+
     try:
         return Store.open(url, migrate=migrate)
     except ArgumentError as error:
@@ -59,6 +64,9 @@ def absent_sqlite_file(url: str) -> bool:
 
 def safe_url(url: str) -> str:
     """``url`` with its password hidden, for printing."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
