@@ -6,12 +6,23 @@ loaded machine); these tests keep the heavy imports out of the paths that need n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 import otherone
 import otherone.store
+from otherone.client.agent_client import build_request
+from otherone.runs import RunRecord
+from otherone.store import Store
+from tests.harness import agent_env, scripted_config
+from tests.processes import address_of, cli_env
+from tests.test_artifacts import BIG_LIMITS, agent
 
 HEAVY = ("sqlalchemy", "temporalio", "otherone.config", "otherone.definitions", "rich")
 
@@ -56,3 +67,53 @@ def test_every_public_name_is_still_served() -> None:
     namespace: dict[str, object] = {}
     exec("from otherone import *", namespace)
     assert set(otherone.__all__) <= set(namespace)
+
+
+async def test_show_opens_the_default_store_only_for_an_output_stored_as_an_artifact(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """With the default SQLite file (what `otherone dev` leaves), `show` of a run with an
+    inline output skips SQLAlchemy, and an output stored as an artifact is still shown whole."""
+    big = "x" * 300_000  # over the inline limit: stored as an artifact
+    data = tmp_path / "data"
+    data.mkdir()
+    store = Store.open(f"sqlite:///{data / 'otherone.db'}")
+    config = scripted_config(
+        {"writer": [big], "short": ["small answer"]},
+        agents=[agent("writer"), agent("short")],
+        limits=BIG_LIMITS,
+    )
+    async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+        large = await env.agents.run(build_request(entry_agent="writer", input="write"))
+        small = await env.agents.run(build_request(entry_agent="short", input="write"))
+    store.close()
+    env_vars = cli_env(address_of(temporal_env), task_queue, tmp_path)
+    del env_vars["OTHERONE_DATABASE_URL"]  # the default file in the data dir
+    env_vars["OTHERONE_DATA_DIR"] = str(data)
+    shown: dict[str, tuple[RunRecord, bool]] = {}
+    for run_id in (large.run_id, small.run_id):
+        code = (
+            "import contextlib, io, sys\n"
+            "from otherone.client.cli import run_cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    assert run_cli(['show', {run_id!r}, '--json']) == 0\n"
+            "print(out.getvalue().strip())\n"
+            "print('sqlalchemy' in sys.modules)"
+        )
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-c", code],
+            env=env_vars,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        record_line, loaded = done.stdout.strip().splitlines()[-2:]
+        shown[run_id] = (RunRecord.model_validate_json(record_line), loaded == "True")
+    large_record, large_loaded = shown[large.run_id]
+    small_record, small_loaded = shown[small.run_id]
+    assert large_record.output is not None and large_record.output.value == big
+    assert large_loaded  # the artifact was read from the store
+    assert small_record.output is not None and small_record.output.value == "small answer"
+    assert not small_loaded

@@ -16,7 +16,13 @@ from otherone.client.cli.exits import EXIT_OK
 from otherone.client.cli.keys import keys_available, terminal_keys
 from otherone.client.cli.output import exit_code, print_output
 from otherone.client.cli.stores import watch_store
-from otherone.client.cli.temporal import agent_client, connect_configured, ui_base, ui_link
+from otherone.client.cli.temporal import (
+    agent_client,
+    connect_configured,
+    store_for_output,
+    ui_base,
+    ui_link,
+)
 from otherone.client.console import EventPrinter, print_record, print_result_summary, print_run_tree
 from otherone.client.watch import (
     WatchMode,
@@ -34,8 +40,12 @@ TREE_SETTLE_SECONDS = 2.0
 
 
 async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
-    agents = await agent_client(ctx, all_partitions=args.all_partitions)
+    agents = await agent_client(ctx, all_partitions=args.all_partitions, store_when_needed=True)
     record = await agents.get_run(args.run_id)  # a running run's record needs a live worker
+    if record.output is not None and record.output.is_reference:
+        record = record.model_copy(
+            update={"output": await store_for_output(ctx, agents, record.output)}
+        )
     if args.json:
         sys.stdout.write(record.model_dump_json() + "\n")
     else:

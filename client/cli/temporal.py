@@ -25,6 +25,7 @@ from otherone.worker.connection import (
 from otherone.worker.settings import Settings
 
 if TYPE_CHECKING:
+    from otherone.runs import AgentOutput
     from otherone.worker.telemetry import WorkerTelemetry
 
 #: Seconds to wait for Temporal to answer the first call before giving up with exit code 4.
@@ -95,18 +96,36 @@ async def connect_configured(settings: Settings) -> Client:
     )
 
 
-async def agent_client(ctx: Context, *, all_partitions: bool = False) -> AgentClient:
+async def agent_client(
+    ctx: Context, *, all_partitions: bool = False, store_when_needed: bool = False
+) -> AgentClient:
     """An `AgentClient` of the settings' Temporal and (when it exists) store: with the store,
     outputs stored as artifacts are shown whole. Scoped to ``OTHERONE_PARTITION`` when set,
-    unless ``all_partitions`` (an operator's explicit choice)."""
+    unless ``all_partitions`` (an operator's explicit choice).
+
+    ``store_when_needed``: the default SQLite file is left for `store_for_output` to open, so a
+    command that reads no artifact skips SQLAlchemy (a fifth of `otherone show`'s start-up).
+    Opening it does not touch the file, so nothing but the time differs; a ``--database-url``
+    is still opened here, where a malformed one is reported."""
     settings = ctx.settings
     client = await connect_configured(settings)
+    deferred = store_when_needed and settings.database_url is None
     return AgentClient(
         client,
         task_queue=settings.task_queue,
-        store=existing_store(settings),
+        store=None if deferred else existing_store(settings),
         partition_key=None if all_partitions else settings.partition,
     )
+
+
+async def store_for_output(
+    ctx: Context, agents: AgentClient, output: AgentOutput | None
+) -> AgentOutput | None:
+    """``output`` resolved like `AgentClient.resolve_output`, opening the store of a client
+    made with ``store_when_needed`` only for an output stored as an artifact."""
+    if output is not None and output.is_reference and agents.store is None:
+        agents.store = existing_store(ctx.settings)
+    return await agents.resolve_output(output)
 
 
 def ui_base(settings: Settings) -> str:
