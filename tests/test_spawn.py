@@ -87,10 +87,11 @@ async def test_spawn_three_then_await_all_while_the_caller_keeps_working(
 
     assert result.outcome is RunOutcome.COMPLETED and result.text == "all done"
     assert result.usage.agent_calls == 3
-    children = {f"{result.run_id}/s{index}" for index in (1, 2, 3)}
+    children = {f"{result.run_id}/worker.s{index}" for index in (1, 2, 3)}
     assert {r.run_id for r in tree[1:]} == children
     assert all(r.status is RunStatus.COMPLETED and r.agent_call_id for r in tree[1:])
-    assert results["s1"] == {"handle": "s1", "agent": "worker", "run_id": f"{result.run_id}/s1"}
+    first = {"handle": "s1", "agent": "worker", "run_id": f"{result.run_id}/worker.s1"}
+    assert results["s1"] == first
     assert results["st"]["status"] == "running"
     awaited = results["aw"]
     assert awaited["running"] == [] and len(awaited["results"]) == 3
@@ -132,7 +133,7 @@ async def test_await_with_a_timeout_then_await_again(
         result = await env.agents.run(build_request(entry_agent="boss", input="go"))
         results = tool_results(env, result.session_id)
     assert result.outcome is RunOutcome.COMPLETED
-    child = f"{result.run_id}/s1"
+    child = f"{result.run_id}/worker.s1"
     assert results["a1"] == {
         "results": [],
         "running": [{"handle": "s1", "agent": "worker", "run_id": child}],
@@ -320,7 +321,7 @@ async def test_sigkill_between_spawn_and_await_runs_each_child_once(
             "tests.spawn_worker", address, task_queue, store_url, tmp_path
         ) as first:
             handle = await agents.start(build_request(entry_agent="spawner", input="go"))
-            children = [f"{handle.run_id}/s1", f"{handle.run_id}/s2"]
+            children = [f"{handle.run_id}/slowchild.s1", f"{handle.run_id}/slowchild.s2"]
             await wait_until(
                 lambda: all(streaming(handle.run_id, child) for child in children),
                 within=60,

@@ -364,6 +364,7 @@ class AgentCaller:
                 result_type=AgentRunResult,
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=_summary(child, request),
+                static_details=call_plan.details,
                 search_attributes=_child_search_attributes(child, call_id),
             )
         except WorkflowAlreadyStartedError:
