@@ -39,6 +39,9 @@ MODULES = {
 PEER_CONTENDERS = {"pydantic_ai", "openai_agents"}
 FLOOR_WORKLOADS = {"w1_turns", "w2_concurrent", "w3_fanout"}
 TIMEOUT_SECONDS = 300
+#: The paired measurement (bench/paired.py): not a workload of one contender.
+PAIRED = "paired"
+PAIRED_TIMEOUT_SECONDS = 1800
 
 
 def _arguments() -> argparse.Namespace:
@@ -49,7 +52,16 @@ def _arguments() -> argparse.Namespace:
         default=",".join(MODULES),
         help="comma-separated subset of " + ",".join(MODULES),
     )
-    parser.add_argument("--workloads", default=",".join(WORKLOAD_NAMES))
+    parser.add_argument(
+        "--workloads",
+        default=",".join((*WORKLOAD_NAMES, PAIRED)),
+        help=f"comma-separated subset of {','.join((*WORKLOAD_NAMES, PAIRED))}; `{PAIRED}` is "
+        "the floor and ours in one process, runs alternating (bench/paired.py)",
+    )
+    parser.add_argument("--paired-rounds", type=int, default=8, help="rounds of `paired`")
+    parser.add_argument(
+        "--scale", type=int, default=1000, help="`paired`: one-turn runs at once (0: skip)"
+    )
     parser.add_argument("--peers-python", type=Path, default=PEERS_PYTHON)
     parser.add_argument("--out", type=Path, default=RESULTS)
     return parser.parse_args()
@@ -93,6 +105,38 @@ def _contender_run(
         return {"error": f"exit {done.returncode}: {' | '.join(tail)}"}
 
 
+def _paired_run(
+    address: str, server_pid: int | None, args: argparse.Namespace, smoke: bool
+) -> Result:
+    """bench/paired.py in its own process, told the server's pid (for its CPU time)."""
+    with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+        out = Path(folder) / "result.json"
+        argv = [sys.executable, "-m", "bench.paired", "--address", address, "--out", str(out)]
+        rounds, scale = (2, 20) if smoke else (args.paired_rounds, args.scale)
+        argv += ["--rounds", str(rounds), "--scale", str(scale)]
+        if smoke:
+            argv += ["--concurrent", "3", "--parts", "turns_10,concurrent"]
+        if server_pid is not None:
+            argv += ["--server-pid", str(server_pid)]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=PAIRED_TIMEOUT_SECONDS,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {PAIRED_TIMEOUT_SECONDS} s"}
+        if out.exists():
+            result: Result = json.loads(out.read_text())
+            return result
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {"error": f"exit {done.returncode}: {' | '.join(tail)}"}
+
+
 def _python_for(contender: str, peers_python: Path) -> Path | None:
     if contender not in PEER_CONTENDERS:
         return Path(sys.executable)
@@ -110,6 +154,15 @@ async def _run_all(args: argparse.Namespace, sizes: Sizes) -> dict[str, dict[str
             flush=True,
         )
         for workload in workloads:
+            if workload == PAIRED:
+                started = time.monotonic()
+                results.setdefault(PAIRED, {})[PAIRED] = await asyncio.to_thread(
+                    _paired_run, server.address, server.pid, args, sizes is SMOKE
+                )
+                took = time.monotonic() - started
+                brief = json.dumps(results[PAIRED][PAIRED])[:150]
+                print(f"  {PAIRED:<15} {'floor+ours':<14} {took:6.1f} s  {brief}", flush=True)
+                continue
             for contender in contenders:
                 if contender == "floor" and workload not in FLOOR_WORKLOADS:
                     continue

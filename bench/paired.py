@@ -1,0 +1,253 @@
+"""Paired runs: the floor and our runtime in ONE process, taking turns seconds apart.
+
+Separate processes run minutes apart, and on a shared machine the load changes in between: a
+ratio of such runs measures the load as much as the runtimes. Here both contenders have their
+worker in this process on one server, and their runs alternate (floor, ours, ours, floor, ...):
+each round's ratio compares runs made seconds apart, and the result is the median of the rounds'
+ratios.
+
+- ``turns_10`` / ``turns_60``: one run at a time; per turn = the run's wall time ÷ its turns
+  (each run also does its prepare and finish: the floor's runs the same activities, see
+  `bench.floor`). Also the CPU time of this process (workers + client) and of the server per run.
+- ``concurrent``: ``concurrent`` runs of 10 turns started at once; runs per second.
+- ``history``: protobuf bytes of a 60-turn run's history (what Temporal's size limit counts).
+- ``scale`` (``--scale N``, ours only): N runs of one turn started at once on one worker process;
+  wall time and the process's resident memory (RSS) before, at its peak and after.
+
+``python -m bench.paired --address HOST:PORT --out FILE [--rounds R] [--server-pid PID]``;
+`bench.run` runs it on its dev server (``--paired-rounds``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from bench import floor, ours
+from bench.common import Sizes, history_events, peak_rss_mb, rss_mb, summary
+from otherone.worker.app import connect
+
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+Run = Callable[[], Awaitable[Any]]
+
+
+def server_cpu_seconds(pid: int | None) -> float:
+    """CPU time (user + system) the server process has used so far; 0 when not known."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS_PER_SECOND
+
+
+class Meter:
+    """Wall, this process's CPU and the server's CPU over a block."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+
+    @contextlib.asynccontextmanager
+    async def measure(self, into: dict[str, float]) -> AsyncIterator[None]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        server = server_cpu_seconds(self.server_pid)
+        yield
+        into["wall_ms"] = (time.perf_counter() - wall) * 1000
+        into["cpu_ms"] = (time.process_time() - cpu) * 1000
+        into["server_cpu_ms"] = (server_cpu_seconds(self.server_pid) - server) * 1000
+
+
+@contextlib.asynccontextmanager
+async def contenders(client: Client, turns: int) -> AsyncIterator[dict[str, Run]]:
+    """Both workers running (own task queues), and a function making one run of each."""
+    floor_queue, ours_queue = f"paired-floor-{uuid4()}", f"paired-ours-{uuid4()}"
+    floor_worker: Worker = floor._worker(client, floor_queue)
+    async with (
+        floor_worker,
+        ours.running(client, ours_queue, ours.bench_config(Sizes(), turns)) as bench,
+    ):
+        runs: dict[str, Run] = {
+            "floor": lambda: floor._run(client, floor_queue, turns),
+            "ours": lambda: bench.run("counter"),
+        }
+        for run in runs.values():  # warm-up: imports, caches, first workflow tasks
+            await run()
+        yield runs
+
+
+def _order(round_index: int) -> tuple[str, str]:
+    """ABBA: each contender goes first in every other round (no systematic first-mover cost)."""
+    return ("floor", "ours") if round_index % 2 == 0 else ("ours", "floor")
+
+
+async def sequential(client: Client, meter: Meter, turns: int, rounds: int) -> dict[str, Any]:
+    """``rounds`` rounds of one run each, alternating; per turn, CPU per run, ratios."""
+    samples: dict[str, list[dict[str, float]]] = {"floor": [], "ours": []}
+    async with contenders(client, turns) as runs:
+        for index in range(rounds):
+            for name in _order(index):
+                sample: dict[str, float] = {}
+                async with meter.measure(sample):
+                    await runs[name]()
+                samples[name].append(sample)
+    ratios = [
+        o["wall_ms"] / f["wall_ms"] for f, o in zip(samples["floor"], samples["ours"], strict=True)
+    ]
+    return {
+        "turns": turns,
+        "rounds": rounds,
+        **{name: _per_run(values, turns) for name, values in samples.items()},
+        "ratio_per_round": [round(r, 2) for r in ratios],
+        "ratio": round(statistics.median(ratios), 2),
+    }
+
+
+def _per_run(samples: list[dict[str, float]], turns: int) -> dict[str, Any]:
+    return {
+        "per_turn_ms": round(statistics.median(s["wall_ms"] for s in samples) / turns, 2),
+        "run_ms": summary([s["wall_ms"] for s in samples]),
+        "cpu_ms_per_run": round(statistics.median(s["cpu_ms"] for s in samples), 1),
+        "server_cpu_ms_per_run": round(statistics.median(s["server_cpu_ms"] for s in samples), 1),
+    }
+
+
+async def concurrent(client: Client, meter: Meter, count: int, rounds: int) -> dict[str, Any]:
+    """``rounds`` rounds of ``count`` 10-turn runs at once per contender, alternating."""
+    samples: dict[str, list[dict[str, float]]] = {"floor": [], "ours": []}
+    async with contenders(client, 10) as runs:
+        for index in range(rounds):
+            for name in _order(index):
+                sample: dict[str, float] = {}
+                async with meter.measure(sample):
+                    await asyncio.gather(*(runs[name]() for _ in range(count)))
+                samples[name].append(sample)
+    rates = {
+        name: [count / (s["wall_ms"] / 1000) for s in values] for name, values in samples.items()
+    }
+    ratios = [o / f for f, o in zip(rates["floor"], rates["ours"], strict=True)]
+    return {
+        "runs": count,
+        "rounds": rounds,
+        **{
+            name: {
+                "runs_per_second": round(statistics.median(rates[name]), 2),
+                "cpu_ms_per_run": round(statistics.median(s["cpu_ms"] for s in values) / count, 1),
+                "server_cpu_ms_per_run": round(
+                    statistics.median(s["server_cpu_ms"] for s in values) / count, 1
+                ),
+            }
+            for name, values in samples.items()
+        },
+        "ratio_per_round": [round(r, 2) for r in ratios],
+        "ratio": round(statistics.median(ratios), 2),
+    }
+
+
+async def history(client: Client, turns: int) -> dict[str, Any]:
+    """Protobuf bytes and events of one ``turns``-turn run's history per contender."""
+    found: dict[str, Any] = {}
+    floor_queue, ours_queue = f"paired-floor-{uuid4()}", f"paired-ours-{uuid4()}"
+    async with (
+        floor._worker(client, floor_queue),
+        ours.running(client, ours_queue, ours.bench_config(Sizes(), turns)) as bench,
+    ):
+        floor_id = f"floor-{uuid4()}"
+        await floor._run(client, floor_queue, turns, floor_id)
+        ours_id = (await bench.run("counter")).run_id
+    for name, workflow_id in (("floor", floor_id), ("ours", ours_id)):
+        events = await history_events(client.get_workflow_handle(workflow_id))
+        found[name] = {"events": len(events), "bytes": sum(int(e["_bytes"]) for e in events)}
+    found["ratio"] = round(found["ours"]["bytes"] / found["floor"]["bytes"], 2)
+    found["turns"] = turns
+    return found
+
+
+async def scale(client: Client, count: int) -> dict[str, Any]:
+    """``count`` one-turn runs started at once on one worker: do they finish, in how much
+    memory (this process: the worker and the client that starts and awaits the runs)."""
+    queue = f"paired-scale-{uuid4()}"
+    async with ours.running(client, queue, ours.bench_config(Sizes(), 1)) as bench:
+        await bench.run("counter")
+        before = rss_mb()
+        started = time.perf_counter()
+        cpu = time.process_time()
+        results = await asyncio.gather(*(bench.run("counter") for _ in range(count)))
+        wall = time.perf_counter() - started
+        cpu_ms = (time.process_time() - cpu) * 1000
+        after = rss_mb()
+    return {
+        "runs": count,
+        "completed": len(results),
+        "wall_seconds": round(wall, 1),
+        "runs_per_second": round(count / wall, 2),
+        "cpu_ms_per_run": round(cpu_ms / count, 1),
+        "rss_mb_before": before,
+        "rss_mb_peak": peak_rss_mb(),
+        "rss_mb_after": after,
+    }
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    client = await connect(args.address)
+    meter = Meter(args.server_pid)
+    result: dict[str, Any] = {"load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    parts = set(args.parts.split(","))
+    if "turns_10" in parts:
+        result["turns_10"] = await sequential(client, meter, 10, args.rounds)
+    if "turns_60" in parts:
+        result["turns_60"] = await sequential(client, meter, 60, max(2, args.rounds // 2))
+    if "concurrent" in parts:
+        result["concurrent"] = await concurrent(
+            client, meter, args.concurrent, max(2, args.rounds // 3)
+        )
+    if "history" in parts:
+        result["history"] = await history(client, 60)
+    if args.scale:
+        result["scale"] = await scale(client, args.scale)
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return result
+
+
+def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.paired", description=__doc__)
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--concurrent", type=int, default=50)
+    parser.add_argument("--scale", type=int, default=0, help="runs at once (0: skip)")
+    parser.add_argument("--server-pid", type=int, default=None)
+    parser.add_argument("--parts", default="turns_10,turns_60,concurrent,history")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _arguments(argv)
+    code = 0
+    try:
+        result = asyncio.run(measure(args))
+    except Exception as error:
+        traceback.print_exc()
+        result, code = {"error": f"{type(error).__name__}: {error}"[:500]}, 1
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # see bench.common.main
+
+
+if __name__ == "__main__":
+    main()
