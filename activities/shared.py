@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
@@ -131,31 +133,32 @@ class ActivityContext:
         statement or its parameters (user data).
         """
         delay, waited = STORE_RETRY_FIRST_DELAY, 0.0
-        # Heartbeating throughout (also while a call hangs in its thread): the activity's
-        # heartbeat timeout must not end the attempt while the store is merely slow or down.
-        async with heartbeating():
-            while True:
-                try:
-                    return await asyncio.to_thread(function, *args, **kwargs)
-                except OtheroneError:
-                    raise
-                except Exception as error:
-                    described = describe_store_error(error)
-                    if not is_outage(error):
-                        activity.logger.error("store refused a write: %s", described)
-                        raise failure(
-                            FailureCode.STORAGE_ERROR, f"storage: {described}"
-                        ) from None  # the chained error would put its SQL in the logs
-                    if waited >= STORE_OUTAGE_PATIENCE.total_seconds():
-                        raise failure(
-                            FailureCode.STORAGE_ERROR, f"storage: {described}", retryable=True
-                        ) from None
-                    activity.logger.warning(
-                        "store unavailable, retrying in %.1fs: %s", delay, described
-                    )
-                await asyncio.sleep(delay)
-                waited += delay
-                delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
+        # Heartbeating once a call or an outage lasts (also while a call hangs in its thread):
+        # the activity's heartbeat timeout must not end the attempt while the store is merely
+        # slow or down. A quick call sends none (a heartbeat is a server request).
+        while True:
+            try:
+                return await in_thread(function, *args, **kwargs)
+            except OtheroneError:
+                raise
+            except Exception as error:
+                described = describe_store_error(error)
+                if not is_outage(error):
+                    activity.logger.error("store refused a write: %s", described)
+                    raise failure(
+                        FailureCode.STORAGE_ERROR, f"storage: {described}"
+                    ) from None  # the chained error would put its SQL in the logs
+                if waited >= STORE_OUTAGE_PATIENCE.total_seconds():
+                    raise failure(
+                        FailureCode.STORAGE_ERROR, f"storage: {described}", retryable=True
+                    ) from None
+                activity.logger.warning(
+                    "store unavailable, retrying in %.1fs: %s", delay, described
+                )
+            _heartbeat_if_running()  # an outage being ridden out: still alive
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
 
     async def snapshot(self, version: str | None) -> RuntimeSnapshot:
         """The run's snapshot: the worker's current one for a new root, else the stored one."""
@@ -185,22 +188,42 @@ class ActivityContext:
         """Store the events the run's visibility lets through. Observation only: a failure to
         store one never fails the run, but is never silent either: the run's next stored
         events begin with an `events_lost` marker counting what this worker could not write
-        (sequence numbers alone would hide the gap)."""
-        visible = [body for body in bodies if _visible(ref, body)]
-        if not visible:
-            return
-        lost = self._lost_events.pop(ref.run_id, 0)
-        batch = [{"type": "events_lost", "count": lost}, *visible] if lost else visible
+        (sequence numbers alone would hide the gap). (`EventBuffer` batches an activity's.)"""
+        visible = self.visible(ref, bodies)
+        if visible:
+            await self.write_events(ref, visible)
+
+    def visible(self, ref: RunRef, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The events of ``bodies`` the run's event visibility lets through."""
+        return [body for body in bodies if _visible(ref, body)]
+
+    async def write_events(self, ref: RunRef, visible: list[dict[str, Any]]) -> None:
+        """Write ``visible`` events (one transaction); a failure is counted, never raised."""
+        batch = self.with_lost_marker(ref, visible)
         try:
             await asyncio.to_thread(self.store.append_events, ref, batch)
         except Exception as error:
-            self._lost_events[ref.run_id] = lost + len(visible)
-            activity.logger.warning(
-                "event store write failed (%d event(s) of run %s lost so far): %s",
-                lost + len(visible),
-                ref.run_id,
-                describe_store_error(error),
-            )
+            self.count_lost(ref, batch, error)
+
+    def with_lost_marker(self, ref: RunRef, visible: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``visible``, after an `events_lost` marker if earlier events of the run were lost."""
+        if not visible:
+            return visible
+        lost = self._lost_events.pop(ref.run_id, 0)
+        return [{"type": "events_lost", "count": lost}, *visible] if lost else visible
+
+    def count_lost(self, ref: RunRef, batch: list[dict[str, Any]], error: BaseException) -> None:
+        """``batch`` (maybe led by a marker) was not written: count it for the next marker."""
+        count = sum(
+            int(body.get("count", 0)) if body.get("type") == "events_lost" else 1 for body in batch
+        )
+        self._lost_events[ref.run_id] = self._lost_events.get(ref.run_id, 0) + count
+        activity.logger.warning(
+            "event store write failed (%d event(s) of run %s lost so far): %s",
+            self._lost_events[ref.run_id],
+            ref.run_id,
+            describe_store_error(error),
+        )
 
     async def emit_decided(self, ref: RunRef, events: Sequence[Mapping[str, JsonValue]]) -> None:
         """Store the events the workflow decided (`DecidedEvents`), before the activity's own.
@@ -339,11 +362,31 @@ def _heartbeat_if_running() -> None:
         activity.heartbeat()
 
 
+async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function`` in the default thread pool (like `asyncio.to_thread`); heartbeating only
+    if it takes longer than `HEARTBEAT_EVERY_SECONDS`. No task per call: a store call is
+    ~1 ms, and a task plus a heartbeat request each time cost more than the call."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    future = loop.run_in_executor(None, call)
+    done, _ = await asyncio.wait({future}, timeout=HEARTBEAT_EVERY_SECONDS)
+    if not done:
+        async with heartbeating(first_after=0.0):
+            await future
+    return future.result()
+
+
 @contextlib.asynccontextmanager
-async def heartbeating() -> AsyncIterator[None]:
-    """Heartbeat while the body runs, so cancellation reaches it and stalls are detected."""
+async def heartbeating(first_after: float = HEARTBEAT_EVERY_SECONDS) -> AsyncIterator[None]:
+    """Heartbeat while the body runs, so cancellation reaches it and stalls are detected.
+
+    The first heartbeat goes out after ``first_after`` seconds, then one every
+    `HEARTBEAT_EVERY_SECONDS`: a body that ends sooner sends none (it is done before a
+    cancellation or a stall would matter), which saves a server request per activity.
+    """
 
     async def beat() -> None:
+        await asyncio.sleep(first_after)
         while True:
             _heartbeat_if_running()
             await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)

@@ -231,7 +231,7 @@ def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument("--scale", type=int, default=0, help="runs at once (0: skip)")
     parser.add_argument("--server-pid", type=int, default=None)
-    parser.add_argument("--parts", default="turns_10,turns_60,concurrent,history")
+    parser.add_argument("--parts", default=os.environ.get("PAIRED_PARTS", "turns_10,turns_60,concurrent,history"))
     return parser.parse_args(argv)
 
 
