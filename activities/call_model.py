@@ -31,6 +31,7 @@ from otherone.activities.context import (
     turn_from_entry,
     wire_tool_calls,
 )
+from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.handoffs import handoff_tool_definition
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
@@ -46,7 +47,8 @@ from otherone.activities.shared import (
     call_completed_events,
     failure,
     heartbeating,
-    materialise,
+    pending_rows,
+    tool_result_ids,
 )
 from otherone.activities.spawn_tools import spawn_tool_definitions
 from otherone.config import RuntimeSnapshot
@@ -61,11 +63,21 @@ DELTA_FLUSH_SECONDS = 0.05
 
 
 async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTurn:
+    await context.emit_decided(input.ref, input.events)
+    events = EventBuffer(context, input.ref)
+    try:
+        return await _call_model(context, input, events)
+    finally:
+        await events.close()  # whatever is still queued, before the attempt ends
+
+
+async def _call_model(
+    context: ActivityContext, input: ModelCallInput, events: EventBuffer
+) -> ModelTurn:
     ref = input.ref
-    await context.emit_decided(ref, input.events)
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
     done, rows, summary = await context.io(_prepare_context, context.store, input, assistant_key)
-    await context.emit(ref, *call_completed_events(input.pending))
+    events.add(*call_completed_events(input.pending))
     if done is not None:
         # A retry after the turn was already stored: never call the model twice.
         done = await with_approvals(context, ref, _with_output(done, input))
@@ -89,6 +101,7 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
         tools=tools,
         settings=generation_settings(profile, agent),
     )
+    await events.flush()  # compaction writes its own events: keep them in order
     rows, summary = await compact_context(
         context, provider, request, input, system_prompt, rows, summary
     )
@@ -99,27 +112,30 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
     started: list[dict[str, Any]] = (
         [{"type": "user_message_queued", "count": queued}] if queued else []
     )
-    await context.emit(ref, *started, _model_started(input.turn, request.attempt))
+    # Written with the first delta (or the turn's end, whichever comes first).
+    events.add(*started, _model_started(input.turn, request.attempt))
     completed: dict[str, Any] = {
         "type": "model_completed",
         "turn": input.turn,
         "attempt": request.attempt,
     }
     try:
-        turn = await _stream(context, provider, request, input)
-        await context.io(
-            context.store.append_entries,
-            ref.partition_key,
-            ref.session_id,
-            [_assistant_row(assistant_key, ref, turn)],
+        turn = await _stream(context, provider, request, input, events)
+        # The answer, its last deltas and `model_completed`: one transaction.
+        events.add({**completed, "usage": _usage(turn)})
+        row = _assistant_row(assistant_key, ref, turn)
+        store = context.store
+        await events.write_with(
+            lambda bodies: store.append_entries_and_events(
+                ref.partition_key, ref.session_id, [row], ref, bodies
+            ),
         )
     except BaseException as error:
         # Every `model_started` gets its `model_completed`: a failed or cancelled call too.
         ended = "cancelled" if isinstance(error, asyncio.CancelledError) else str(error)
-        await asyncio.shield(context.emit(ref, {**completed, "error": ended}))
+        events.add({**completed, "error": ended})
         raise
     turn = turn.model_copy(update={"reasoning": ()})  # kept in the store, not in history
-    await context.emit(ref, {**completed, "usage": _usage(turn)})
     turn = await with_approvals(context, ref, _with_output(turn, input))
     return await _returnable(context, turn, input)
 
@@ -129,14 +145,17 @@ def _prepare_context(
 ) -> tuple[ModelTurn | None, list[EntryRow], str | None]:
     """Write pending entries; then the context: latest summary and the entries after it."""
     ref = input.ref
-    written = materialise(store, ref, input.pending)
-    store.append_entries(ref.partition_key, ref.session_id, written)
-    existing = store.get_entry(ref.partition_key, ref.session_id, assistant_key)
+    # One transaction: the referenced tool results, the pending entries, then the context.
+    existing, compaction, entries = store.turn_context(
+        ref.partition_key,
+        ref.session_id,
+        assistant_key,
+        ref.run_id,
+        tool_result_ids(input.pending),
+        lambda stored: pending_rows(ref, input.pending, stored),
+    )
     if existing is not None:
         return turn_from_entry(existing), [], None
-    compaction = store.latest_compaction(ref.partition_key, ref.session_id)
-    after = compaction.up_to_entry_id if compaction else None
-    entries = store.load_entries(ref.partition_key, ref.session_id, after_id=after)
     return None, entries, compaction.summary if compaction else None
 
 
@@ -173,10 +192,14 @@ def _model_started(turn: int, attempt: int) -> dict[str, Any]:
 
 
 async def _stream(
-    context: ActivityContext, provider: ModelProvider, request: ModelRequest, input: ModelCallInput
+    context: ActivityContext,
+    provider: ModelProvider,
+    request: ModelRequest,
+    input: ModelCallInput,
+    events: EventBuffer,
 ) -> ModelTurn:
     ref = input.ref
-    deltas = DeltaBuffer(context, ref, input.turn, request.attempt)
+    deltas = DeltaBuffer(events, input.turn, request.attempt)
     collector = TurnCollector(limit_bytes=input.result_limit_bytes)
 
     async def on_thinking(text: str) -> None:
@@ -201,15 +224,15 @@ async def _stream(
             next_retry_delay=delay,
         ) from error
     finally:
-        await deltas.flush()
+        deltas.queue()  # written with the turn's end (or by `EventBuffer.close`)
     return turn
 
 
 class DeltaBuffer:
     """Batches stream deltas into few event writes; each carries the activity attempt."""
 
-    def __init__(self, context: ActivityContext, ref: RunRef, turn: int, attempt: int) -> None:
-        self.context, self.ref, self.turn, self.attempt = context, ref, turn, attempt
+    def __init__(self, events: EventBuffer, turn: int, attempt: int) -> None:
+        self.events, self.turn, self.attempt = events, turn, attempt
         self.parts: list[tuple[str, str]] = []
         # The first delta goes out at once (first-token latency); later ones are batched.
         self.last_flush = float("-inf")
@@ -223,16 +246,20 @@ class DeltaBuffer:
             await self.flush()
 
     async def flush(self) -> None:
-        parts, self.parts = self.parts, []
+        """Write the deltas so far now (with whatever else the activity queued)."""
+        self.queue()
         self.last_flush = time.monotonic()
-        if parts:
-            await self.context.emit(
-                self.ref,
-                *(
-                    {"type": kind, "content": text, "turn": self.turn, "attempt": self.attempt}
-                    for kind, text in parts
-                ),
+        await self.events.flush()
+
+    def queue(self) -> None:
+        """Hand the deltas so far to the activity's `EventBuffer`."""
+        parts, self.parts = self.parts, []
+        self.events.add(
+            *(
+                {"type": kind, "content": text, "turn": self.turn, "attempt": self.attempt}
+                for kind, text in parts
             )
+        )
 
 
 def _assistant_row(key: str, ref: RunRef, turn: ModelTurn) -> EntryRow:

@@ -13,6 +13,7 @@ from temporalio import activity
 
 from otherone.activities.artifacts import store_blob
 from otherone.activities.context import tool_error_content
+from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.mcp_calls import McpToolCall
 from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY
 from otherone.activities.model_stream import valid_unicode
@@ -27,9 +28,19 @@ EVENT_ARGUMENTS_CHARS = 2000
 
 
 async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
+    events = EventBuffer(context, input.ref)
+    try:
+        if input.call.name.startswith(MCP_PREFIX):
+            return await _run_mcp_tool(context, input, events)
+        return await _run_tool(context, input, events)
+    finally:
+        await events.close()  # whatever is still queued, before the attempt ends
+
+
+async def _run_tool(
+    context: ActivityContext, input: ToolCallInput, events: EventBuffer
+) -> ToolOutcome:
     ref, call = input.ref, input.call
-    if call.name.startswith(MCP_PREFIX):
-        return await _run_mcp_tool(context, input)
     spec = context.config.tools.get(call.name) or context.memory_tools.get(call.name)
     info = activity.info()
     if spec is None:
@@ -39,7 +50,7 @@ async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcom
             error_kind=ToolErrorKind.FATAL,
             error=f"tool '{call.name}' is not registered on this worker",
         )
-    await context.emit(ref, _started_event(call))
+    events.add(_started_event(call))  # written within `LATE_WRITE_SECONDS`, or at the end
     tool_context = ToolContext(
         tool_call_id=call.id,
         tool_name=call.name,
@@ -57,12 +68,14 @@ async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcom
         kind, content = await _invoke(
             spec.invoke, call.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
         )
-        return await _store_tool_result(context, input, kind, valid_unicode(content))
+        return await _store_tool_result(context, input, kind, valid_unicode(content), events)
 
-    return await _ended(context, input, work())
+    return await _ended(input, work(), events)
 
 
-async def _run_mcp_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
+async def _run_mcp_tool(
+    context: ActivityContext, input: ToolCallInput, events: EventBuffer
+) -> ToolOutcome:
     """An MCP tool of the run's snapshot, on this worker's session to its server."""
     ref, call = input.ref, input.call
     snapshot = await context.snapshot(ref.snapshot_version)
@@ -74,10 +87,10 @@ async def _run_mcp_tool(context: ActivityContext, input: ToolCallInput) -> ToolO
             error_kind=ToolErrorKind.PERMISSION_DENIED,
             error=f"tool '{call.name}' is not among this run's MCP tools",
         )
-    await context.emit(ref, _started_event(call))
+    events.add(_started_event(call))
 
     async def emit(body: dict[str, Any]) -> None:
-        await context.emit(ref, body)
+        await events.add_now(body)  # progress: people are watching
 
     async def save_blob(name: str, content: bytes, media_type: str) -> ArtifactRef:
         label = f"tool call {call.id} {name}"
@@ -87,28 +100,26 @@ async def _run_mcp_tool(context: ActivityContext, input: ToolCallInput) -> ToolO
 
     async def work() -> ToolOutcome:
         kind, content = await runner.run(call, target, schema, activity.info().attempt)
-        return await _store_tool_result(context, input, kind, valid_unicode(content))
+        return await _store_tool_result(context, input, kind, valid_unicode(content), events)
 
-    return await _ended(context, input, work())
+    return await _ended(input, work(), events)
 
 
 async def _ended(
-    context: ActivityContext, input: ToolCallInput, work: Awaitable[ToolOutcome]
+    input: ToolCallInput, work: Awaitable[ToolOutcome], events: EventBuffer
 ) -> ToolOutcome:
-    """Every `tool_started` gets its `tool_completed`: a cancelled or failed attempt too."""
-    ref, call = input.ref, input.call
+    """Every `tool_started` gets its `tool_completed`: a cancelled or failed attempt too (the
+    successful one's is written with the result, `_store_tool_result`)."""
     try:
-        outcome = await work
+        return await work
     except BaseException as error:
         ended = (
             "cancelled"
             if isinstance(error, asyncio.CancelledError)
             else f"attempt failed: {type(error).__name__}: {error}"
         )
-        await asyncio.shield(context.emit(ref, _completed_event(call, ended)))
+        events.add(_completed_event(input.call, ended))  # written by `EventBuffer.close`
         raise
-    await context.emit(ref, _completed_event(call, outcome.error))
-    return outcome
 
 
 def _started_event(call: ToolCallSpec) -> dict[str, Any]:
@@ -160,7 +171,11 @@ async def _invoke(
 
 
 async def _store_tool_result(
-    context: ActivityContext, input: ToolCallInput, kind: ToolErrorKind | None, content: str
+    context: ActivityContext,
+    input: ToolCallInput,
+    kind: ToolErrorKind | None,
+    content: str,
+    events: EventBuffer,
 ) -> ToolOutcome:
     ref, call = input.ref, input.call
     size = len(content.encode())
@@ -175,23 +190,27 @@ async def _store_tool_result(
             content.encode(),
             "application/json",
         )
-        return ToolOutcome(
+        outcome = ToolOutcome(
             tool_call_id=call.id,
             name=call.name,
             result_bytes=size,
             oversized=True,
-            error=f"tool result of {size} bytes exceeds max_result_bytes "
-            f"({input.result_limit_bytes}); stored as artifact {artifact.artifact_id}",
+            error=f"{_oversized(size, input)}; stored as artifact {artifact.artifact_id}",
         )
-    await context.io(
-        context.store.put_tool_result,
-        ref.partition_key,
-        ref.run_id,
-        call.id,
-        tool_name=call.name,
-        content=content,
-        error_kind=kind.value if kind else None,
+        events.add(_completed_event(call, outcome.error))
+        return outcome
+    # The result, `tool_completed` and whatever else is queued: one transaction.
+    events.add(_completed_event(call, error))
+    store, error_kind = context.store, kind.value if kind else None
+    await events.write_with(
+        lambda bodies: store.put_tool_result_and_events(
+            ref, call.id, bodies, tool_name=call.name, content=content, error_kind=error_kind
+        ),
     )
     return ToolOutcome(
         tool_call_id=call.id, name=call.name, error_kind=kind, error=error, result_bytes=size
     )
+
+
+def _oversized(size: int, input: ToolCallInput) -> str:
+    return f"tool result of {size} bytes exceeds max_result_bytes ({input.result_limit_bytes})"

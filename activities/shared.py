@@ -292,8 +292,19 @@ def describe_store_error(error: BaseException) -> str:
 
 def materialise(store: Store, ref: RunRef, pending: tuple[PendingEntry, ...]) -> list[EntryRow]:
     """Turn pending entries into rows, reading referenced tool results from the store."""
-    ids = [entry.tool_result_of for entry in pending if entry.tool_result_of]
-    stored = store.get_tool_results(ref.partition_key, ref.run_id, ids)
+    stored = store.get_tool_results(ref.partition_key, ref.run_id, tool_result_ids(pending))
+    return pending_rows(ref, pending, stored)
+
+
+def tool_result_ids(pending: tuple[PendingEntry, ...]) -> list[str]:
+    """The tool calls whose stored results ``pending`` refers to."""
+    return [entry.tool_result_of for entry in pending if entry.tool_result_of]
+
+
+def pending_rows(
+    ref: RunRef, pending: tuple[PendingEntry, ...], stored: Mapping[str, str]
+) -> list[EntryRow]:
+    """Rows of ``pending``, given the ``stored`` results they refer to (call id -> content)."""
     rows: list[EntryRow] = []
     for entry in pending:
         content, error_kind = entry.content, entry.error_kind

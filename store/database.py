@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
     RowMapping,
+    Select,
     Table,
     delete,
     func,
@@ -75,6 +76,7 @@ EVENT_CHANNEL = "otherone_events"
 _TERMINAL_STATUSES = tuple(status.value for status in RunStatus if status.is_terminal)
 
 Insert = postgresql.Insert | sqlite.Insert
+_T = TypeVar("_T")
 
 
 #: Statuses of a run that has not ended.
@@ -84,6 +86,10 @@ LIVE_STATUSES = (
     RunStatus.WAITING_FOR_CHILD,
     RunStatus.WAITING_FOR_APPROVAL,
 )
+
+
+class _SequenceTaken(Exception):
+    """Another writer appended events to the same root between our read and our insert."""
 
 
 def _now() -> datetime:
@@ -289,19 +295,95 @@ class Store:
 
         Returns how many were written. ``tokens`` defaults to `estimate_entry_tokens`.
         """
-        written = 0
         with self.engine.begin() as conn:
-            for row in rows:
-                statement = self._insert(entries).values(
-                    **_entry_values(partition_key, session_id, row)
-                )
-                statement = statement.on_conflict_do_nothing(
-                    index_elements=["partition_key", "session_id", "entry_key"]
-                )
-                # RETURNING, not rowcount: psycopg reports -1 for an INSERT that returns the id.
-                if conn.execute(statement.returning(entries.c.id)).first() is not None:
-                    written += 1
+            return self._insert_entries(conn, partition_key, session_id, rows)
+
+    def _insert_entries(
+        self, conn: Connection, partition_key: str, session_id: str, rows: Iterable[EntryRow]
+    ) -> int:
+        written = 0
+        for row in rows:
+            statement = self._insert(entries).values(
+                **_entry_values(partition_key, session_id, row)
+            )
+            statement = statement.on_conflict_do_nothing(
+                index_elements=["partition_key", "session_id", "entry_key"]
+            )
+            # RETURNING, not rowcount: psycopg reports -1 for an INSERT that returns the id.
+            if conn.execute(statement.returning(entries.c.id)).first() is not None:
+                written += 1
         return written
+
+    def append_entries_and_events(
+        self,
+        partition_key: str,
+        session_id: str,
+        rows: Sequence[EntryRow],
+        ref: RunRef,
+        bodies: Sequence[dict[str, Any]],
+    ) -> int:
+        """`append_entries` and `append_events` in ONE transaction (a model turn's end: its
+        entry and its events). Both or neither are written; returns the entries written."""
+        return self._with_events(
+            ref, bodies, lambda conn: self._insert_entries(conn, partition_key, session_id, rows)
+        )
+
+    def _with_events(
+        self, ref: RunRef, bodies: Sequence[dict[str, Any]], work: Callable[[Connection], _T]
+    ) -> _T:
+        """``work`` and appending ``bodies`` in one transaction (``work`` must be idempotent:
+        it runs again when another writer took the same event sequence numbers)."""
+        for _ in range(EVENT_APPEND_ATTEMPTS):
+            try:
+                with self.engine.begin() as conn:
+                    done = work(conn)
+                    if bodies:
+                        try:
+                            self._insert_events(conn, ref, bodies)
+                        except IntegrityError as error:
+                            raise _SequenceTaken from error  # (``work``'s own are not retried)
+                    return done
+            except _SequenceTaken:
+                continue
+        raise StoreError(f"could not append events for root '{ref.root_run_id}'")
+
+    def turn_context(
+        self,
+        partition_key: str,
+        session_id: str,
+        answer_key: str,
+        run_id: str,
+        tool_call_ids: Sequence[str],
+        pending_rows: Callable[[Mapping[str, str]], Sequence[EntryRow]],
+    ) -> tuple[EntryRow | None, Compaction | None, list[EntryRow]]:
+        """A model turn's start in one transaction: read the stored results of ``run_id``'s
+        ``tool_call_ids``, append the turn's pending entries (``pending_rows(results)``); then
+        the stored answer under ``answer_key`` if there is one (a retried turn), else the
+        latest compaction and the entries after it."""
+        with self.engine.begin() as conn:
+            stored = self._tool_results(conn, partition_key, run_id, tool_call_ids)
+            rows = pending_rows(stored)
+            self._insert_entries(conn, partition_key, session_id, rows)
+            existing = conn.execute(
+                select(entries).where(
+                    (entries.c.partition_key == partition_key)
+                    & (entries.c.session_id == session_id)
+                    & (entries.c.entry_key == answer_key)
+                )
+            ).first()
+            if existing is not None:
+                return _entry_row(existing._mapping), None, []
+            found = conn.execute(self._latest_compaction_query(partition_key, session_id)).first()
+            compaction = None if found is None else _compaction(found._mapping)
+            query = select(entries).where(
+                (entries.c.partition_key == partition_key) & (entries.c.session_id == session_id)
+            )
+            if compaction is not None:
+                query = query.where(entries.c.id > compaction.up_to_entry_id)
+            loaded = [
+                _entry_row(row._mapping) for row in conn.execute(query.order_by(entries.c.id))
+            ]
+        return None, compaction, loaded
 
     def load_entries(
         self, partition_key: str, session_id: str, *, after_id: int | None = None
@@ -356,7 +438,13 @@ class Store:
 
     def latest_compaction(self, partition_key: str, session_id: str) -> Compaction | None:
         """The most recently added compaction of the session (what context starts from)."""
-        query = (
+        with self.engine.connect() as conn:
+            row = conn.execute(self._latest_compaction_query(partition_key, session_id)).first()
+        return None if row is None else _compaction(row._mapping)
+
+    @staticmethod
+    def _latest_compaction_query(partition_key: str, session_id: str) -> Select[Any]:
+        return (
             select(compactions)
             .where(
                 (compactions.c.partition_key == partition_key)
@@ -365,9 +453,6 @@ class Store:
             .order_by(compactions.c.id.desc())
             .limit(1)
         )
-        with self.engine.connect() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else _compaction(row._mapping)
 
     # artifacts ---------------------------------------------------------------------------
 
@@ -474,6 +559,21 @@ class Store:
         error_kind: str | None,
     ) -> None:
         """Store (or replace, on a retried tool call) the result of one tool call."""
+        statement = self._tool_result_statement(
+            partition_key, run_id, tool_call_id, tool_name, content, error_kind
+        )
+        with self.engine.begin() as conn:
+            conn.execute(statement)
+
+    def _tool_result_statement(
+        self,
+        partition_key: str,
+        run_id: str,
+        tool_call_id: str,
+        tool_name: str,
+        content: str,
+        error_kind: str | None,
+    ) -> Insert:
         statement = self._insert(tool_results).values(
             partition_key=partition_key,
             run_id=run_id,
@@ -483,15 +583,39 @@ class Store:
             error_kind=error_kind,
             created_at=_now(),
         )
-        statement = statement.on_conflict_do_update(
+        return statement.on_conflict_do_update(
             index_elements=["partition_key", "run_id", "tool_call_id"],
             set_={"content": content, "error_kind": error_kind},
         )
-        with self.engine.begin() as conn:
-            conn.execute(statement)
+
+    def put_tool_result_and_events(
+        self,
+        ref: RunRef,
+        tool_call_id: str,
+        bodies: Sequence[dict[str, Any]],
+        *,
+        tool_name: str,
+        content: str,
+        error_kind: str | None,
+    ) -> None:
+        """`put_tool_result` (of ``ref``'s run) and `append_events` in ONE transaction (a tool
+        call's end: its result and its events)."""
+        statement = self._tool_result_statement(
+            ref.partition_key, ref.run_id, tool_call_id, tool_name, content, error_kind
+        )
+        self._with_events(ref, bodies, lambda conn: conn.execute(statement))
 
     def get_tool_results(
         self, partition_key: str, run_id: str, tool_call_ids: Sequence[str]
+    ) -> dict[str, str]:
+        if not tool_call_ids:
+            return {}
+        with self.engine.connect() as conn:
+            return self._tool_results(conn, partition_key, run_id, tool_call_ids)
+
+    @staticmethod
+    def _tool_results(
+        conn: Connection, partition_key: str, run_id: str, tool_call_ids: Sequence[str]
     ) -> dict[str, str]:
         if not tool_call_ids:
             return {}
@@ -500,8 +624,7 @@ class Store:
             & (tool_results.c.run_id == run_id)
             & (tool_results.c.tool_call_id.in_(list(tool_call_ids)))
         )
-        with self.engine.connect() as conn:
-            return {row[0]: row[1] for row in conn.execute(query)}
+        return {row[0]: row[1] for row in conn.execute(query)}
 
     # events ------------------------------------------------------------------------------
 
@@ -522,36 +645,41 @@ class Store:
         raise StoreError(f"could not append events for root '{ref.root_run_id}'")
 
     def _append_events_once(self, ref: RunRef, bodies: Sequence[dict[str, Any]]) -> list[int]:
-        sequences: list[int] = []
         with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(
-                    text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:root))"),
-                    {"namespace": EVENT_LOCK_NAMESPACE, "root": ref.root_run_id},
-                )
-            last = conn.execute(
-                select(func.max(events.c.sequence)).where(events.c.root_run_id == ref.root_run_id)
-            ).scalar_one_or_none()
-            sequence = int(last or 0)
-            for body in bodies:
-                sequence += 1
-                envelope = _envelope(ref, sequence, body)
-                conn.execute(
-                    self._insert(events).values(
-                        partition_key=ref.partition_key,
-                        root_run_id=ref.root_run_id,
-                        sequence=sequence,
-                        body=envelope.model_dump_json(),
-                        created_at=envelope.timestamp,
-                    )
-                )
-                sequences.append(sequence)
-            if conn.dialect.name == "postgresql":
-                # Delivered when (and only if) the transaction commits, after the rows are visible.
-                conn.execute(
-                    text("SELECT pg_notify(:channel, :root)"),
-                    {"channel": EVENT_CHANNEL, "root": ref.root_run_id},
-                )
+            return self._insert_events(conn, ref, bodies)
+
+    def _insert_events(
+        self, conn: Connection, ref: RunRef, bodies: Sequence[dict[str, Any]]
+    ) -> list[int]:
+        if conn.dialect.name == "postgresql":
+            conn.execute(
+                text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:root))"),
+                {"namespace": EVENT_LOCK_NAMESPACE, "root": ref.root_run_id},
+            )
+        last = conn.execute(
+            select(func.max(events.c.sequence)).where(events.c.root_run_id == ref.root_run_id)
+        ).scalar_one_or_none()
+        first = int(last or 0) + 1
+        sequences = list(range(first, first + len(bodies)))
+        rows: list[dict[str, Any]] = []
+        for sequence, body in zip(sequences, bodies, strict=True):
+            envelope = _envelope(ref, sequence, body)
+            rows.append(
+                {
+                    "partition_key": ref.partition_key,
+                    "root_run_id": ref.root_run_id,
+                    "sequence": sequence,
+                    "body": envelope.model_dump_json(),
+                    "created_at": envelope.timestamp,
+                }
+            )
+        conn.execute(events.insert(), rows)  # one executemany, not a statement per event
+        if conn.dialect.name == "postgresql":
+            # Delivered when (and only if) the transaction commits, after the rows are visible.
+            conn.execute(
+                text("SELECT pg_notify(:channel, :root)"),
+                {"channel": EVENT_CHANNEL, "root": ref.root_run_id},
+            )
         return sequences
 
     def prune_events(self, older_than: datetime) -> int:

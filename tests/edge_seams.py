@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from otherone.activities.providers.base import (
     ModelProvider,
@@ -94,19 +94,22 @@ class RefusingStore(Store):
         self.marker = marker
         self.refused = 0
 
-    def append_entries(self, partition_key: str, session_id: str, rows: Iterable[EntryRow]) -> int:
+    def _insert_entries(
+        self, conn: Connection, partition_key: str, session_id: str, rows: Iterable[EntryRow]
+    ) -> int:
+        # Every entry write goes through here (`append_entries`, and a turn's end, which writes
+        # its entry and events in one transaction).
         rows = list(rows)
         for row in rows:
             if self.marker in row.content:
                 self.refused += 1
-                with self.engine.begin() as connection:
-                    connection.execute(
-                        entries.insert().values(
-                            partition_key=partition_key,
-                            session_id=session_id,
-                            entry_key=None,  # NOT NULL: refused
-                            role=row.role,
-                            content=row.content,
-                        )
+                conn.execute(
+                    entries.insert().values(
+                        partition_key=partition_key,
+                        session_id=session_id,
+                        entry_key=None,  # NOT NULL: refused
+                        role=row.role,
+                        content=row.content,
                     )
-        return super().append_entries(partition_key, session_id, rows)
+                )
+        return super()._insert_entries(conn, partition_key, session_id, rows)

@@ -1,0 +1,113 @@
+"""`EventBuffer`: an activity's events, written in few transactions instead of one per event.
+
+A model or tool activity announces itself (`model_started`, `tool_started`), streams deltas and
+announces its end. Written one by one, that is a transaction and a thread hop per event, on the
+activity's critical path. Buffered, an activity's events are written:
+
+- at once when asked (`add(..., at_once=True)`: the first delta of an answer, for first-token
+  latency; `DeltaBuffer` spaces the later ones);
+- at the latest `LATE_WRITE_SECONDS` after they were added (a long model call or tool shows its
+  `*_started` event within that bound while it runs);
+- and always before the activity returns or fails: `flush` (or `take`, when the activity writes
+  them in the same transaction as its entries). A worker killed mid-activity loses at most what
+  a killed worker loses anyway: the events of an attempt that had not completed (the retried
+  attempt announces itself again, with its attempt number).
+
+Writing stays observation only, as `ActivityContext.emit`: a failed write never fails the run,
+and the run's next stored events say how many were lost (`events_lost`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from otherone.activities.shared import ActivityContext
+from otherone.contracts import RunRef
+
+T = TypeVar("T")
+
+#: The longest an added event waits before it is written while the activity goes on.
+LATE_WRITE_SECONDS = 0.05
+
+
+class EventBuffer:
+    """The events one activity attempt emits for its run (``ref``), written in batches."""
+
+    def __init__(self, context: ActivityContext, ref: RunRef) -> None:
+        self.context, self.ref = context, ref
+        self._bodies: list[dict[str, Any]] = []
+        self._lock = asyncio.Lock()  # writes keep the order the events were added in
+        self._late: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def add(self, *bodies: dict[str, Any]) -> None:
+        """Queue ``bodies`` (the run's visibility applies); written within the bound."""
+        visible = self.context.visible(self.ref, bodies)
+        if not visible:
+            return
+        self._bodies.extend(visible)
+        if self._late is None:
+            loop = asyncio.get_running_loop()
+            self._late = loop.call_later(LATE_WRITE_SECONDS, self._write_late)
+
+    async def add_now(self, *bodies: dict[str, Any]) -> None:
+        """Queue ``bodies`` and write everything queued now (someone is waiting for them)."""
+        self.add(*bodies)
+        await self.flush()
+
+    def _write_late(self) -> None:
+        self._late = None
+        task = asyncio.get_running_loop().create_task(self.flush())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def write_with(self, together: Callable[[list[dict[str, Any]]], T]) -> T:
+        """Write what is queued in the same transaction as the caller's own write
+        (``together(bodies)``: e.g. the turn's entry), through `ActivityContext.io` (outages
+        are ridden out, a refused write fails the attempt as any store write does)."""
+        await self.settle()
+        bodies = self.take()
+        try:
+            return await self.context.io(together, bodies)
+        except BaseException as error:
+            self.lost(bodies, error)
+            raise
+
+    def take(self) -> list[dict[str, Any]]:
+        """Everything queued, handed to the caller to write (with its own rows, in one
+        transaction; it reports a failure with `lost`). Call after `settle`."""
+        self._cancel_late()
+        bodies, self._bodies = self._bodies, []
+        return self.context.with_lost_marker(self.ref, bodies)
+
+    def lost(self, bodies: list[dict[str, Any]], error: BaseException) -> None:
+        """``bodies`` (from `take`) could not be written: counted for the next marker."""
+        self.context.count_lost(self.ref, bodies, error)
+
+    async def settle(self) -> None:
+        """Wait for writes already under way (so what `take` returns comes after them)."""
+        async with self._lock:
+            pass
+
+    async def flush(self) -> None:
+        """Write everything queued (one transaction); never raises for a failed write."""
+        async with self._lock:
+            self._cancel_late()
+            bodies, self._bodies = self._bodies, []
+            if bodies:
+                await self.context.write_events(self.ref, bodies)
+
+    async def close(self) -> None:
+        """Flush, shielded: the activity may be ending because it was cancelled."""
+        await asyncio.shield(self.flush())
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _cancel_late(self) -> None:
+        if self._late is not None:
+            self._late.cancel()
+            self._late = None
