@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.activities.providers.base import ModelProvider
@@ -28,6 +27,7 @@ from otherone.definitions import (
 from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES
 from otherone.store import Store
 from otherone.worker.app import AgentWorker, build_worker
+from otherone.worker.connection import data_converter
 from otherone.worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
 
 
@@ -36,7 +36,7 @@ async def start_test_server() -> WorkflowEnvironment:
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(find_temporal_binary()),
         search_attributes=CUSTOM_SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),  # the workers' own (compact activity payloads)
         dev_server_extra_args=THROTTLE_FIX_ARGS,
         ui=False,
     )

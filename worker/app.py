@@ -50,6 +50,7 @@ PASSTHROUGH_MODULES = (
     "otherone.lazy_exports",
     "otherone.mcp_servers",
     "otherone.partitions",
+    "otherone.payloads",
     "otherone.runs",
     "otherone.search_attributes",
     "otherone.skills",

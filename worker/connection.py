@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from temporalio.client import Client, Interceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
     DefaultFailureConverterWithEncodedAttributes,
@@ -23,6 +22,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCStatusCode, TLSConfig
 
 from otherone.errors import ConfigurationError, UnavailableError
+from otherone.payloads import compact_data_converter
 from otherone.worker.settings import Settings
 
 
@@ -158,15 +158,16 @@ def _is_refused_credential(error: BaseException) -> bool:
 
 
 def data_converter(payload_codec: PayloadCodec | None = None) -> DataConverter:
-    """The pydantic data converter, with ``payload_codec`` (e.g. encryption) when given.
+    """The pydantic data converter (activity payloads compacted: `otherone.payloads`), with
+    ``payload_codec`` (e.g. encryption) when given.
 
     With a codec, failure messages and stack traces move into encoded attributes too, so the
     codec covers them (`DefaultFailureConverterWithEncodedAttributes`); readers need the codec.
     """
     if payload_codec is None:
-        return pydantic_data_converter
+        return compact_data_converter
     return dataclasses.replace(
-        pydantic_data_converter,
+        compact_data_converter,
         payload_codec=payload_codec,
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )

@@ -1,0 +1,76 @@
+"""The payload converter: pydantic JSON, with the runtime's own activity payloads compacted.
+
+Every activity input and result is written into the workflow's history (the scheduling command
+and the completion event), once per model turn and per tool call: their size is most of a run's
+history. Fields left at their default (``None``, ``0``, ``False``, empty) are left out of
+these payloads; reading one fills them in again, so the value read is the value written. Old
+payloads (with every field) read the same. Other payloads (run inputs and results, signals,
+updates, queries: read by clients in other languages too) keep every field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+)
+
+from otherone.contracts import (
+    CallPlan,
+    FinishRunInput,
+    ModelCallInput,
+    ModelTurn,
+    PrepareCallInput,
+    PrepareRunInput,
+    RecordDecisionInput,
+    RunPlan,
+    ToolCallInput,
+    ToolOutcome,
+)
+
+#: Activity inputs and results: written by our workers, read by our workers and workflows only.
+COMPACT_TYPES: tuple[type[BaseModel], ...] = (
+    PrepareRunInput,
+    RunPlan,
+    ModelCallInput,
+    ModelTurn,
+    ToolCallInput,
+    ToolOutcome,
+    PrepareCallInput,
+    CallPlan,
+    RecordDecisionInput,
+    FinishRunInput,
+)
+
+
+class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
+    """`PydanticJSONPlainPayloadConverter`, leaving defaults out of `COMPACT_TYPES`."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        if isinstance(value, COMPACT_TYPES):
+            data = value.model_dump_json(exclude_defaults=True).encode()
+            return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
+        return super().to_payload(value)
+
+
+class CompactPayloadConverter(CompositePayloadConverter):
+    """Temporal's default converters, JSON done by `CompactJSONPayloadConverter`."""
+
+    def __init__(self) -> None:
+        json_converter = CompactJSONPayloadConverter()
+        super().__init__(
+            *(
+                json_converter if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+compact_data_converter = DataConverter(payload_converter_class=CompactPayloadConverter)

@@ -1,0 +1,83 @@
+"""Compact activity payloads (`otherone.payloads`): smaller, and read back as written."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from otherone.contracts import (
+    ModelCallInput,
+    PendingEntry,
+    RunPlan,
+    RunRef,
+    ToolCallInput,
+    ToolCallSpec,
+    ToolOutcome,
+)
+from otherone.definitions import RuntimeLimits
+from otherone.runs import RunOutcome
+from otherone.tools import ToolErrorKind
+from otherone.worker.connection import data_converter
+
+REF = RunRef(
+    run_id="run-1",
+    root_run_id="run-1",
+    parent_run_id=None,
+    agent_call_id=None,
+    agent_id="agent",
+    depth=0,
+    partition_key="local",
+    session_id="s1",
+    snapshot_version="v1",
+)
+VALUES = [
+    ModelCallInput(
+        ref=REF,
+        model_profile_id="m",
+        turn=2,
+        pending=(
+            PendingEntry(key="k", role="tool", tool_call_id="c", tool_result_of="c"),
+            PendingEntry(key="u", role="user", content="", queued=True),
+        ),
+        result_limit_bytes=1000,
+    ),
+    ToolCallInput(
+        ref=REF, call=ToolCallSpec(id="c", name="t", arguments="{}"), result_limit_bytes=9
+    ),
+    ToolOutcome(tool_call_id="c", name="t", error_kind=ToolErrorKind.FATAL, result_bytes=0),
+    RunPlan(
+        snapshot_version="v1",
+        agent_id="agent",
+        agent_version=1,
+        model_profile_id="m",
+        model_label="scripted/m",
+        limits=RuntimeLimits(),
+        max_iterations=3,
+        result_limit_bytes=10,
+        timeout=timedelta(minutes=5),
+        parallel_tool_calls=False,
+        tools={},
+    ),
+]
+
+
+def test_activity_payloads_leave_defaults_out_and_read_back_equal() -> None:
+    compact, full = data_converter().payload_converter, pydantic_data_converter.payload_converter
+    for value in VALUES:
+        small, large = compact.to_payload(value), full.to_payload(value)
+        assert small is not None and large is not None
+        assert len(small.data) < len(large.data), type(value).__name__
+        assert b"null" not in small.data
+        # Read back by either converter (a worker of the previous release, too), and old full
+        # payloads by the compact one: the same value.
+        assert compact.from_payload(small, type(value)) == value
+        assert full.from_payload(small, type(value)) == value
+        assert compact.from_payload(large, type(value)) == value
+
+
+def test_other_payloads_keep_every_field() -> None:
+    payload = data_converter().payload_converter.to_payload(RunOutcome.COMPLETED)
+    assert payload is not None and payload.data == b'"completed"'
+    ref = data_converter().payload_converter.to_payload(REF)
+    assert ref is not None and b'"parent_run_id":null' in ref.data
