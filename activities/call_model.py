@@ -243,13 +243,15 @@ class DeltaBuffer:
         else:
             self.parts.append((kind, text))
         if time.monotonic() - self.last_flush >= DELTA_FLUSH_SECONDS:
-            await self.flush()
+            self.flush()
 
-    async def flush(self) -> None:
-        """Write the deltas so far now (with whatever else the activity queued)."""
+    def flush(self) -> None:
+        """Write the deltas so far as soon as the event loop is free (with whatever else the
+        activity queued): the stream goes on meanwhile, and a turn that ends first writes
+        them with its answer."""
         self.queue()
         self.last_flush = time.monotonic()
-        await self.events.flush()
+        self.events.write_soon()
 
     def queue(self) -> None:
         """Hand the deltas so far to the activity's `EventBuffer`."""

@@ -4,8 +4,8 @@ A model or tool activity announces itself (`model_started`, `tool_started`), str
 announces its end. Written one by one, that is a transaction and a thread hop per event, on the
 activity's critical path. Buffered, an activity's events are written:
 
-- at once when asked (`add(..., at_once=True)`: the first delta of an answer, for first-token
-  latency; `DeltaBuffer` spaces the later ones);
+- at once when asked (`add_now`, or `write_soon`: as soon as the event loop is free, e.g. the
+  first delta of an answer, for first-token latency; `DeltaBuffer` spaces the later ones);
 - at the latest `LATE_WRITE_SECONDS` after they were added (a long model call or tool shows its
   `*_started` event within that bound while it runs);
 - and always before the activity returns or fails: `flush` (or `take`, when the activity writes
@@ -58,11 +58,16 @@ class EventBuffer:
         self.add(*bodies)
         await self.flush()
 
-    def _write_late(self) -> None:
-        self._late = None
+    def write_soon(self) -> None:
+        """Write what is queued as soon as the event loop is free (not waiting for it here)."""
+        self._cancel_late()
         task = asyncio.get_running_loop().create_task(self.flush())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _write_late(self) -> None:
+        self._late = None
+        self.write_soon()
 
     async def write_with(self, together: Callable[[list[dict[str, Any]]], T]) -> T:
         """Write what is queued in the same transaction as the caller's own write

@@ -397,15 +397,20 @@ async def heartbeating(first_after: float = HEARTBEAT_EVERY_SECONDS) -> AsyncIte
     """
 
     async def beat() -> None:
-        await asyncio.sleep(first_after)
         while True:
             _heartbeat_if_running()
             await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
 
-    task = asyncio.create_task(beat())
+    # A timer, not a task, until the first heartbeat is due: a body that ends sooner (most
+    # do) costs no task, and leaving it does not wait for one to stop.
+    loop = asyncio.get_running_loop()
+    beating: list[asyncio.Task[None]] = []
+    timer = loop.call_later(first_after, lambda: beating.append(loop.create_task(beat())))
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        timer.cancel()
+        for task in beating:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
