@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
 PACKAGES := otherone
 
-.PHONY: venv demo test lint fmt dev record-histories clean bench bench-serve
+.PHONY: venv demo test lint fmt dev record-histories clean bench bench-serve profile
 
 venv: $(STAMP)
 
@@ -57,6 +57,11 @@ bench: venv $(PEERS_STAMP)
 # `otherone serve`: stored delta -> SSE client latency on SQLite and PostgreSQL (~1 min).
 bench-serve: venv
 	$(BIN)/python -m bench.serve_latency
+
+# Where a turn's time goes: store calls per run, heartbeats, the event loop's hottest functions
+# (cProfile), on an in-memory dev server (~1 min). Options: .venv/bin/python -m bench.profile -h
+profile: venv
+	$(BIN)/python -m bench.profile
 
 # Keeps .otherone/ (local dev-server and run data): delete it by hand to reset state.
 clean:

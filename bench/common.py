@@ -125,10 +125,22 @@ async def timed(awaitable: Awaitable[Any]) -> float:
 # --------------------------------------------------------------------------- workloads helpers
 
 
-async def sequential_runs_ms(run_once: Callable[[int], Awaitable[Any]], count: int) -> list[float]:
+class RunTimes(list[float]):
+    """Wall times of runs (ms), and the CPU time this process spent per run meanwhile (its
+    worker and client: each contender runs in a process of its own)."""
+
+    cpu_ms_per_run: float | None = None
+
+
+async def sequential_runs_ms(run_once: Callable[[int], Awaitable[Any]], count: int) -> RunTimes:
     """Wall time of ``count`` runs one after the other; the first (warm-up) is dropped."""
-    times = [await timed(run_once(index)) for index in range(count)]
-    return times[1:] if len(times) > 1 else times
+    warm_up = count > 1
+    if warm_up:
+        await timed(run_once(0))
+    cpu = time.process_time()
+    times = RunTimes([await timed(run_once(index)) for index in range(int(warm_up), count)])
+    times.cpu_ms_per_run = round((time.process_time() - cpu) * 1000 / max(1, len(times)), 1)
+    return times
 
 
 def per_turn_result(run_ms: Sequence[float], turns: int, activities_per_run: int) -> Result:
@@ -140,12 +152,13 @@ def per_turn_result(run_ms: Sequence[float], turns: int, activities_per_run: int
         "runs": len(run_ms),
         "turns": turns,
         "activities_per_run": activities_per_run,
+        "cpu_ms_per_run": getattr(run_ms, "cpu_ms_per_run", None),
     }
 
 
 async def concurrent_result(run_once: Callable[[int], Awaitable[Any]], count: int) -> Result:
     """Start ``count`` runs at once; runs per second over the whole batch, latency per run."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     latencies = await asyncio.gather(*(timed(run_once(index)) for index in range(count)))
     wall = time.perf_counter() - started
     return {
@@ -153,6 +166,8 @@ async def concurrent_result(run_once: Callable[[int], Awaitable[Any]], count: in
         "wall_seconds": round(wall, 2),
         "runs_per_second": round(count / wall, 2),
         "latency_ms": summary(latencies),
+        # Of this process (the contender's worker and client).
+        "cpu_ms_per_run": round((time.process_time() - cpu) * 1000 / count, 1),
     }
 
 

@@ -43,6 +43,7 @@ from otherone.worker.app import connect
 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 Run = Callable[[], Awaitable[Any]]
+PARTS = ("turns_10", "turns_60", "concurrent", "history")
 
 
 def server_cpu_seconds(pid: int | None) -> float:
@@ -231,7 +232,11 @@ def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument("--scale", type=int, default=0, help="runs at once (0: skip)")
     parser.add_argument("--server-pid", type=int, default=None)
-    parser.add_argument("--parts", default=os.environ.get("PAIRED_PARTS", "turns_10,turns_60,concurrent,history"))
+    parser.add_argument(
+        "--parts",
+        default=os.environ.get("PAIRED_PARTS", ",".join(PARTS)),
+        help="comma-separated subset of " + ",".join(PARTS),
+    )
     return parser.parse_args(argv)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import SMOKE, WORKLOAD_NAMES, Result, Sizes
-from bench.report import markdown_table, rows_json, text_table, workload_rows
+from bench.report import markdown_table, paired_table, rows_json, text_table, workload_rows
 from otherone.worker.devserver import THROTTLE_FIX_DYNAMIC_CONFIG, DevServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -213,11 +213,18 @@ def main() -> None:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "latest.md").write_text(markdown_table(rows) + "\n")
+    paired = results.get(PAIRED, {}).get(PAIRED)
+    markdown = markdown_table(rows) + "\n"
+    if paired is not None:
+        markdown += "\n" + paired_table(paired) + "\n"
+    (args.out / "latest.md").write_text(markdown)
     problem = _chart(args.out, args.peers_python)
     print()
     print(text_table(rows))
     print()
+    if paired is not None:
+        print(paired_table(paired))
+        print()
     print(f"wrote {args.out / 'latest.json'}, {args.out / 'latest.md'}", end="")
     print(f", chart not drawn: {problem}" if problem else f", {args.out / 'benchmarks.png'}")
     print(f"bench took {duration:.0f} s")

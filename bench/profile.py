@@ -1,0 +1,146 @@
+"""Where a turn's time goes: `make profile` (or ``python -m bench.profile``).
+
+Starts an in-memory dev server, a worker of our runtime (the bench's `counter` agent, scripted
+model, SQLite store) and runs ``--runs`` sequential runs of ``--turns`` turns, then prints:
+
+- per run: wall time, this process's CPU (worker + client) and the server's CPU;
+- the store calls per run, by method (count and time spent in each, in its thread): each call
+  is a transaction (or a read) and a hop to a thread;
+- the server requests per run that heartbeats cost (`RecordActivityTaskHeartbeat` calls);
+- the functions of the event-loop thread with the most own time (cProfile), or, with
+  ``--sort cumulative``, with the most time below them. ``--out FILE`` keeps the raw profile
+  (``python -m pstats FILE`` to browse it; snakeviz and the like read it too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import functools
+import io
+import os
+import pstats
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from bench import ours
+from bench.common import Sizes
+from bench.paired import server_cpu_seconds
+from otherone.store import Store
+from otherone.worker.app import connect
+from otherone.worker.devserver import DevServer
+
+#: Store methods the activities call (the public ones; private helpers run inside them).
+STORE_METHODS = [
+    name for name in vars(Store) if not name.startswith("_") and callable(vars(Store)[name])
+]
+
+
+class StoreCalls:
+    """Counts and times every public `Store` method call (whichever thread makes it)."""
+
+    def __init__(self) -> None:
+        self.count: Counter[str] = Counter()
+        self.seconds: Counter[str] = Counter()
+        self._saved: dict[str, Callable[..., Any]] = {}
+
+    def install(self) -> None:
+        for name in STORE_METHODS:
+            original = getattr(Store, name)
+            if isinstance(vars(Store)[name], classmethod | staticmethod):
+                continue
+            self._saved[name] = original
+            setattr(Store, name, self._wrap(name, original))
+
+    def uninstall(self) -> None:
+        for name, original in self._saved.items():
+            setattr(Store, name, original)
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.count[name] += 1
+                self.seconds[name] += time.perf_counter() - started
+
+        return timed
+
+
+def _heartbeats() -> Counter[str]:
+    """Heartbeats the activities send (counted where the SDK is asked to send one)."""
+    from temporalio import activity
+
+    counted: Counter[str] = Counter()
+    original = activity.heartbeat
+
+    def counting(*details: Any) -> None:
+        counted["heartbeats"] += 1
+        original(*details)
+
+    activity.heartbeat = counting
+    return counted
+
+
+async def profile(args: argparse.Namespace) -> str:
+    calls = StoreCalls()
+    beats = _heartbeats()
+    out = io.StringIO()
+    async with DevServer(headless=True) as server:
+        client = await connect(server.address)
+        config = ours.bench_config(Sizes(), args.turns)
+        async with ours.running(client, f"profile-{os.getpid()}", config) as bench:
+            await bench.run("counter")  # warm-up: imports, caches
+            calls.install()
+            beats.clear()
+            profiler = cProfile.Profile()
+            wall, cpu = time.perf_counter(), time.process_time()
+            server_cpu = server_cpu_seconds(server.pid)
+            profiler.enable()
+            for _ in range(args.runs):
+                await bench.run("counter")
+            profiler.disable()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            server_cpu = server_cpu_seconds(server.pid) - server_cpu
+            calls.uninstall()
+    runs = args.runs
+    print(f"{runs} runs of {args.turns} turns, load average {os.getloadavg()[0]:.2f}", file=out)
+    print(
+        f"per run: wall {wall / runs * 1000:.0f} ms, CPU of this process {cpu / runs * 1000:.0f}"
+        f" ms (worker + client, profiled), server CPU {server_cpu / runs * 1000:.0f} ms",
+        file=out,
+    )
+    total = sum(calls.count.values())
+    print(f"store calls per run: {total / runs:.1f}", file=out)
+    for name, count in calls.count.most_common():
+        print(
+            f"  {name:<28} {count / runs:6.1f}  {calls.seconds[name] / runs * 1000:7.1f} ms",
+            file=out,
+        )
+    print(f"heartbeats per run: {beats['heartbeats'] / runs:.1f}", file=out)
+    if args.out:
+        profiler.dump_stats(args.out)
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats(args.sort).print_stats(args.top)
+    return out.getvalue()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--top", type=int, default=30, help="functions listed")
+    parser.add_argument("--sort", default="tottime", choices=["tottime", "cumulative"])
+    parser.add_argument("--out", default="", help="keep the raw cProfile data here")
+    args = parser.parse_args()
+    print(asyncio.run(profile(args)), flush=True)
+    os._exit(0)  # see bench.common.main
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""`EventBuffer`: an activity's events in few transactions, within a bound, nothing lost."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from otherone.activities.event_buffer import LATE_WRITE_SECONDS, EventBuffer
+from otherone.activities.shared import ActivityContext
+from otherone.contracts import RunRef
+from otherone.store import EntryRow, Store
+from tests.harness import scripted_config, wait_until
+
+REF = RunRef(
+    run_id="run-1",
+    root_run_id="run-1",
+    parent_run_id=None,
+    agent_call_id=None,
+    agent_id="agent",
+    depth=0,
+    partition_key="p",
+    session_id="s1",
+    snapshot_version="v1",
+)
+
+
+def types(store: Store) -> list[str]:
+    return [str(record.event.get("type")) for record in store.read_events("run-1")]
+
+
+def context_on(store: Store) -> ActivityContext:
+    return ActivityContext(scripted_config({"agent": ["hi"]}), store)
+
+
+async def test_queued_events_are_written_within_the_bound_while_the_activity_goes_on(
+    store: Store,
+) -> None:
+    events = EventBuffer(context_on(store), REF)
+    began = time.monotonic()
+    events.add({"type": "tool_started"})
+    assert types(store) == []  # not on the critical path
+    await wait_until(lambda: types(store) == ["tool_started"], message="written late")
+    # The bound, with room for a loaded machine (the timer fires after LATE_WRITE_SECONDS).
+    assert time.monotonic() - began < LATE_WRITE_SECONDS + 5
+    await events.close()
+
+
+async def test_add_now_writes_everything_queued_in_order(store: Store) -> None:
+    events = EventBuffer(context_on(store), REF)
+    events.add({"type": "model_started"})
+    await events.add_now({"type": "model_delta", "content": "a"})
+    assert types(store) == ["model_started", "model_delta"]
+    await events.close()
+
+
+async def test_the_end_writes_entry_and_events_in_one_transaction(store: Store) -> None:
+    events = EventBuffer(context_on(store), REF)
+    events.add({"type": "model_started"}, {"type": "model_completed"})
+    row = EntryRow(entry_key="run-1:t1:assistant", role="assistant", content="hi", run_id="run-1")
+    written = await events.write_with(
+        lambda bodies: store.append_entries_and_events("p", "s1", [row], REF, bodies)
+    )
+    assert written == 1
+    assert types(store) == ["model_started", "model_completed"]
+    assert [entry.entry_key for entry in store.load_entries("p", "s1")] == [row.entry_key]
+    await events.close()
+    assert types(store) == ["model_started", "model_completed"]  # nothing written twice
+
+
+class FailingOnce(Store):
+    """Refuses the first events append (as a database that is briefly gone would)."""
+
+    failed = False
+
+    def append_events(self, ref: RunRef, bodies: Any) -> list[int]:
+        if not self.failed:
+            self.failed = True
+            raise OSError("database gone")
+        return super().append_events(ref, bodies)
+
+
+async def test_lost_events_are_counted_in_the_next_write(store: Store) -> None:
+    failing = FailingOnce(store.engine)
+    events = EventBuffer(context_on(failing), REF)
+    await events.add_now({"type": "tool_started"}, {"type": "tool_completed"})
+    assert types(store) == []
+    await events.add_now({"type": "model_started"})
+    stored = store.read_events("run-1")
+    assert [r.event["type"] for r in stored] == ["events_lost", "model_started"]
+    assert stored[0].event["count"] == 2
+    await events.close()
+
+
+@pytest.mark.parametrize("visibility", ["lifecycle_only"])
+async def test_the_runs_visibility_applies(store: Store, visibility: str) -> None:
+    child = REF.model_copy(update={"depth": 1, "event_visibility": visibility})
+    events = EventBuffer(context_on(store), child)
+    await events.add_now({"type": "model_delta", "content": "x"}, {"type": "run_started"})
+    assert types(store) == ["run_started"]
+    await events.close()
