@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -99,6 +100,9 @@ _EPOCH = datetime.fromtimestamp(0, UTC)
 _UNREADABLE = re.compile(r"[^A-Za-z0-9_.-]+")
 _READABLE_KEY_CHARS = 48
 _TERMINAL_EVENTS = {"run_completed", "run_failed", "run_cancelled"}
+#: `AgentClient.events` polls fast this long after the last events: a run at work (its next
+#: model call's first delta, which someone is waiting for, usually comes within seconds).
+BUSY_SECONDS = 3.0
 
 
 def build_request(**fields: Any) -> AgentRunRequest:
@@ -416,13 +420,23 @@ class AgentClient:
         return description
 
     async def events(
-        self, run_id: str, *, after: int = 0, poll_seconds: float = 0.05
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        poll_seconds: float = 0.05,
+        busy_poll_seconds: float = 0.01,
     ) -> AsyncIterator[EventRecord]:
-        """Events of the run's tree from ``after`` on, until the run has ended."""
+        """Events of the run's tree from ``after`` on, until the run has ended.
+
+        The store is polled every ``busy_poll_seconds`` for `BUSY_SECONDS` after events came
+        (a run at work: the next model call's first delta is seconds away at most), else every
+        ``poll_seconds``."""
         if self.store is None:
             raise InvalidRequestError("AgentClient needs a store to read events", field="store")
         await self._check_tenant(run_id)
         cursor, quiet_polls = after, 0
+        last_seen = time.monotonic()
         while True:
             batch = await asyncio.to_thread(
                 self.store.read_events, run_id, after=cursor, partition_key=self.partition_key
@@ -433,10 +447,13 @@ class AgentClient:
                 if event.run_id == run_id and event.event.get("type") in _TERMINAL_EVENTS:
                     return
             quiet_polls = 0 if batch else quiet_polls + 1
+            if batch:
+                last_seen = time.monotonic()
             if quiet_polls and quiet_polls % 40 == 0 and not await self._is_running(run_id):
                 return  # ended without a terminal event (e.g. terminated from the UI)
             if not batch:
-                await asyncio.sleep(poll_seconds)
+                busy = time.monotonic() - last_seen < BUSY_SECONDS
+                await asyncio.sleep(min(busy_poll_seconds, poll_seconds) if busy else poll_seconds)
 
     async def list_run_tree(self, root_run_id: str) -> list[RunRecord]:
         """Every run of a root's tree (root first, then by depth and start), from any process.
