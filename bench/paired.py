@@ -127,10 +127,13 @@ def _per_run(samples: list[dict[str, float]], turns: int) -> dict[str, Any]:
     }
 
 
-async def concurrent(client: Client, meter: Meter, count: int, rounds: int) -> dict[str, Any]:
-    """``rounds`` rounds of ``count`` 10-turn runs at once per contender, alternating."""
+async def concurrent(
+    client: Client, meter: Meter, count: int, rounds: int, turns: int = 10
+) -> dict[str, Any]:
+    """``rounds`` rounds of ``count`` runs (of ``turns`` turns) at once per contender,
+    alternating."""
     samples: dict[str, list[dict[str, float]]] = {"floor": [], "ours": []}
-    async with contenders(client, 10) as runs:
+    async with contenders(client, turns) as runs:
         for index in range(rounds):
             for name in _order(index):
                 sample: dict[str, float] = {}
@@ -143,6 +146,7 @@ async def concurrent(client: Client, meter: Meter, count: int, rounds: int) -> d
     ratios = [o / f for f, o in zip(rates["floor"], rates["ours"], strict=True)]
     return {
         "runs": count,
+        "turns": turns,
         "rounds": rounds,
         **{
             name: {

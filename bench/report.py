@@ -268,7 +268,8 @@ def paired_table(result: Result) -> str:
         r = result["concurrent"]
         met = "yes" if r["ratio"] >= 0.8 else "no"
         lines.append(
-            f"| {r['runs']} concurrent 10-turn runs, runs/s ({r['rounds']} rounds) "
+            f"| {r['runs']} concurrent {r.get('turns', 10)}-turn runs, runs/s "
+            f"({r['rounds']} rounds) "
             f"| {r['floor']['runs_per_second']:.2f}/s | {r['ours']['runs_per_second']:.2f}/s "
             f"| {r['ratio']:.2f}x | {_per_round(r['ratio_per_round'])} | ≥ 0.8x | {met} |"
         )

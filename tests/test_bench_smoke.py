@@ -10,7 +10,8 @@ from temporalio.client import Client
 
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
-from bench.report import Cell, workload_rows
+from bench.paired import Meter, concurrent, history, scale, sequential
+from bench.report import Cell, paired_table, workload_rows
 
 
 def _positive(summary: dict[str, float]) -> bool:
@@ -48,3 +49,29 @@ async def test_each_workload_of_ours_runs_at_smoke_size(client: Client, task_que
     rows = workload_rows({"ours": results})
     assert [row.workload for row in rows] == list(WORKLOAD_NAMES)
     assert all(isinstance(row.ours, Cell) and row.ours.text for row in rows)
+
+
+async def test_the_paired_measurement_runs_at_smoke_size(client: Client) -> None:
+    """bench/paired.py: floor and ours alternating in one process, their ratios, the scale
+    workload's memory figures, and the Markdown table docs/benchmarks.md shows."""
+    meter = Meter(server_pid=None)
+    sequential_result = await sequential(client, meter, turns=2, rounds=2)
+    for name in ("floor", "ours"):
+        assert sequential_result[name]["per_turn_ms"] > 0
+        assert sequential_result[name]["cpu_ms_per_run"] > 0
+    assert len(sequential_result["ratio_per_round"]) == 2 and sequential_result["ratio"] > 0
+    concurrent_result = await concurrent(client, meter, count=2, rounds=2, turns=1)
+    assert concurrent_result["ours"]["runs_per_second"] > 0 and concurrent_result["ratio"] > 0
+    history_result = await history(client, 2)
+    assert history_result["ours"]["bytes"] > 0 and history_result["floor"]["events"] > 0
+    scale_result = await scale(client, 3)
+    assert scale_result["completed"] == 3 and scale_result["rss_mb_peak"] > 0
+    table = paired_table(
+        {
+            "turns_10": sequential_result,
+            "concurrent": concurrent_result,
+            "history": history_result,
+            "scale": scale_result,
+        }
+    )
+    assert "per turn, 2 turns" in table and "RSS" in table and "protobuf bytes" in table
