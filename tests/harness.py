@@ -105,7 +105,7 @@ async def agent_env(
 async def wait_until(
     condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
     *,
-    within: float = 15.0,
+    within: float = 30.0,  # generous: CI machines are loaded; a pass returns at once
     interval: float = 0.05,
     message: str = "condition",
 ) -> None:
