@@ -111,13 +111,16 @@ async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
     assert again.outcome is RunOutcome.COMPLETED
 
 
-def tool_that_waits(started: asyncio.Event) -> Any:
-    """A tool whose first calls wait until cancelled (the first run), later ones answer."""
+def tool_that_waits(started: asyncio.Event, blocked: str | None = None) -> Any:
+    """A tool whose first call waits until cancelled (the first run), later ones answer.
+
+    With ``blocked``, only the first call for that topic waits, whichever call starts first
+    (parallel calls start in any order on a loaded machine)."""
 
     @tool
     async def slow_lookup(topic: str) -> str:
         """Look a topic up (slowly)."""
-        if not started.is_set():
+        if not started.is_set() and blocked in (None, topic):
             started.set()
             await asyncio.Event().wait()
         return topic
@@ -129,7 +132,7 @@ async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     started = asyncio.Event()
-    lookup = tool_that_waits(started)
+    lookup = tool_that_waits(started, blocked="a")
     calls = [{"name": "slow_lookup", "arguments": {"topic": t}, "id": f"c{t}"} for t in "ab"]
     config = scripted_config(
         {"agent": [{"tool_calls": calls}, "answered after the cancel"]},
