@@ -559,6 +559,22 @@ async def test_every_started_event_has_exactly_one_end(
     assert {"run_started", "tool_started"} <= kinds
 
 
+async def test_a_cancelled_tool_stores_its_own_end_while_its_siblings_wait_for_a_slot(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The running call's activity is waited for although its siblings (waiting for a slot)
+    are cancelled at once: its `tool_completed` ("cancelled") comes from the activity, before
+    the run's end (asyncio.gather used to stop at the first cancelled sibling, and the run's
+    end answered the running call itself, racing the activity's own events)."""
+    events = await cancelled_mid_tools(client, task_queue, tmp_path)
+    bodies = [e.event for e in events]
+    ends = {b["tool_call_id"]: b for b in bodies if b["type"] == "tool_completed"}
+    assert ends["call_1_0"]["error"] == "cancelled", bodies
+    types = [b["type"] for b in bodies]
+    assert bodies.index(ends["call_1_0"]) < types.index("run_cancelled"), bodies
+    assert unpaired(events) == [], bodies
+
+
 async def test_messages_over_the_queue_limit_are_refused_visibly(
     client: Client, task_queue: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

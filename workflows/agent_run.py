@@ -14,6 +14,7 @@ lives in the store and activities receive references to it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -182,6 +183,9 @@ SELF_DESCRIBED = "self-described"
 #: Patch id: a final answer that breaks the result contract is told to the model, which answers
 #: again (up to the plan's `output_retries`) before the run ends `invalid_agent_output`.
 OUTPUT_RETRIES = "output-retries"
+#: Patch id: a cancelled turn's parallel tool calls are all waited for (not only until the
+#: first of them is cancelled), so every cancelled tool stores its end before the run's end.
+WAIT_FOR_CANCELLED_TOOLS = "wait-for-cancelled-tools"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
 #: (an approval that timed out with effect `fail`).
@@ -806,16 +810,10 @@ class AgentRunWorkflow:
             limit = plan.limits.max_concurrent_tool_calls
             if len(calls) - agent_calls > limit and workflow.patched(TOOL_CONCURRENCY_LIMIT):
                 slots = asyncio.Semaphore(limit)
-                return list(
-                    await asyncio.gather(
-                        *(self._run_tool_in(slots, plan, ref, call, claimants) for call in calls)
-                    )
+                return await _all_steps(
+                    self._run_tool_in(slots, plan, ref, call, claimants) for call in calls
                 )
-            return list(
-                await asyncio.gather(
-                    *(self._run_tool(plan, ref, call, claimants) for call in calls)
-                )
-            )
+            return await _all_steps(self._run_tool(plan, ref, call, claimants) for call in calls)
         return await self._run_in_order(plan, ref, calls, claimants)
 
     async def _run_in_order(
@@ -1281,6 +1279,23 @@ def _timed_out() -> Ending:
         code=FailureCode.TIMED_OUT, message="run deadline passed", retryable=True
     )
     return Ending.of(RunOutcome.TIMED_OUT, failure)
+
+
+async def _all_steps(steps: Iterable[Coroutine[Any, Any, ToolStep]]) -> list[ToolStep]:
+    """The steps of a turn's parallel tool calls, run together.
+
+    On cancellation `asyncio.gather` raises as soon as the first call is cancelled (a call
+    still waiting for a slot is at once), while the others' activities are still stopping:
+    their `tool_completed` would then race the run's end. Waiting for every call to stop keeps
+    `PAIRED_EVENTS`' promise (patch `WAIT_FOR_CANCELLED_TOOLS`: older histories moved on).
+    """
+    tasks = [asyncio.ensure_future(step) for step in steps]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except asyncio.CancelledError:
+        if workflow.patched(WAIT_FOR_CANCELLED_TOOLS):
+            await workflow.wait(tasks)
+        raise
 
 
 def _paired_cancellation() -> ActivityCancellationType:
