@@ -37,6 +37,7 @@ from otherone.contracts import (
     CallPlan,
     FinishRunInput,
     HandOffInput,
+    HandOffResult,
     ModelCallInput,
     ModelTurn,
     PrepareCallInput,
@@ -103,7 +104,7 @@ class AgentActivities:
             await approvals.record_decision(self.context, input)
 
     @activity.defn(name=ACTIVITY_HAND_OFF)
-    async def hand_off(self, input: HandOffInput) -> RunPlan:
+    async def hand_off(self, input: HandOffInput) -> RunPlan | HandOffResult:
         """Pass the run's conversation to another agent; the plan it goes on with."""
         async with heartbeating():
             return await handoffs.hand_off(self.context, input)

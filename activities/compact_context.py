@@ -10,7 +10,13 @@ from datetime import timedelta
 
 from otherone.activities.compaction import plan_compaction, summary_messages
 from otherone.activities.context import generation_settings
-from otherone.activities.providers.base import ModelProvider, ModelRequest, ProviderError, TextDelta
+from otherone.activities.providers.base import (
+    ModelProvider,
+    ModelRequest,
+    ProviderError,
+    TextDelta,
+    UsageReport,
+)
 from otherone.activities.shared import ActivityContext, failure, heartbeating
 from otherone.contracts import ModelCallInput
 from otherone.definitions import ModelOverrides
@@ -44,7 +50,7 @@ async def compact_context(
         tools=[],
         purpose="summary",
     )
-    text = await _summarise(provider, summary_request)
+    text = (await summarise(provider, summary_request)).text
     ref = input.ref
     await context.io(
         context.store.add_compaction,
@@ -88,13 +94,35 @@ async def _summary_request(
     return summariser, dataclasses.replace(request, profile=profile, settings=settings)
 
 
-async def _summarise(provider: ModelProvider, request: ModelRequest) -> str:
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """A summary model call's text and the tokens it used (None: the provider did not say)."""
+
+    text: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        return self.input_tokens + self.output_tokens
+
+
+async def summarise(provider: ModelProvider, request: ModelRequest) -> Summary:
+    """Stream a summary, heartbeating meanwhile (a slow summary keeps its activity alive)."""
     parts: list[str] = []
+    usage = UsageReport()
     try:
         async with heartbeating():
             async for event in provider.stream(request):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
+                elif isinstance(event, UsageReport):
+                    usage = UsageReport(
+                        input_tokens=_latest(event.input_tokens, usage.input_tokens),
+                        output_tokens=_latest(event.output_tokens, usage.output_tokens),
+                    )
     except ProviderError as error:
         delay = timedelta(seconds=error.retry_after) if error.retry_after else None
         # The seed's rule: building the context failed (a retryable provider fault is still
@@ -105,4 +133,10 @@ async def _summarise(provider: ModelProvider, request: ModelRequest) -> str:
             retryable=error.retryable,
             next_retry_delay=delay,
         ) from error
-    return "".join(parts).strip() or "(no summary)"
+    text = "".join(parts).strip() or "(no summary)"
+    return Summary(text, usage.input_tokens, usage.output_tokens)
+
+
+def _latest(reported: int | None, known: int | None) -> int | None:
+    """Providers may report usage in pieces (input first, output at the end)."""
+    return reported if reported is not None else known

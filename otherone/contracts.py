@@ -184,6 +184,21 @@ class HandOffInput(_Contract):
     events: tuple[dict[str, JsonValue], ...] = ()
     #: The run's record so far (its lineage, timestamps, usage), rewritten for the next agent.
     record: RunRecord
+    #: Answer with a `HandOffResult` (the plan and the summary's usage), not the bare plan
+    #: (what workflows from before summaries were counted expect).
+    with_usage: bool = False
+
+
+class HandOffResult(_Contract):
+    """Activity result: the plan under the next agent, and the tokens the ``summary``
+    context's model call used (the run's budget and usage count them; the workflow reserves
+    the model call itself before the activity, as for a turn). None: no model was called in
+    this attempt, or the provider did not say."""
+
+    plan: RunPlan
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
 
 
 class SpawnedCall(_Contract):

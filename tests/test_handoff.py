@@ -9,10 +9,12 @@ Temporal's continue-as-new chain).
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
 import tomllib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,12 @@ import pytest
 from temporalio.client import Client
 
 from otherone import search_attributes as attrs
-from otherone.activities.providers.base import ModelRequest
+from otherone.activities.providers.base import ModelRequest, StreamEvent
 from otherone.client.agent_client import build_request
 from otherone.client.console import EventPrinter, make_console, print_record
 from otherone.client.watch import WatchState
 from otherone.config import RuntimeConfig
+from otherone.contracts import STORE_HEARTBEAT_TIMEOUT
 from otherone.definitions import (
     AccessPolicy,
     AgentDefinition,
@@ -145,8 +148,8 @@ async def test_a_chain_of_handoffs_under_each_context_policy(
     assert result.agent_id == "expert"
     assert result.text == "Invoice 42 was paid on 2026-11-30."
     assert result.session_id == f"s-{context}"
-    # The budget is shared: the run's usage counts every agent's calls.
-    assert result.usage.model_calls == 4
+    # The budget is shared: the run's usage counts every agent's calls (and the summaries).
+    assert result.usage.model_calls == 4 + (2 if context == "summary" else 0)
     assert result.usage.tool_calls == 3
     # Lineage: events, the run record, the search attribute and Temporal's chain of histories.
     handed = [event for event in events if event["type"] == "handed_off"]
@@ -205,6 +208,13 @@ async def test_a_chain_of_handoffs_under_each_context_policy(
         summaries = [r for r in provider.calls() if r.purpose == "summary"]
         assert [r.agent_id for r in summaries] == ["triage", "billing"]
         assert "Where is my invoice 42?" in str(summaries[0].messages[-1]["content"])
+        # The summaries' tokens count too (the scripted summary reports 32 output tokens).
+        turns = [
+            entry.usage or {}
+            for entry in env.store.load_entries("local", result.session_id)
+            if entry.role == "assistant" and entry.run_id == result.run_id
+        ]
+        assert result.usage.output_tokens == sum(u["output_tokens"] for u in turns) + 2 * 32
 
 
 async def test_a_handoff_loop_is_bounded_by_max_handoffs(
@@ -291,6 +301,77 @@ async def test_the_budget_is_shared_along_the_chain(
     assert result.agent_id == "expert"
     assert result.failure is not None and "model_calls" in result.failure.message
     assert result.usage.model_calls == 3
+
+
+def summarising_triage() -> AgentDefinition:
+    return agent("triage", handoff={"agents": ["billing"], "context": "summary"})
+
+
+@pytest.mark.parametrize("spent", ["model_calls", "tokens"])
+async def test_a_summary_past_the_budget_ends_the_run_budget_exceeded(
+    client: Client, task_queue: str, tmp_path: Path, spent: str
+) -> None:
+    """The summary is a model call of the run: a budget it would overrun ends the run
+    `budget_exceeded` (a model-call budget before the summary is asked for)."""
+    provider = RecordingProvider()
+    limits = {"max_model_calls": 1} if spent == "model_calls" else {"token_budget": 30}
+    config = scripted_config(
+        {
+            # 20 tokens: within the token budget; the summary's (at least 33) is not.
+            "triage": [{**handoff("billing", "h1"), "input_tokens": 10, "output_tokens": 10}],
+            "billing": ["never reached"],
+        },
+        agents=[summarising_triage(), agent("billing")],
+        limits=RuntimeLimits(**limits),
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="triage", input="Invoice?"))
+        events = await events_of(env, result.run_id)
+
+    assert result.outcome is RunOutcome.BUDGET_EXCEEDED, result
+    assert result.failure is not None
+    assert result.agent_id == "triage" and not provider.calls("billing")
+    assert events[-1]["type"] == "run_failed"
+    summaries = [r for r in provider.calls() if r.purpose == "summary"]
+    if spent == "model_calls":
+        assert "max_model_calls (1)" in result.failure.message
+        assert summaries == [] and result.usage.model_calls == 1
+        assert "handed_off" not in [e["type"] for e in events]
+    else:
+        assert "token_budget (30)" in result.failure.message
+        assert len(summaries) == 1 and result.usage.model_calls == 2
+        assert result.usage.total_tokens is not None and result.usage.total_tokens > 30
+
+
+class SlowSummaries(RecordingProvider):
+    """Summaries take longer than a store activity's heartbeat timeout."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if request.purpose == "summary":
+            await asyncio.sleep(STORE_HEARTBEAT_TIMEOUT.total_seconds() + 3)
+        async for event in super().stream(request):
+            yield event
+
+
+@pytest.mark.timeout(120)
+async def test_a_slow_summary_keeps_the_handoff_activity_alive(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = SlowSummaries()
+    config = scripted_config(
+        {"triage": [handoff("billing", "h1")], "billing": ["Paid."]},
+        agents=[summarising_triage(), agent("billing")],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="triage", input="Invoice?"))
+
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "Paid."
+    # One attempt: the activity heartbeated while the model wrote (no heartbeat timeout).
+    assert [r.attempt for r in provider.calls() if r.purpose == "summary"] == [1]
 
 
 async def test_an_unauthorised_target_and_a_second_handoff_in_a_turn_are_refused(

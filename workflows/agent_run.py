@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         CarryOver,
         FinishRunInput,
         HandOffInput,
+        HandOffResult,
         ModelCallInput,
         ModelTurn,
         PendingEntry,
@@ -186,6 +187,9 @@ OUTPUT_RETRIES = "output-retries"
 #: Patch id: a cancelled turn's parallel tool calls are all waited for (not only until the
 #: first of them is cancelled), so every cancelled tool stores its end before the run's end.
 WAIT_FOR_CANCELLED_TOOLS = "wait-for-cancelled-tools"
+#: Patch id: the `summary` context's model call of a handoff counts against the run's
+#: model-call and token budgets and in its usage.
+HANDOFF_SUMMARY_USAGE = "handoff-summary-usage"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
 #: (an approval that timed out with effect `fail`).
@@ -642,10 +646,18 @@ class AgentRunWorkflow:
             return not caller.active and workflow.all_handlers_finished()
 
         await workflow.wait_condition(settled)
-        pending, self._pending = tuple(self._pending), []
         step = accepted.step
+        # Checked on the summary path only, so other handoffs leave no marker.
+        counted = step.context == "summary" and workflow.patched(HANDOFF_SUMMARY_USAGE)
+        if counted:
+            assert self._ledger is not None
+            # The summary is a model call of the run, reserved like a turn's: a spent budget
+            # ends the run here (`budget_exceeded`), before any model is called.
+            self._ledger.reserve_model_call()
+            self._usage.model_calls += 1
+        pending, self._pending = tuple(self._pending), []
         try:
-            next_plan: RunPlan = await workflow.execute_activity(
+            done: RunPlan | HandOffResult = await workflow.execute_activity(
                 ACTIVITY_HAND_OFF,
                 HandOffInput(
                     ref=ref,
@@ -657,8 +669,9 @@ class AgentRunWorkflow:
                     pending=pending,
                     events=self._decided.take(),
                     record=self.record(),
+                    with_usage=counted,
                 ),
-                result_type=RunPlan,
+                result_type=HandOffResult if counted else RunPlan,
                 start_to_close_timeout=MODEL_CALL_TIMEOUT,  # a summary is a model call
                 heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
                 retry_policy=MODEL_RETRY,
@@ -669,6 +682,11 @@ class AgentRunWorkflow:
             _reraise_cancellation(error)
             failure = failure_from_activity_error(error, default=FailureCode.CONTEXT_ERROR)
             raise RunEnded(Ending.failed(failure)) from None
+        next_plan = done.plan if isinstance(done, HandOffResult) else done
+        if isinstance(done, HandOffResult):
+            assert self._ledger is not None
+            self._usage.add_tokens(done)
+            self._ledger.spend_tokens(done.total_tokens)  # past the token budget: the run ends
         await workflow.wait_condition(settled)  # a trusted call may have come meanwhile
         self._handoffs.chain = (*self._handoffs.chain, step)
         self._handoffs.accepted = None

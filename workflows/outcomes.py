@@ -12,7 +12,7 @@ from pydantic import JsonValue
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from otherone.config import AGENT_CALL_TOOL
-from otherone.contracts import ModelTurn, PendingEntry, ToolCallSpec, ToolOutcome
+from otherone.contracts import HandOffResult, ModelTurn, PendingEntry, ToolCallSpec, ToolOutcome
 from otherone.definitions import RuntimeLimits, TreeBudget
 from otherone.errors import FailureCode
 from otherone.runs import (
@@ -198,7 +198,7 @@ class UsageCounter:
         self.tool_calls = start.tool_calls
         self.agent_calls = start.agent_calls
 
-    def add_tokens(self, turn: ModelTurn) -> None:
+    def add_tokens(self, turn: ModelTurn | HandOffResult) -> None:
         self.input_tokens = _add(self.input_tokens, turn.input_tokens)
         self.output_tokens = _add(self.output_tokens, turn.output_tokens)
         self.total_tokens = _add(self.total_tokens, turn.total_tokens)
