@@ -3,7 +3,6 @@ access, cycle, depth, then the authorizer) and build the child's input; a denial
 
 from __future__ import annotations
 
-import inspect
 import json
 
 from temporalio import activity
@@ -12,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 from otherone.activities.call_details import child_details
 from otherone.activities.context import build_child_input, parent_excerpt
 from otherone.activities.shared import ActivityContext, failure
-from otherone.authorization import CallerView
+from otherone.authorization import CallerView, decide
 from otherone.contracts import CallPlan, PrepareCallInput, RunRef
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
@@ -102,10 +101,9 @@ async def _authorize(
         partition_key=caller.partition_key,
         session_id=caller.session_id,
         ancestry=input.ancestry,
+        action="spawn" if input.spawned else "call",
     )
-    decision = context.authorizer(view, target, input.request)
-    if inspect.isawaitable(decision):
-        decision = await decision
+    decision = await decide(context.authorizer, view, target, input.request)
     if not decision.allowed:
         raise failure(
             FailureCode.AGENT_CALL_DENIED,

@@ -23,6 +23,7 @@ from temporalio.client import Client
 
 from otherone import search_attributes as attrs
 from otherone.activities.providers.base import ModelRequest, StreamEvent
+from otherone.authorization import AuthorizationDecision, CallerView, HandoffRequest
 from otherone.client.agent_client import build_request
 from otherone.client.console import EventPrinter, make_console, print_record
 from otherone.client.watch import WatchState
@@ -37,7 +38,7 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError
-from otherone.runs import AgentRunResult, RunOutcome
+from otherone.runs import AgentCallRequest, AgentRunResult, RunOutcome
 from otherone.toml_config import parse_config
 from otherone.tools import tool
 from otherone.workflows.handoffs import HandoffArgumentsError, parse_handoff
@@ -343,6 +344,75 @@ async def test_a_summary_past_the_budget_ends_the_run_budget_exceeded(
         assert "token_budget (30)" in result.failure.message
         assert len(summaries) == 1 and result.usage.model_calls == 2
         assert result.usage.total_tokens is not None and result.usage.total_tokens > 30
+
+
+async def test_the_workers_authorizer_judges_handoffs(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    seen: list[tuple[CallerView, str, AgentCallRequest]] = []
+
+    async def authorizer(
+        caller: CallerView, target: AgentDefinition, request: AgentCallRequest
+    ) -> AuthorizationDecision:
+        seen.append((caller, target.id, request))
+        if "secret" in request.task:  # written for agent calls: judges handoffs unchanged
+            return AuthorizationDecision.deny("no secrets")
+        return AuthorizationDecision.allow()
+
+    provider = RecordingProvider()
+    config = scripted_config(
+        {
+            "triage": [
+                handoff("billing", "h1", message="a secret", reason="billing"),
+                handoff("billing", "h2", message="invoice 42"),
+            ],
+            "billing": ["Paid."],
+        },
+        agents=[summarising_triage(), agent("billing")],
+    )
+    async with agent_env(
+        client,
+        task_queue,
+        config,
+        tmp_path,
+        providers={"scripted": provider},
+        authorizer=authorizer,
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="triage", input="Invoice?"))
+        events = await events_of(env, result.run_id)
+        results = {
+            entry.tool_call_id: entry
+            for entry in env.store.load_entries("local", result.session_id)
+            if entry.role == "tool"
+        }
+
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "Paid."
+    assert result.agent_id == "billing"
+    # The denied handoff is the call's result: triage went on and handed off again.
+    denied = results["h1"]
+    assert denied.error_kind == "permission_denied"
+    assert "may not hand off to 'billing': no secrets" in json.loads(denied.content)["error"]
+    assert "handed_off_to" in json.loads(results["h2"].content)
+    completed = {e["tool_call_id"]: e for e in events if e["type"] == "tool_completed"}
+    assert "no secrets" in completed["h1"]["error"] and completed["h2"]["error"] is None
+    assert [e["handoff"] for e in events if e["type"] == "handed_off"] == [1]
+    # What the authorizer saw: a handoff, from the root, with its message and reason.
+    caller, target, request = seen[0]
+    assert (caller.action, caller.agent_id, caller.depth, target) == (
+        "handoff",
+        "triage",
+        0,
+        "billing",
+    )
+    assert isinstance(request, HandoffRequest)
+    assert (request.task, request.reason, request.handoff_context) == (
+        "a secret",
+        "billing",
+        "summary",
+    )
+    # Two triage turns, one summary (for the allowed handoff), one billing turn.
+    assert [r.purpose for r in provider.calls("triage")].count("summary") == 1
+    assert result.usage.model_calls == 4
 
 
 class SlowSummaries(RecordingProvider):

@@ -102,7 +102,7 @@ with workflow.unsafe.imports_passed_through():
         new_request,
         outcome_of,
     )
-    from otherone.workflows.handoffs import Handoffs
+    from otherone.workflows.handoffs import Handoffs, denial_of
     from otherone.workflows.outcomes import (
         BudgetLedger,
         Claimants,
@@ -636,7 +636,8 @@ class AgentRunWorkflow:
     async def _hand_off(self, plan: RunPlan, ref: RunRef) -> None:
         """Pass the conversation to the agent the turn handed off to: the `hand_off` activity
         shapes the session and plans the run under it, then the run continues as new as that
-        agent (`otherone.workflows.handoffs`). Reached only through `agent.handoff`."""
+        agent (`otherone.workflows.handoffs`). Reached only through `agent.handoff`. Returns
+        (the agent goes on) only when the worker's authorizer denied the handoff."""
         accepted = self._handoffs.accepted
         assert accepted is not None and self._caller is not None
         # Children of trusted calls and update handlers finish under the agent that began them.
@@ -656,6 +657,7 @@ class AgentRunWorkflow:
             self._ledger.reserve_model_call()
             self._usage.model_calls += 1
         pending, self._pending = tuple(self._pending), []
+        events = self._decided.take()
         try:
             done: RunPlan | HandOffResult = await workflow.execute_activity(
                 ACTIVITY_HAND_OFF,
@@ -667,7 +669,7 @@ class AgentRunWorkflow:
                     message=accepted.message,
                     last_turns=accepted.last_turns,
                     pending=pending,
-                    events=self._decided.take(),
+                    events=events,
                     record=self.record(),
                     with_usage=counted,
                 ),
@@ -680,6 +682,15 @@ class AgentRunWorkflow:
         except ActivityError as error:
             self._pending = list(pending)  # not written: keep them for the final flush
             _reraise_cancellation(error)
+            denial = denial_of(error)
+            if denial is not None:  # the authorizer said no: the agent goes on, told why
+                if counted:
+                    assert self._ledger is not None
+                    self._ledger.release_model_call()  # no summary was written
+                    self._usage.model_calls -= 1
+                self._pending, back = self._handoffs.denied(self._pending, events, denial)
+                self._decided.items = [*back, *self._decided.items]
+                return
             failure = failure_from_activity_error(error, default=FailureCode.CONTEXT_ERROR)
             raise RunEnded(Ending.failed(failure)) from None
         next_plan = done.plan if isinstance(done, HandOffResult) else done

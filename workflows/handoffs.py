@@ -15,7 +15,9 @@ Rules (checked here, answered to the model as tool results, never crashes):
   ``handoff_agents`` (`RuntimeSnapshot.handoff_targets`), never the agent itself;
 - at most one handoff per turn, at most ``max_handoffs`` per run (the one past it is refused:
   the agent then answers itself, so a loop of handoffs always ends);
-- the model may pick the context policy only when the agent's policy lets it.
+- the model may pick the context policy only when the agent's policy lets it;
+- the worker's authorizer hook, consulted by the `hand_off` activity before it writes anything:
+  its denial (`agent_call_denied`) becomes the handoff call's result and the agent goes on.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ import json
 from dataclasses import dataclass
 from typing import get_args
 
+from pydantic import JsonValue
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from otherone.config import HANDOFF_TOOL
     from otherone.contracts import PendingEntry, RunPlan, ToolCallSpec
     from otherone.definitions import HandoffContext, HandoffPolicy
+    from otherone.errors import FailureCode
     from otherone.runs import HandoffStep
     from otherone.tools import ToolErrorKind
 
@@ -138,6 +143,39 @@ class Handoffs:
             tool_name=call.name,
         )
 
+    def denied(
+        self,
+        pending: list[PendingEntry],
+        events: tuple[dict[str, JsonValue], ...],
+        message: str,
+    ) -> tuple[list[PendingEntry], list[dict[str, JsonValue]]]:
+        """The authorizer refused the accepted handoff: the entries and events of the turn,
+        with the handoff call's result and end saying so. The agent then answers itself."""
+        assert self.accepted is not None
+        call_id = self.accepted.step.call_id
+        self.accepted = None
+
+        def is_handoff(tool_call_id: object, tool_name: object) -> bool:
+            return tool_call_id == call_id and tool_name == HANDOFF_TOOL
+
+        refusal = json.dumps({"error": message})
+        entries = [
+            entry.model_copy(
+                update={"content": refusal, "error_kind": ToolErrorKind.PERMISSION_DENIED}
+            )
+            if is_handoff(entry.tool_call_id, entry.tool_name)
+            else entry
+            for entry in pending
+        ]
+        ended: list[dict[str, JsonValue]] = [
+            {**event, "error": message}
+            if event.get("type") == "tool_completed"
+            and is_handoff(event.get("tool_call_id"), event.get("tool_name"))
+            else event
+            for event in events
+        ]
+        return entries, ended
+
     def _refusal(
         self, plan: RunPlan, policy: HandoffPolicy, arguments: HandoffArguments
     ) -> tuple[ToolErrorKind, str] | None:
@@ -166,6 +204,14 @@ class Handoffs:
                 "answer the user yourself",
             )
         return None
+
+
+def denial_of(error: ActivityError) -> str | None:
+    """The authorizer's refusal of a handoff (the `hand_off` activity's `agent_call_denied`)."""
+    cause = error.cause
+    if isinstance(cause, ApplicationError) and cause.type == FailureCode.AGENT_CALL_DENIED.value:
+        return cause.message
+    return None
 
 
 def _error_entry(key: str, call: ToolCallSpec, kind: ToolErrorKind, message: str) -> PendingEntry:

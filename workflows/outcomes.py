@@ -255,6 +255,10 @@ class BudgetLedger:
     def reserve_model_call(self) -> None:
         self._spend("model_calls", 1, f"max_model_calls ({self.limits.max_model_calls})")
 
+    def release_model_call(self) -> None:
+        """Give back a reserved model call that was not made."""
+        self.remaining["model_calls"] += 1
+
     def reserve_tool_calls(self, count: int) -> None:
         self._spend("tool_calls", count, f"max_tool_calls ({self.limits.max_tool_calls})")
 
