@@ -9,7 +9,8 @@ All I/O of a run happens in activities, one module each, over one shared `Activi
 - `prepare_call`: check an `agent.call` and build the child's input;
 - `finish_run`: last entries, session release, run record, terminal events;
 - `record_approval_decision`: check a person's decision and record it (`approvals`);
-- `hand_off`: pass the conversation to another agent (`handoffs`).
+- `hand_off`: pass the conversation to another agent (`handoffs`);
+- `describe_runs`: which spawned children ended unseen (`describe_runs`; no store, no context).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from temporalio import activity
 
 from otherone.activities import approvals, handoffs
 from otherone.activities import call_model as model
+from otherone.activities import describe_runs as described
 from otherone.activities import finish_run as finish
 from otherone.activities import prepare_call as agent_call
 from otherone.activities import prepare_run as prepare
@@ -28,6 +30,7 @@ from otherone.activities import run_tool as tool
 from otherone.activities.shared import ActivityContext, heartbeating
 from otherone.contracts import (
     ACTIVITY_CALL_MODEL,
+    ACTIVITY_DESCRIBE_RUNS,
     ACTIVITY_FINISH_RUN,
     ACTIVITY_HAND_OFF,
     ACTIVITY_PREPARE_CALL,
@@ -35,6 +38,8 @@ from otherone.contracts import (
     ACTIVITY_RECORD_DECISION,
     ACTIVITY_RUN_TOOL,
     CallPlan,
+    DescribeRunsInput,
+    EndedRuns,
     FinishRunInput,
     HandOffInput,
     HandOffResult,
@@ -69,6 +74,7 @@ class AgentActivities:
             self.finish_run,
             self.record_approval_decision,
             self.hand_off,
+            self.describe_runs,
         ]
 
     # Store activities heartbeat throughout, so a killed worker is noticed in seconds, not
@@ -108,3 +114,8 @@ class AgentActivities:
         """Pass the run's conversation to another agent; the plan it goes on with."""
         async with heartbeating():
             return await handoffs.hand_off(self.context, input)
+
+    @activity.defn(name=ACTIVITY_DESCRIBE_RUNS)
+    async def describe_runs(self, input: DescribeRunsInput) -> EndedRuns:
+        """Which of the given runs have ended (a terminated spawned child sends no signal)."""
+        return await described.describe_runs(input)

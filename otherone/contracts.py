@@ -62,6 +62,9 @@ ACTIVITY_FINISH_RUN = "otherone.finish_run"
 ACTIVITY_PREPARE_CALL = "otherone.prepare_call"
 ACTIVITY_RECORD_DECISION = "otherone.record_approval_decision"
 ACTIVITY_HAND_OFF = "otherone.hand_off"
+#: Ask Temporal which of some runs have ended (spawned children a caller did not start in its
+#: current history, so it holds no handle that would tell it).
+ACTIVITY_DESCRIBE_RUNS = "otherone.describe_runs"
 #: Store activities (prepare, check a call, finish) heartbeat: a worker killed while running
 #: one is noticed after this long, and the activity runs again elsewhere.
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -212,6 +215,28 @@ class SpawnedCall(_Contract):
     result: AgentCallResult | None = None
     #: An `agent.await` (or status, cancel) has returned the result to the model.
     reported: bool = False
+
+
+class DescribeRunsInput(_Contract):
+    """Activity input: the runs (workflow ids) to ask Temporal about."""
+
+    run_ids: tuple[str, ...]
+
+
+class EndedRun(_Contract):
+    """A run Temporal reports as ended: the status of its latest execution (``completed``,
+    ``failed``, ``canceled``, ``terminated``, ``timed_out``; ``not_found`` when Temporal no
+    longer knows it) and, when it completed, its result."""
+
+    run_id: str
+    status: str
+    result: AgentRunResult | None = None
+
+
+class EndedRuns(_Contract):
+    """Activity result: the asked-about runs that have ended (running ones are left out)."""
+
+    ended: tuple[EndedRun, ...] = ()
 
 
 class SpawnEnded(_Contract):

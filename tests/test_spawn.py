@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, build_request
@@ -450,3 +452,82 @@ async def test_results_too_large_together_are_held_back_for_the_next_await(
     assert first["held_back"] == ["s2", "s3"] and first["running"] == []
     assert [r["call_id"] for r in second["results"]] == ["s2"]
     assert second["held_back"] == ["s3"]
+
+
+async def boss_waits_in_a_later_history(client: Client, run_id: str) -> bool:
+    description = await client.get_workflow_handle(run_id).describe()
+    first = description.raw_description.workflow_execution_info.first_run_id
+    status = description.typed_search_attributes.get(STATUS)
+    return description.run_id != first and status == RunStatus.WAITING_FOR_CHILD.value
+
+
+async def test_await_reports_a_carried_child_terminated_from_outside(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After continue-as-new no child handle reports the child's end, and a terminated child
+    sends no signal: the await asks Temporal (at once, then every CARRIED_POLL)."""
+    monkeypatch.setattr(spawns, "CARRIED_POLL", timedelta(seconds=2))
+    config = scripted_config(
+        {
+            "boss": [
+                calls(spawn("s1")),
+                calls(control("st", "status", handle="s1")),
+                calls(control("a1", "await")),  # in the next history, with no timeout
+                "done",
+            ],
+            "worker": [ENDLESS],
+        },
+        agents=[boss(), agent("worker")],
+        policy=RuntimePolicy(continue_as_new_after_turns=2),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
+        await wait_until(
+            lambda: boss_waits_in_a_later_history(client, handle.run_id),
+            within=60,
+            message="the boss awaits its carried child",
+        )
+        await client.get_workflow_handle(f"{handle.run_id}/s1").terminate("by hand")
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+        results = tool_results(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "done"
+    [reported] = results["a1"]["results"]
+    assert reported["call_id"] == "s1" and reported["outcome"] == "failed"
+    assert reported["failure"]["code"] == "internal_error"
+    assert "ended outside the runtime: terminated" in reported["failure"]["message"]
+    assert results["a1"]["running"] == []
+
+
+async def test_a_run_ends_at_once_when_its_carried_child_was_terminated(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end-of-run cancel of a terminated child "succeeds" (Temporal delivers a cancel
+    request to a closed workflow): the run asks Temporal instead of waiting out the grace."""
+    monkeypatch.setattr(spawns, "SPAWN_CANCEL_GRACE", timedelta(minutes=10))
+    provider = RecordingProvider()
+    release = provider.gate("boss", 3)
+    config = scripted_config(
+        {
+            "boss": [calls(spawn("s1")), calls(control("st", "status", handle="s1")), "done"],
+            "worker": [ENDLESS],
+        },
+        agents=[boss(), agent("worker")],
+        policy=RuntimePolicy(continue_as_new_after_turns=2),
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
+        await wait_until(
+            lambda: any(r.turn == 3 for r in provider.calls("boss")),
+            within=60,
+            message="the boss's last turn, in its next history",
+        )
+        child = client.get_workflow_handle(f"{handle.run_id}/s1")
+        await child.terminate("by hand")
+        release.set()
+        result = await asyncio.wait_for(handle.result(), timeout=60)  # not the 10 min grace
+        [_, record] = await env.agents.list_run_tree(handle.run_id)
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "done"
+    assert (await child.describe()).status == WorkflowExecutionStatus.TERMINATED
+    assert record.run_id == child.id

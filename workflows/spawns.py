@@ -15,7 +15,11 @@ How a result comes back, durably:
   ends without a result (terminated, a bug) is noticed there. Whichever comes first settles the
   call; the other is ignored.
 - continue-as-new carries every spawned call (`CarryOver.spawns`): the open ones are awaited
-  again by their signals.
+  again by their signals. A carried child that ends without one (terminated from outside: it
+  runs no more code) has no handle here to report it, so while a wait depends on carried
+  children, the `describe_runs` activity asks Temporal about them, at once and every
+  `CARRIED_POLL` (a cancel request cannot tell: Temporal reports a cancel request to a closed
+  workflow as delivered).
 
 Never an orphan: when the caller ends, open children are cancelled (explicitly, by workflow id:
 Temporal abandons them) and waited for, a bounded while. An agent with ``spawned_on_exit =
@@ -33,7 +37,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError, FailureError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ChildWorkflowError,
+    FailureError,
+    is_cancelled_exception,
+)
 from temporalio.workflow import ChildWorkflowHandle
 
 with workflow.unsafe.imports_passed_through():
@@ -45,7 +55,11 @@ with workflow.unsafe.imports_passed_through():
         SPAWN_TOOLS,
     )
     from otherone.contracts import (
+        ACTIVITY_DESCRIBE_RUNS,
         SIGNAL_SPAWNED_RUN_ENDED,
+        DescribeRunsInput,
+        EndedRun,
+        EndedRuns,
         PendingEntry,
         RunInput,
         RunPlan,
@@ -55,7 +69,14 @@ with workflow.unsafe.imports_passed_through():
         ToolCallSpec,
     )
     from otherone.definitions import TreeBudget
-    from otherone.runs import AgentCallRequest, AgentCallResult, AgentRunResult, RunOutcome
+    from otherone.errors import FailureCode
+    from otherone.runs import (
+        AgentCallRequest,
+        AgentCallResult,
+        AgentFailure,
+        AgentRunResult,
+        RunOutcome,
+    )
     from otherone.workflows.agent_calls import (
         AgentCallArgumentsError,
         AgentCaller,
@@ -78,6 +99,11 @@ SPAWN_CANCEL_GRACE = timedelta(seconds=30)
 AWAIT_RESULT_BYTES = 1024 * 1024
 #: How long `agent.cancel` waits for the child to stop before answering "cancelling".
 CANCEL_WAIT = timedelta(seconds=30)
+#: How often a wait on children started in an earlier history (carried over continue-as-new)
+#: asks Temporal whether they ended without a signal (terminated from outside).
+CARRIED_POLL = timedelta(seconds=15)
+#: Patch id: waits on carried children ask Temporal about them (`describe_runs`).
+WATCH_CARRIED_SPAWNS = "watch-carried-spawns"
 
 
 class SpawnArgumentsError(ValueError):
@@ -363,24 +389,102 @@ class Spawner:
         return results, held
 
     async def _wait_for(self, handles: tuple[str, ...], seconds: float | None) -> None:
-        """Until every handle has a result, or ``seconds`` (0: do not wait)."""
-
-        def done() -> bool:
-            return all(self._calls[handle].result is not None for handle in handles)
-
-        if done() or seconds == 0:
+        """Until every handle has a result, or ``seconds`` (0: do not wait; carried children
+        are still asked about once)."""
+        if self._done(handles):
+            return
+        watch = self._watching(handles)
+        if seconds == 0 and not watch:
             return
         self._awaiting += 1
         self._on_change()
         try:
-            await workflow.wait_condition(done, timeout=seconds)
-        except TimeoutError:
-            pass
+            await self._wait_until_done(handles, seconds, watch)
         except asyncio.CancelledError:
             self._awaiting -= 1  # no `finally`: on eviction no workflow call may be made
             raise
         self._awaiting -= 1
         self._on_change()
+
+    def _done(self, handles: tuple[str, ...]) -> bool:
+        return all(self._calls[handle].result is not None for handle in handles)
+
+    def _carried_open(self, handles: tuple[str, ...]) -> list[SpawnedCall]:
+        """The open calls among ``handles`` whose child this history did not start: nothing
+        here would notice it ending without a signal."""
+        return [
+            call
+            for handle in handles
+            if (call := self._calls[handle]).result is None
+            and call.run_id is not None
+            and handle not in self._watchers
+        ]
+
+    def _watching(self, handles: tuple[str, ...]) -> bool:
+        """Whether a wait on ``handles`` asks Temporal about carried children (checked only
+        when there are some, so other waits leave no patch marker)."""
+        return bool(self._carried_open(handles)) and workflow.patched(WATCH_CARRIED_SPAWNS)
+
+    async def _wait_until_done(
+        self, handles: tuple[str, ...], seconds: float | None, watch: bool
+    ) -> bool:
+        """Until every handle has a result (True) or ``seconds`` passed (False; None: no
+        limit). With ``watch``, carried children are asked about at once and every
+        `CARRIED_POLL` while they are open."""
+        if not watch:
+            try:
+                await workflow.wait_condition(lambda: self._done(handles), timeout=seconds)
+            except TimeoutError:
+                return False
+            return True
+        until = None if seconds is None else workflow.now() + timedelta(seconds=seconds)
+        while True:
+            carried = self._carried_open(handles)
+            if carried:
+                await self._describe(carried)
+            if self._done(handles):
+                return True
+            wait = CARRIED_POLL.total_seconds() if self._carried_open(handles) else None
+            if until is not None:
+                left = (until - workflow.now()).total_seconds()
+                if left <= 0:
+                    return False
+                wait = left if wait is None else min(wait, left)
+            try:
+                await workflow.wait_condition(lambda: self._done(handles), timeout=wait)
+            except TimeoutError:
+                continue
+            return True
+
+    async def _describe(self, carried: list[SpawnedCall]) -> None:
+        """Settle the carried calls whose child Temporal reports as ended (a child that
+        completed signals too: whichever comes first counts). A failed look is logged; the
+        wait goes on."""
+        try:
+            found: EndedRuns = await workflow.execute_activity(
+                ACTIVITY_DESCRIBE_RUNS,
+                DescribeRunsInput(run_ids=tuple(call.run_id or "" for call in carried)),
+                result_type=EndedRuns,
+                start_to_close_timeout=timedelta(seconds=30),
+                schedule_to_close_timeout=timedelta(minutes=1),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"look at {len(carried)} spawned run(s)",
+            )
+        except ActivityError as error:
+            if is_cancelled_exception(error):
+                raise asyncio.CancelledError() from error
+            workflow.logger.warning("spawned runs not looked at: %s", error.cause or error)
+            return
+        by_run = {call.run_id: call for call in carried}
+        for ended in found.ended:
+            call = by_run.get(ended.run_id)
+            if call is None:
+                continue
+            if ended.result is not None:
+                result = call_result(call.call_id, call.target, ended.result)
+                self._settle(call.call_id, result, ended.result.budget_remaining)
+            else:
+                self._settle(call.call_id, ended_unseen(call, ended), None)
 
     def _report(self, handle: str) -> dict[str, object]:
         known = self._calls[handle]
@@ -422,11 +526,13 @@ class Spawner:
             left = (deadline - workflow.now()).total_seconds() if deadline else 0.0
             self._awaiting += 1  # the run shows waiting_for_child meanwhile
             self._on_change()
+            handles = self._open_handles()
             # A cancellation of the run stops this wait; the children are cancelled below.
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await workflow.wait_condition(
-                    lambda: not self.open(),
-                    timeout=max(left, 0.0) + SPAWN_CANCEL_GRACE.total_seconds(),
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._wait_until_done(
+                    handles,
+                    max(left, 0.0) + SPAWN_CANCEL_GRACE.total_seconds(),
+                    self._watching(handles),
                 )
             self._awaiting -= 1
         if not self.open():
@@ -438,19 +544,53 @@ class Spawner:
             except asyncio.CancelledError:
                 continue  # the run is ending anyway: its children still must stop
 
+    def _open_handles(self) -> tuple[str, ...]:
+        return tuple(call.call_id for call in self.open())
+
     async def _stop_open(self) -> None:
         open_calls = self.open()
         await asyncio.gather(*(_request_cancel(call.run_id or "") for call in open_calls))
-        try:
-            await workflow.wait_condition(
-                lambda: not self.open(), timeout=SPAWN_CANCEL_GRACE.total_seconds()
-            )
-        except TimeoutError:
+        handles = self._open_handles()
+        # A carried child terminated from outside sends nothing: asked about, not waited for.
+        stopped = await self._wait_until_done(
+            handles, SPAWN_CANCEL_GRACE.total_seconds(), self._watching(handles)
+        )
+        if not stopped:
             workflow.logger.warning(
                 "spawned children still stopping after %ss: %s",
                 SPAWN_CANCEL_GRACE.total_seconds(),
                 ", ".join(call.run_id or "" for call in self.open()),
             )
+
+
+def ended_unseen(call: SpawnedCall, ended: EndedRun) -> AgentCallResult:
+    """The result of a carried call whose child Temporal reports ended without telling its
+    caller: cancelled, or failed with a code and a message that say what happened."""
+    if ended.status == "canceled":
+        return AgentCallResult(
+            call_id=call.call_id,
+            target=call.target,
+            run_id=call.run_id,
+            outcome=RunOutcome.CANCELLED,
+        )
+    if ended.status == "not_found":
+        message = f"spawned run '{call.run_id}' is no longer known to Temporal"
+    elif ended.status == "completed":
+        message = f"spawned run '{call.run_id}' completed, but its result could not be read"
+    else:
+        what = ended.status.replace("_", " ")
+        message = (
+            f"spawned run '{call.run_id}' ended outside the runtime: {what} "
+            "(e.g. `temporal workflow terminate`); it left no result"
+        )
+    failure = AgentFailure(code=FailureCode.INTERNAL_ERROR, message=message)
+    return AgentCallResult(
+        call_id=call.call_id,
+        target=call.target,
+        run_id=call.run_id,
+        outcome=RunOutcome.FAILED,
+        failure=failure,
+    )
 
 
 async def _request_cancel(run_id: str) -> None:
