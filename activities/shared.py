@@ -297,8 +297,10 @@ def materialise(store: Store, ref: RunRef, pending: tuple[PendingEntry, ...]) ->
 
 
 def tool_result_ids(pending: tuple[PendingEntry, ...]) -> list[str]:
-    """The tool calls whose stored results ``pending`` refers to."""
-    return [entry.tool_result_of for entry in pending if entry.tool_result_of]
+    """The tool calls whose stored results ``pending`` refers to (spawn tools' answers: the
+    agent calls whose children stored their results, `PendingEntry.stored_results_of`)."""
+    ids = [entry.tool_result_of for entry in pending if entry.tool_result_of]
+    return ids + [call_id for entry in pending for call_id in entry.stored_results_of]
 
 
 def pending_rows(
@@ -317,6 +319,8 @@ def pending_rows(
                 content = found
             elif content is None:
                 content = tool_error_content("tool result was lost")
+        if entry.stored_results_of and content is not None:
+            content = with_stored_results(content, entry.stored_results_of, stored)
         rows.append(
             EntryRow(
                 entry_key=entry.key,
@@ -329,6 +333,35 @@ def pending_rows(
             )
         )
     return rows
+
+
+def with_stored_results(content: str, call_ids: tuple[str, ...], stored: Mapping[str, str]) -> str:
+    """A spawn tool's answer with the results of ``call_ids`` its children stored in place of
+    the inline ones (which stay where a child stored none, e.g. one terminated from outside)."""
+    found = {call_id: stored[call_id] for call_id in call_ids if call_id in stored}
+    if not found:
+        return content
+    try:
+        body = json.loads(content)
+    except json.JSONDecodeError:
+        return content
+    if not isinstance(body, dict):
+        return content
+
+    def swap(item: Any) -> Any:
+        call_id = item.get("call_id") if isinstance(item, dict) else None
+        if not isinstance(call_id, str) or call_id not in found:
+            return item
+        try:
+            return json.loads(found[call_id])
+        except json.JSONDecodeError:
+            return item
+
+    if isinstance(body.get("results"), list):
+        body["results"] = [swap(item) for item in body["results"]]
+    if "result" in body:
+        body["result"] = swap(body["result"])
+    return json.dumps(body, ensure_ascii=False)
 
 
 def call_completed_events(pending: tuple[PendingEntry, ...]) -> list[dict[str, Any]]:

@@ -328,6 +328,11 @@ class PendingEntry(_Contract):
     error_kind: ToolErrorKind | None = None
     #: A user message that was queued by signal (counted in `user_message_queued` events).
     queued: bool = False
+    #: Agent call ids whose result, inline in ``content`` (``results`` items and ``result``
+    #: of the spawn tools), is replaced by the one their child stored, when it did: the model
+    #: reads a spawned child's output as it reads an `agent.call` child's, not the artifact
+    #: reference an output above the inline payload limit travels as.
+    stored_results_of: tuple[str, ...] = ()
 
 
 class ToolCallSpec(_Contract):

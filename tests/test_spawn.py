@@ -531,3 +531,40 @@ async def test_a_run_ends_at_once_when_its_carried_child_was_terminated(
     assert result.outcome is RunOutcome.COMPLETED and result.text == "done"
     assert (await child.describe()).status == WorkflowExecutionStatus.TERMINATED
     assert record.run_id == child.id
+
+
+async def test_await_gives_the_model_a_large_output_as_agent_call_does(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """An output above `inline_payload_bytes` travels through history as an artifact
+    reference; the model reads the text the child stored, as for `agent.call`."""
+    text = "tide tables" * 300  # 3,300 bytes, above the 1 KiB inline limit
+    provider = RecordingProvider()
+    config = scripted_config(
+        {
+            "boss": [
+                calls(spawn("s1"), spawn("s2")),
+                calls(control("a1", "await", handles=["s1"])),
+                calls(control("st", "status", handle="s2")),
+                "done",
+            ],
+            "worker": [text],
+        },
+        agents=[boss(), agent("worker")],
+        policy=RuntimePolicy(inline_payload_bytes=1024),
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="boss", input="go"))
+        results = tool_results(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    [awaited] = results["a1"]["results"]
+    assert awaited["call_id"] == "s1" and awaited["outcome"] == "completed"
+    # The value, as an agent.call result has it (with the artifact it is also stored as).
+    assert awaited["output"]["value"] == text
+    status = results["st"]
+    assert status["status"] == "completed" and status["result"]["output"]["value"] == text
+    # ... and so does the model, in its next turns.
+    seen = [str(m.get("content")) for m in provider.calls("boss")[-1].messages]
+    assert sum(text in content for content in seen) == 2

@@ -287,6 +287,7 @@ class Spawner:
             content=json.dumps(content, ensure_ascii=False),
             tool_call_id=call.id,
             tool_name=call.name,
+            stored_results_of=_children_reported(content),
         )
 
     def _checked(self, call: ToolCallSpec) -> AwaitRequest | str:
@@ -561,6 +562,20 @@ class Spawner:
                 SPAWN_CANCEL_GRACE.total_seconds(),
                 ", ".join(call.run_id or "" for call in self.open()),
             )
+
+
+def _children_reported(content: dict[str, object]) -> tuple[str, ...]:
+    """The calls whose child's result this answer reports (``results`` of `agent.await`,
+    ``result`` of `agent.status` / `agent.cancel`): the model reads the result each child
+    stored, as for `agent.call`; the inline copy (within `AWAIT_RESULT_BYTES`) is the
+    fallback for a child that stored none."""
+    results = content.get("results")
+    items = [*(results if isinstance(results, list) else []), content.get("result")]
+    return tuple(
+        item["call_id"]
+        for item in items
+        if isinstance(item, dict) and item.get("run_id") and isinstance(item.get("call_id"), str)
+    )
 
 
 def ended_unseen(call: SpawnedCall, ended: EndedRun) -> AgentCallResult:
