@@ -102,7 +102,7 @@ async def _call_model(
         settings=generation_settings(profile, agent),
     )
     await events.flush()  # compaction writes its own events: keep them in order
-    rows, summary = await compact_context(
+    rows, summary, compaction = await compact_context(
         context, provider, request, input, system_prompt, rows, summary
     )
     request = dataclasses.replace(
@@ -136,6 +136,14 @@ async def _call_model(
         events.add({**completed, "error": ended})
         raise
     turn = turn.model_copy(update={"reasoning": ()})  # kept in the store, not in history
+    if compaction is not None:  # the summary was a model call of the run too
+        turn = turn.model_copy(
+            update={
+                "compaction_calls": 1,
+                "compaction_input_tokens": compaction.input_tokens,
+                "compaction_output_tokens": compaction.output_tokens,
+            }
+        )
     turn = await with_approvals(context, ref, _with_output(turn, input))
     return await _returnable(context, turn, input)
 

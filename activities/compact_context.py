@@ -32,8 +32,10 @@ async def compact_context(
     system_prompt: str,
     rows: list[EntryRow],
     summary: str | None,
-) -> tuple[list[EntryRow], str | None]:
-    """Summarise the older part of the context when it nears the window (the seed's rule)."""
+) -> tuple[list[EntryRow], str | None, Summary | None]:
+    """Summarise the older part of the context when it nears the window (the seed's rule);
+    the rows and summary the model sees, and the summary call made here (its usage counts
+    in the run's), if any."""
     fixed = estimate_tokens(system_prompt + json.dumps(request.tools) + (summary or ""))
     plan = plan_compaction(
         rows,
@@ -42,7 +44,7 @@ async def compact_context(
         threshold=input.compaction_threshold,
     )
     if plan is None:
-        return rows, summary
+        return rows, summary, None
     provider, summary_request = await _summary_request(context, provider, request, input)
     summary_request = dataclasses.replace(
         summary_request,
@@ -50,7 +52,8 @@ async def compact_context(
         tools=[],
         purpose="summary",
     )
-    text = (await summarise(provider, summary_request)).text
+    written = await summarise(provider, summary_request)
+    text = written.text
     ref = input.ref
     await context.io(
         context.store.add_compaction,
@@ -70,7 +73,7 @@ async def compact_context(
             "kept_entries": len(plan.keep),
         },
     )
-    return list(plan.keep), text
+    return list(plan.keep), text, written
 
 
 async def _summary_request(

@@ -377,6 +377,17 @@ class ModelTurn(_Contract):
     #: The provider's reasoning blocks to send back with this turn (Anthropic's signed thinking
     #: blocks). Stored with the assistant entry; never returned to the workflow.
     reasoning: tuple[dict[str, JsonValue], ...] = ()
+    #: Summary model calls this attempt made to compact the context first (0 or 1), and their
+    #: tokens: the run's usage and budgets count them too.
+    compaction_calls: int = 0
+    compaction_input_tokens: int | None = None
+    compaction_output_tokens: int | None = None
+
+    def compaction_usage(self) -> ModelTurn:
+        """The compaction's tokens, shaped as a turn's usage (for `UsageCounter`)."""
+        used_in, used_out = self.compaction_input_tokens, self.compaction_output_tokens
+        total = used_in + used_out if used_in is not None and used_out is not None else None
+        return ModelTurn(input_tokens=used_in, output_tokens=used_out, total_tokens=total)
 
 
 class ApprovalNeed(_Contract):

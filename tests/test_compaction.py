@@ -10,6 +10,7 @@ from temporalio.client import Client
 from otherone.activities.compaction import plan_compaction, summary_messages
 from otherone.activities.context import parent_excerpt
 from otherone.client.agent_client import build_request
+from otherone.config import RuntimeConfig
 from otherone.definitions import (
     AgentDefinition,
     ContextTransferPolicy,
@@ -18,6 +19,7 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError
+from otherone.runs import RunOutcome
 from otherone.store import EntryRow
 from otherone.tools import tool
 from tests.harness import agent_env, scripted_config
@@ -82,16 +84,16 @@ def test_summary_request_lists_calls_and_results() -> None:
     assert 'tool get_weather result: {"t": 3}' in messages[1]["content"]
 
 
-async def test_a_long_session_is_compacted_and_the_run_goes_on(
-    client: Client, task_queue: str, tmp_path: Path
-) -> None:
-    @tool
-    def fetch(page: int) -> str:
-        """A page of a long document."""
-        return f"page {page}: " + "lorem ipsum " * 60
+@tool
+def fetch(page: int) -> str:
+    """A page of a long document."""
+    return f"page {page}: " + "lorem ipsum " * 60
 
+
+def reader_config(**limits: int) -> RuntimeConfig:
+    """13 turns (12 pages, then the answer) in a 1,000-token window: compacted on the way."""
     script = [{"tool_calls": [{"name": "fetch", "arguments": {"page": i}}]} for i in range(12)]
-    config = scripted_config(
+    return scripted_config(
         {"reader": [*script, "read it all"]},
         agents=[
             AgentDefinition.model_validate(
@@ -104,8 +106,14 @@ async def test_a_long_session_is_compacted_and_the_run_goes_on(
             )
         ],
         tools=[fetch],
-        limits=RuntimeLimits(max_iterations_per_run=20),
+        limits=RuntimeLimits(max_iterations_per_run=20, **limits),
     )
+
+
+async def test_a_long_session_is_compacted_and_the_run_goes_on(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = reader_config()
     provider = RecordingProvider()
     async with agent_env(
         client, task_queue, config, tmp_path, providers={"scripted": provider}
@@ -116,12 +124,38 @@ async def test_a_long_session_is_compacted_and_the_run_goes_on(
         result = await env.agents.run(request)
         compaction = env.store.latest_compaction("local", result.session_id)
         events = [e.event["type"] async for e in env.agents.events(result.run_id)]
+        turns = [
+            entry.usage or {}
+            for entry in env.store.load_entries("local", result.session_id)
+            if entry.role == "assistant"
+        ]
     assert result.text == "read it all"
+    # Each summary is a model call of the run: usage counts it and its tokens (the scripted
+    # summary reports 32 output tokens).
+    compactions = events.count("context_compacted")
+    summaries = [r for r in provider.calls("reader") if r.purpose == "summary"]
+    assert compactions >= 1 and len(summaries) == compactions
+    assert result.usage.model_calls == 13 + compactions
+    assert result.usage.output_tokens == sum(u["output_tokens"] for u in turns) + 32 * compactions
     assert compaction is not None and compaction.summary.startswith("Summary of")
     assert "context_compacted" in events
     last = provider.calls("reader")[-1].messages
     assert last[1]["content"].startswith("Summary of the earlier conversation:")
     assert sum(len(m["content"] or "") for m in last) < 1000 * 4  # bounded by the window
+
+
+async def test_compaction_summaries_count_against_the_model_call_budget(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with agent_env(client, task_queue, reader_config(max_model_calls=13), tmp_path) as env:
+        request = build_request(
+            entry_agent="reader", input="read", session={"context_window": 1000}
+        )
+        result = await env.agents.run(request)
+    # 13 turns alone would fit; with the summaries they do not.
+    assert result.outcome is RunOutcome.BUDGET_EXCEEDED
+    assert result.failure is not None and "max_model_calls (13)" in result.failure.message
+    assert result.usage.model_calls == 13
 
 
 def test_parent_summary_policy_prefers_the_latest_summary() -> None:

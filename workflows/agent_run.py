@@ -718,6 +718,12 @@ class AgentRunWorkflow:
         self._ledger.reserve_model_call()
         self._usage.model_calls += 1
         turn = await self._call_model(plan, ref, iteration)
+        if turn.compaction_calls:  # only turns from workers that count compactions say so
+            compaction = turn.compaction_usage()
+            self._usage.model_calls += turn.compaction_calls
+            self._usage.add_tokens(compaction)
+            self._ledger.charge_model_calls(turn.compaction_calls)
+            self._ledger.spend_tokens(compaction.total_tokens)
         self._usage.add_tokens(turn)
         self._ledger.spend_tokens(turn.total_tokens)
         if not turn.tool_calls:

@@ -255,6 +255,11 @@ class BudgetLedger:
     def reserve_model_call(self) -> None:
         self._spend("model_calls", 1, f"max_model_calls ({self.limits.max_model_calls})")
 
+    def charge_model_calls(self, count: int) -> None:
+        """Count model calls made without a reservation (a compaction's summary, known only
+        once the turn returns): a budget they overran ends the run at the next reservation."""
+        self.remaining["model_calls"] -= count
+
     def release_model_call(self) -> None:
         """Give back a reserved model call that was not made."""
         self.remaining["model_calls"] += 1
