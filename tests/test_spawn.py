@@ -487,7 +487,7 @@ async def test_await_reports_a_carried_child_terminated_from_outside(
             within=60,
             message="the boss awaits its carried child",
         )
-        await client.get_workflow_handle(f"{handle.run_id}/s1").terminate("by hand")
+        await client.get_workflow_handle(f"{handle.run_id}/worker.s1").terminate("by hand")
         result = await asyncio.wait_for(handle.result(), timeout=60)
         results = tool_results(env, result.session_id)
     assert result.outcome is RunOutcome.COMPLETED and result.text == "done"
@@ -523,7 +523,7 @@ async def test_a_run_ends_at_once_when_its_carried_child_was_terminated(
             within=60,
             message="the boss's last turn, in its next history",
         )
-        child = client.get_workflow_handle(f"{handle.run_id}/s1")
+        child = client.get_workflow_handle(f"{handle.run_id}/worker.s1")
         await child.terminate("by hand")
         release.set()
         result = await asyncio.wait_for(handle.result(), timeout=60)  # not the 10 min grace
@@ -544,8 +544,8 @@ async def test_await_gives_the_model_a_large_output_as_agent_call_does(
         {
             "boss": [
                 calls(spawn("s1"), spawn("s2")),
-                calls(control("a1", "await", handles=["s1"])),
-                calls(control("st", "status", handle="s2")),
+                calls(control("a1", "await", handles=["s1", "s2"])),
+                calls(control("st", "status", handle="s2")),  # ended: its result again
                 "done",
             ],
             "worker": [text],
@@ -559,12 +559,12 @@ async def test_await_gives_the_model_a_large_output_as_agent_call_does(
         result = await env.agents.run(build_request(entry_agent="boss", input="go"))
         results = tool_results(env, result.session_id)
     assert result.outcome is RunOutcome.COMPLETED, result.failure
-    [awaited] = results["a1"]["results"]
-    assert awaited["call_id"] == "s1" and awaited["outcome"] == "completed"
+    awaited = results["a1"]["results"]
+    assert [r["call_id"] for r in awaited] == ["s1", "s2"]
     # The value, as an agent.call result has it (with the artifact it is also stored as).
-    assert awaited["output"]["value"] == text
+    assert all(r["outcome"] == "completed" and r["output"]["value"] == text for r in awaited)
     status = results["st"]
     assert status["status"] == "completed" and status["result"]["output"]["value"] == text
     # ... and so does the model, in its next turns.
     seen = [str(m.get("content")) for m in provider.calls("boss")[-1].messages]
-    assert sum(text in content for content in seen) == 2
+    assert sum(content.count(text) for content in seen) == 3
