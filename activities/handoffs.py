@@ -256,7 +256,10 @@ def _plan_for(
     input: HandOffInput,
 ) -> RunPlan:
     """The run's plan under ``target``: its model (``inherit``: the handing agent's), tools,
-    reachable agents and iterations; the run's limits, deadline and task queues stay."""
+    reachable agents, handoff targets and policy, spawn permission and end policy, result size
+    and iterations. The run's limits, deadline, output retries, continue-as-new rhythm and task
+    queues stay (they belong to the run, not to an agent); approval rules and `human.ask` are
+    read from the run's current agent by the model-call activity."""
     current = input.plan
     limits = current.limits
     profile = snapshot.resolve_model(target, current.model_profile_id)
@@ -282,6 +285,10 @@ def _plan_for(
             "handoff_targets": tuple(agent.id for agent in snapshot.handoff_targets(target)),
             "handoff": target.handoff,
             "turn_offset": input.step.turn,
+            # Spawning is the next agent's own permission, and so is what becomes of its
+            # spawned children when the run completes (the handing agent's were settled).
+            "spawn": snapshot.may_spawn(target),
+            "spawned_on_exit": target.spawned_on_exit,
         }
     )
 

@@ -698,6 +698,10 @@ class AgentRunWorkflow:
             assert self._ledger is not None
             self._usage.add_tokens(done)
             self._ledger.spend_tokens(done.total_tokens)  # past the token budget: the run ends
+        # The handing agent's spawned children end by its end policy: the next one starts clean.
+        await self._spawns.hand_over(plan.spawned_on_exit, self._deadline_at)
+        if _cancellation_swallowed():
+            raise asyncio.CancelledError()  # cancelled while they stopped: no handoff
         await workflow.wait_condition(settled)  # a trusted call may have come meanwhile
         self._handoffs.chain = (*self._handoffs.chain, step)
         self._handoffs.accepted = None

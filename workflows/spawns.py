@@ -20,6 +20,8 @@ How a result comes back, durably:
   children, the `describe_runs` activity asks Temporal about them, at once and every
   `CARRIED_POLL` (a cancel request cannot tell: Temporal reports a cancel request to a closed
   workflow as delivered).
+- a handoff settles the handing agent's children first, by its end policy (`hand_over`): the
+  next agent starts with none.
 
 Never an orphan: when the caller ends, open children are cancelled (explicitly, by workflow id:
 Temporal abandons them) and waited for, a bounded while. An agent with ``spawned_on_exit =
@@ -230,9 +232,11 @@ class Spawner:
         self._settle(known.call_id, result, signal.result.budget_remaining)
 
     def _settle(self, call_id: str, result: AgentCallResult, unused: TreeBudget | None) -> None:
-        known = self._calls[call_id]
-        if known.result is not None:
-            return  # the signal and the child's own end both report it: the first one counts
+        known = self._calls.get(call_id)
+        if known is None or known.result is not None:
+            # The signal and the child's own end both report it: the first one counts (or the
+            # call was the handing agent's, settled at a handoff and dropped).
+            return
         self._calls[call_id] = known.model_copy(update={"result": result})
         if unused is not None:
             if self._ledger is None:
@@ -544,6 +548,14 @@ class Spawner:
                 await asyncio.shield(stopping)
             except asyncio.CancelledError:
                 continue  # the run is ending anyway: its children still must stop
+
+    async def hand_over(self, policy: str, deadline: datetime | None) -> None:
+        """At a handoff, before the run goes on under the next agent: the handing agent's
+        spawned children end as its completed run's would (waited for with ``wait``, else
+        cancelled; see `finish`), and the next agent starts with no handles: they are the
+        handing agent's, and the next agent may not even be allowed to await them."""
+        await self.finish(RunOutcome.COMPLETED, policy, deadline)
+        self._calls.clear()  # late reports of these children are ignored (`ended`, `_settle`)
 
     def _open_handles(self) -> tuple[str, ...]:
         return tuple(call.call_id for call in self.open())
