@@ -159,7 +159,7 @@ def _from_rule(call: ToolCallSpec, rule: ApprovalRule, kind: str = "approval") -
 def _argument(arguments: str, name: str) -> str | None:
     try:
         parsed = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     value = parsed.get(name) if isinstance(parsed, dict) else None
     return value if isinstance(value, str) and value.strip() else None

@@ -12,6 +12,7 @@ from otherone.config import (
     AGENT_STATUS_TOOL,
 )
 from otherone.definitions import AgentDefinition
+from otherone.workflows.spawns import MAX_AWAIT_HANDLES, MAX_AWAIT_SECONDS
 
 _HANDLE = {"type": "string", "description": "A handle returned by agent.spawn."}
 
@@ -37,8 +38,18 @@ def spawn_tool_definitions(reachable: list[AgentDefinition]) -> list[dict[str, A
             "every spawned agent whose result was not returned yet. With timeout_seconds: "
             "return after at most that long, listing the agents still running.",
             {
-                "handles": {"type": "array", "items": _HANDLE, "minItems": 1},
-                "timeout_seconds": {"type": "number", "minimum": 0},
+                "handles": {
+                    "type": "array",
+                    "items": _HANDLE,
+                    "minItems": 1,
+                    "maxItems": MAX_AWAIT_HANDLES,
+                    "uniqueItems": True,
+                },
+                "timeout_seconds": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": MAX_AWAIT_SECONDS,
+                },
             },
         ),
         _function(

@@ -78,6 +78,8 @@ def parse_agent_call(arguments: str) -> AgentCallRequest:
         raw = json.loads(arguments or "{}")
     except json.JSONDecodeError as error:
         raise AgentCallArgumentsError(f"arguments are not valid JSON: {error}") from None
+    except RecursionError:  # e.g. "[[[[…": it must not fail the workflow task
+        raise AgentCallArgumentsError("arguments are nested too deeply") from None
     if not isinstance(raw, dict):
         raise AgentCallArgumentsError("arguments must be a JSON object")
     unknown = sorted(set(raw) - {"agent", "task", "context"})

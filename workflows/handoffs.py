@@ -62,6 +62,8 @@ def parse_handoff(arguments: str) -> HandoffArguments:
         raw = json.loads(arguments or "{}")
     except json.JSONDecodeError as error:
         raise HandoffArgumentsError(f"arguments are not valid JSON: {error}") from None
+    except RecursionError:  # e.g. "[[[[…": it must not fail the workflow task
+        raise HandoffArgumentsError("arguments are nested too deeply") from None
     if not isinstance(raw, dict):
         raise HandoffArgumentsError("arguments must be a JSON object")
     unknown = sorted(set(raw) - {"agent", "message", "reason", "context"})
@@ -181,9 +183,10 @@ class Handoffs:
     ) -> tuple[ToolErrorKind, str] | None:
         if arguments.target not in plan.handoff_targets:
             allowed = ", ".join(plan.handoff_targets)
+            shown = arguments.target[:80]  # the model wrote it: any length
             return (
                 ToolErrorKind.PERMISSION_DENIED,
-                f"handoff to agent '{arguments.target}' is not allowed (allowed: {allowed})",
+                f"handoff to agent '{shown}' is not allowed (allowed: {allowed})",
             )
         if arguments.context is not None and not policy.model_may_choose_context:
             return (

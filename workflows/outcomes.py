@@ -180,7 +180,7 @@ def ended_before_result_events(
 def _call_target(call: ToolCallSpec) -> str | None:
     try:
         arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     target = arguments.get("agent") if isinstance(arguments, dict) else None
     return target if isinstance(target, str) else None

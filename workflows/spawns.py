@@ -34,8 +34,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -106,6 +107,12 @@ CANCEL_WAIT = timedelta(seconds=30)
 CARRIED_POLL = timedelta(seconds=15)
 #: Patch id: waits on carried children ask Temporal about them (`describe_runs`).
 WATCH_CARRIED_SPAWNS = "watch-carried-spawns"
+#: The longest `agent.await` timeout the tool accepts (a year; the run's deadline caps it too).
+MAX_AWAIT_SECONDS = 365 * 24 * 3600
+#: The most handles one `agent.await` may name.
+MAX_AWAIT_HANDLES = 256
+#: How much of a model-written handle an error message repeats.
+_HANDLE_SHOWN = 80
 
 
 class SpawnArgumentsError(ValueError):
@@ -125,6 +132,8 @@ def _object(arguments: str, allowed: set[str]) -> dict[str, object]:
         raw = json.loads(arguments or "{}")
     except json.JSONDecodeError as error:
         raise SpawnArgumentsError(f"arguments are not valid JSON: {error}") from None
+    except RecursionError:  # e.g. "[[[[…": it must not fail the workflow task
+        raise SpawnArgumentsError("arguments are nested too deeply") from None
     if not isinstance(raw, dict):
         raise SpawnArgumentsError("arguments must be a JSON object")
     unknown = sorted(set(raw) - allowed)
@@ -134,6 +143,9 @@ def _object(arguments: str, allowed: set[str]) -> dict[str, object]:
 
 
 def parse_await(arguments: str) -> AwaitRequest:
+    """Handles (each once, in the order given) and a finite timeout: anything else is the
+    model's error to read, never a value that reaches the workflow's timers (an infinite or
+    huge timeout fails the workflow task with OverflowError)."""
     raw = _object(arguments, {"handles", "timeout_seconds"})
     handles = raw.get("handles")
     if handles is not None and (
@@ -142,13 +154,21 @@ def parse_await(arguments: str) -> AwaitRequest:
         or not all(isinstance(handle, str) for handle in handles)
     ):
         raise SpawnArgumentsError("handles: must be a non-empty list of handle strings")
+    if handles is not None and len(handles) > MAX_AWAIT_HANDLES:
+        raise SpawnArgumentsError(f"handles: at most {MAX_AWAIT_HANDLES} handles")
     timeout = raw.get("timeout_seconds")
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or not 0 <= timeout <= MAX_AWAIT_SECONDS
     ):
-        raise SpawnArgumentsError("timeout_seconds: must be a number ≥ 0")
+        raise SpawnArgumentsError(
+            f"timeout_seconds: must be a number from 0 to {MAX_AWAIT_SECONDS}"
+        )
     return AwaitRequest(
-        handles=tuple(str(handle) for handle in handles) if handles is not None else None,
+        # A handle named twice is awaited, and reported, once.
+        handles=tuple(dict.fromkeys(handles)) if handles is not None else None,
         timeout_seconds=float(timeout) if timeout is not None else None,
     )
 
@@ -277,7 +297,7 @@ class Spawner:
                     caller, plan, ref, deadline, call.id, request, claimants
                 )
             else:
-                checked = self._checked(call)
+                checked = self._checked(call, deadline)
                 self._events.add(tool_started_event(call))
                 content = await self._control(call.name, checked)
         except (AgentCallArgumentsError, SpawnArgumentsError) as error:
@@ -294,13 +314,18 @@ class Spawner:
             stored_results_of=_children_reported(content),
         )
 
-    def _checked(self, call: ToolCallSpec) -> AwaitRequest | str:
-        """The arguments of `agent.await` (a request) or `agent.status`/`agent.cancel` (a
-        handle); malformed ones or unknown handles raise `SpawnArgumentsError`."""
+    def _checked(self, call: ToolCallSpec, deadline: datetime) -> AwaitRequest | str:
+        """The arguments of `agent.await` (a request, its timeout capped at the run's time
+        left) or `agent.status`/`agent.cancel` (a handle); malformed ones or unknown handles
+        raise `SpawnArgumentsError`."""
         if call.name == AGENT_AWAIT_TOOL:
             request = parse_await(call.arguments)
             for handle in request.handles or ():
                 self._known(handle)
+            left = max((deadline - workflow.now()).total_seconds(), 0.0)
+            if request.timeout_seconds is not None and request.timeout_seconds > left:
+                # The run ends at its deadline anyway: no timer outlives it.
+                request = replace(request, timeout_seconds=left)
             return request
         assert call.name in (AGENT_STATUS_TOOL, AGENT_CANCEL_TOOL)
         return self._known(parse_handle(call.arguments)).call_id
@@ -315,7 +340,8 @@ class Spawner:
     def _known(self, handle: str) -> SpawnedCall:
         known = self._calls.get(handle)
         if known is None:
-            raise SpawnArgumentsError(f"unknown handle '{handle}' (not spawned by this run)")
+            shown = handle if len(handle) <= _HANDLE_SHOWN else f"{handle[:_HANDLE_SHOWN]}…"
+            raise SpawnArgumentsError(f"unknown handle '{shown}' (not spawned by this run)")
         return known
 
     async def _spawn(
