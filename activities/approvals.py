@@ -69,10 +69,14 @@ def approval_needs(
     agent: AgentDefinition,
     tools: dict[str, ToolSpec],
     calls: tuple[ToolCallSpec, ...],
+    *,
+    root: bool = True,
 ) -> tuple[ApprovalNeed, ...]:
-    """The calls of a turn that wait for a person (``tools``: the specs this worker has)."""
+    """The calls of a turn that wait for a person (``tools``: the specs this worker has;
+    ``root``: the run is a root, the only kind that hands off)."""
     allowed = set(snapshot.tool_names_for(agent))
-    needs = (_need(snapshot, agent, tools, call, allowed) for call in calls)
+    handoff = root and bool(snapshot.handoff_targets(agent))
+    needs = (_need(snapshot, agent, tools, call, allowed, handoff) for call in calls)
     return tuple(need for need in needs if need is not None)
 
 
@@ -82,6 +86,7 @@ def _need(
     tools: dict[str, ToolSpec],
     call: ToolCallSpec,
     allowed: set[str],
+    handoff: bool = True,
 ) -> ApprovalNeed | None:
     if call.name == HUMAN_ASK_TOOL:
         if not agent.ask_human:
@@ -94,7 +99,10 @@ def _need(
     if call.name == AGENT_SPAWN_TOOL:
         if not snapshot.may_spawn(agent):
             return None  # not offered: refused like any unavailable tool
-    elif call.name not in (AGENT_CALL_TOOL, HANDOFF_TOOL) and call.name not in allowed:
+    elif call.name == HANDOFF_TOOL:
+        if not handoff:
+            return None  # not offered (a child, or no target): refused, nobody need approve
+    elif call.name != AGENT_CALL_TOOL and call.name not in allowed:
         return None  # refused anyway: nothing would run
     forced = _first(snapshot.policy.approval, keys)
     if forced is not None and forced.mode == "always":
@@ -193,7 +201,7 @@ async def with_approvals(context: ActivityContext, ref: RunRef, turn: ModelTurn)
     agent = snapshot.agent(ref.agent_id)
     registry = context.config.tools
     specs = {name: spec for name in registry.names() if (spec := registry.get(name))}
-    needs = approval_needs(snapshot, agent, specs, turn.tool_calls)
+    needs = approval_needs(snapshot, agent, specs, turn.tool_calls, root=ref.depth == 0)
     if not needs:
         return turn
     turn = turn.model_copy(update={"approvals": needs})
