@@ -18,6 +18,9 @@ from otherone.runs import AgentFailure
 #: The longest problem text given to the model and put in events (a JSON Schema error can quote
 #: a large part of the answer).
 MAX_PROBLEM_CHARS = 2000
+#: How the key of a retry's feedback entry ends (the runtime wrote it, not the user: a handoff's
+#: `last_turns` does not count it as a user turn).
+RETRY_KEY_SUFFIX = ":output-retry"
 
 
 class OutputRetries:
@@ -35,7 +38,7 @@ class OutputRetries:
         """Take one retry: the user message that tells the model what to fix."""
         self.used += 1
         return PendingEntry(
-            key=f"{run_id}:t{iteration}:output-retry",
+            key=f"{run_id}:t{iteration}{RETRY_KEY_SUFFIX}",
             role="user",
             content=feedback(problem, self.used, self.allowed),
         )
