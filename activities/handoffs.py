@@ -67,6 +67,8 @@ async def hand_off(context: ActivityContext, input: HandOffInput) -> RunPlan | H
         }
     )
     await context.io(context.store.upsert_run_record, record)
+    if activity.info().attempt > 1 and await context.io(_announced, context.store, input):
+        return plan  # an earlier attempt stored the event, then failed (e.g. its worker died)
     await context.emit(
         ref,
         {
@@ -123,6 +125,21 @@ async def _authorize(
             FailureCode.AGENT_CALL_DENIED,
             f"agent '{step.from_agent}' may not hand off to '{target.id}': {decision.reason}",
         )
+
+
+def _announced(store: Store, input: HandOffInput) -> bool:
+    """Whether this handoff's `handed_off` (by its number in the run) is stored already."""
+    ref, cursor = input.ref, 0
+    while batch := store.read_events(ref.root_run_id, after=cursor, limit=1000):
+        cursor = batch[-1].sequence
+        if any(
+            record.run_id == ref.run_id
+            and record.event.get("type") == "handed_off"
+            and record.event.get("handoff") == input.number
+            for record in batch
+        ):
+            return True
+    return False
 
 
 def _write_pending(store: Store, input: HandOffInput) -> None:

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from otherone.activities.shared import ActivityContext
 from otherone.client.agent_client import build_request
+from otherone.contracts import RunRef
 from otherone.definitions import AgentDefinition, RuntimePolicy
 from otherone.runs import RunOutcome
 from tests.harness import agent_env, scripted_config
@@ -66,3 +68,27 @@ async def test_a_forced_handoff_approval_never_holds_a_refused_handoff(
         events = [e.event for e in env.store.read_events(handle.run_id, limit=10_000)]
     assert result.outcome is RunOutcome.COMPLETED and result.text == "boss done"
     assert not [e for e in events if e["type"] == "approval_requested"]
+
+
+async def test_handed_off_is_stored_once_when_the_activity_fails_after_storing_it(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = ActivityContext.emit
+    failed: list[str] = []
+
+    async def emit_then_fail_once(self: ActivityContext, ref: RunRef, *bodies: Any) -> None:
+        await original(self, ref, *bodies)
+        if any(body.get("type") == "handed_off" for body in bodies) and not failed:
+            failed.append(ref.run_id)
+            raise RuntimeError("the worker died right after storing handed_off")
+
+    monkeypatch.setattr(ActivityContext, "emit", emit_then_fail_once)
+    config = scripted_config(
+        {"first": [handoff("h", "second")], "second": ["second answers"]},
+        agents=[agent("first", handoff={"agents": ["second"]}), agent("second")],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="first", input="go"))
+        events = [e.event for e in env.store.read_events(result.run_id, limit=10_000)]
+    assert failed and result.outcome is RunOutcome.COMPLETED and result.agent_id == "second"
+    assert [e["type"] for e in events].count("handed_off") == 1
