@@ -79,6 +79,7 @@ with workflow.unsafe.imports_passed_through():
         AgentFailure,
         AgentRunResult,
         RunOutcome,
+        RunUsage,
     )
     from otherone.workflows.agent_calls import (
         AgentCallArgumentsError,
@@ -228,7 +229,15 @@ class Spawner:
         return [call for call in self._calls.values() if call.run_id and call.result is None]
 
     def carry(self) -> tuple[SpawnedCall, ...]:
-        return tuple(self._calls.values())
+        """Every spawned call; one whose result the model already read carries only a stub of
+        it (call id, run id, outcome, failure): the output is in the session, and the carry-over
+        must stay under Temporal's 2 MB payload limit however many children the run had."""
+        return tuple(
+            call.model_copy(update={"result": _stub(call.result)})
+            if call.reported and call.result is not None
+            else call
+            for call in self._calls.values()
+        )
 
     @staticmethod
     def handles(plan: RunPlan, call: ToolCallSpec) -> bool:
@@ -644,6 +653,10 @@ def ended_unseen(call: SpawnedCall, ended: EndedRun) -> AgentCallResult:
         outcome=RunOutcome.FAILED,
         failure=failure,
     )
+
+
+def _stub(result: AgentCallResult) -> AgentCallResult:
+    return result.model_copy(update={"output": None, "usage": RunUsage(), "artifacts": ()})
 
 
 async def _request_cancel(run_id: str) -> None:
