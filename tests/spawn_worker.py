@@ -3,12 +3,14 @@
     python -m tests.spawn_worker ADDRESS TASK_QUEUE STORE_URL WORKDIR
 
 It serves `spawn_config()` (a caller that spawns two slow children, then awaits them) and
-prints ``ready`` once it polls.
+prints ``ready`` once it polls. With ``OTHERONE_TEST_SPAWNER=later-turn`` in its environment,
+the caller has a slow turn of its own (a status call) between the spawns and the await.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 from otherone.config import RuntimeConfig
@@ -21,6 +23,10 @@ from tests.harness import scripted_config
 SLOW_CHUNKS = [f"part{index} " for index in range(24)]
 
 
+#: The environment variable that picks the caller's script (see the module's docstring).
+VARIANT = "OTHERONE_TEST_SPAWNER"
+
+
 def spawn_config() -> RuntimeConfig:
     def spawn(call_id: str) -> dict[str, object]:
         return {
@@ -29,10 +35,13 @@ def spawn_config() -> RuntimeConfig:
             "arguments": {"agent": "slowchild", "task": f"write {call_id}"},
         }
 
+    status = {"id": "st", "name": "agent.status", "arguments": {"handle": "s1"}}
+    later_turn = [{"chunks": SLOW_CHUNKS, "chunk_delay_seconds": 0.25, "tool_calls": [status]}]
     return scripted_config(
         {
             "spawner": [
                 {"tool_calls": [spawn("s1"), spawn("s2")]},
+                *(later_turn if os.environ.get(VARIANT) == "later-turn" else []),
                 {"tool_calls": [{"id": "aw", "name": "agent.await", "arguments": {}}]},
                 "spawner done",
             ],

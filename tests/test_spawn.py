@@ -20,6 +20,7 @@ from otherone.runs import RunOutcome, RunStatus
 from otherone.search_attributes import STATUS
 from otherone.store import Store
 from otherone.workflows import spawns
+from tests import spawn_worker
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.processes import worker_module
 from tests.providers import RecordingProvider
@@ -304,19 +305,40 @@ async def test_continue_as_new_carries_open_handles(
     assert [r.status for r in tree[1:]] == [RunStatus.COMPLETED, RunStatus.COMPLETED]
 
 
+@pytest.mark.parametrize("killed_in", ["await", "later-turn"])
 async def test_sigkill_between_spawn_and_await_runs_each_child_once(
-    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+    temporal_env: WorkflowEnvironment,
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    killed_in: str,
 ) -> None:
+    """The worker dies while the caller waits in agent.await, or while it is on a later turn
+    of its own (streaming, before any await): each child is started once, announced once, and
+    the caller's model is called once per turn (the turn it was killed in: one more attempt)."""
+    monkeypatch.setenv(spawn_worker.VARIANT, killed_in)  # read by the worker processes
     address = temporal_env.client.service_client.config.target_host
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     store = Store.open(store_url)
     agents = AgentClient(client, task_queue=task_queue, store=store)
+    turns = 4 if killed_in == "later-turn" else 3
 
     def streaming(run_id: str, child: str) -> bool:
         return any(
             e.run_id == child and e.event["type"] == "model_delta"
             for e in store.read_events(run_id, limit=10_000)
         )
+
+    def caller_streams_turn_2(run_id: str) -> bool:
+        return any(
+            e.run_id == run_id and e.event["type"] == "model_delta" and e.event.get("turn") == 2
+            for e in store.read_events(run_id, limit=10_000)
+        )
+
+    async def caller_awaits(run_id: str) -> bool:
+        description = await client.get_workflow_handle(run_id).describe()
+        return description.typed_search_attributes.get(STATUS) == "waiting_for_child"
 
     try:
         async with worker_module(
@@ -329,12 +351,23 @@ async def test_sigkill_between_spawn_and_await_runs_each_child_once(
                 within=60,
                 message="both spawned children streaming",
             )
+            if killed_in == "await":
+                await wait_until(
+                    lambda: caller_awaits(handle.run_id), within=60, message="in agent.await"
+                )
+            else:
+                await wait_until(
+                    lambda: caller_streams_turn_2(handle.run_id),
+                    within=60,
+                    message="the caller streaming its second turn",
+                )
             first.send_signal(signal.SIGKILL)
             await first.exit_code()
         async with worker_module("tests.spawn_worker", address, task_queue, store_url, tmp_path):
             result = await handle.result()
             tree = await agents.list_run_tree(handle.run_id)
         entries = store.load_entries("local", result.session_id)
+        events = store.read_events(handle.run_id, limit=10_000)
     finally:
         store.close()
     assert result.outcome is RunOutcome.COMPLETED and result.text == "spawner done"
@@ -343,6 +376,18 @@ async def test_sigkill_between_spawn_and_await_runs_each_child_once(
     [awaited] = [json.loads(e.content) for e in entries if e.tool_call_id == "aw"]
     assert sorted(r["call_id"] for r in awaited["results"]) == ["s1", "s2"]
     assert all(r["outcome"] == "completed" for r in awaited["results"])
+    started = [e.event for e in events if e.event["type"] == "agent_call_started"]
+    assert sorted(e["call_id"] for e in started) == ["s1", "s2"]
+    assert result.usage.model_calls == turns
+    attempts = [
+        (e.event["turn"], e.event["attempt"])
+        for e in events
+        if e.run_id == handle.run_id and e.event["type"] == "model_started"
+    ]
+    expected = [(turn, 1) for turn in range(1, turns + 1)]
+    if killed_in == "later-turn":
+        expected.insert(2, (2, 2))  # the turn the worker died in, called again
+    assert attempts == expected
 
 
 async def test_a_spawned_childs_deadline_is_its_callers(
