@@ -1,4 +1,4 @@
-"""Handoffs × background agent calls, on a real dev server.
+"""Handoffs and background agent calls, on a real dev server.
 
 After a handoff the next agent spawns by its own permission and end policy, not the handing
 agent's; and the handing agent's spawned children end by *its* end policy before the next agent
