@@ -122,6 +122,10 @@ class AgentCaller:
         self._started = 0
         #: Call ids whose child ended normally, so it stored the result for this run to read.
         self._stored: set[str] = set()
+        #: `agent.spawn` calls whose child start is under way: (child run id, its allowance with
+        #: the child's own run). An entry left behind names a start cut short by a cancellation,
+        #: which may have started the child all the same (`Spawner` takes it).
+        self.spawning: dict[str, tuple[str, TreeBudget | None]] = {}
 
     @property
     def active(self) -> int:
@@ -358,8 +362,9 @@ class AgentCaller:
             return funded
         child, call_plan = funded
         child = child.model_copy(update={"spawned": True})
+        self.spawning[call_id] = (child.run_id, _with_self(child))
         try:
-            return await workflow.start_child_workflow(
+            started = await workflow.start_child_workflow(
                 WORKFLOW_NAME,
                 child,
                 id=child.run_id,
@@ -369,7 +374,10 @@ class AgentCaller:
                 static_details=call_plan.details,
                 search_attributes=_child_search_attributes(child, call_id),
             )
+            del self.spawning[call_id]
+            return started
         except WorkflowAlreadyStartedError:
+            del self.spawning[call_id]
             failure = AgentFailure(
                 code=FailureCode.INTERNAL_ERROR, message=f"child '{child.run_id}' already runs"
             )

@@ -207,6 +207,9 @@ class Spawner:
         self._watchers: dict[str, asyncio.Future[None]] = {}
         self._ledger: BudgetLedger | None = None
         self._unrefunded: list[TreeBudget] = []
+        #: Allowances of children whose start a cancellation cut short (they may not exist):
+        #: refunded when such a child turns out never to have started.
+        self._unconfirmed: dict[str, TreeBudget | None] = {}
         self._on_change: Callable[[], None] = lambda: None
         self._events = DecidedEvents()
         self._awaiting = 0
@@ -267,6 +270,7 @@ class Spawner:
             # call was the handing agent's, settled at a handoff and dropped).
             return
         self._calls[call_id] = known.model_copy(update={"result": result})
+        self._unconfirmed.pop(call_id, None)  # it did start: its own remainder comes back
         if unused is not None:
             if self._ledger is None:
                 self._unrefunded.append(unused)
@@ -370,7 +374,15 @@ class Spawner:
         try:
             started = await caller.spawn(plan, ref, deadline, call_id, request, claimants)
         except asyncio.CancelledError:
-            del self._calls[call_id]  # nothing started: a later call with this id starts over
+            funded = caller.spawning.pop(call_id, None)
+            if funded is None:
+                del self._calls[call_id]  # nothing started: a later call with this id starts over
+                raise
+            # Cut short while its child started: it may run. It stays open under its workflow
+            # id, so the run's end cancels it (its result refunds it; see `_stop_open`).
+            run_id, allowance = funded
+            self._calls[call_id] = self._calls[call_id].model_copy(update={"run_id": run_id})
+            self._unconfirmed[call_id] = allowance
             raise
         if isinstance(started, AgentCallResult):  # refused: the model reads why, as for agent.call
             self._calls[call_id] = self._calls[call_id].model_copy(
@@ -597,7 +609,20 @@ class Spawner:
 
     async def _stop_open(self) -> None:
         open_calls = self.open()
-        await asyncio.gather(*(_request_cancel(call.run_id or "") for call in open_calls))
+        delivered = await asyncio.gather(
+            *(_request_cancel(call.run_id or "") for call in open_calls)
+        )
+        for call, reached in zip(open_calls, delivered, strict=True):
+            if not reached and call.call_id in self._unconfirmed:
+                # A start cut short that never made a child: nothing to wait for; its whole
+                # allowance comes back.
+                result = AgentCallResult(
+                    call_id=call.call_id,
+                    target=call.target,
+                    run_id=call.run_id,
+                    outcome=RunOutcome.CANCELLED,
+                )
+                self._settle(call.call_id, result, self._unconfirmed.pop(call.call_id))
         handles = self._open_handles()
         # A carried child terminated from outside sends nothing: asked about, not waited for.
         stopped = await self._wait_until_done(
@@ -659,14 +684,17 @@ def _stub(result: AgentCallResult) -> AgentCallResult:
     return result.model_copy(update={"output": None, "usage": RunUsage(), "artifacts": ()})
 
 
-async def _request_cancel(run_id: str) -> None:
-    """Cancel a spawned child by workflow id (its handle may belong to an earlier history)."""
+async def _request_cancel(run_id: str) -> bool:
+    """Cancel a spawned child by workflow id (its handle may belong to an earlier history);
+    whether the request was delivered."""
     try:
         await workflow.get_external_workflow_handle(run_id).cancel()
     # Only a workflow id that does not exist fails: a cancel request to a closed workflow is
     # "delivered" (temporal 1.32), so it cannot tell a terminated child from a running one.
     except FailureError as error:
         workflow.logger.info("cancel of spawned run %s not delivered: %s", run_id, error)
+        return False
+    return True
 
 
 async def report_to_caller(run: RunInput, result: AgentRunResult) -> None:
