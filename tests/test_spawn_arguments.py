@@ -61,8 +61,13 @@ async def test_bad_arguments_are_a_tool_error_to_the_model(
     client: Client, task_queue: str, tmp_path: Path, name: str, arguments: str, says: str
 ) -> None:
     call = {"name": name, "id": "bad", "arguments": arguments}
+    # A child runs while the bad call is made: an agent.await has something to wait for.
+    spawn = {"name": "agent.spawn", "id": "s1", "arguments": {"agent": "worker", "task": "x"}}
     config = scripted_config(
-        {"first": [{"tool_calls": [call]}, "done"], "worker": ["ok"]},
+        {
+            "first": [{"tool_calls": [spawn]}, {"tool_calls": [call]}, "done"],
+            "worker": [{"text": "never", "delay_seconds": 600}],  # cancelled as the run ends
+        },
         agents=[
             agent(
                 "first",
