@@ -73,12 +73,12 @@ async def test_a_reported_result_is_carried_over_as_a_stub(
     # (The await's own tool entry, not yet written, still holds the output: that is the
     # session's copy, on its way to the store.)
     assert carried["reported"] and carried["result"]["output"] is None
-    assert carried["result"]["run_id"] == f"{result.run_id}/s1"
+    assert carried["result"]["run_id"] == f"{result.run_id}/worker.s1"
     assert carried["result"]["outcome"] == "completed"
     [awaited] = entries["aw"]["results"]
     assert awaited["output"]["value"] == OUTPUT  # the model read it in full, once
     assert entries["st"]["status"] == "completed"
-    assert entries["st"]["result"]["run_id"] == f"{result.run_id}/s1"
+    assert entries["st"]["result"]["run_id"] == f"{result.run_id}/worker.s1"
 
 
 class _SlowSpawnStart(Interceptor):
@@ -124,7 +124,7 @@ async def test_a_spawn_cut_short_by_a_cancellation_still_stops_its_child(
     try:
         async with worker:
             handle = await agents.start(build_request(entry_agent="boss", input="go"))
-            child = f"{handle.run_id}/s1"
+            child = f"{handle.run_id}/worker.s1"
 
             async def child_running() -> bool:
                 try:
