@@ -67,21 +67,22 @@ async def hand_off(context: ActivityContext, input: HandOffInput) -> RunPlan | H
         }
     )
     await context.io(context.store.upsert_run_record, record)
-    if activity.info().attempt > 1 and await context.io(_announced, context.store, input):
-        return plan  # an earlier attempt stored the event, then failed (e.g. its worker died)
-    await context.emit(
-        ref,
-        {
-            "type": "handed_off",
-            "from_agent": step.from_agent,
-            "to_agent": step.to_agent,
-            "reason": step.reason,
-            "context": step.context,
-            "tool_call_id": step.call_id,
-            "turn": step.turn,
-            "handoff": input.number,
-        },
-    )
+    # A retried attempt may find the event an earlier one stored (then failed, e.g. its worker
+    # died): it is not stored twice.
+    if activity.info().attempt == 1 or not await context.io(_announced, context.store, input):
+        await context.emit(
+            ref,
+            {
+                "type": "handed_off",
+                "from_agent": step.from_agent,
+                "to_agent": step.to_agent,
+                "reason": step.reason,
+                "context": step.context,
+                "tool_call_id": step.call_id,
+                "turn": step.turn,
+                "handoff": input.number,
+            },
+        )
     if not input.with_usage:
         return plan  # a workflow from before the summary's usage was counted
     if summary is None:
