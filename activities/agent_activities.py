@@ -83,14 +83,24 @@ class AgentActivities:
     @activity.defn(name=ACTIVITY_PREPARE_RUN)
     async def prepare_run(self, input: PrepareRunInput) -> RunPlan:
         async with heartbeating():
-            return await prepare.prepare_run(self.context, input)
+            plan = await prepare.prepare_run(self.context, input)
+        # The reference the run's model and tool inputs will name by its key.
+        ref = input.ref.model_copy(update={"snapshot_version": plan.snapshot_version})
+        self.context.run_refs.remember(ref)
+        return plan
 
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, input: ModelCallInput) -> ModelTurn:
+        if isinstance(input.ref, str):
+            ref = await self.context.run_refs.resolve(input.ref)
+            input = input.model_copy(update={"ref": ref})
         return await model.call_model(self.context, input)
 
     @activity.defn(name=ACTIVITY_RUN_TOOL)
     async def run_tool(self, input: ToolCallInput) -> ToolOutcome:
+        if isinstance(input.ref, str):
+            ref = await self.context.run_refs.resolve(input.ref)
+            input = input.model_copy(update={"ref": ref})
         return await tool.run_tool(self.context, input)
 
     @activity.defn(name=ACTIVITY_PREPARE_CALL)

@@ -63,8 +63,8 @@ DELTA_FLUSH_SECONDS = 0.05
 
 
 async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTurn:
-    await context.emit_decided(input.ref, input.events)
-    events = EventBuffer(context, input.ref)
+    await context.emit_decided(input.run_ref, input.events)
+    events = EventBuffer(context, input.run_ref)
     try:
         return await _call_model(context, input, events)
     finally:
@@ -74,7 +74,7 @@ async def call_model(context: ActivityContext, input: ModelCallInput) -> ModelTu
 async def _call_model(
     context: ActivityContext, input: ModelCallInput, events: EventBuffer
 ) -> ModelTurn:
-    ref = input.ref
+    ref = input.run_ref
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
     done, rows, summary = await context.io(_prepare_context, context.store, input, assistant_key)
     events.add(*call_completed_events(input.pending))
@@ -152,7 +152,7 @@ def _prepare_context(
     store: Store, input: ModelCallInput, assistant_key: str
 ) -> tuple[ModelTurn | None, list[EntryRow], str | None]:
     """Write pending entries; then the context: latest summary and the entries after it."""
-    ref = input.ref
+    ref = input.run_ref
     # One transaction: the referenced tool results, the pending entries, then the context.
     existing, compaction, entries = store.turn_context(
         ref.partition_key,
@@ -206,7 +206,7 @@ async def _stream(
     input: ModelCallInput,
     events: EventBuffer,
 ) -> ModelTurn:
-    ref = input.ref
+    ref = input.run_ref
     deltas = DeltaBuffer(events, input.turn, request.attempt)
     collector = TurnCollector(limit_bytes=input.result_limit_bytes)
 
@@ -303,8 +303,13 @@ def _with_output(turn: ModelTurn, input: ModelCallInput) -> ModelTurn:
 async def _returnable(
     context: ActivityContext, turn: ModelTurn, input: ModelCallInput
 ) -> ModelTurn:
-    """Keep what goes back into the workflow's history under the inline payload limit."""
-    snapshot = await context.snapshot(input.ref.snapshot_version)
+    """Keep what goes back into the workflow's history under the inline payload limit, and
+    out of it what the workflow does not read (it is in the stored entry): the finish reason,
+    and the text of a turn that calls tools."""
+    if turn.finish_reason is not None or (turn.tool_calls and turn.content):
+        text = "" if turn.tool_calls else turn.content
+        turn = turn.model_copy(update={"finish_reason": None, "content": text})
+    snapshot = await context.snapshot(input.run_ref.snapshot_version)
     if not needs_offload(turn, snapshot.policy.inline_payload_bytes):
         return turn
-    return await context.io(offload_turn, context.store, input.ref, turn, input.turn)
+    return await context.io(offload_turn, context.store, input.run_ref, turn, input.turn)

@@ -54,7 +54,7 @@ async def compact_context(
     )
     written = await summarise(provider, summary_request)
     text = written.text
-    ref = input.ref
+    ref = input.run_ref
     await context.io(
         context.store.add_compaction,
         ref.partition_key,
@@ -83,14 +83,14 @@ async def _summary_request(
     input: ModelCallInput,
 ) -> tuple[ModelProvider, ModelRequest]:
     """The runtime policy's `summary_model` writes summaries when set, else the agent's."""
-    snapshot = await context.snapshot(input.ref.snapshot_version)
+    snapshot = await context.snapshot(input.run_ref.snapshot_version)
     profile_id = snapshot.policy.summary_model
     if profile_id is None or profile_id == request.profile.id:
         return provider, request
     profile = snapshot.models[profile_id]
     summariser = context.provider_for(profile, "summary model")
     # The summary profile's own settings: the agent's overrides are for its turns.
-    agent = snapshot.agent(input.ref.agent_id).model_copy(
+    agent = snapshot.agent(input.run_ref.agent_id).model_copy(
         update={"model_overrides": ModelOverrides()}
     )
     settings = generation_settings(profile, agent)

@@ -28,7 +28,7 @@ EVENT_ARGUMENTS_CHARS = 2000
 
 
 async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
-    events = EventBuffer(context, input.ref)
+    events = EventBuffer(context, input.run_ref)
     try:
         if input.call.name.startswith(MCP_PREFIX):
             return await _run_mcp_tool(context, input, events)
@@ -40,7 +40,7 @@ async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcom
 async def _run_tool(
     context: ActivityContext, input: ToolCallInput, events: EventBuffer
 ) -> ToolOutcome:
-    ref, call = input.ref, input.call
+    ref, call = input.run_ref, input.call
     spec = context.config.tools.get(call.name) or context.memory_tools.get(call.name)
     info = activity.info()
     if spec is None:
@@ -77,7 +77,7 @@ async def _run_mcp_tool(
     context: ActivityContext, input: ToolCallInput, events: EventBuffer
 ) -> ToolOutcome:
     """An MCP tool of the run's snapshot, on this worker's session to its server."""
-    ref, call = input.ref, input.call
+    ref, call = input.run_ref, input.call
     snapshot = await context.snapshot(ref.snapshot_version)
     target, schema = snapshot.mcp_tools.get(call.name), snapshot.tools.get(call.name)
     if target is None or schema is None:
@@ -177,7 +177,7 @@ async def _store_tool_result(
     content: str,
     events: EventBuffer,
 ) -> ToolOutcome:
-    ref, call = input.ref, input.call
+    ref, call = input.run_ref, input.call
     size = len(content.encode())
     error = json.loads(content).get("error") if kind is not None else None
     if size > input.result_limit_bytes:

@@ -28,6 +28,7 @@ from otherone.activities.mcp_sessions import McpSessions
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.providers import default_providers
 from otherone.activities.providers.base import ModelProvider
+from otherone.activities.run_refs import RunRefs
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import AGENT_CALL_TOOL, RuntimeConfig, RuntimeSnapshot
 from otherone.contracts import PendingEntry, RunRef
@@ -106,6 +107,8 @@ class ActivityContext:
         self.mcp = McpSessions(config.mcp_servers)
         #: Events of a run this worker could not store, not yet reported (run id -> count).
         self._lost_events: dict[str, int] = {}
+        #: Run references by key: model and tool inputs carry only the key.
+        self.run_refs = RunRefs()
 
     def provider_for(self, profile: ModelProfile, role: str = "model") -> ModelProvider:
         """The provider that serves ``profile`` on this worker; a model error if there is none

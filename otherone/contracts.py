@@ -51,6 +51,8 @@ UPDATE_CALL_AGENT = "call_agent"
 UPDATE_DECIDE_APPROVAL = "decide_approval"
 #: Query: every approval request of the run's current history, open and decided.
 QUERY_APPROVALS = "approvals"
+#: Query: the run's `RunRef` (a worker resolves a compact ``ref`` key it has not seen with it).
+QUERY_RUN_REF = "run_ref"
 #: Signal: a spawned child tells its caller it has ended (`SpawnEnded`); addressed by the
 #: caller's workflow id, so it reaches the caller's current history after continue-as-new too.
 SIGNAL_SPAWNED_RUN_ENDED = "spawned_run_ended"
@@ -100,6 +102,19 @@ class RunRef(_Contract):
     include_thinking_events: bool = False
     #: The root request's event visibility; it filters the events of descendants only.
     event_visibility: EventVisibility = "all"
+
+    def key(self) -> str:
+        """A short digest of this reference: model and tool inputs carry it instead of the
+        whole reference (written into history twice per turn); a worker resolves it from its
+        cache (`otherone.activities.run_refs`) or, once, by `QUERY_RUN_REF`."""
+        return hashlib.blake2b(self.model_dump_json().encode(), digest_size=5).hexdigest()
+
+
+def resolved_ref(ref: RunRef | str) -> RunRef:
+    """The reference of an input whose activity has resolved its compact key."""
+    if isinstance(ref, str):
+        raise TypeError(f"run reference '{ref}' was not resolved")
+    return ref
 
 
 class RunInput(_Contract):
@@ -341,12 +356,18 @@ class ToolCallSpec(_Contract):
     arguments: str
 
 
+#: The usual result limit (`RuntimeLimits.max_result_bytes`' default): as a default of the inputs
+#: below, it is left out of their payloads (`otherone.payloads`).
+DEFAULT_RESULT_LIMIT_BYTES = 256 * 1024
+
+
 class ModelCallInput(_Contract):
-    ref: RunRef
+    #: The run, or its `RunRef.key` (resolved by the activity before use: `run_ref`).
+    ref: RunRef | str
     model_profile_id: str
     turn: int
     pending: tuple[PendingEntry, ...] = ()
-    result_limit_bytes: int
+    result_limit_bytes: int = DEFAULT_RESULT_LIMIT_BYTES
     #: The run's result contract, applied to a final answer (one without tool calls).
     result_contract: ResultContract | None = None
     #: The session's context window and the share of it that triggers a compaction.
@@ -358,6 +379,10 @@ class ModelCallInput(_Contract):
     #: Turns played by earlier agents of the run (`RunPlan.turn_offset`): the model request's
     #: turn is the agent's own (``turn - turn_offset``).
     turn_offset: int = 0
+
+    @property
+    def run_ref(self) -> RunRef:
+        return resolved_ref(self.ref)
 
 
 class ModelTurn(_Contract):
@@ -512,9 +537,14 @@ class CallPlan(_Contract):
 
 
 class ToolCallInput(_Contract):
-    ref: RunRef
+    #: The run, or its `RunRef.key` (resolved by the activity before use: `run_ref`).
+    ref: RunRef | str
     call: ToolCallSpec
-    result_limit_bytes: int
+    result_limit_bytes: int = DEFAULT_RESULT_LIMIT_BYTES
+
+    @property
+    def run_ref(self) -> RunRef:
+        return resolved_ref(self.ref)
 
 
 class ToolOutcome(_Contract):

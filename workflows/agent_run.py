@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_RUN_TOOL,
         QUERY_APPROVALS,
         QUERY_RECORD,
+        QUERY_RUN_REF,
         SIGNAL_SPAWNED_RUN_ENDED,
         SIGNAL_USER_MESSAGES,
         STORE_ACTIVITY_TIMEOUT,
@@ -414,6 +415,13 @@ class AgentRunWorkflow:
             metadata=self._input.request.metadata,
             handoffs=self._handoffs.chain,
         )
+
+    @workflow.query(
+        name=QUERY_RUN_REF,
+        description="The run's RunRef: what a worker needs to resolve a compact activity ref.",
+    )
+    def run_ref(self) -> RunRef:
+        return self._ref(self._plan)
 
     # run ---------------------------------------------------------------------------------
 
@@ -808,7 +816,7 @@ class AgentRunWorkflow:
             turn: ModelTurn = await workflow.execute_activity(
                 ACTIVITY_CALL_MODEL,
                 ModelCallInput(
-                    ref=ref,
+                    ref=ref.key(),  # resolved by the worker (`otherone.activities.run_refs`)
                     model_profile_id=plan.model_profile_id,
                     turn=iteration,
                     pending=pending,
@@ -990,7 +998,7 @@ class AgentRunWorkflow:
         try:
             outcome: ToolOutcome = await workflow.execute_activity(
                 ACTIVITY_RUN_TOOL,
-                ToolCallInput(ref=ref, call=call, result_limit_bytes=plan.result_limit_bytes),
+                ToolCallInput(ref=ref.key(), call=call, result_limit_bytes=plan.result_limit_bytes),
                 result_type=ToolOutcome,
                 task_queue=plan.tool_task_queue,  # None: this workflow's own queue
                 start_to_close_timeout=timedelta(seconds=settings.timeout_seconds + 30),
