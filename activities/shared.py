@@ -167,8 +167,9 @@ class ActivityContext:
         """The run's snapshot: the worker's current one for a new root, else the stored one."""
         if version is None:
             current = await self._with_mcp_tools(self._current)
-            await self.io(self.store.save_snapshot, current)
-            self._snapshots[current.version] = current
+            if current.version not in self._snapshots:  # kept here = stored (or read from it)
+                await self.io(self.store.save_snapshot, current)
+                self._snapshots[current.version] = current
             return current
         cached = self._snapshots.get(version)
         if cached is not None:
