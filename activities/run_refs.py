@@ -29,14 +29,14 @@ class RunRefs:
     def __init__(self, capacity: int = CAPACITY) -> None:
         self.capacity = capacity
         self._refs: OrderedDict[tuple[str, str], RunRef] = OrderedDict()
-        #: References this worker had to ask a run for (a measure of misses).
-        self.queried = 0
 
-    def remember(self, ref: RunRef, key: str | None = None) -> None:
-        """Keep ``ref`` (its key computed unless given)."""
+    def remember(self, ref: RunRef) -> None:
+        """Keep ``ref`` (a run's workflow id is its run id)."""
+        self._keep((ref.run_id, ref.key()), ref)
+
+    def _keep(self, entry: tuple[str, str], ref: RunRef) -> None:
         if self.capacity <= 0:
             return
-        entry = (ref.run_id, key or ref.key())
         self._refs[entry] = ref
         self._refs.move_to_end(entry)
         while len(self._refs) > self.capacity:
@@ -54,12 +54,11 @@ class RunRefs:
             self._refs.move_to_end(entry)
             return known
         found = await self._ask_run(workflow_id, info.workflow_run_id, ref)
-        self.remember(found, ref)
+        self._keep(entry, found)
         return found
 
     async def _ask_run(self, workflow_id: str, run_id: str | None, key: str) -> RunRef:
         """The run's reference, from the run itself (its workflow worker answers the query)."""
-        self.queried += 1
         handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
         try:
             found: RunRef = await handle.query(QUERY_RUN_REF, result_type=RunRef)

@@ -11,6 +11,7 @@ from temporalio.client import Client
 
 from otherone.activities.run_refs import RunRefs
 from otherone.client.agent_client import build_request
+from otherone.config import RuntimeConfig
 from otherone.contracts import ModelCallInput, RunRef, ToolCallInput, ToolCallSpec
 from otherone.definitions import AgentDefinition
 from otherone.runs import RunOutcome
@@ -77,26 +78,49 @@ async def test_a_worker_that_has_not_seen_the_reference_asks_the_run(
         asked.append(key)
         return await ask_run(self, workflow_id, run_id, key)
 
-    def forget(self: RunRefs, ref: RunRef, key: str | None = None) -> None:
+    def forget(self: RunRefs, entry: tuple[str, str], ref: RunRef) -> None:
         return None
 
     monkeypatch.setattr(RunRefs, "_ask_run", counted)
-    monkeypatch.setattr(RunRefs, "remember", forget)
+    monkeypatch.setattr(RunRefs, "_keep", forget)
 
-    @tool
-    def lookup(key: str) -> dict[str, Any]:
-        """Look a key up."""
-        return {"key": key, "value": 42}
-
-    config = scripted_config(
-        {"agent": [{"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}]}, "42"]},
-        agents=[AgentDefinition(id="agent", description="agent", tools=["lookup"])],
-        tools=[lookup],
-    )
-    async with agent_env(client, task_queue, config, tmp_path) as env:
+    async with agent_env(client, task_queue, _config(), tmp_path) as env:
         result = await env.agents.run(build_request(entry_agent="agent", input="go"))
         entries = env.store.load_entries("local", result.session_id)
     assert result.outcome is RunOutcome.COMPLETED and result.text == "42"
     assert len(asked) == 3  # two model calls and a tool call, each resolved by the run
     assert len(set(asked)) == 1
     assert [entry.role for entry in entries] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_worker_that_prepared_the_run_asks_nothing(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`prepare_run` leaves the reference the run's inputs name: no query on the usual path."""
+    asked: list[str] = []
+
+    async def counted(self: RunRefs, workflow_id: str, run_id: str | None, key: str) -> RunRef:
+        asked.append(key)
+        raise AssertionError("the reference should have been known")
+
+    monkeypatch.setattr(RunRefs, "_ask_run", counted)
+    async with agent_env(client, task_queue, _config(), tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "42"
+    assert (result.usage.model_calls, result.usage.tool_calls) == (2, 1)
+    assert asked == []
+
+
+def _config() -> RuntimeConfig:
+    """An agent that calls a tool once, then answers "42"."""
+
+    @tool
+    def lookup(key: str) -> dict[str, Any]:
+        """Look a key up."""
+        return {"key": key, "value": 42}
+
+    return scripted_config(
+        {"agent": [{"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}]}, "42"]},
+        agents=[AgentDefinition(id="agent", description="agent", tools=["lookup"])],
+        tools=[lookup],
+    )
