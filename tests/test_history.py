@@ -34,7 +34,10 @@ def _long_config(turns: int, *, every: int) -> Any:
         {"counter": script},
         agents=[AgentDefinition(id="counter", description="counts", tools=["tick"])],  # type: ignore[arg-type]
         tools=[tick],
-        limits=RuntimeLimits(max_iterations_per_run=big, max_model_calls=big, max_tool_calls=big),
+        # Model calls: the turns and each compaction's summary (a model call of the run too).
+        limits=RuntimeLimits(
+            max_iterations_per_run=big, max_model_calls=2 * big, max_tool_calls=big
+        ),
         policy=RuntimePolicy(continue_as_new_after_turns=every),
     )
 
@@ -99,10 +102,16 @@ async def test_a_run_with_2000_model_turns_completes(
     async with agent_env(client, task_queue, config, tmp_path) as env:
         result = await env.agents.run(build_request(entry_agent="counter", input="count"))
         compacted = env.store.latest_compaction("local", result.session_id)
+        compactions = [
+            record
+            async for record in env.agents.events(result.run_id)
+            if record.event["type"] == "context_compacted"
+        ]
     histories = await _history_sizes(client, result.run_id)
     print(f"\n2,000 turns: {len(histories)} histories, bytes {[size for _, size in histories]}")
     assert result.outcome is RunOutcome.COMPLETED and result.text == "all done"
-    assert result.usage.model_calls == 2000
+    # 2,000 turns, and each compaction's summary is a model call of the run too.
+    assert compactions and result.usage.model_calls == 2000 + len(compactions)
     # Every 500 turns at the latest; earlier when Temporal suggests it (about 400 turns here).
     assert len(histories) >= 4
     assert all(size < 10 * 1024 * 1024 for _, size in histories)
