@@ -52,6 +52,7 @@ from otherone.contracts import (
     ToolCallInput,
     ToolOutcome,
 )
+from otherone.worker.telemetry import annotate_run
 
 
 class AgentActivities:
@@ -94,6 +95,7 @@ class AgentActivities:
         if isinstance(input.ref, str):
             ref = await self.context.run_refs.resolve(input.ref)
             input = input.model_copy(update={"ref": ref})
+            annotate_run(ref)
         return await model.call_model(self.context, input)
 
     @activity.defn(name=ACTIVITY_RUN_TOOL)
@@ -101,6 +103,7 @@ class AgentActivities:
         if isinstance(input.ref, str):
             ref = await self.context.run_refs.resolve(input.ref)
             input = input.model_copy(update={"ref": ref})
+            annotate_run(ref)
         return await tool.run_tool(self.context, input)
 
     @activity.defn(name=ACTIVITY_PREPARE_CALL)

@@ -107,8 +107,9 @@ async def test_show_opens_the_default_store_only_for_an_output_stored_as_an_arti
             capture_output=True,
             text=True,
             timeout=60,
-            check=True,
         )
+        # Its stderr on failure: a SIGABRT at exit was seen once in CI (cause not found).
+        assert done.returncode == 0, (done.returncode, done.stderr[-4000:])
         record_line, loaded = done.stdout.strip().splitlines()[-2:]
         shown[run_id] = (RunRecord.model_validate_json(record_line), loaded == "True")
     large_record, large_loaded = shown[large.run_id]

@@ -258,6 +258,15 @@ class _ActivitySpans(ActivityInboundInterceptor):
         return attributes
 
 
+def annotate_run(ref: RunRef) -> None:
+    """Name the run on the current activity's span. Model and tool inputs carry only the key of
+    the run's reference, resolved inside the activity after the span began
+    (`otherone.activities.run_refs`), so the span gets the lineage then."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes(_lineage(ref))
+
+
 def _lineage(ref: RunRef) -> dict[str, AttributeValue]:
     attributes: dict[str, AttributeValue] = {
         "otherone.run_id": ref.run_id,
