@@ -72,19 +72,27 @@ class AgentCallArgumentsError(ValueError):
     """The model's `agent.call` arguments are malformed (goes back as invalid_arguments)."""
 
 
-def parse_agent_call(arguments: str) -> AgentCallRequest:
-    """The model-facing tool takes only ``agent``, ``task`` and ``context``."""
+def tool_arguments(arguments: str, allowed: set[str], error: type[ValueError]) -> dict[str, object]:
+    """A built-in tool's arguments: a JSON object with only ``allowed`` keys; anything else
+    raises ``error`` with a message for the model (never an exception that fails the workflow
+    task)."""
     try:
         raw = json.loads(arguments or "{}")
-    except json.JSONDecodeError as error:
-        raise AgentCallArgumentsError(f"arguments are not valid JSON: {error}") from None
+    except json.JSONDecodeError as problem:
+        raise error(f"arguments are not valid JSON: {problem}") from None
     except RecursionError:  # e.g. "[[[[…": it must not fail the workflow task
-        raise AgentCallArgumentsError("arguments are nested too deeply") from None
+        raise error("arguments are nested too deeply") from None
     if not isinstance(raw, dict):
-        raise AgentCallArgumentsError("arguments must be a JSON object")
-    unknown = sorted(set(raw) - {"agent", "task", "context"})
+        raise error("arguments must be a JSON object")
+    unknown = sorted(set(raw) - allowed)
     if unknown:
-        raise AgentCallArgumentsError(f"unknown argument(s): {', '.join(unknown)}")
+        raise error(f"unknown argument(s): {', '.join(unknown)}")
+    return raw
+
+
+def parse_agent_call(arguments: str) -> AgentCallRequest:
+    """The model-facing tool takes only ``agent``, ``task`` and ``context``."""
+    raw = tool_arguments(arguments, {"agent", "task", "context"}, AgentCallArgumentsError)
     if not isinstance(raw.get("agent"), str) or not isinstance(raw.get("task"), str):
         raise AgentCallArgumentsError("'agent' and 'task' are required strings")
     try:

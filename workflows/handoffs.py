@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import get_args
+from typing import cast, get_args
 
 from pydantic import JsonValue
 from temporalio import workflow
@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from otherone.errors import FailureCode
     from otherone.runs import HandoffStep
     from otherone.tools import ToolErrorKind
+    from otherone.workflows.agent_calls import tool_arguments
 
 #: Longest handoff message and reason the model may pass (they are stored in the session).
 MAX_MESSAGE_CHARS = 16 * 1024
@@ -58,17 +59,8 @@ class HandoffArguments:
 
 def parse_handoff(arguments: str) -> HandoffArguments:
     """``agent`` (required), ``message``, ``reason``, ``context`` (when offered)."""
-    try:
-        raw = json.loads(arguments or "{}")
-    except json.JSONDecodeError as error:
-        raise HandoffArgumentsError(f"arguments are not valid JSON: {error}") from None
-    except RecursionError:  # e.g. "[[[[…": it must not fail the workflow task
-        raise HandoffArgumentsError("arguments are nested too deeply") from None
-    if not isinstance(raw, dict):
-        raise HandoffArgumentsError("arguments must be a JSON object")
-    unknown = sorted(set(raw) - {"agent", "message", "reason", "context"})
-    if unknown:
-        raise HandoffArgumentsError(f"unknown argument(s): {', '.join(unknown)}")
+    allowed = {"agent", "message", "reason", "context"}
+    raw = tool_arguments(arguments, allowed, HandoffArgumentsError)
     target = raw.get("agent")
     if not isinstance(target, str) or not target:
         raise HandoffArgumentsError("'agent' is a required string")
@@ -77,7 +69,8 @@ def parse_handoff(arguments: str) -> HandoffArguments:
     context = raw.get("context")
     if context is not None and context not in _CONTEXTS:
         raise HandoffArgumentsError(f"'context' must be one of {', '.join(_CONTEXTS)}")
-    return HandoffArguments(target, message, reason, context)
+    # Checked against `_CONTEXTS` just above.
+    return HandoffArguments(target, message, reason, cast("HandoffContext | None", context))
 
 
 def _optional_text(raw: dict[str, object], name: str, limit: int) -> str | None:

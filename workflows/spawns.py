@@ -85,6 +85,7 @@ with workflow.unsafe.imports_passed_through():
         AgentCallArgumentsError,
         AgentCaller,
         parse_agent_call,
+        tool_arguments,
     )
     from otherone.workflows.agent_calls import _abnormal_child as abnormal_child
     from otherone.workflows.outcomes import (
@@ -129,18 +130,7 @@ class AwaitRequest:
 
 
 def _object(arguments: str, allowed: set[str]) -> dict[str, object]:
-    try:
-        raw = json.loads(arguments or "{}")
-    except json.JSONDecodeError as error:
-        raise SpawnArgumentsError(f"arguments are not valid JSON: {error}") from None
-    except RecursionError:  # e.g. "[[[[…": it must not fail the workflow task
-        raise SpawnArgumentsError("arguments are nested too deeply") from None
-    if not isinstance(raw, dict):
-        raise SpawnArgumentsError("arguments must be a JSON object")
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise SpawnArgumentsError(f"unknown argument(s): {', '.join(unknown)}")
-    return raw
+    return tool_arguments(arguments, allowed, SpawnArgumentsError)
 
 
 def parse_await(arguments: str) -> AwaitRequest:
