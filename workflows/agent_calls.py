@@ -103,6 +103,26 @@ def parse_agent_call(arguments: str) -> AgentCallRequest:
         raise AgentCallArgumentsError(f"{field}: {first['msg']}") from None
 
 
+async def _start_child(
+    child: RunInput,
+    call_id: str,
+    request: AgentCallRequest,
+    call_plan: CallPlan,
+    parent_close_policy: ParentClosePolicy,
+) -> ChildWorkflowHandle[object, AgentRunResult]:
+    """Start a called (REQUEST_CANCEL) or spawned (ABANDON) child, described for the Web UI."""
+    return await workflow.start_child_workflow(
+        WORKFLOW_NAME,
+        child,
+        id=child.run_id,
+        result_type=AgentRunResult,
+        parent_close_policy=parent_close_policy,
+        static_summary=_summary(child, request),
+        static_details=call_plan.details,
+        search_attributes=_child_search_attributes(child, call_id),
+    )
+
+
 def failed_call(call_id: str, target: str, failure: AgentFailure) -> AgentCallResult:
     """A call refused before a child ran: outcome `failed` with the refusal's code (the seed's
     rule; e.g. a spent budget is `failed` with code `budget_exceeded`)."""
@@ -372,15 +392,8 @@ class AgentCaller:
         child = child.model_copy(update={"spawned": True})
         self.spawning[call_id] = (child.run_id, _with_self(child))
         try:
-            started = await workflow.start_child_workflow(
-                WORKFLOW_NAME,
-                child,
-                id=child.run_id,
-                result_type=AgentRunResult,
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                static_summary=_summary(child, request),
-                static_details=call_plan.details,
-                search_attributes=_child_search_attributes(child, call_id),
+            started = await _start_child(
+                child, call_id, request, call_plan, ParentClosePolicy.ABANDON
             )
             del self.spawning[call_id]
             return started
@@ -396,15 +409,8 @@ class AgentCaller:
         self, child: RunInput, call_id: str, request: AgentCallRequest, call_plan: CallPlan
     ) -> AgentCallResult:
         try:
-            handle = await workflow.start_child_workflow(
-                WORKFLOW_NAME,
-                child,
-                id=child.run_id,
-                result_type=AgentRunResult,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=_summary(child, request),
-                static_details=call_plan.details,
-                search_attributes=_child_search_attributes(child, call_id),
+            handle = await _start_child(
+                child, call_id, request, call_plan, ParentClosePolicy.REQUEST_CANCEL
             )
         except WorkflowAlreadyStartedError:
             failure = AgentFailure(
