@@ -45,9 +45,11 @@ record-histories: venv
 PEERS_VENV := bench/.venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 
-$(PEERS_STAMP): bench/requirements-peers.txt
+# This project goes into the peers' venv too (resolved together with the peers' pins), so that
+# bench/paired.py can run every contender in one process (`paired` with the peers).
+$(PEERS_STAMP): bench/requirements-peers.txt pyproject.toml
 	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/python -m pip install -q -r bench/requirements-peers.txt
+	$(PEERS_VENV)/bin/python -m pip install -q -r bench/requirements-peers.txt -e .
 	touch $@
 
 bench: venv $(PEERS_STAMP)

@@ -14,7 +14,13 @@ ratios.
 - ``scale`` (``--scale N``, ours only): N runs of one turn started at once on one worker process;
   wall time and the process's resident memory (RSS) before, at its peak and after.
 
-``python -m bench.paired --address HOST:PORT --out FILE [--rounds R] [--server-pid PID]``;
+With ``--peers`` (run by the interpreter of ``bench/.venv-peers``, where `make bench` installs
+the peers AND this project), Pydantic AI's and the OpenAI Agents SDK's Temporal integrations
+take their turns too, each with its own client (their plugins), worker and task queue: every
+contender's ratio is to the floor's run of the same round.
+
+``python -m bench.paired --address HOST:PORT --out FILE [--rounds R] [--server-pid PID]
+[--peers]``;
 `bench.run` runs it on its dev server (``--paired-rounds``).
 """
 
@@ -23,6 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import functools
+import importlib
 import json
 import os
 import statistics
@@ -31,7 +40,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import uuid4
 
 from temporalio.client import Client
@@ -73,48 +82,110 @@ class Meter:
         into["server_cpu_ms"] = (server_cpu_seconds(self.server_pid) - server) * 1000
 
 
+#: The peers' bench modules (importable in bench/.venv-peers only) and their names in results.
+PEER_MODULES = {
+    "pydantic_ai": "bench.peer_pydantic_ai",
+    "openai_agents": "bench.peer_openai_agents",
+}
+
+
 @contextlib.asynccontextmanager
-async def contenders(client: Client, turns: int) -> AsyncIterator[dict[str, Run]]:
-    """Both workers running (own task queues), and a function making one run of each."""
+async def contenders(
+    client: Client, turns: int, peers: bool = False
+) -> AsyncIterator[dict[str, Run]]:
+    """Every contender's worker running (own task queues), and a function making one run of
+    each: the floor, ours and, with ``peers``, the two peer integrations."""
     floor_queue, ours_queue = f"paired-floor-{uuid4()}", f"paired-ours-{uuid4()}"
     floor_worker: Worker = floor._worker(client, floor_queue)
-    async with (
-        floor_worker,
-        ours.running(client, ours_queue, ours.bench_config(Sizes(), turns)) as bench,
-    ):
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(floor_worker)
+        bench = await stack.enter_async_context(
+            ours.running(client, ours_queue, ours.bench_config(Sizes(), turns))
+        )
         runs: dict[str, Run] = {
             "floor": lambda: floor._run(client, floor_queue, turns),
             "ours": lambda: bench.run("counter"),
         }
+        if peers:
+            runs.update(await _peer_runs(client, stack, turns))
         for run in runs.values():  # warm-up: imports, caches, first workflow tasks
             await run()
         yield runs
 
 
-def _order(round_index: int) -> tuple[str, str]:
-    """ABBA: each contender goes first in every other round (no systematic first-mover cost)."""
-    return ("floor", "ours") if round_index % 2 == 0 else ("ours", "floor")
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """A peer's bench module, its client (with the peer's plugins) and its worker's queue."""
+
+    module: Any
+    client: Client
+    queue: str
+
+    def count(self, turns: int, workflow_id: str = "") -> Awaitable[Any]:
+        """One run of ``turns`` turns (the peers' `_count`)."""
+        return cast(Awaitable[Any], self.module._count(self.client, self.queue, turns, workflow_id))
 
 
-async def sequential(client: Client, meter: Meter, turns: int, rounds: int) -> dict[str, Any]:
+async def _peers(client: Client, stack: contextlib.AsyncExitStack) -> dict[str, Peer]:
+    """A worker per peer, running until ``stack`` closes, on its own client."""
+    address = client.service_client.config.target_host
+    peers: dict[str, Peer] = {}
+    for name, module_name in PEER_MODULES.items():
+        module = importlib.import_module(module_name)
+        peer = Peer(module, await module._connect(address), f"paired-{name}-{uuid4()}")
+        await stack.enter_async_context(module._worker(peer.client, peer.queue))
+        peers[name] = peer
+    return peers
+
+
+async def _peer_runs(
+    client: Client, stack: contextlib.AsyncExitStack, turns: int
+) -> dict[str, Run]:
+    return {
+        name: functools.partial(peer.count, turns)
+        for name, peer in (await _peers(client, stack)).items()
+    }
+
+
+def _order(round_index: int, names: list[str]) -> list[str]:
+    """Each contender takes each place in turn (a rotation, reversed every other round): no
+    contender always runs first, or always right after the same one."""
+    shift = round_index % len(names)
+    order = names[shift:] + names[:shift]
+    return order if round_index % 2 == 0 else order[::-1]
+
+
+async def sequential(
+    client: Client, meter: Meter, turns: int, rounds: int, peers: bool = False
+) -> dict[str, Any]:
     """``rounds`` rounds of one run each, alternating; per turn, CPU per run, ratios."""
-    samples: dict[str, list[dict[str, float]]] = {"floor": [], "ours": []}
-    async with contenders(client, turns) as runs:
+    async with contenders(client, turns, peers) as runs:
+        samples: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
         for index in range(rounds):
-            for name in _order(index):
+            for name in _order(index, list(runs)):
                 sample: dict[str, float] = {}
                 async with meter.measure(sample):
                     await runs[name]()
                 samples[name].append(sample)
-    ratios = [
-        o["wall_ms"] / f["wall_ms"] for f, o in zip(samples["floor"], samples["ours"], strict=True)
-    ]
+    ratios = {
+        name: [s["wall_ms"] / f["wall_ms"] for f, s in zip(samples["floor"], values, strict=True)]
+        for name, values in samples.items()
+    }
     return {
         "turns": turns,
         "rounds": rounds,
         **{name: _per_run(values, turns) for name, values in samples.items()},
-        "ratio_per_round": [round(r, 2) for r in ratios],
-        "ratio": round(statistics.median(ratios), 2),
+        **_ratios(ratios),
+    }
+
+
+def _ratios(per_round: dict[str, list[float]]) -> dict[str, Any]:
+    """Ours's ratios as ``ratio``/``ratio_per_round``; every contender's median under
+    ``ratios`` (the floor's is 1)."""
+    return {
+        "ratio_per_round": [round(r, 2) for r in per_round["ours"]],
+        "ratio": round(statistics.median(per_round["ours"]), 2),
+        "ratios": {name: round(statistics.median(values), 2) for name, values in per_round.items()},
     }
 
 
@@ -128,14 +199,14 @@ def _per_run(samples: list[dict[str, float]], turns: int) -> dict[str, Any]:
 
 
 async def concurrent(
-    client: Client, meter: Meter, count: int, rounds: int, turns: int = 10
+    client: Client, meter: Meter, count: int, rounds: int, turns: int = 10, peers: bool = False
 ) -> dict[str, Any]:
     """``rounds`` rounds of ``count`` runs (of ``turns`` turns) at once per contender,
     alternating."""
-    samples: dict[str, list[dict[str, float]]] = {"floor": [], "ours": []}
-    async with contenders(client, turns) as runs:
+    async with contenders(client, turns, peers) as runs:
+        samples: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
         for index in range(rounds):
-            for name in _order(index):
+            for name in _order(index, list(runs)):
                 sample: dict[str, float] = {}
                 async with meter.measure(sample):
                     await asyncio.gather(*(runs[name]() for _ in range(count)))
@@ -143,7 +214,10 @@ async def concurrent(
     rates = {
         name: [count / (s["wall_ms"] / 1000) for s in values] for name, values in samples.items()
     }
-    ratios = [o / f for f, o in zip(rates["floor"], rates["ours"], strict=True)]
+    ratios = {
+        name: [r / f for f, r in zip(rates["floor"], values, strict=True)]
+        for name, values in rates.items()
+    }
     return {
         "runs": count,
         "turns": turns,
@@ -158,28 +232,44 @@ async def concurrent(
             }
             for name, values in samples.items()
         },
-        "ratio_per_round": [round(r, 2) for r in ratios],
-        "ratio": round(statistics.median(ratios), 2),
+        **_ratios(ratios),
     }
 
 
-async def history(client: Client, turns: int) -> dict[str, Any]:
+async def history(client: Client, turns: int, peers: bool = False) -> dict[str, Any]:
     """Protobuf bytes and events of one ``turns``-turn run's history per contender."""
     found: dict[str, Any] = {}
     floor_queue, ours_queue = f"paired-floor-{uuid4()}", f"paired-ours-{uuid4()}"
-    async with (
-        floor._worker(client, floor_queue),
-        ours.running(client, ours_queue, ours.bench_config(Sizes(), turns)) as bench,
-    ):
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(floor._worker(client, floor_queue))
+        bench = await stack.enter_async_context(
+            ours.running(client, ours_queue, ours.bench_config(Sizes(), turns))
+        )
         floor_id = f"floor-{uuid4()}"
         await floor._run(client, floor_queue, turns, floor_id)
-        ours_id = (await bench.run("counter")).run_id
-    for name, workflow_id in (("floor", floor_id), ("ours", ours_id)):
+        ids = {"floor": floor_id, "ours": (await bench.run("counter")).run_id}
+        if peers:
+            ids.update(await _peer_history_ids(client, stack, turns))
+    for name, workflow_id in ids.items():
         events = await history_events(client.get_workflow_handle(workflow_id))
         found[name] = {"events": len(events), "bytes": sum(int(e["_bytes"]) for e in events)}
     found["ratio"] = round(found["ours"]["bytes"] / found["floor"]["bytes"], 2)
+    found["ratios"] = {
+        name: round(found[name]["bytes"] / found["floor"]["bytes"], 2) for name in ids
+    }
     found["turns"] = turns
     return found
+
+
+async def _peer_history_ids(
+    client: Client, stack: contextlib.AsyncExitStack, turns: int
+) -> dict[str, str]:
+    """One ``turns``-turn run of each peer; its workflow id."""
+    ids: dict[str, str] = {}
+    for name, peer in (await _peers(client, stack)).items():
+        ids[name] = f"paired-{name}-{uuid4()}"
+        await peer.count(turns, ids[name])
+    return ids
 
 
 async def scale(client: Client, count: int) -> dict[str, Any]:
@@ -211,17 +301,20 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     client = await connect(args.address)
     meter = Meter(args.server_pid)
     result: dict[str, Any] = {"load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    result["peers"] = sorted(PEER_MODULES) if args.peers else []
     parts = set(args.parts.split(","))
     if "turns_10" in parts:
-        result["turns_10"] = await sequential(client, meter, 10, args.rounds)
+        result["turns_10"] = await sequential(client, meter, 10, args.rounds, args.peers)
     if "turns_60" in parts:
-        result["turns_60"] = await sequential(client, meter, 60, max(2, args.rounds // 2))
+        result["turns_60"] = await sequential(
+            client, meter, 60, max(2, args.rounds // 2), args.peers
+        )
     if "concurrent" in parts:
         result["concurrent"] = await concurrent(
-            client, meter, args.concurrent, max(2, args.rounds // 3)
+            client, meter, args.concurrent, max(2, args.rounds // 3), peers=args.peers
         )
     if "history" in parts:
-        result["history"] = await history(client, 60)
+        result["history"] = await history(client, 60, args.peers)
     if args.scale:
         result["scale"] = await scale(client, args.scale)
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -236,6 +329,11 @@ def _arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument("--scale", type=int, default=0, help="runs at once (0: skip)")
     parser.add_argument("--server-pid", type=int, default=None)
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="the peers take their turns too (needs bench/.venv-peers with this project)",
+    )
     parser.add_argument(
         "--parts",
         default=os.environ.get("PAIRED_PARTS", ",".join(PARTS)),

@@ -295,7 +295,51 @@ def paired_table(result: Result) -> str:
             f"{r['rss_mb_before']:.0f} MB before, peak {r['rss_mb_peak']:.0f} MB, "
             f"{r['rss_mb_after']:.0f} MB after | | | bounded memory | |"
         )
+    if result.get("peers"):
+        lines += ["", *_peers_table(result)]
     start, end = result.get("load_average_at_start"), result.get("load_average_at_end")
     lines.append("")
     lines.append(f"Load average (1/5/15 min) at the start {start}, at the end {end}.")
     return "\n".join(lines)
+
+
+#: Column names of the contenders of a paired run with the peers.
+PAIRED_NAMES = {
+    "floor": "floor",
+    "ours": "ours",
+    "pydantic_ai": "Pydantic AI",
+    "openai_agents": "OpenAI Agents",
+}
+
+
+def _peers_table(result: Result) -> list[str]:
+    """Every contender of the same paired run, as a ratio to the floor's run of each round
+    (per turn and history: lower is better; throughput: higher is better)."""
+    names = ["floor", "ours", *result["peers"]]
+    lines = [
+        "| measure (ratio to the floor, median of rounds) | "
+        + " | ".join(PAIRED_NAMES.get(name, name) for name in names)
+        + " |",
+        "| --- |" + " --- |" * len(names),
+    ]
+    measures = (
+        ("turns_10", "per turn, 10 turns (lower is better)"),
+        ("turns_60", "per turn, 60 turns (lower is better)"),
+        ("concurrent", "throughput, concurrent runs (higher is better)"),
+        ("history", "history bytes at 60 turns (lower is better)"),
+    )
+    for key, label in measures:
+        ratios = result.get(key, {}).get("ratios")
+        if ratios:
+            cells = " | ".join(_ratio_cell(ratios.get(name)) for name in names)
+            lines.append(f"| {label} | {cells} |")
+    for key in ("turns_10", "concurrent"):
+        part = result.get(key)
+        if part:
+            cells = " | ".join(_ms(part[name]["cpu_ms_per_run"]) for name in names if name in part)
+            lines.append(f"| CPU ms per run ({key}), worker+client | {cells} |")
+    return lines
+
+
+def _ratio_cell(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"

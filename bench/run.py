@@ -105,13 +105,33 @@ def _contender_run(
         return {"error": f"exit {done.returncode}: {' | '.join(tail)}"}
 
 
+def _paired_python(args: argparse.Namespace) -> tuple[Path, bool]:
+    """The interpreter for bench/paired.py, and whether the peers take part: with the peers
+    among the contenders, the peers' venv if it has this project too (`make bench` installs
+    both there), else ours without them."""
+    wanted = PEER_CONTENDERS & set(args.contenders.split(","))
+    python: Path = args.peers_python
+    if not wanted or not python.exists():
+        return Path(sys.executable), False
+    check = [
+        str(python),
+        "-c",
+        "import otherone.worker.app, bench.peer_pydantic_ai, bench.peer_openai_agents",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    found = subprocess.run(check, cwd=REPO, env=env, capture_output=True).returncode == 0
+    return (python, True) if found else (Path(sys.executable), False)
+
+
 def _paired_run(
     address: str, server_pid: int | None, args: argparse.Namespace, smoke: bool
 ) -> Result:
     """bench/paired.py in its own process, told the server's pid (for its CPU time)."""
+    python, peers = _paired_python(args)
     with tempfile.TemporaryDirectory(prefix="bench-") as folder:
         out = Path(folder) / "result.json"
-        argv = [sys.executable, "-m", "bench.paired", "--address", address, "--out", str(out)]
+        argv = [str(python), "-m", "bench.paired", "--address", address, "--out", str(out)]
+        argv += ["--peers"] if peers else []
         rounds, scale = (2, 20) if smoke else (args.paired_rounds, args.scale)
         argv += ["--rounds", str(rounds), "--scale", str(scale)]
         if smoke:
@@ -161,7 +181,7 @@ async def _run_all(args: argparse.Namespace, sizes: Sizes) -> dict[str, dict[str
                 )
                 took = time.monotonic() - started
                 brief = json.dumps(results[PAIRED][PAIRED])[:150]
-                print(f"  {PAIRED:<15} {'floor+ours':<14} {took:6.1f} s  {brief}", flush=True)
+                print(f"  {PAIRED:<15} {'(one process)':<14} {took:6.1f} s  {brief}", flush=True)
                 continue
             for contender in contenders:
                 if contender == "floor" and workload not in FLOOR_WORKLOADS:
