@@ -10,7 +10,7 @@ Commands (module of ``otherone.client.cli`` in brackets)::
     otherone cancel RUN_ID              cancel a run (and its descendants)           [run]
     otherone show RUN_ID [--json]       a run's record
     otherone tree RUN_ID [--json]       the tree of runs (agent calls) RUN_ID belongs to
-    otherone watch RUN_ID [--json]      live view of a run tree until its root ends [show]
+    otherone watch RUN_ID [--json]      live view of a run tree until its root ends [watching]
     otherone approvals [RUN_ID] [--json] tool calls and questions waiting for a person
     otherone approve RUN_ID CALL_ID [--arguments JSON]
     otherone deny RUN_ID CALL_ID --reason TEXT

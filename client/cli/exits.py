@@ -80,9 +80,12 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
     from temporalio.service import RPCError
 
     from otherone.store import StoreError
-    from otherone.worker.codec import PayloadDecryptionError
-    from otherone.worker.devserver import DevServerError
 
+    # Their modules are looked up, not imported: an error of a module the command never loaded
+    # cannot have been raised (and `show` would load cryptography or the dev server to report
+    # a missing run).
+    payload_decryption_error = _loaded_error("otherone.worker.codec", "PayloadDecryptionError")
+    dev_server_error = _loaded_error("otherone.worker.devserver", "DevServerError")
     unreachable = f"cannot reach Temporal at {address or '?'} (is `otherone dev` running?)"
     code: int
     match error:
@@ -98,7 +101,7 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
             code, message = EXIT_USAGE, error.message
         case UnavailableError():
             code, message = EXIT_UNAVAILABLE, error.message
-        case PayloadDecryptionError():
+        case OtheroneError() if isinstance(error, payload_decryption_error):
             code, message = EXIT_USAGE, error.message
         case KeyError() if "binary/encrypted" in str(error):  # the converter meets ciphertext
             code, message = (
@@ -114,7 +117,7 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
             code, message = EXIT_USAGE, _validation_message(error)
         case RPCError():
             code, message = _classify_rpc_error(error, unreachable)
-        case DevServerError():
+        case _ if isinstance(error, dev_server_error):
             # Not one line: the last lines of the server's log say why it did not start.
             return EXIT_UNAVAILABLE, str(error)
         case _ if _is_database_error(error):
@@ -122,6 +125,16 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
         case _:
             code, message = EXIT_FAILED, f"unexpected {type(error).__name__}: {error}"
     return code, one_line(message)
+
+
+class _NeverRaised(Exception):
+    """Stands for the error class of a module that is not loaded (no instance exists)."""
+
+
+def _loaded_error(module: str, name: str) -> type[BaseException]:
+    loaded = sys.modules.get(module)
+    error_class: type[BaseException] = getattr(loaded, name) if loaded else _NeverRaised
+    return error_class
 
 
 def _classify_rpc_error(error: RPCError, unreachable: str) -> tuple[int, str]:

@@ -45,7 +45,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "cancel": CommandTarget("run", "cmd_cancel"),
     "show": CommandTarget("show", "cmd_show"),
     "tree": CommandTarget("show", "cmd_tree"),
-    "watch": CommandTarget("show", "cmd_watch"),
+    "watch": CommandTarget("watching", "cmd_watch"),
     "sessions": CommandTarget("sessions", "cmd_sessions"),
     "db": CommandTarget("sessions", "cmd_db"),
     "codec-server": CommandTarget("codec_server", "cmd_codec_server", handles_signals=True),

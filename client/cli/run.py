@@ -13,9 +13,9 @@ from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_OK, EXIT_USAGE, CliError, one_line
 from otherone.client.cli.output import exit_code, follow_run, print_outcome
-from otherone.client.cli.show import watch_tree
 from otherone.client.cli.stores import event_store, existing_store, watch_store
 from otherone.client.cli.temporal import agent_client, connect_configured, ui_base, ui_link
+from otherone.client.cli.watching import watch_tree
 from otherone.client.console import EventPrinter
 from otherone.result_contracts import check_contract
 from otherone.runs import AgentRunRequest, AgentRunResult

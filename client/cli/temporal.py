@@ -14,7 +14,6 @@ from otherone.client.agent_client import AgentClient
 from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_UNAVAILABLE, EXIT_USAGE, CliError
 from otherone.client.cli.stores import existing_store
-from otherone.worker.codec import EncryptionCodec, codec_from_settings
 from otherone.worker.connection import (
     TemporalConnectError,
     TemporalConnection,
@@ -26,6 +25,7 @@ from otherone.worker.settings import Settings
 
 if TYPE_CHECKING:
     from otherone.runs import AgentOutput
+    from otherone.worker.codec import EncryptionCodec
     from otherone.worker.telemetry import WorkerTelemetry
 
 #: Seconds to wait for Temporal to answer the first call before giving up with exit code 4.
@@ -91,9 +91,19 @@ async def connect_configured(settings: Settings) -> Client:
     return await connect_checked(
         settings.temporal_address,
         settings.namespace,
-        codec=codec_from_settings(settings),
+        codec=configured_codec(settings),
         settings=settings,
     )
+
+
+def configured_codec(settings: Settings) -> EncryptionCodec | None:
+    """`codec_from_settings`; the codec module (and cryptography) is loaded only when a key is
+    configured, so a command against an unencrypted deployment starts without it."""
+    if settings.encryption_keys is None and settings.encryption_key_file is None:
+        return None  # what codec_from_settings answers for no keys
+    from otherone.worker.codec import codec_from_settings
+
+    return codec_from_settings(settings)
 
 
 async def agent_client(
