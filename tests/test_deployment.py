@@ -722,6 +722,39 @@ def test_an_empty_variable_means_the_default(monkeypatch: pytest.MonkeyPatch) ->
     assert settings.shutdown_grace_seconds == 30.0
 
 
+def test_settings_sources_in_order_of_precedence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keyword argument > environment variable > .env > .otherone/dev.env > default, as
+    pydantic-settings had it (the loader is ours since issue 16): names in any case, an empty
+    value unset, a bare name in a later file unsetting an earlier file's value."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("NAMESPACE", "TASK_QUEUE", "PARTITION", "UI_PORT", "LOG_LEVEL", "UI_URL"):
+        monkeypatch.delenv(f"OTHERONE_{name}", raising=False)
+    (tmp_path / ".otherone").mkdir()
+    (tmp_path / ".otherone" / "dev.env").write_text(
+        "OTHERONE_NAMESPACE=from-dev\nOTHERONE_TASK_QUEUE=from-dev\nOTHERONE_PARTITION=from-dev\n"
+        "OTHERONE_UI_PORT=9000\nOTHERONE_UI_URL=http://dev\n"
+    )
+    (tmp_path / ".env").write_text(
+        "otherone_task_queue=from-dot-env\nOTHERONE_PARTITION=from-dot-env\nOTHERONE_UI_PORT=\n"
+        "OTHERONE_UI_URL\nNAMESPACE=not-ours\n"
+    )
+    monkeypatch.setenv("OTHERONE_PARTITION", "from-environment")
+    monkeypatch.setenv("Otherone_Log_Level", "debug")
+    settings = Settings(task_queue="from-argument")
+    assert settings.namespace == "from-dev"
+    assert settings.task_queue == "from-argument"
+    assert settings.partition == "from-environment"
+    assert settings.ui_port == 9000  # empty in .env: dev.env's holds
+    assert settings.ui_url is None  # a bare name in .env unsets dev.env's
+    assert settings.log_level == "DEBUG"
+    assert Settings().task_queue == "from-dot-env"
+    assert Settings(_env_file=None).namespace == "default"  # type: ignore[call-arg]
+    only_dev = Settings(_env_file=tmp_path / ".otherone" / "dev.env")  # type: ignore[call-arg]
+    assert only_dev.task_queue == "from-dev"
+
+
 @pytest.mark.parametrize("command", ["worker", "dev"])
 def test_help_documents_every_setting(command: str) -> None:
     result = cli(command, "--help", env={})

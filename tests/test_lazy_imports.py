@@ -24,7 +24,24 @@ from tests.harness import agent_env, scripted_config
 from tests.processes import address_of, cli_env
 from tests.test_artifacts import BIG_LIMITS, agent
 
-HEAVY = ("sqlalchemy", "temporalio", "otherone.config", "otherone.definitions", "rich")
+HEAVY = (
+    "sqlalchemy",
+    "temporalio",
+    "otherone.config",
+    "otherone.definitions",
+    "rich",
+    "pydantic_settings",
+    "cryptography",
+)
+
+#: Modules a `show` (of an unencrypted run) never loads: the codec's cryptography, the live view
+#: of `watch`, the dev server, pydantic-settings (Settings read the environment themselves).
+UNUSED_BY_SHOW = (
+    "cryptography",
+    "otherone.client.watch",
+    "otherone.worker.devserver",
+    "pydantic_settings",
+)
 
 
 def loaded_after(code: str) -> list[str]:
@@ -32,7 +49,7 @@ def loaded_after(code: str) -> list[str]:
     probe = (
         f"{code}\nimport json, sys\n"
         "print(json.dumps(sorted({m.split('.')[0] if m.startswith(('sqlalchemy', 'temporalio',"
-        " 'rich')) else m for m in sys.modules if m.startswith(%r) or "
+        " 'rich', 'cryptography')) else m for m in sys.modules if m.startswith(%r) or "
         "m.startswith('opentelemetry')})))" % (HEAVY,)
     )
     done = subprocess.run(
@@ -56,7 +73,8 @@ def test_help_loads_neither_temporal_nor_the_store_nor_the_domain_models() -> No
 def test_show_loads_temporal_but_neither_sqlalchemy_nor_opentelemetry() -> None:
     loaded = loaded_after("import otherone.client.cli.show")
     assert "temporalio" in loaded  # it needs the client; the rest only when used
-    assert not {"sqlalchemy", "otherone.config", "opentelemetry"} & set(loaded), loaded
+    unwanted = {"sqlalchemy", "otherone.config", "opentelemetry", *UNUSED_BY_SHOW}
+    assert not unwanted & set(loaded), loaded
 
 
 def test_every_public_name_is_still_served() -> None:
@@ -91,14 +109,17 @@ async def test_show_opens_the_default_store_only_for_an_output_stored_as_an_arti
     del env_vars["OTHERONE_DATABASE_URL"]  # the default file in the data dir
     env_vars["OTHERONE_DATA_DIR"] = str(data)
     shown: dict[str, tuple[RunRecord, bool]] = {}
-    for run_id in (large.run_id, small.run_id):
+    # A missing run (exit 3) too: reporting it loads none of UNUSED_BY_SHOW either.
+    for run_id, exit_code in ((large.run_id, 0), (small.run_id, 0), ("run-absent", 3)):
         code = (
             "import contextlib, io, sys\n"
             "from otherone.client.cli import exit_now, run_cli\n"
+            f"UNUSED_BY_SHOW = {UNUSED_BY_SHOW!r}\n"
             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-            f"    assert run_cli(['show', {run_id!r}, '--json']) == 0\n"
-            "print(out.getvalue().strip())\n"
+            f"    assert run_cli(['show', {run_id!r}, '--json']) == {exit_code}\n"
+            "print(out.getvalue().strip() or '{}')\n"
             "print('sqlalchemy' in sys.modules)\n"
+            "print(sorted(m for m in UNUSED_BY_SHOW if m in sys.modules))\n"
             # As `otherone` itself does (`main`): a short-lived process that used Temporal's
             # client may abort in interpreter teardown (temporalio/sdk-python#300).
             "exit_now(0)"
@@ -112,8 +133,10 @@ async def test_show_opens_the_default_store_only_for_an_output_stored_as_an_arti
             timeout=60,
         )
         assert done.returncode == 0, (done.returncode, done.stderr[-4000:])
-        record_line, loaded = done.stdout.strip().splitlines()[-2:]
-        shown[run_id] = (RunRecord.model_validate_json(record_line), loaded == "True")
+        record_line, loaded, unused = done.stdout.strip().splitlines()[-3:]
+        assert unused == "[]", (run_id, unused)
+        if exit_code == 0:
+            shown[run_id] = (RunRecord.model_validate_json(record_line), loaded == "True")
     large_record, large_loaded = shown[large.run_id]
     small_record, small_loaded = shown[small.run_id]
     assert large_record.output is not None and large_record.output.value == big
