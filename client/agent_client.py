@@ -39,23 +39,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
 from otherone.client.typed_results import OutputT, output_adapter, output_as, typed_request
-from otherone.contracts import (
-    MEMO_FINGERPRINT,
-    MEMO_IDEMPOTENCY_KEY,
-    QUERY_APPROVALS,
-    QUERY_RECORD,
-    SIGNAL_USER_MESSAGES,
-    UPDATE_CALL_AGENT,
-    UPDATE_DECIDE_APPROVAL,
-    WORKFLOW_NAME,
-    ApprovalDecision,
-    ApprovalOutcome,
-    ApprovalRequest,
-    CallAgentInput,
-    EventRecord,
-    RunInput,
-    UserMessages,
-)
 from otherone.errors import (
     ApprovalConflictError,
     ApprovalNotAllowedError,
@@ -85,9 +68,22 @@ from otherone.runs import (
     unstorable_problem,
 )
 from otherone.store import SessionBusyError
+from otherone.workflow_names import (
+    MEMO_FINGERPRINT,
+    MEMO_IDEMPOTENCY_KEY,
+    QUERY_APPROVALS,
+    QUERY_RECORD,
+    SIGNAL_USER_MESSAGES,
+    UPDATE_CALL_AGENT,
+    UPDATE_DECIDE_APPROVAL,
+    WORKFLOW_NAME,
+)
 
-if TYPE_CHECKING:  # the CLI imports this module: SQLAlchemy and the config models are not needed
+# The CLI imports this module: SQLAlchemy and the config models are not needed, and the contract
+# models are imported by the methods that send or read one (`otherone show` builds none of them).
+if TYPE_CHECKING:
     from otherone.config import RuntimeConfig
+    from otherone.contracts import ApprovalRequest, EventRecord
     from otherone.store import Store
 
 DEFAULT_TASK_QUEUE = "otherone"
@@ -279,6 +275,8 @@ class AgentClient:
         return TypedRunHandle(self, run_id, adapter)
 
     async def _start(self, request: AgentRunRequest) -> str:
+        from otherone.contracts import RunInput
+
         partition = request.runtime_context.partition_key
         if self.partition_key is not None and partition != self.partition_key:
             raise InvalidRequestError(
@@ -479,6 +477,8 @@ class AgentClient:
         self, caller_run_id: str, call_id: str, request: AgentCallRequest
     ) -> AgentCallResult:
         """Ask a running run to call an agent (trusted); the same call id gives the same result."""
+        from otherone.contracts import CallAgentInput
+
         check_contract(request.result_contract, field="request.result_contract")
         update = CallAgentInput(call_id=call_id, request=request)
         await self._check_tenant(caller_run_id)
@@ -522,6 +522,8 @@ class AgentClient:
         The update id is derived from the decision, so a repeated send is one update to
         Temporal as well as to the run.
         """
+        from otherone.contracts import ApprovalDecision, ApprovalRequest
+
         try:
             decision = ApprovalDecision.model_validate(
                 {"call_id": call_id, "identity": self.temporal.identity, **fields}
@@ -595,6 +597,8 @@ class AgentClient:
         return [request for request in requests.values() if request.is_open]
 
     async def _open_requests_of_runs(self, run_ids: list[str]) -> list[ApprovalRequest]:
+        from otherone.contracts import ApprovalRequest
+
         found: list[ApprovalRequest] = []
         for run_id in run_ids:
             with contextlib.suppress(RPCError):
@@ -610,6 +614,8 @@ class AgentClient:
 
     async def send_message(self, run_id: str, messages: str | Sequence[str]) -> None:
         """Queue user messages for a running run (taken at its next safe point)."""
+        from otherone.contracts import UserMessages
+
         batch = (messages,) if isinstance(messages, str) else tuple(messages)
         _validate_messages(batch)
         await self._check_tenant(run_id)
@@ -719,6 +725,8 @@ def _apply_approval_event(
     record: EventRecord,
     waiting: dict[str, str],
 ) -> None:
+    from otherone.contracts import ApprovalOutcome, ApprovalRequest
+
     body = record.event
     kind, call_id = body.get("type"), body.get("call_id")
     if record.run_id not in waiting or not isinstance(call_id, str):

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -20,8 +20,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from otherone.contracts import EventRecord, child_run_id
 from otherone.runs import AgentRunResult, RunOutcome, RunRecord, RunStatus, RunUsage
+
+if TYPE_CHECKING:  # events are printed by `watch` and `run`; `show` prints a record only
+    from otherone.contracts import EventRecord
 
 __all__ = [
     "EventPrinter",
@@ -195,7 +197,11 @@ class EventPrinter:
             return child
         call_id = str(record.event.get("call_id"))
         known = self._call_children.get((record.run_id, call_id))
-        return known or child_run_id(record.root_run_id, record.run_id, call_id)
+        if known:
+            return known
+        from otherone.contracts import child_run_id  # loaded by whoever made the event anyway
+
+        return child_run_id(record.root_run_id, record.run_id, call_id)
 
     def _call_ended(
         self,

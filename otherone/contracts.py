@@ -41,21 +41,16 @@ from otherone.runs import (
     unencodable_path,
 )
 from otherone.tools import ToolErrorKind
-
-WORKFLOW_NAME = "AgentRunWorkflow"
-SIGNAL_USER_MESSAGES = "user_messages"
-QUERY_RECORD = "record"
-UPDATE_CALL_AGENT = "call_agent"
-#: Update: a person's decision on an approval request or answer to a question (`ApprovalDecision`
-#: in, the decided `ApprovalRequest` out).
-UPDATE_DECIDE_APPROVAL = "decide_approval"
-#: Query: every approval request of the run's current history, open and decided.
-QUERY_APPROVALS = "approvals"
-#: Query: the run's `RunRef` (a worker resolves a compact ``ref`` key it has not seen with it).
-QUERY_RUN_REF = "run_ref"
-#: Signal: a spawned child tells its caller it has ended (`SpawnEnded`); addressed by the
-#: caller's workflow id, so it reaches the caller's current history after continue-as-new too.
-SIGNAL_SPAWNED_RUN_ENDED = "spawned_run_ended"
+from otherone.workflow_names import MEMO_FINGERPRINT as MEMO_FINGERPRINT
+from otherone.workflow_names import MEMO_IDEMPOTENCY_KEY as MEMO_IDEMPOTENCY_KEY
+from otherone.workflow_names import QUERY_APPROVALS as QUERY_APPROVALS
+from otherone.workflow_names import QUERY_RECORD as QUERY_RECORD
+from otherone.workflow_names import QUERY_RUN_REF as QUERY_RUN_REF
+from otherone.workflow_names import SIGNAL_SPAWNED_RUN_ENDED as SIGNAL_SPAWNED_RUN_ENDED
+from otherone.workflow_names import SIGNAL_USER_MESSAGES as SIGNAL_USER_MESSAGES
+from otherone.workflow_names import UPDATE_CALL_AGENT as UPDATE_CALL_AGENT
+from otherone.workflow_names import UPDATE_DECIDE_APPROVAL as UPDATE_DECIDE_APPROVAL
+from otherone.workflow_names import WORKFLOW_NAME as WORKFLOW_NAME
 
 ACTIVITY_PREPARE_RUN = "otherone.prepare_run"
 ACTIVITY_CALL_MODEL = "otherone.call_model"
@@ -75,10 +70,6 @@ STORE_ACTIVITY_TIMEOUT = timedelta(minutes=5)
 #: All attempts of a store activity together: a store that stays down or keeps refusing a write
 #: ends the run (`storage_error`) instead of keeping it alive for ever.
 STORE_TOTAL_TIMEOUT = timedelta(minutes=10)
-
-#: Workflow memo keys.
-MEMO_FINGERPRINT = "request_fingerprint"
-MEMO_IDEMPOTENCY_KEY = "idempotency_key"
 
 
 class _Contract(BaseModel):
@@ -609,3 +600,19 @@ def child_run_id(
         return candidate if len(candidate) <= 255 else f"{root_run_id}/{digest[:40]}"
     candidate = f"{caller_run_id}/{target}.{safe}"
     return candidate if len(candidate) <= 255 else f"{root_run_id}/{target}.h{digest[:40]}"
+
+
+#: Activity inputs and results: written by our workers, read by our workers and workflows only,
+#: so their payloads leave out the fields at their defaults (`otherone.payloads`).
+COMPACT_PAYLOAD_TYPES: tuple[type[BaseModel], ...] = (
+    PrepareRunInput,
+    RunPlan,
+    ModelCallInput,
+    ModelTurn,
+    ToolCallInput,
+    ToolOutcome,
+    PrepareCallInput,
+    CallPlan,
+    RecordDecisionInput,
+    FinishRunInput,
+)

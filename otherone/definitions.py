@@ -16,8 +16,6 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     JsonValue,
     StringConstraints,
@@ -26,8 +24,15 @@ from pydantic import (
 )
 
 from otherone.credentials import credential_paths
+from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
+from otherone.run_types import AgentId as AgentId
+from otherone.run_types import FrozenModel as _Frozen
+from otherone.run_types import HandoffContext as HandoffContext
+from otherone.run_types import PositiveCount as _PositiveCount
+from otherone.run_types import PositiveDuration as PositiveDuration
+from otherone.run_types import RunLimitOverrides as RunLimitOverrides
+from otherone.run_types import TreeBudget as TreeBudget
 
-AGENT_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 PROFILE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _GLOB = re.compile(r"[*?\[]")
@@ -38,8 +43,6 @@ def is_glob(pattern: str) -> bool:
     return bool(_GLOB.search(pattern))
 
 
-#: An agent id: lowercase letter first, then lowercase letters, digits, ``_`` or ``-`` (≤ 64).
-AgentId = Annotated[str, StringConstraints(pattern=AGENT_ID_PATTERN)]
 #: A model profile id.
 ModelProfileId = Annotated[str, StringConstraints(pattern=PROFILE_ID_PATTERN)]
 
@@ -84,10 +87,6 @@ def _no_credentials(other: dict[str, JsonValue]) -> dict[str, JsonValue]:
 
 #: A profile's or an override's ``other`` table (extra body options and transport settings).
 OtherOptions = Annotated[dict[str, JsonValue], AfterValidator(_no_credentials)]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class AccessPolicy(_Frozen):
@@ -157,10 +156,6 @@ class ContextTransferPolicy(_Frozen):
         return {"kind": value} if isinstance(value, str) else value
 
 
-#: What the agent taking over a conversation sees of it (`HandoffPolicy.context`).
-HandoffContext = Literal["full", "summary", "last_turns"]
-
-
 class HandoffPolicy(_Frozen):
     """Which agents this one may hand its conversation to (``agent.handoff``), and how.
 
@@ -194,17 +189,6 @@ class AgentLimits(_Frozen):
     max_iterations: Annotated[int, Field(gt=0, le=10_000)] | None = None
     timeout_millis: Annotated[int, Field(gt=0)] | None = None
     max_result_bytes: Annotated[int, Field(gt=0)] | None = None
-
-
-def _positive_finite_duration(value: timedelta) -> timedelta:
-    if value <= timedelta(0):
-        raise ValueError("must be greater than zero")
-    if value > timedelta(days=365):
-        raise ValueError("must be at most 365 days")
-    return value
-
-
-PositiveDuration = Annotated[timedelta, AfterValidator(_positive_finite_duration)]
 
 
 #: What happens when nobody decides an approval in time: the call is denied (the model is told
@@ -406,9 +390,6 @@ class RuntimePolicy(_Frozen):
     output_retries: Annotated[int, Field(ge=0, le=10)] = 2
 
 
-_PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]
-
-
 class RuntimeLimits(_Frozen):
     """Limits of one root run tree (all finite). Durations accept seconds or ISO 8601."""
 
@@ -443,46 +424,3 @@ class RuntimeLimits(_Frozen):
                 )
             changes[name] = value
         return self.model_copy(update=changes)
-
-
-class RunLimitOverrides(_Frozen):
-    """Per-request limits. Each must be ≤ the runtime's (overrides can only tighten)."""
-
-    max_depth: Annotated[int, Field(ge=0, le=64)] | None = None
-    max_total_runs: _PositiveCount | None = None
-    max_children_per_run: _PositiveCount | None = None
-    max_iterations_per_run: _PositiveCount | None = None
-    max_model_calls: _PositiveCount | None = None
-    max_tool_calls: _PositiveCount | None = None
-    max_agent_calls: _PositiveCount | None = None
-    max_handoffs: Annotated[int, Field(ge=0, le=1000)] | None = None
-    max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
-    max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
-    run_timeout: PositiveDuration | None = None
-    root_timeout: PositiveDuration | None = None
-    token_budget: Annotated[int, Field(gt=0)] | None = None
-
-
-class TreeBudget(_Frozen):
-    """What a run and everything it starts may still spend (``tokens`` None = unlimited).
-
-    Tree-wide budgets are enforced by allowance: the root starts with the limits, a parent hands
-    each child a share, and takes back what the child's whole tree did not use when it ends. No
-    shared counter is needed, so runs on different workers can never overspend together.
-    """
-
-    runs: Annotated[int, Field(ge=0)]
-    model_calls: Annotated[int, Field(ge=0)]
-    tool_calls: Annotated[int, Field(ge=0)]
-    agent_calls: Annotated[int, Field(ge=0)]
-    tokens: Annotated[int, Field(ge=0)] | None = None
-
-    @classmethod
-    def for_root(cls, limits: RuntimeLimits) -> TreeBudget:
-        return cls(
-            runs=limits.max_total_runs - 1,  # the root itself is the first run
-            model_calls=limits.max_model_calls,
-            tool_calls=limits.max_tool_calls,
-            agent_calls=limits.max_agent_calls,
-            tokens=limits.token_budget,
-        )

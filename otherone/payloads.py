@@ -10,6 +10,7 @@ updates, queries: read by clients in other languages too) keep every field.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,39 +23,25 @@ from temporalio.converter import (
     JSONPlainPayloadConverter,
 )
 
-from otherone.contracts import (
-    CallPlan,
-    FinishRunInput,
-    ModelCallInput,
-    ModelTurn,
-    PrepareCallInput,
-    PrepareRunInput,
-    RecordDecisionInput,
-    RunPlan,
-    ToolCallInput,
-    ToolOutcome,
-)
 
-#: Activity inputs and results: written by our workers, read by our workers and workflows only.
-COMPACT_TYPES: tuple[type[BaseModel], ...] = (
-    PrepareRunInput,
-    RunPlan,
-    ModelCallInput,
-    ModelTurn,
-    ToolCallInput,
-    ToolOutcome,
-    PrepareCallInput,
-    CallPlan,
-    RecordDecisionInput,
-    FinishRunInput,
-)
+def compact_types() -> tuple[type[BaseModel], ...]:
+    """The types whose payloads are compacted (`otherone.contracts.COMPACT_PAYLOAD_TYPES`).
+
+    Looked up, not imported: while no module has loaded the contracts, no value can be one of
+    them, and a client that only reads records (`otherone show`) never builds them (issue 16).
+    """
+    contracts = sys.modules.get("otherone.contracts")
+    if contracts is None:
+        return ()
+    types: tuple[type[BaseModel], ...] = contracts.COMPACT_PAYLOAD_TYPES
+    return types
 
 
 class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
-    """`PydanticJSONPlainPayloadConverter`, leaving defaults out of `COMPACT_TYPES`."""
+    """`PydanticJSONPlainPayloadConverter`, leaving defaults out of `compact_types`."""
 
     def to_payload(self, value: Any) -> Payload | None:
-        if isinstance(value, COMPACT_TYPES):
+        if isinstance(value, compact_types()):
             data = value.model_dump_json(exclude_defaults=True).encode()
             return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
         return super().to_payload(value)

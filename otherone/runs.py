@@ -18,16 +18,16 @@ from pydantic import (
     model_validator,
 )
 
-from otherone.definitions import (
+from otherone.errors import FailureCode
+from otherone.partitions import DEFAULT_PARTITION as DEFAULT_PARTITION
+from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
+from otherone.run_types import (
     AgentId,
     HandoffContext,
     PositiveDuration,
     RunLimitOverrides,
     TreeBudget,
 )
-from otherone.errors import FailureCode
-from otherone.partitions import DEFAULT_PARTITION as DEFAULT_PARTITION
-from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
 
 #: Bounded text of a user message (1 MiB); a run's own limits may be tighter.
 MAX_INPUT_BYTES = 1024 * 1024

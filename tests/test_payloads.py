@@ -81,3 +81,12 @@ def test_other_payloads_keep_every_field() -> None:
     assert payload is not None and payload.data == b'"completed"'
     ref = data_converter().payload_converter.to_payload(REF)
     assert ref is not None and b'"parent_run_id":null' in ref.data
+
+
+def test_the_compacted_types_are_looked_up_once_the_contracts_are_loaded() -> None:
+    """`compact_types` finds the contract models without importing them (this test module has)."""
+    from otherone.contracts import COMPACT_PAYLOAD_TYPES
+    from otherone.payloads import compact_types
+
+    assert compact_types() == COMPACT_PAYLOAD_TYPES
+    assert ModelCallInput in COMPACT_PAYLOAD_TYPES and RunRef not in COMPACT_PAYLOAD_TYPES

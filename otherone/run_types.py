@@ -1,0 +1,86 @@
+"""The declaration types a run's request, result and record name: agent ids, limit overrides,
+tree budgets, durations.
+
+Apart from `otherone.definitions` (which re-exports them): reading a run record (`otherone show`,
+`otherone.runs`) then does not build every declaration model (issue 16).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+if TYPE_CHECKING:
+    from otherone.definitions import RuntimeLimits
+
+AGENT_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+
+#: An agent id: lowercase letter first, then lowercase letters, digits, ``_`` or ``-`` (≤ 64).
+AgentId = Annotated[str, StringConstraints(pattern=AGENT_ID_PATTERN)]
+
+#: What the agent taking over a conversation sees of it (`HandoffPolicy.context`).
+HandoffContext = Literal["full", "summary", "last_turns"]
+
+
+class FrozenModel(BaseModel):
+    """Base of the declarations: immutable, unknown fields refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _positive_finite_duration(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be greater than zero")
+    if value > timedelta(days=365):
+        raise ValueError("must be at most 365 days")
+    return value
+
+
+PositiveDuration = Annotated[timedelta, AfterValidator(_positive_finite_duration)]
+
+PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]
+
+
+class RunLimitOverrides(FrozenModel):
+    """Per-request limits. Each must be ≤ the runtime's (overrides can only tighten)."""
+
+    max_depth: Annotated[int, Field(ge=0, le=64)] | None = None
+    max_total_runs: PositiveCount | None = None
+    max_children_per_run: PositiveCount | None = None
+    max_iterations_per_run: PositiveCount | None = None
+    max_model_calls: PositiveCount | None = None
+    max_tool_calls: PositiveCount | None = None
+    max_agent_calls: PositiveCount | None = None
+    max_handoffs: Annotated[int, Field(ge=0, le=1000)] | None = None
+    max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
+    max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
+    run_timeout: PositiveDuration | None = None
+    root_timeout: PositiveDuration | None = None
+    token_budget: Annotated[int, Field(gt=0)] | None = None
+
+
+class TreeBudget(FrozenModel):
+    """What a run and everything it starts may still spend (``tokens`` None = unlimited).
+
+    Tree-wide budgets are enforced by allowance: the root starts with the limits, a parent hands
+    each child a share, and takes back what the child's whole tree did not use when it ends. No
+    shared counter is needed, so runs on different workers can never overspend together.
+    """
+
+    runs: Annotated[int, Field(ge=0)]
+    model_calls: Annotated[int, Field(ge=0)]
+    tool_calls: Annotated[int, Field(ge=0)]
+    agent_calls: Annotated[int, Field(ge=0)]
+    tokens: Annotated[int, Field(ge=0)] | None = None
+
+    @classmethod
+    def for_root(cls, limits: RuntimeLimits) -> TreeBudget:
+        return cls(
+            runs=limits.max_total_runs - 1,  # the root itself is the first run
+            model_calls=limits.max_model_calls,
+            tool_calls=limits.max_tool_calls,
+            agent_calls=limits.max_agent_calls,
+            tokens=limits.token_budget,
+        )
