@@ -18,6 +18,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -30,7 +31,6 @@ from sqlalchemy import (
     delete,
     func,
     select,
-    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -42,6 +42,7 @@ from otherone.credentials import snapshot_credential_paths
 from otherone.definitions import credentials_refused_message
 from otherone.errors import ConfigurationError
 from otherone.runs import AgentOutput, RunRecord, RunStatus
+from otherone.store.context_cache import ContextCache, SessionContext
 from otherone.store.engine import create_store_engine, parse_url
 from otherone.store.errors import SessionBusyError, StoreError
 from otherone.store.records import (
@@ -63,8 +64,8 @@ from otherone.store.schema import (
     run_records,
     sessions,
     snapshots,
-    tool_results,
 )
+from otherone.store.statements import TurnStatements
 
 #: Namespace of the PostgreSQL advisory locks that serialise event appends per root run.
 EVENT_LOCK_NAMESPACE = 0x6F7465
@@ -113,8 +114,15 @@ def _refuse_credentials(snapshot_body: dict[str, Any]) -> None:
 class Store:
     """Database access. Create with `Store.open(url)`, which migrates the schema to the newest."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, contexts: ContextCache | None = None) -> None:
         self.engine = engine
+        #: Sessions' entries as this process last read them (`turn_context`).
+        self.contexts = ContextCache() if contexts is None else contexts
+
+    @cached_property
+    def _turn(self) -> TurnStatements:
+        """A turn's statements, prepared on first use (`otherone.store.statements`)."""
+        return TurnStatements(self.engine.dialect)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> Store:
@@ -301,16 +309,10 @@ class Store:
     def _insert_entries(
         self, conn: Connection, partition_key: str, session_id: str, rows: Iterable[EntryRow]
     ) -> int:
+        insert = self._turn.insert_entry
         written = 0
         for row in rows:
-            statement = self._insert(entries).values(
-                **_entry_values(partition_key, session_id, row)
-            )
-            statement = statement.on_conflict_do_nothing(
-                index_elements=["partition_key", "session_id", "entry_key"]
-            )
-            # RETURNING, not rowcount: psycopg reports -1 for an INSERT that returns the id.
-            if conn.execute(statement.returning(entries.c.id)).first() is not None:
+            if insert.rows(conn, _entry_values(partition_key, session_id, row)):
                 written += 1
         return written
 
@@ -359,31 +361,57 @@ class Store:
         """A model turn's start in one transaction: read the stored results of ``run_id``'s
         ``tool_call_ids``, append the turn's pending entries (``pending_rows(results)``); then
         the stored answer under ``answer_key`` if there is one (a retried turn), else the
-        latest compaction and the entries after it."""
+        latest compaction and the entries after it.
+
+        The entries come from `contexts` as far as the database confirms them (the returned
+        rows are shared with it: never change them); only newer ones are read.
+        """
+        key = (partition_key, session_id)
+        session = {"partition_key": partition_key, "session_id": session_id}
+        turn = self._turn
         with self.engine.begin() as conn:
             stored = self._tool_results(conn, partition_key, run_id, tool_call_ids)
             rows = pending_rows(stored)
             self._insert_entries(conn, partition_key, session_id, rows)
-            existing = conn.execute(
-                select(entries).where(
-                    (entries.c.partition_key == partition_key)
-                    & (entries.c.session_id == session_id)
-                    & (entries.c.entry_key == answer_key)
-                )
-            ).first()
-            if existing is not None:
-                return _entry_row(existing._mapping), None, []
-            found = conn.execute(self._latest_compaction_query(partition_key, session_id)).first()
-            compaction = None if found is None else _compaction(found._mapping)
-            query = select(entries).where(
-                (entries.c.partition_key == partition_key) & (entries.c.session_id == session_id)
+            existing = turn.entry_by_key.rows(conn, {**session, "entry_key": answer_key})
+            if existing:
+                return _entry_from_values(existing[0]), None, []
+            found = turn.latest_compaction.rows(conn, session)
+            compaction = _compaction_from_values(found[0]) if found else None
+            cut = compaction.up_to_entry_id if compaction is not None else 0
+            context = self._session_context(conn, session, cut, self.contexts.get(key))
+        self.contexts.put(key, context)  # once committed: the pending entries are in it
+        return None, compaction, list(context.rows)
+
+    def _session_context(
+        self,
+        conn: Connection,
+        session: dict[str, str],
+        cut: int,
+        cached: SessionContext | None,
+    ) -> SessionContext:
+        """The session's entries after ``cut``: ``cached`` ones the database confirms plus the
+        newer ones, else all of them read again (`otherone.store.context_cache`)."""
+        turn = self._turn
+        base = None if cached is None else cached.trimmed(cut)
+        if base is not None:
+            newer = turn.entries_after.rows(conn, {**session, "after_id": base.seen})
+            context = base.extended(
+                [_entry_from_values(values) for values in newer],
+                newer[-1][-1] if newer else None,
             )
-            if compaction is not None:
-                query = query.where(entries.c.id > compaction.up_to_entry_id)
-            loaded = [
-                _entry_row(row._mapping) for row in conn.execute(query.order_by(entries.c.id))
-            ]
-        return None, compaction, loaded
+            marker_id = (base.rows[-1].id or 0) if base.rows else 0
+            found = turn.entry_fingerprint.rows(
+                conn, {**session, "after_id": cut, "marker_id": marker_id}
+            )
+            if tuple(found[0]) == context.fingerprint(base.marker):
+                return context
+        loaded = turn.entries_after.rows(conn, {**session, "after_id": cut})
+        return SessionContext.of(
+            cut,
+            [_entry_from_values(values) for values in loaded],
+            loaded[-1][-1] if loaded else None,
+        )
 
     def load_entries(
         self, partition_key: str, session_id: str, *, after_id: int | None = None
@@ -559,34 +587,11 @@ class Store:
         error_kind: str | None,
     ) -> None:
         """Store (or replace, on a retried tool call) the result of one tool call."""
-        statement = self._tool_result_statement(
+        values = _tool_result_values(
             partition_key, run_id, tool_call_id, tool_name, content, error_kind
         )
         with self.engine.begin() as conn:
-            conn.execute(statement)
-
-    def _tool_result_statement(
-        self,
-        partition_key: str,
-        run_id: str,
-        tool_call_id: str,
-        tool_name: str,
-        content: str,
-        error_kind: str | None,
-    ) -> Insert:
-        statement = self._insert(tool_results).values(
-            partition_key=partition_key,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            content=content,
-            error_kind=error_kind,
-            created_at=_now(),
-        )
-        return statement.on_conflict_do_update(
-            index_elements=["partition_key", "run_id", "tool_call_id"],
-            set_={"content": content, "error_kind": error_kind},
-        )
+            self._turn.upsert_tool_result.rows(conn, values)
 
     def put_tool_result_and_events(
         self,
@@ -600,10 +605,11 @@ class Store:
     ) -> None:
         """`put_tool_result` (of ``ref``'s run) and `append_events` in ONE transaction (a tool
         call's end: its result and its events)."""
-        statement = self._tool_result_statement(
+        values = _tool_result_values(
             ref.partition_key, ref.run_id, tool_call_id, tool_name, content, error_kind
         )
-        self._with_events(ref, bodies, lambda conn: conn.execute(statement))
+        upsert = self._turn.upsert_tool_result
+        self._with_events(ref, bodies, lambda conn: upsert.rows(conn, values))
 
     def get_tool_results(
         self, partition_key: str, run_id: str, tool_call_ids: Sequence[str]
@@ -613,18 +619,15 @@ class Store:
         with self.engine.connect() as conn:
             return self._tool_results(conn, partition_key, run_id, tool_call_ids)
 
-    @staticmethod
     def _tool_results(
-        conn: Connection, partition_key: str, run_id: str, tool_call_ids: Sequence[str]
+        self, conn: Connection, partition_key: str, run_id: str, tool_call_ids: Sequence[str]
     ) -> dict[str, str]:
         if not tool_call_ids:
             return {}
-        query = select(tool_results.c.tool_call_id, tool_results.c.content).where(
-            (tool_results.c.partition_key == partition_key)
-            & (tool_results.c.run_id == run_id)
-            & (tool_results.c.tool_call_id.in_(list(tool_call_ids)))
-        )
-        return {row[0]: row[1] for row in conn.execute(query)}
+        values = {"partition_key": partition_key, "run_id": run_id}
+        values.update((f"tool_call_id_{i}", id_) for i, id_ in enumerate(tool_call_ids))
+        found = self._turn.tool_results(len(tool_call_ids)).rows(conn, values)
+        return {row[0]: row[1] for row in found}
 
     # events ------------------------------------------------------------------------------
 
@@ -651,14 +654,12 @@ class Store:
     def _insert_events(
         self, conn: Connection, ref: RunRef, bodies: Sequence[dict[str, Any]]
     ) -> list[int]:
-        if conn.dialect.name == "postgresql":
-            conn.execute(
-                text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:root))"),
-                {"namespace": EVENT_LOCK_NAMESPACE, "root": ref.root_run_id},
-            )
-        last = conn.execute(
-            select(func.max(events.c.sequence)).where(events.c.root_run_id == ref.root_run_id)
-        ).scalar_one_or_none()
+        turn = self._turn
+        postgres = conn.dialect.name == "postgresql"
+        root = ref.root_run_id
+        if postgres:
+            turn.event_lock.rows(conn, {"namespace": EVENT_LOCK_NAMESPACE, "root": root})
+        last = turn.last_sequence.rows(conn, {"root_run_id": root})[0][0]
         first = int(last or 0) + 1
         sequences = list(range(first, first + len(bodies)))
         rows: list[dict[str, Any]] = []
@@ -667,19 +668,16 @@ class Store:
             rows.append(
                 {
                     "partition_key": ref.partition_key,
-                    "root_run_id": ref.root_run_id,
+                    "root_run_id": root,
                     "sequence": sequence,
                     "body": envelope.model_dump_json(),
                     "created_at": envelope.timestamp,
                 }
             )
-        conn.execute(events.insert(), rows)  # one executemany, not a statement per event
-        if conn.dialect.name == "postgresql":
+        turn.insert_event.run_many(conn, rows)  # one executemany, not a statement per event
+        if postgres:
             # Delivered when (and only if) the transaction commits, after the rows are visible.
-            conn.execute(
-                text("SELECT pg_notify(:channel, :root)"),
-                {"channel": EVENT_CHANNEL, "root": ref.root_run_id},
-            )
+            turn.event_notify.rows(conn, {"channel": EVENT_CHANNEL, "root": root})
         return sequences
 
     def prune_events(self, older_than: datetime) -> int:
@@ -750,6 +748,45 @@ def _entry_values(partition_key: str, session_id: str, row: EntryRow) -> dict[st
     }
 
 
+def _tool_result_values(
+    partition_key: str,
+    run_id: str,
+    tool_call_id: str,
+    tool_name: str,
+    content: str,
+    error_kind: str | None,
+) -> dict[str, Any]:
+    return {
+        "partition_key": partition_key,
+        "run_id": run_id,
+        "tool_call_id": tool_call_id,
+        "tool_name": tool_name,
+        "content": content,
+        "error_kind": error_kind,
+        "created_at": _now(),
+    }
+
+
+def _entry_from_values(values: Sequence[Any]) -> EntryRow:
+    """An entry from a row of `otherone.store.statements.ENTRY_COLUMNS`."""
+    (id_, entry_key, role, content, tool_calls, tool_call_id, tool_name, error_kind, usage,
+     run_id, tokens, meta, _created_at) = values  # fmt: skip
+    return EntryRow(
+        entry_key=entry_key,
+        role=role,
+        content=content,
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        error_kind=error_kind,
+        usage=usage,
+        run_id=run_id,
+        id=id_,
+        tokens=tokens,
+        meta=meta,
+    )
+
+
 def _entry_row(mapping: RowMapping) -> EntryRow:
     return EntryRow(
         entry_key=mapping["entry_key"],
@@ -779,7 +816,12 @@ def _session_info(mapping: RowMapping) -> SessionInfo:
     )
 
 
-def _compaction(mapping: RowMapping) -> Compaction:
+def _compaction_from_values(values: Sequence[Any]) -> Compaction:
+    """A compaction from a row of all its table's columns, in order."""
+    return _compaction(dict(zip(compactions.c.keys(), values, strict=True)))
+
+
+def _compaction(mapping: Mapping[Any, Any]) -> Compaction:
     return Compaction(
         id=mapping["id"],
         partition_key=mapping["partition_key"],

@@ -14,6 +14,8 @@ class EntryRow:
 
     ``id`` is assigned by the database (None until stored); ids grow in append order, so a
     compaction can say "everything up to id N" and a reader can continue "after id N".
+    Rows from `Store.turn_context` are shared with the worker's context cache: never change the
+    lists and dicts they hold (copy them).
     """
 
     entry_key: str

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from temporalio.client import Client
 
+from bench import store_calls
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
 from bench.report import Cell, paired_table, workload_rows
+from otherone.store import Store
 
 
 def _positive(summary: dict[str, float]) -> bool:
@@ -75,3 +77,11 @@ async def test_the_paired_measurement_runs_at_smoke_size(client: Client) -> None
         }
     )
     assert "per turn, 2 turns" in table and "RSS" in table and "protobuf bytes" in table
+
+
+def test_the_store_calls_benchmark_plays_a_run(store: Store) -> None:
+    """bench/store_calls.py: a run's turns against the store, each call timed, on each backend."""
+    times = store_calls.play(store, 3)
+    assert set(times) == set(store_calls.CALLS)
+    assert all(len(samples) == 3 and min(samples) >= (0, 0) for samples in times.values())
+    assert len(store.contexts) == 1  # its session, cached by the turns

@@ -1,0 +1,172 @@
+"""The statements of a turn's three store calls (`Store.turn_context`, the model turn's end,
+the tool call's end), each prepared once per engine (`otherone.store.prepared`).
+
+They are the Core statements the store used to build on every call, with bind parameters in
+place of values; one change of form: a retried tool result's upsert sets the columns from
+``excluded`` (the proposed row) instead of repeating the values as parameters — the same update.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Dialect, bindparam, func, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+
+from otherone.store.prepared import Prepared
+from otherone.store.schema import compactions, entries, events, tool_results
+
+#: The entry columns hot reads select, in this order (`entry_from_values` reads them so).
+ENTRY_COLUMNS = (
+    entries.c.id,
+    entries.c.entry_key,
+    entries.c.role,
+    entries.c.content,
+    entries.c.tool_calls,
+    entries.c.tool_call_id,
+    entries.c.tool_name,
+    entries.c.error_kind,
+    entries.c.usage,
+    entries.c.run_id,
+    entries.c.tokens,
+    entries.c.meta,
+    entries.c.created_at,
+)
+#: Columns of an entry insert (`otherone.store.database._entry_values` gives their values).
+ENTRY_INSERT_COLUMNS = (
+    "partition_key",
+    "session_id",
+    "entry_key",
+    "run_id",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "error_kind",
+    "usage",
+    "tokens",
+    "meta",
+    "created_at",
+)
+#: Tool-result reads of up to this many ids have a prepared statement (a turn has a few).
+MAX_PREPARED_IDS = 32
+
+
+def _session(table: Any) -> Any:
+    return (table.c.partition_key == bindparam("partition_key")) & (
+        table.c.session_id == bindparam("session_id")
+    )
+
+
+class TurnStatements:
+    """The prepared statements, for one engine's dialect."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+        self.insert_entry = Prepared(
+            insert(entries)
+            .values({name: bindparam(name) for name in ENTRY_INSERT_COLUMNS})
+            .on_conflict_do_nothing(index_elements=["partition_key", "session_id", "entry_key"])
+            # RETURNING, not rowcount: psycopg reports -1 for an INSERT that returns the id.
+            .returning(entries.c.id),
+            dialect,
+        )
+        self.entry_by_key = Prepared(
+            select(*ENTRY_COLUMNS).where(
+                _session(entries) & (entries.c.entry_key == bindparam("entry_key"))
+            ),
+            dialect,
+        )
+        self.entries_after = Prepared(
+            select(*ENTRY_COLUMNS)
+            .where(_session(entries) & (entries.c.id > bindparam("after_id")))
+            .order_by(entries.c.id),
+            dialect,
+        )
+        # What the cached entries of a session are checked against (`ContextCache`): count,
+        # sum and max of the ids after the cut, and when the newest cached one was written.
+        written_at = (
+            select(entries.c.created_at)
+            .where(entries.c.id == bindparam("marker_id"))
+            .scalar_subquery()
+        )
+        self.entry_fingerprint = Prepared(
+            select(
+                func.count(entries.c.id),
+                func.coalesce(func.sum(entries.c.id), 0),
+                func.coalesce(func.max(entries.c.id), 0),
+                written_at,
+            ).where(_session(entries) & (entries.c.id > bindparam("after_id"))),
+            dialect,
+        )
+        self.latest_compaction = Prepared(
+            select(compactions)
+            .where(_session(compactions))
+            .order_by(compactions.c.id.desc())
+            .limit(1),
+            dialect,
+        )
+        upsert = insert(tool_results).values(
+            {
+                name: bindparam(name)
+                for name in (
+                    "partition_key",
+                    "run_id",
+                    "tool_call_id",
+                    "tool_name",
+                    "content",
+                    "error_kind",
+                    "created_at",
+                )
+            }
+        )
+        self.upsert_tool_result = Prepared(
+            upsert.on_conflict_do_update(
+                index_elements=["partition_key", "run_id", "tool_call_id"],
+                set_={
+                    "content": upsert.excluded.content,
+                    "error_kind": upsert.excluded.error_kind,
+                },
+            ),
+            dialect,
+        )
+        self.last_sequence = Prepared(
+            select(func.max(events.c.sequence)).where(
+                events.c.root_run_id == bindparam("root_run_id")
+            ),
+            dialect,
+        )
+        self.insert_event = Prepared(
+            events.insert().values(
+                {
+                    name: bindparam(name)
+                    for name in ("partition_key", "root_run_id", "sequence", "body", "created_at")
+                }
+            ),
+            dialect,
+        )
+        self.event_lock = Prepared(
+            text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:root))"), dialect
+        )
+        self.event_notify = Prepared(text("SELECT pg_notify(:channel, :root)"), dialect)
+        self._tool_results: dict[int, Prepared] = {}
+
+    def tool_results(self, count: int) -> Prepared:
+        """The read of ``count`` tool results (``tool_call_id_0`` ...), prepared once per count
+        up to `MAX_PREPARED_IDS`."""
+        prepared = self._tool_results.get(count)
+        if prepared is None:
+            ids: list[Any] = [bindparam(f"tool_call_id_{index}") for index in range(count)]
+            prepared = Prepared(
+                select(tool_results.c.tool_call_id, tool_results.c.content).where(
+                    (tool_results.c.partition_key == bindparam("partition_key"))
+                    & (tool_results.c.run_id == bindparam("run_id"))
+                    & tool_results.c.tool_call_id.in_(ids)
+                ),
+                self.dialect,
+            )
+            if count <= MAX_PREPARED_IDS:
+                self._tool_results[count] = prepared  # (a race builds it twice: harmless)
+        return prepared
