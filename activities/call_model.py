@@ -90,7 +90,9 @@ async def _call_model(
     system_prompt = system_prompt_for(snapshot, agent) + contract_instructions(
         input.result_contract
     )
-    tools = _offered_tools(snapshot, agent, context.memory_tools, root=ref.depth == 0)
+    # Handoffs are for roots, and only while the run has some left.
+    may_hand_off = ref.depth == 0 and input.handoff_allowed
+    tools = _offered_tools(snapshot, agent, context.memory_tools, handoffs=may_hand_off)
     request = ModelRequest(
         profile=profile,
         agent_id=agent.id,
@@ -172,17 +174,18 @@ def _offered_tools(
     agent: AgentDefinition,
     memory_tools: MemoryTools,
     *,
-    root: bool = True,
+    handoffs: bool = True,
 ) -> list[dict[str, Any]]:
     """What the model sees: allowed tools, memory tools, `agent.call` if anyone is reachable,
-    `agent.handoff` (root runs only) if anyone may take the conversation over."""
+    `agent.handoff` (if ``handoffs``: root runs with handoffs left) if anyone may take the
+    conversation over."""
     names = snapshot.tool_names_for(agent)
     tools = tool_definitions(snapshot, names) + memory_tools.definitions(names)
     tools += human_tools(agent)
     reachable = snapshot.reachable_agents(agent)
     if reachable:
         tools.append(agent_call_tool_definition(reachable))
-    targets = snapshot.handoff_targets(agent) if root else []
+    targets = snapshot.handoff_targets(agent) if handoffs else []
     if targets:
         choose = agent.handoff.model_may_choose_context
         tools.append(handoff_tool_definition(targets, may_choose_context=choose))

@@ -370,6 +370,9 @@ class ModelCallInput(_Contract):
     #: Turns played by earlier agents of the run (`RunPlan.turn_offset`): the model request's
     #: turn is the agent's own (``turn - turn_offset``).
     turn_offset: int = 0
+    #: False once the run has used its ``max_handoffs``: `agent.handoff` is then not offered
+    #: (a call would only be refused).
+    handoff_allowed: bool = True
 
     @property
     def run_ref(self) -> RunRef:

@@ -264,6 +264,14 @@ async def test_a_handoff_loop_is_bounded_by_max_handoffs(
     last = provider.calls("ping")[-1]
     assert last.messages[-1]["role"] == "tool"
     assert "max_handoffs (2) reached" in last.messages[-1]["content"]
+    # Once the run has none left, `agent.handoff` is no longer offered (a scripted model calls
+    # it all the same, and is refused as above).
+    offered = [
+        {tool["function"]["name"] for tool in request.tools}
+        for request in provider.calls("ping")
+        if request.purpose == "turn"
+    ]
+    assert "agent.handoff" in offered[0] and "agent.handoff" not in offered[-1]
 
 
 async def test_the_default_max_handoffs_is_five(

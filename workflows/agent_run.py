@@ -826,6 +826,7 @@ class AgentRunWorkflow:
                     compaction_threshold=self._input.request.session.threshold_percentage,
                     events=events,
                     turn_offset=plan.turn_offset,
+                    handoff_allowed=self._handoffs.left(plan) > 0,
                 ),
                 result_type=ModelTurn,
                 task_queue=plan.model_task_queue,  # None: this workflow's own queue

@@ -99,6 +99,10 @@ class Handoffs:
         self.chain = chain
         self.accepted: AcceptedHandoff | None = None
 
+    def left(self, plan: RunPlan) -> int:
+        """How many more handoffs the run may make (``max_handoffs`` minus those made)."""
+        return max(0, plan.limits.max_handoffs - len(self.chain))
+
     @staticmethod
     def is_handoff(plan: RunPlan, call: ToolCallSpec) -> bool:
         """A call this run answers as a handoff (else: refused like any unavailable tool)."""
@@ -193,7 +197,7 @@ class Handoffs:
                 f"'{self.accepted.step.to_agent}'",
             )
         limit = plan.limits.max_handoffs
-        if len(self.chain) >= limit:
+        if self.left(plan) == 0:
             return (
                 ToolErrorKind.PERMISSION_DENIED,
                 f"max_handoffs ({limit}) reached: this run cannot hand off again; "
