@@ -543,6 +543,45 @@ async def test_await_reports_a_carried_child_terminated_from_outside(
     assert results["a1"]["running"] == []
 
 
+async def test_status_reports_a_carried_child_terminated_from_outside(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`agent.status` of a child started in an earlier history asks Temporal: a terminated
+    child sent no signal, yet the status says it ended (not "running")."""
+    provider = RecordingProvider()
+    release = provider.gate("boss", 3)
+    config = scripted_config(
+        {
+            "boss": [
+                calls(spawn("s1")),
+                calls(control("st", "status", handle="s1")),
+                calls(control("st2", "status", handle="s1")),  # in the next history
+                "done",
+            ],
+            "worker": [ENDLESS],
+        },
+        agents=[boss(), agent("worker")],
+        policy=RuntimePolicy(continue_as_new_after_turns=2),
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
+        await wait_until(
+            lambda: any(r.turn == 3 for r in provider.calls("boss")),
+            within=60,
+            message="the boss's third turn, in its next history",
+        )
+        await client.get_workflow_handle(f"{handle.run_id}/worker.s1").terminate("by hand")
+        release.set()
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+        results = tool_results(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "done"
+    assert results["st"]["status"] == "running"
+    assert results["st2"]["status"] == "failed", results["st2"]
+    assert "ended outside the runtime: terminated" in results["st2"]["result"]["failure"]["message"]
+
+
 async def test_a_run_ends_at_once_when_its_carried_child_was_terminated(
     client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

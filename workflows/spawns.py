@@ -109,6 +109,8 @@ CANCEL_WAIT = timedelta(seconds=30)
 CARRIED_POLL = timedelta(seconds=15)
 #: Patch id: waits on carried children ask Temporal about them (`describe_runs`).
 WATCH_CARRIED_SPAWNS = "watch-carried-spawns"
+#: Patch id: `agent.status` of a carried child asks Temporal about it (`describe_runs`).
+STATUS_OF_CARRIED_SPAWNS = "status-of-carried-spawns"
 #: The longest `agent.await` timeout the tool accepts (a year; the run's deadline caps it too).
 MAX_AWAIT_SECONDS = 365 * 24 * 3600
 #: The most handles one `agent.await` may name.
@@ -338,7 +340,17 @@ class Spawner:
             return await self._await(checked)
         if name == AGENT_CANCEL_TOOL:
             await self._cancel(checked)
+        else:
+            await self._look_at_carried(checked)
         return self._status(checked)
+
+    async def _look_at_carried(self, handle: str) -> None:
+        """A child started in an earlier history reports its end only by signal, which a
+        child terminated from outside never sends: ask Temporal before saying "running"
+        (checked only for such a child, so other status calls leave no patch marker)."""
+        carried = self._carried_open((handle,))
+        if carried and workflow.patched(STATUS_OF_CARRIED_SPAWNS):
+            await self._describe(carried)
 
     def _known(self, handle: str) -> SpawnedCall:
         known = self._calls.get(handle)
