@@ -9,6 +9,11 @@ binary, with the same throttle-removing dynamic config and custom search attribu
 pytest-asyncio runs with a session-scoped event loop (see ``pyproject.toml``), which is what
 lets async session fixtures such as ``temporal_env`` be shared by every test.
 
+Every worker the tests build runs its workflows in the strict Temporal sandbox
+(``OTHERONE_WORKFLOW_SANDBOX=strict``, inherited by worker subprocesses): production runs
+unsandboxed for speed (`otherone.worker.sandbox`), so the suite is what guards the workflow code
+against non-deterministic calls. tests/test_default_sandbox.py runs the shipped mode.
+
 Store tests take ``store_url`` / ``store``, parametrized over SQLite and PostgreSQL: the same
 suite runs on both backends, each test on an empty database of its own.
 """
@@ -16,6 +21,7 @@ suite runs on both backends, each test on an empty database of its own.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -28,6 +34,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.store import Store
+from otherone.worker.sandbox import WORKFLOW_SANDBOX_ENV
 from tests.harness import start_test_server
 from tests.store_fixtures import (
     PostgresUnavailable,
@@ -35,6 +42,9 @@ from tests.store_fixtures import (
     postgres_server,
     running_in_ci,
 )
+
+# Before any test builds a worker; `setdefault` lets a run of the suite choose another mode.
+os.environ.setdefault(WORKFLOW_SANDBOX_ENV, "strict")
 
 # --------------------------------------------------------------------------- Temporal server
 

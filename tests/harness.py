@@ -29,6 +29,7 @@ from otherone.store import Store
 from otherone.worker.app import AgentWorker, build_worker
 from otherone.worker.connection import data_converter
 from otherone.worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
+from otherone.worker.sandbox import WorkflowSandbox
 
 
 async def start_test_server() -> WorkflowEnvironment:
@@ -79,8 +80,11 @@ async def agent_env(
     store: Store | None = None,
     authorizer: AgentCallAuthorizer | None = None,
     max_concurrent_activities: int = 64,
+    workflow_sandbox: WorkflowSandbox | None = None,
 ) -> AsyncIterator[AgentEnv]:
-    """A running worker for ``config`` and an AgentClient that reads events from its store."""
+    """A running worker for ``config`` and an AgentClient that reads events from its store.
+
+    ``workflow_sandbox`` ``None``: the suite's mode (``strict``, see tests/conftest.py)."""
     own_store = store is None
     store = store or Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     worker = build_worker(
@@ -91,6 +95,7 @@ async def agent_env(
         providers=providers,
         authorizer=authorizer,
         max_concurrent_activities=max_concurrent_activities,
+        workflow_sandbox=workflow_sandbox,
     )
     try:
         async with worker:

@@ -11,7 +11,7 @@ from typing import Any, Self
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.worker import Interceptor, Worker
+from temporalio.worker import Interceptor, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from otherone.activities.agent_activities import AgentActivities
@@ -35,12 +35,13 @@ from otherone.worker.queues import (
     plan_workers,
     stamp_queues,
 )
+from otherone.worker.sandbox import WorkflowSandbox, workflow_sandbox_from_env
 from otherone.workflows import AgentRunWorkflow
 
 #: Our pure modules (pydantic models, constants): passed through the sandbox so they are imported
 #: once per worker, not once per workflow run. Listed one by one: Temporal matches passthrough
 #: names by prefix, and "otherone" alone would also pass through `otherone.workflows` (which
-#: must stay sandboxed so its determinism is checked) and the I/O subpackages.
+#: stays sandboxed in the ``strict`` mode so its determinism is checked) and the I/O subpackages.
 PASSTHROUGH_MODULES = (
     "otherone.authorization",
     "otherone.config",
@@ -67,10 +68,29 @@ PASSTHROUGH_MODULES = (
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 
+#: Our workflow modules: re-imported per run by the ``strict`` sandbox only.
+WORKFLOW_MODULES = "otherone.workflows"
+
+
 def sandbox_runner() -> SandboxedWorkflowRunner:
+    """The full sandbox (mode ``strict``): our workflow modules are re-imported for every run and
+    their non-deterministic calls fail the workflow task."""
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
+
+
+def workflow_runner(mode: WorkflowSandbox) -> WorkflowRunner:
+    """How workflow code runs in ``mode`` (`otherone.worker.sandbox`)."""
+    if mode == "strict":
+        return sandbox_runner()
+    if mode == "passthrough":
+        return SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(
+                *PASSTHROUGH_MODULES, WORKFLOW_MODULES
+            )
+        )
+    return UnsandboxedWorkflowRunner()
 
 
 class AgentWorker:
@@ -185,6 +205,7 @@ def build_worker(
     max_concurrent_tool_calls: int | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(0),
     workflows: Sequence[type] = (AgentRunWorkflow,),
+    workflow_sandbox: WorkflowSandbox | None = None,
 ) -> AgentWorker:
     """The workers that run agent workflows (on ``task_queue``) and their activities.
 
@@ -201,13 +222,17 @@ def build_worker(
     ``max_concurrent_activities``); ``roles`` picks which of workflows, model and tools this
     process serves (all by default). Every worker of a deployment must name the same queues.
     ``workflows`` replaces the workflow class(es) (e.g. a patched version in upgrade tests).
-    Raises `ConfigurationError` for roles that cannot work with these queues.
+    ``workflow_sandbox`` is how workflow code runs (`otherone.worker.sandbox`); ``None`` reads
+    ``OTHERONE_WORKFLOW_SANDBOX`` (default ``off``; the test suite sets ``strict``).
+    Raises `ConfigurationError` for roles that cannot work with these queues, or for an
+    unknown ``OTHERONE_WORKFLOW_SANDBOX``.
     """
     queues = TaskQueues(task_queue, model_task_queue, tool_task_queue)
     slots = SlotLimits(
         max_concurrent_activities, max_concurrent_model_calls, max_concurrent_tool_calls
     )
     planned = plan_workers(queues, parse_roles([str(role) for role in roles]), slots)
+    mode = workflow_sandbox_from_env() if workflow_sandbox is None else workflow_sandbox
     activities = AgentActivities(ActivityContext(config, store, dict(providers or {}), authorizer))
     return AgentWorker(
         [
@@ -216,7 +241,7 @@ def build_worker(
                 task_queue=spec.task_queue,
                 workflows=list(workflows) if spec.workflows else [],
                 activities=_activities_for(spec, activities, queues),
-                workflow_runner=sandbox_runner(),
+                workflow_runner=workflow_runner(mode),
                 max_concurrent_activities=spec.max_concurrent_activities,
                 interceptors=interceptors,
                 max_cached_workflows=max_cached_workflows,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from otherone.worker.queues import ALL_ROLES, WorkerRole, parse_roles
+from otherone.worker.sandbox import DEFAULT_WORKFLOW_SANDBOX, WorkflowSandbox
 
 DEFAULT_TASK_QUEUE = "otherone"
 DEFAULT_DATA_DIR = Path(".otherone")
@@ -182,6 +183,13 @@ class Settings(BaseModel):
         description="Activity slots of the tool task queue's worker (when split); default: "
         "max_concurrent_activities.",
     )
+    workflow_sandbox: WorkflowSandbox = Field(
+        DEFAULT_WORKFLOW_SANDBOX,
+        description="How workflow code runs: off (fastest: Temporal's unsandboxed runner), "
+        "passthrough (Temporal's sandbox, our workflow modules imported once) or strict (the "
+        "full sandbox: our workflow modules re-imported per run, non-deterministic calls fail "
+        "the workflow task; what the tests use). See docs/operations.md.",
+    )
     tracing: bool = Field(
         default_factory=_otel_exporter_configured,
         description="OpenTelemetry tracing (exporters from OTEL_* variables); default: on when "
@@ -279,6 +287,11 @@ class Settings(BaseModel):
     @classmethod
     def _upper_log_level(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("workflow_sandbox", mode="before")
+    @classmethod
+    def _lower_workflow_sandbox(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("serve_cors_origins", mode="before")
     @classmethod

@@ -1,0 +1,162 @@
+"""The shipped workflow mode (`otherone.worker.sandbox`'s default, unsandboxed) is tested too.
+
+The rest of the suite runs the strict sandbox (tests/conftest.py), which guards the workflow code
+against non-deterministic calls. Production runs without it, so here representative runs (a tool
+turn, an agent call, a cancellation) and every recorded history go through the default mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from otherone.client.agent_client import build_request
+from otherone.definitions import AgentDefinition
+from otherone.errors import ConfigurationError
+from otherone.runs import RunOutcome, RunStatus
+from otherone.store import Store
+from otherone.tools import tool
+from otherone.worker.app import build_worker, workflow_runner
+from otherone.worker.sandbox import (
+    DEFAULT_WORKFLOW_SANDBOX,
+    WORKFLOW_SANDBOX_ENV,
+    WorkflowSandbox,
+    parse_workflow_sandbox,
+    workflow_sandbox_from_env,
+)
+from otherone.worker.settings import Settings
+from otherone.workflows import AgentRunWorkflow
+from tests.harness import agent_env, scripted_config
+from tests.providers import RecordingProvider
+from tests.test_replay import RECORDED
+
+SHIPPED = DEFAULT_WORKFLOW_SANDBOX
+
+
+def test_production_runs_unsandboxed_and_the_suite_strict() -> None:
+    assert SHIPPED == "off"
+    assert workflow_sandbox_from_env({}) == SHIPPED
+    assert workflow_sandbox_from_env({WORKFLOW_SANDBOX_ENV: " "}) == SHIPPED  # empty = unset
+    assert Settings.model_fields["workflow_sandbox"].default == SHIPPED
+    assert isinstance(workflow_runner("off"), UnsandboxedWorkflowRunner)
+    assert isinstance(workflow_runner("passthrough"), SandboxedWorkflowRunner)
+    assert isinstance(workflow_runner("strict"), SandboxedWorkflowRunner)
+    # tests/conftest.py: every other test builds its workers in the strict sandbox.
+    assert os.environ[WORKFLOW_SANDBOX_ENV] == "strict"
+
+
+def test_an_unknown_mode_is_a_configuration_error() -> None:
+    assert parse_workflow_sandbox(" Strict ") == "strict"
+    with pytest.raises(ConfigurationError, match=WORKFLOW_SANDBOX_ENV):
+        parse_workflow_sandbox("loose")
+    with pytest.raises(ValueError, match="workflow_sandbox"):
+        Settings(_env_file=None, workflow_sandbox="loose")  # type: ignore[call-arg]
+
+
+async def test_the_worker_uses_the_mode_it_is_given(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    config = scripted_config({"agent": ["done"]})
+    modes: list[tuple[WorkflowSandbox | None, type]] = [
+        ("off", UnsandboxedWorkflowRunner),
+        ("strict", SandboxedWorkflowRunner),
+        (None, SandboxedWorkflowRunner),  # None: OTHERONE_WORKFLOW_SANDBOX, strict in the suite
+    ]
+    try:
+        for index, (mode, runner) in enumerate(modes):
+            queue = f"{task_queue}-{index}"  # one worker per queue and client
+            worker = build_worker(client, config, store, task_queue=queue, workflow_sandbox=mode)
+            [temporal_worker] = worker.workers
+            assert isinstance(temporal_worker.config()["workflow_runner"], runner)
+    finally:
+        store.close()
+
+
+@tool
+def lookup(key: str) -> dict[str, str]:
+    """Look a key up."""
+    return {"key": key, "value": "42"}
+
+
+async def test_a_tool_turn(client: Client, task_queue: str, tmp_path: Path) -> None:
+    step = {"tool_calls": [{"name": "lookup", "id": "c1", "arguments": {"key": "answer"}}]}
+    config = scripted_config(
+        {"agent": [step, "it is 42"]},
+        agents=[AgentDefinition(id="agent", description="agent", tools=["lookup"])],
+        tools=[lookup],
+    )
+    async with agent_env(client, task_queue, config, tmp_path, workflow_sandbox=SHIPPED) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="answer?"))
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "it is 42"
+    assert result.usage.tool_calls == 1 and result.usage.model_calls == 2
+
+
+async def test_an_agent_call(client: Client, task_queue: str, tmp_path: Path) -> None:
+    call = {"name": "agent.call", "id": "call_1", "arguments": {"agent": "worker", "task": "go"}}
+    config = scripted_config(
+        {"coordinator": [{"tool_calls": [call]}, "final answer"], "worker": ["worker result"]},
+        agents=[
+            AgentDefinition(
+                id="coordinator", description="coordinator", callable_agents=["worker"]
+            ),
+            AgentDefinition(id="worker", description="worker"),
+        ],
+    )
+    async with agent_env(client, task_queue, config, tmp_path, workflow_sandbox=SHIPPED) as env:
+        result = await env.agents.run(build_request(entry_agent="coordinator", input="start"))
+        records = await env.agents.list_run_tree(result.root_run_id)
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "final answer"
+    assert [(r.agent_id, r.depth, r.status) for r in records] == [
+        ("coordinator", 0, RunStatus.COMPLETED),
+        ("worker", 1, RunStatus.COMPLETED),
+    ]
+    assert result.usage.agent_calls == 1
+
+
+async def test_a_cancellation(client: Client, task_queue: str, tmp_path: Path) -> None:
+    provider = RecordingProvider()
+    provider.gate("agent", 1)  # never released: the model "hangs"
+    config = scripted_config({"agent": ["never"]})
+    async with agent_env(
+        client,
+        task_queue,
+        config,
+        tmp_path,
+        providers={"scripted": provider},
+        workflow_sandbox=SHIPPED,
+    ) as env:
+        handle = await env.agents.start(
+            build_request(entry_agent="agent", input="wait", session={"session_id": "s1"})
+        )
+        await asyncio.wait_for(provider.started.wait(), 10)
+        await handle.cancel()
+        result = await asyncio.wait_for(handle.result(), 20)
+        provider.gate("agent", 1).set()
+        again = await env.agents.run(
+            build_request(entry_agent="agent", input="again", session={"session_id": "s1"})
+        )
+    assert result.outcome is RunOutcome.CANCELLED and result.failure is None
+    assert again.outcome is RunOutcome.COMPLETED  # the cancelled run released its session
+
+
+def _history(path: Path) -> WorkflowHistory:
+    return WorkflowHistory.from_json(path.stem, path.read_text())
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda path: path.stem)
+async def test_recorded_history_replays_unsandboxed(path: Path) -> None:
+    replayer = Replayer(
+        workflows=[AgentRunWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=workflow_runner(SHIPPED),
+    )
+    result = await replayer.replay_workflow(_history(path))
+    assert result.replay_failure is None
