@@ -405,9 +405,13 @@ def _visible(ref: RunRef, body: dict[str, Any]) -> bool:
 
 
 def _heartbeat_if_running() -> None:
-    """Heartbeat when called inside an activity (store helpers also run in tests directly)."""
+    """Heartbeat when called inside an activity (store helpers also run in tests directly).
+
+    Not in a local activity (prepare_run, finish_run): it has no heartbeats, and Temporal's
+    core would log a warning for each one."""
     with contextlib.suppress(RuntimeError):
-        activity.heartbeat()
+        if not activity.info().is_local:
+            activity.heartbeat()
 
 
 async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -241,9 +241,20 @@ def scheduled_activity(event: Mapping[str, Any]) -> str | None:
     return None if attributes is None else str(attributes.get("activityType", {}).get("name"))
 
 
+#: Marker a local activity leaves in history (Temporal core), instead of scheduled/started/closed.
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+
+
+def local_activity(event: Mapping[str, Any]) -> bool:
+    marker = event.get("markerRecordedEventAttributes")
+    return marker is not None and marker.get("markerName") == LOCAL_ACTIVITY_MARKER
+
+
 def scheduled_counts(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Activities and child workflows a history scheduled (a check that the work was done)."""
-    activities = sum(scheduled_activity(e) is not None for e in events)
+    """Activities (local ones included) and child workflows a history scheduled (a check that
+    the work was done)."""
+    events = list(events)
+    activities = sum(scheduled_activity(e) is not None or local_activity(e) for e in events)
     children = sum("startChildWorkflowExecutionInitiatedEventAttributes" in e for e in events)
     return {"activities": activities, "child_workflows": children}
 

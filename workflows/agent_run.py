@@ -27,7 +27,12 @@ from temporalio.common import (
     SearchAttributeUpdate,
     TypedSearchAttributes,
 )
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    RetryState,
+    is_cancelled_exception,
+)
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -191,6 +196,8 @@ WAIT_FOR_CANCELLED_TOOLS = "wait-for-cancelled-tools"
 #: Patch id: the `summary` context's model call of a handoff counts against the run's
 #: model-call and token budgets and in its usage.
 HANDOFF_SUMMARY_USAGE = "handoff-summary-usage"
+#: prepare_run and finish_run run as local activities (no task round trip through the server).
+LOCAL_PREPARE_FINISH = "local-prepare-finish"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
 #: (an approval that timed out with effect `fail`).
@@ -528,7 +535,7 @@ class AgentRunWorkflow:
             else ActivityCancellationType.TRY_CANCEL
         )
         try:
-            plan: RunPlan = await workflow.execute_activity(
+            plan: RunPlan = await _store_activity(
                 ACTIVITY_PREPARE_RUN,
                 PrepareRunInput(
                     ref=self._ref(None),
@@ -540,10 +547,6 @@ class AgentRunWorkflow:
                     result_contract=input.effective_result_contract,
                 ),
                 result_type=RunPlan,
-                start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
-                schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
-                heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
-                retry_policy=STORE_RETRY,
                 cancellation_type=cancellation,
                 summary=f"prepare {input.request.entry_agent}",
             )
@@ -1211,7 +1214,7 @@ class AgentRunWorkflow:
         """Flush pending entries, release the session lease (only if this run holds it), and
         record the end."""
         pending, self._pending = tuple(self._pending), []
-        await workflow.execute_activity(
+        await _store_activity(
             ACTIVITY_FINISH_RUN,
             FinishRunInput(
                 ref=ref,
@@ -1223,11 +1226,12 @@ class AgentRunWorkflow:
                 output=ending.output,
                 record=self.record(),
             ),
-            start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
-            schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
-            heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            result_type=None,
+            cancellation_type=ActivityCancellationType.TRY_CANCEL,
             summary=f"finish {self._status.value}",
+            # A cancelled run waits for its finish only FINISH_GRACE, a server timer; a local
+            # activity in progress holds the workflow task (and so that timer) open.
+            may_be_local=ending.outcome is not RunOutcome.CANCELLED,
         )
 
     def _elapsed(self) -> int:
@@ -1390,6 +1394,54 @@ def _reraise_cancellation(error: ActivityError) -> None:
     """
     if is_cancelled_exception(error) or _cancellation_swallowed():
         raise asyncio.CancelledError() from error
+
+
+async def _store_activity(
+    name: str,
+    input: Any,
+    *,
+    result_type: type | None,
+    cancellation_type: ActivityCancellationType,
+    summary: str,
+    may_be_local: bool = True,
+) -> Any:
+    """prepare_run / finish_run: a local activity on new histories (`LOCAL_PREPARE_FINISH`),
+    which saves the round trips of an activity task through the server."""
+    if may_be_local and workflow.patched(LOCAL_PREPARE_FINISH):
+        try:
+            return await workflow.execute_local_activity(
+                name,
+                input,
+                result_type=result_type,
+                start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+                schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
+                retry_policy=STORE_RETRY,
+                cancellation_type=cancellation_type,
+                summary=summary,
+            )
+        except ApplicationError as failure:
+            # A local activity's own error arrives bare (a remote one's inside an ActivityError,
+            # as do a local one's timeout and cancellation): wrap it so callers see one shape.
+            raise ActivityError(
+                f"local activity {name} failed",
+                scheduled_event_id=0,
+                started_event_id=0,
+                identity="",
+                activity_type=name,
+                activity_id="",
+                retry_state=RetryState.NON_RETRYABLE_FAILURE,
+            ) from failure
+    return await workflow.execute_activity(
+        name,
+        input,
+        result_type=result_type,
+        start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+        schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
+        heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
+        retry_policy=STORE_RETRY,
+        cancellation_type=cancellation_type,
+        summary=summary,
+    )
 
 
 __all__ = ["AgentRunWorkflow"]
