@@ -18,7 +18,8 @@ from uuid import uuid4
 
 from temporalio import activity, workflow
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 with workflow.unsafe.imports_passed_through():
     from bench.common import (
@@ -89,13 +90,16 @@ class FloorTree:
         return result
 
 
-def _worker(client: Client, task_queue: str) -> Worker:
+def _worker(client: Client, task_queue: str, *, sandboxed: bool = True) -> Worker:
+    """The floor's worker; ``sandboxed=False`` runs its workflows as our workers do by default
+    (`OTHERONE_WORKFLOW_SANDBOX=off`), so the floor pays no sandbox that ours skips."""
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[FloorRun, FloorTree],
         activities=[step],
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
+        workflow_runner=SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner(),
     )
 
 

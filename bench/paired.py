@@ -44,11 +44,11 @@ from typing import Any, cast
 from uuid import uuid4
 
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from bench import floor, ours
 from bench.common import Sizes, history_events, peak_rss_mb, rss_mb, summary
 from otherone.worker.app import connect
+from otherone.worker.sandbox import workflow_sandbox_from_env
 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 Run = Callable[[], Awaitable[Any]]
@@ -89,23 +89,40 @@ PEER_MODULES = {
 }
 
 
+#: The floor in Temporal's sandbox, next to the reference floor when ours runs unsandboxed.
+SANDBOXED = "floor_sandboxed"
+
+
+def ours_sandboxed() -> bool:
+    """Whether our workers run in Temporal's sandbox here (`OTHERONE_WORKFLOW_SANDBOX`)."""
+    return workflow_sandbox_from_env() != "off"
+
+
+async def _floors(client: Client, stack: contextlib.AsyncExitStack, turns: int) -> dict[str, Run]:
+    """The floor, run the way ours is (in the sandbox or not: the floor must not pay for what
+    ours skips); when ours runs unsandboxed, also ``floor_sandboxed`` (Temporal's default, as
+    the peers run) for reference."""
+    floors: dict[str, Run] = {}
+    kinds = [("floor", ours_sandboxed())] + ([] if ours_sandboxed() else [(SANDBOXED, True)])
+    for name, sandboxed in kinds:
+        queue = f"paired-{name}-{uuid4()}"
+        await stack.enter_async_context(floor._worker(client, queue, sandboxed=sandboxed))
+        floors[name] = functools.partial(floor._run, client, queue, turns)
+    return floors
+
+
 @contextlib.asynccontextmanager
 async def contenders(
     client: Client, turns: int, peers: bool = False
 ) -> AsyncIterator[dict[str, Run]]:
     """Every contender's worker running (own task queues), and a function making one run of
-    each: the floor, ours and, with ``peers``, the two peer integrations."""
-    floor_queue, ours_queue = f"paired-floor-{uuid4()}", f"paired-ours-{uuid4()}"
-    floor_worker: Worker = floor._worker(client, floor_queue)
+    each: the floor(s) (`_floors`), ours and, with ``peers``, the two peer integrations."""
     async with contextlib.AsyncExitStack() as stack:
-        await stack.enter_async_context(floor_worker)
+        runs = await _floors(client, stack, turns)
         bench = await stack.enter_async_context(
-            ours.running(client, ours_queue, ours.bench_config(Sizes(), turns))
+            ours.running(client, f"paired-ours-{uuid4()}", ours.bench_config(Sizes(), turns))
         )
-        runs: dict[str, Run] = {
-            "floor": lambda: floor._run(client, floor_queue, turns),
-            "ours": lambda: bench.run("counter"),
-        }
+        runs["ours"] = lambda: bench.run("counter")
         if peers:
             runs.update(await _peer_runs(client, stack, turns))
         for run in runs.values():  # warm-up: imports, caches, first workflow tasks
@@ -241,7 +258,9 @@ async def history(client: Client, turns: int, peers: bool = False) -> dict[str, 
     found: dict[str, Any] = {}
     floor_queue, ours_queue = f"paired-floor-{uuid4()}", f"paired-ours-{uuid4()}"
     async with contextlib.AsyncExitStack() as stack:
-        await stack.enter_async_context(floor._worker(client, floor_queue))
+        await stack.enter_async_context(
+            floor._worker(client, floor_queue, sandboxed=ours_sandboxed())
+        )
         bench = await stack.enter_async_context(
             ours.running(client, ours_queue, ours.bench_config(Sizes(), turns))
         )
@@ -302,6 +321,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     meter = Meter(args.server_pid)
     result: dict[str, Any] = {"load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
     result["peers"] = sorted(PEER_MODULES) if args.peers else []
+    result["ours_sandboxed"] = ours_sandboxed()
     parts = set(args.parts.split(","))
     if "turns_10" in parts:
         result["turns_10"] = await sequential(client, meter, 10, args.rounds, args.peers)

@@ -295,7 +295,9 @@ def paired_table(result: Result) -> str:
             f"{r['rss_mb_before']:.0f} MB before, peak {r['rss_mb_peak']:.0f} MB, "
             f"{r['rss_mb_after']:.0f} MB after | | | bounded memory | |"
         )
-    if result.get("peers"):
+    if result.get("peers") or any(
+        "floor_sandboxed" in result.get(key, {}) for key in ("turns_10", "concurrent")
+    ):
         lines += ["", *_peers_table(result)]
     start, end = result.get("load_average_at_start"), result.get("load_average_at_end")
     lines.append("")
@@ -306,6 +308,7 @@ def paired_table(result: Result) -> str:
 #: Column names of the contenders of a paired run with the peers.
 PAIRED_NAMES = {
     "floor": "floor",
+    "floor_sandboxed": "floor in the sandbox",
     "ours": "ours",
     "pydantic_ai": "Pydantic AI",
     "openai_agents": "OpenAI Agents",
@@ -315,7 +318,13 @@ PAIRED_NAMES = {
 def _peers_table(result: Result) -> list[str]:
     """Every contender of the same paired run, as a ratio to the floor's run of each round
     (per turn and history: lower is better; throughput: higher is better)."""
-    names = ["floor", "ours", *result["peers"]]
+    parts = [result[key] for key in ("turns_10", "turns_60", "concurrent") if key in result]
+    optional = [
+        name
+        for name in ("floor_sandboxed", *result.get("peers", []))
+        if any(name in part for part in parts)
+    ]
+    names = ["floor", "ours", *optional]
     lines = [
         "| measure (ratio to the floor, median of rounds) | "
         + " | ".join(PAIRED_NAMES.get(name, name) for name in names)
@@ -336,7 +345,9 @@ def _peers_table(result: Result) -> list[str]:
     for key in ("turns_10", "concurrent"):
         part = result.get(key)
         if part:
-            cells = " | ".join(_ms(part[name]["cpu_ms_per_run"]) for name in names if name in part)
+            cells = " | ".join(
+                _ms(part[name]["cpu_ms_per_run"]) if name in part else "—" for name in names
+            )
             lines.append(f"| CPU ms per run ({key}), worker+client | {cells} |")
     return lines
 
