@@ -3,7 +3,8 @@
 No agent logic, no store, trivial activities; the default data converter. Each workflow schedules
 exactly the activities (and child workflows) one of our runs does, in the same order:
 
-- w1/w2 (`FloorRun`): prepare, ``turns`` x (model, tool), model, finish.
+- w1/w2 (`FloorRun`): prepare, ``turns`` x (model, tool), model, finish (prepare and finish
+  as local activities, as ours runs them).
 - w3 (`FloorTree`): prepare, model, per child (in parallel) a check activity then a child
   workflow, model, finish; a leaf is prepare, model, finish.
 """
@@ -49,6 +50,12 @@ async def _step(name: str) -> str:
     return result
 
 
+async def _local_step(name: str) -> str:
+    """prepare and finish: local activities, as ours runs them (patch local-prepare-finish)."""
+    result: str = await workflow.execute_local_activity(step, name, start_to_close_timeout=TIMEOUT)
+    return result
+
+
 @dataclass
 class RunInput:
     turns: int
@@ -58,12 +65,12 @@ class RunInput:
 class FloorRun:
     @workflow.run
     async def run(self, input: RunInput) -> str:
-        await _step("prepare")
+        await _local_step("prepare")
         for turn in range(input.turns):
             await _step(f"model {turn}")
             await _step(f"tool {turn}")
         await _step("model final")
-        return await _step("finish")
+        return await _local_step("finish")
 
 
 @dataclass
@@ -75,13 +82,13 @@ class TreeInput:
 class FloorTree:
     @workflow.run
     async def run(self, input: TreeInput) -> str:
-        await _step("prepare")
+        await _local_step("prepare")
         await _step("model")
         if input.fanout:
             below = TreeInput(fanout=tuple(input.fanout[1:]))
             await asyncio.gather(*(self._call(index, below) for index in range(input.fanout[0])))
             await _step("model final")
-        return await _step("finish")
+        return await _local_step("finish")
 
     async def _call(self, index: int, below: TreeInput) -> str:
         await _step(f"check call {index}")
