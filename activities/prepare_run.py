@@ -3,6 +3,8 @@ it (model, limits, tools, reachable agents) for the workflow."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,14 +40,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
     if input.inherited_deadline is not None:
         lease_until = min(lease_until, input.inherited_deadline + LEASE_SLACK)
     try:
-        await context.io(
-            context.store.acquire_session,
-            input.ref.partition_key,
-            input.ref.session_id,
-            input.ref.run_id,
-            internal=input.internal_session,
-            lease_until=lease_until,
-        )
+        await _acquire_session(context, input, lease_until)
     except SessionBusyError as error:
         raise failure(FailureCode.SESSION_BUSY, error.message) from error
     ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
@@ -96,6 +91,35 @@ def _tool_settings(
     if source is None:
         return None
     return ToolSettings(timeout_seconds=source.timeout_seconds, max_attempts=source.max_attempts)
+
+
+async def _acquire_session(
+    context: ActivityContext, input: PrepareRunInput, lease_until: datetime
+) -> None:
+    """Take the session's lease. A cancellation does not leave the store call behind: the
+    call goes on in its thread and could take the lease after the run has ended (and its
+    finish released nothing), locking the session until the lease expires. So a cancelled
+    prepare lets the call end, gives back whatever lease it took, and only then stops."""
+    ref = input.ref
+    acquiring = asyncio.ensure_future(
+        context.io(
+            context.store.acquire_session,
+            ref.partition_key,
+            ref.session_id,
+            ref.run_id,
+            internal=input.internal_session,
+            lease_until=lease_until,
+        )
+    )
+    try:
+        await asyncio.shield(acquiring)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await acquiring
+            await context.io(
+                context.store.release_session, ref.partition_key, ref.session_id, ref.run_id
+            )
+        raise
 
 
 def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:

@@ -111,6 +111,43 @@ async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
     assert again.outcome is RunOutcome.COMPLETED
 
 
+async def test_a_cancel_during_the_lease_store_call_never_leaves_the_session_locked(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Cancelled while `acquire_session` runs in its worker thread, prepare lets the call end
+    and gives back the lease it took; the run ends cancelled only then. (It used to stop at
+    once while the thread went on and took the lease for the ended run: the session stayed
+    locked until the lease expired.)"""
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="acquire_session")
+    config = scripted_config({"agent": ["done"]})
+    try:
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+            handle = await env.agents.start(
+                build_request(entry_agent="agent", input="wait", session={"session_id": "s1"})
+            )
+            assert await asyncio.to_thread(store.entered.wait, 20)
+            await handle.cancel()
+            ending = asyncio.ensure_future(handle.result())
+            # The run's end waits for the store call (a workflow task holding a local activity
+            # is renewed within ~6 s: the cancel has reached the activity well before this).
+            done, _ = await asyncio.wait({ending}, timeout=10)
+            assert not done, "the run ended while its lease was still being taken"
+            store.release.set()
+            result = await asyncio.wait_for(ending, 20)
+            assert store.session_holder("local", "s1") is None
+            again = await asyncio.wait_for(
+                env.agents.run(
+                    build_request(entry_agent="agent", input="again", session={"session_id": "s1"})
+                ),
+                20,
+            )
+    finally:
+        store.release.set()
+        store.close()
+    assert result.outcome is RunOutcome.CANCELLED, result.failure
+    assert again.outcome is RunOutcome.COMPLETED, again.failure
+
+
 def tool_that_waits(started: asyncio.Event, blocked: str | None = None) -> Any:
     """A tool whose first call waits until cancelled (the first run), later ones answer.
 
