@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -71,11 +72,13 @@ def _message(row: EntryRow) -> dict[str, Any]:
             content = CHILD_OUTPUT_LABEL + content
         return {"role": "tool", "tool_call_id": row.tool_call_id, "content": content}
     message: dict[str, Any] = {"role": row.role, "content": row.content}
+    # Copies: the rows are shared with the store's per-worker session cache, and a provider
+    # (a public extension point) that edited a message in place would corrupt later turns.
     if row.tool_calls:
-        message["tool_calls"] = row.tool_calls
+        message["tool_calls"] = copy.deepcopy(row.tool_calls)
     reasoning = (row.meta or {}).get(REASONING_KEY)
     if reasoning:
-        message[REASONING_KEY] = reasoning
+        message[REASONING_KEY] = copy.deepcopy(reasoning)
     return message
 
 

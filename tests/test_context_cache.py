@@ -221,6 +221,12 @@ def test_building_a_request_leaves_the_cached_entries_unchanged(store: Store) ->
     for message in messages:
         _wire_message(message, WireNames(["t"]))
     assert rows == before == _turn(store)
+    # A provider of the user's own that edits its request in place touches copies only.
+    edited = [call for message in messages for call in message.get("tool_calls", [])]
+    assert edited, "the session has a tool call"
+    for call in edited:
+        call["function"]["name"] = "edited in place"
+    assert rows == before == _turn(store)
 
 
 def _compact(store: Store, key: str, up_to: EntryRow) -> None:
