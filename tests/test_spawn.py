@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, build_request
+from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.runs import RunOutcome, RunStatus
 from otherone.search_attributes import STATUS
@@ -549,6 +550,27 @@ async def test_await_reports_a_carried_child_terminated_from_outside(
     assert results["a1"]["running"] == []
 
 
+def carried_child_config(*later: Any) -> RuntimeConfig:
+    """The boss spawns `s1` (an endless worker), asks its status, then plays ``later`` in its
+    next history (it continues as new after 2 turns): `s1` is a carried child there."""
+    return scripted_config(
+        {
+            "boss": [calls(spawn("s1")), calls(control("st", "status", handle="s1")), *later],
+            "worker": [ENDLESS],
+        },
+        agents=[boss(), agent("worker")],
+        policy=RuntimePolicy(continue_as_new_after_turns=2),
+    )
+
+
+async def boss_in_its_next_history(provider: RecordingProvider) -> None:
+    await wait_until(
+        lambda: any(r.turn == 3 for r in provider.calls("boss")),
+        within=60,
+        message="the boss's third turn, in its next history",
+    )
+
+
 async def test_status_reports_a_carried_child_terminated_from_outside(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
@@ -556,28 +578,15 @@ async def test_status_reports_a_carried_child_terminated_from_outside(
     child sent no signal, yet the status says it ended (not "running")."""
     provider = RecordingProvider()
     release = provider.gate("boss", 3)
-    config = scripted_config(
-        {
-            "boss": [
-                calls(spawn("s1")),
-                calls(control("st", "status", handle="s1")),
-                calls(control("st2", "status", handle="s1")),  # in the next history
-                "done",
-            ],
-            "worker": [ENDLESS],
-        },
-        agents=[boss(), agent("worker")],
-        policy=RuntimePolicy(continue_as_new_after_turns=2),
+    config = carried_child_config(
+        calls(control("st2", "status", handle="s1")),  # in the next history
+        "done",
     )
     async with agent_env(
         client, task_queue, config, tmp_path, providers={"scripted": provider}
     ) as env:
         handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
-        await wait_until(
-            lambda: any(r.turn == 3 for r in provider.calls("boss")),
-            within=60,
-            message="the boss's third turn, in its next history",
-        )
+        await boss_in_its_next_history(provider)
         await client.get_workflow_handle(f"{handle.run_id}/worker.s1").terminate("by hand")
         release.set()
         result = await asyncio.wait_for(handle.result(), timeout=60)
@@ -596,23 +605,12 @@ async def test_a_run_ends_at_once_when_its_carried_child_was_terminated(
     monkeypatch.setattr(spawns, "SPAWN_CANCEL_GRACE", timedelta(minutes=10))
     provider = RecordingProvider()
     release = provider.gate("boss", 3)
-    config = scripted_config(
-        {
-            "boss": [calls(spawn("s1")), calls(control("st", "status", handle="s1")), "done"],
-            "worker": [ENDLESS],
-        },
-        agents=[boss(), agent("worker")],
-        policy=RuntimePolicy(continue_as_new_after_turns=2),
-    )
+    config = carried_child_config("done")
     async with agent_env(
         client, task_queue, config, tmp_path, providers={"scripted": provider}
     ) as env:
         handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
-        await wait_until(
-            lambda: any(r.turn == 3 for r in provider.calls("boss")),
-            within=60,
-            message="the boss's last turn, in its next history",
-        )
+        await boss_in_its_next_history(provider)
         child = client.get_workflow_handle(f"{handle.run_id}/worker.s1")
         await child.terminate("by hand")
         release.set()
