@@ -48,7 +48,7 @@ from otherone.workflows.agent_run import FINISH_GRACE, MAX_QUEUED_MESSAGES
 from tests.api_env import api_env
 from tests.edge_seams import GateStore, RefusingStore, StrictProvider
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, anthropic_stream
-from tests.harness import agent_env, scripted_config, wait_until
+from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 from tests.test_api import assert_problem, run_body
 from tests.test_api import config as api_config
@@ -83,6 +83,12 @@ async def test_input_that_is_no_run_request_ends_failed_invalid_request(
     assert "request.entry_agent: Field required" in results[2][1].failure.message  # type: ignore[union-attr]
 
 
+async def run_again_in_session_s1(env: AgentEnv) -> AgentRunResult:
+    """A second run on session `s1`: it completes only if the first run left it free."""
+    request = build_request(entry_agent="agent", input="again", session={"session_id": "s1"})
+    return await asyncio.wait_for(env.agents.run(request), 20)
+
+
 async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
@@ -97,12 +103,7 @@ async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
             await handle.cancel()
             result = await asyncio.wait_for(handle.result(), 20)
             store.release.set()
-            again = await asyncio.wait_for(
-                env.agents.run(
-                    build_request(entry_agent="agent", input="again", session={"session_id": "s1"})
-                ),
-                20,
-            )
+            again = await run_again_in_session_s1(env)
     finally:
         store.release.set()
         store.close()
@@ -135,12 +136,7 @@ async def test_a_cancel_during_the_lease_store_call_never_leaves_the_session_loc
             store.release.set()
             result = await asyncio.wait_for(ending, 20)
             assert store.session_holder("local", "s1") is None
-            again = await asyncio.wait_for(
-                env.agents.run(
-                    build_request(entry_agent="agent", input="again", session={"session_id": "s1"})
-                ),
-                20,
-            )
+            again = await run_again_in_session_s1(env)
     finally:
         store.release.set()
         store.close()
