@@ -44,7 +44,8 @@ from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import SessionBusyError, Store
 from otherone.tools import tool
 from otherone.worker.devserver import find_temporal_binary
-from otherone.workflows.agent_run import FINISH_GRACE, MAX_QUEUED_MESSAGES
+from otherone.workflows.finishing import FINISH_GRACE
+from otherone.workflows.messages import MAX_QUEUED_MESSAGES
 from tests.api_env import api_env
 from tests.edge_seams import GateStore, RefusingStore, StrictProvider
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, anthropic_stream

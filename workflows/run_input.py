@@ -1,0 +1,86 @@
+"""A run's input, decoded and checked in the workflow itself.
+
+`AgentRunWorkflow` takes its input raw: input that does not fit `RunInput` (e.g. a start from
+Temporal's own client) would otherwise fail every workflow task, for ever. Here it becomes the
+run's input, or a stand-in and the reason the run is refused (`invalid_request`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.common import (
+    RawValue,
+    SearchAttributeKey,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from otherone import search_attributes as attrs
+    from otherone.contracts import RunInput
+    from otherone.runs import AgentRunRequest, RunStatus
+
+
+def decode_input(raw: RawValue | RunInput) -> tuple[RunInput, str | None]:
+    """The run's input, or a stand-in naming this workflow and why the input was refused.
+
+    A subclass registered in its place (a changed version, as a deploy brings) may declare
+    ``RunInput`` and hand over the decoded input.
+    """
+    if isinstance(raw, RunInput):
+        return raw, None
+    try:
+        decoded = workflow.payload_converter().from_payload(raw.payload, RunInput)
+    except ValidationError as error:
+        return _stand_in(), f"invalid run input: {validation_problems(error)}"
+    except Exception as error:  # not JSON at all, or an encoding we do not know
+        return _stand_in(), f"invalid run input: {type(error).__name__}: {error}"
+    if not isinstance(decoded, RunInput):
+        return _stand_in(), "invalid run input: not a RunInput object"
+    return decoded, None
+
+
+def id_problem(input: RunInput) -> str | None:
+    """Why the input's ids cannot be this run's: the workflow id is the run id of every run
+    (the store, events and children are keyed by it), and a root is its own root."""
+    workflow_id = workflow.info().workflow_id
+    if input.run_id != workflow_id:
+        return f"invalid run input: run_id: must be the workflow id '{workflow_id}'"
+    if input.parent_run_id is None and input.root_run_id != input.run_id:
+        return f"invalid run input: root_run_id: a root run's must be its run id '{workflow_id}'"
+    return None
+
+
+def missing_search_attributes(
+    input: RunInput, present: TypedSearchAttributes
+) -> list[SearchAttributeUpdate[Any]]:
+    """Our search attributes of this run that its start did not set."""
+    wanted: list[tuple[SearchAttributeKey[Any], Any]] = [
+        (attrs.AGENT_ID, input.request.entry_agent),
+        (attrs.DEPTH, input.depth),
+        (attrs.PARTITION, input.request.runtime_context.partition_key),
+        (attrs.STATUS, RunStatus.RUNNING.value),
+    ]
+    if input.agent_call_id is not None:
+        wanted.append((attrs.CALL_ID, input.agent_call_id))
+    return [key.value_set(value) for key, value in wanted if present.get(key) is None]
+
+
+def validation_problems(error: ValidationError, limit: int = 5) -> str:
+    """`field.path: message` for the first few problems (the input itself is not repeated)."""
+    problems = [
+        f"{'.'.join(str(part) for part in item['loc']) or '(input)'}: {item['msg']}"
+        for item in error.errors()[:limit]
+    ]
+    more = error.error_count() - len(problems)
+    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _stand_in() -> RunInput:
+    """Ids for the refusal's result and record: the workflow id is the run id of every run."""
+    run_id = workflow.info().workflow_id
+    request = AgentRunRequest.model_construct(entry_agent="", input="")
+    return RunInput.model_construct(run_id=run_id, root_run_id=run_id, request=request)

@@ -1,0 +1,145 @@
+"""The run's two store activities: `prepare_run` at its start, `finish_run` at its end.
+
+prepare_run resolves the snapshot into the run's plan and takes the session lease; finish_run
+flushes the pending entries, records the end and releases the lease. Both are quick store work,
+run as local activities on new histories (`LOCAL_PREPARE_FINISH`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from otherone.contracts import (
+        ACTIVITY_FINISH_RUN,
+        ACTIVITY_PREPARE_RUN,
+        STORE_ACTIVITY_TIMEOUT,
+        STORE_HEARTBEAT_TIMEOUT,
+        STORE_TOTAL_TIMEOUT,
+        FinishRunInput,
+        PrepareRunInput,
+        RunInput,
+        RunPlan,
+        RunRef,
+    )
+    from otherone.errors import FailureCode
+    from otherone.workflows.activity_options import (
+        STORE_RETRY,
+        cancellation_swallowed,
+        reraise_cancellation,
+    )
+    from otherone.workflows.outcomes import Ending, failure_from_activity_error
+
+#: Patch id: a run cancelled while preparing waits for prepare_run to stop (so finishing cannot
+#: race its session lease) and ends `cancelled`.
+CANCELLABLE_PREPARE = "cancellable-prepare"
+#: prepare_run and finish_run run as local activities (no task round trip through the server).
+LOCAL_PREPARE_FINISH = "local-prepare-finish"
+
+
+async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
+    """The run's plan, or the ending of a run that could not be prepared (a cancelled prepare
+    raises `CancelledError`: the run ends cancelled, not failed)."""
+    # Wait for a cancelled prepare to stop before finishing: finish_run releases the session
+    # lease, which a prepare still going on could otherwise take after the release.
+    cancellation = (
+        ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        if workflow.patched(CANCELLABLE_PREPARE)
+        else ActivityCancellationType.TRY_CANCEL
+    )
+    try:
+        plan: RunPlan = await _store_activity(
+            ACTIVITY_PREPARE_RUN,
+            PrepareRunInput(
+                ref=ref,
+                internal_session=input.internal_session,
+                request=input.request,
+                inherited_deadline=input.deadline,
+                caller_model_profile_id=input.caller_model_profile_id,
+                max_iterations=input.max_iterations,
+                result_contract=input.effective_result_contract,
+            ),
+            result_type=RunPlan,
+            cancellation_type=cancellation,
+            summary=f"prepare {input.request.entry_agent}",
+        )
+    except ActivityError as error:
+        reraise_cancellation(error)  # `run` ends the run cancelled, not failed
+        # Prepare is store work: running out of time is a storage error.
+        return Ending.failed(failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR))
+    if (
+        cancellation is ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        and cancellation_swallowed()
+    ):
+        # Prepare completed just as the run was cancelled, and handed its result back: the
+        # run was cancelled all the same.
+        raise asyncio.CancelledError()
+    return plan
+
+
+async def finish_run(finish: FinishRunInput, *, cancelled: bool) -> None:
+    """Flush pending entries, release the session lease (only if this run holds it), and
+    record the end."""
+    await _store_activity(
+        ACTIVITY_FINISH_RUN,
+        finish,
+        result_type=None,
+        cancellation_type=ActivityCancellationType.TRY_CANCEL,
+        summary=f"finish {finish.status.value}",
+        # A cancelled run waits for its finish only FINISH_GRACE, a server timer; a local
+        # activity in progress holds the workflow task (and so that timer) open.
+        may_be_local=not cancelled,
+    )
+
+
+async def _store_activity(
+    name: str,
+    input: Any,
+    *,
+    result_type: type | None,
+    cancellation_type: ActivityCancellationType,
+    summary: str,
+    may_be_local: bool = True,
+) -> Any:
+    """prepare_run / finish_run: a local activity on new histories (`LOCAL_PREPARE_FINISH`),
+    which saves the round trips of an activity task through the server."""
+    if may_be_local and workflow.patched(LOCAL_PREPARE_FINISH):
+        try:
+            return await workflow.execute_local_activity(
+                name,
+                input,
+                result_type=result_type,
+                start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+                schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
+                retry_policy=STORE_RETRY,
+                cancellation_type=cancellation_type,
+                summary=summary,
+            )
+        except ApplicationError as failure:
+            # A local activity's own error arrives bare (a remote one's inside an ActivityError,
+            # as do a local one's timeout and cancellation): wrap it so callers see one shape.
+            raise ActivityError(
+                f"local activity {name} failed",
+                scheduled_event_id=0,
+                started_event_id=0,
+                identity="",
+                activity_type=name,
+                activity_id="",
+                retry_state=RetryState.NON_RETRYABLE_FAILURE,
+            ) from failure
+    return await workflow.execute_activity(
+        name,
+        input,
+        result_type=result_type,
+        start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
+        schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
+        heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
+        retry_policy=STORE_RETRY,
+        cancellation_type=cancellation_type,
+        summary=summary,
+    )
