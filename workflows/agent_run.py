@@ -14,8 +14,10 @@ lives in the store and activities receive references to it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from pydantic import JsonValue
 from temporalio import workflow
 from temporalio.common import (
     RawValue,
@@ -29,14 +31,11 @@ with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
     from otherone.config import AGENT_CALL_TOOL, AGENT_SPAWN_TOOL
     from otherone.contracts import (
-        ACTIVITY_CALL_MODEL,
-        ACTIVITY_HAND_OFF,
         QUERY_APPROVALS,
         QUERY_RECORD,
         QUERY_RUN_REF,
         SIGNAL_SPAWNED_RUN_ENDED,
         SIGNAL_USER_MESSAGES,
-        STORE_HEARTBEAT_TIMEOUT,
         UPDATE_CALL_AGENT,
         UPDATE_DECIDE_APPROVAL,
         WORKFLOW_NAME,
@@ -47,7 +46,6 @@ with workflow.unsafe.imports_passed_through():
         FinishRunInput,
         HandOffInput,
         HandOffResult,
-        ModelCallInput,
         ModelTurn,
         PendingEntry,
         RunPlan,
@@ -63,16 +61,13 @@ with workflow.unsafe.imports_passed_through():
         AgentFailure,
         AgentOutput,
         AgentRunResult,
+        HandoffStep,
         RunOutcome,
         RunRecord,
         RunStatus,
     )
     from otherone.workflows.activity_options import (
-        HEARTBEAT_TIMEOUT,
-        MODEL_CALL_TIMEOUT,
-        MODEL_RETRY,
         cancellation_swallowed,
-        paired_cancellation,
         reraise_cancellation,
     )
     from otherone.workflows.agent_calls import (
@@ -86,12 +81,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.workflows.finishing import (
         BOUNDED_FINISH,
+        FINISH_GRACE,
         run_result,
         shielded,
         unstored_failure,
     )
     from otherone.workflows.handoffs import Handoffs, denial_of
     from otherone.workflows.messages import MessageQueue
+    from otherone.workflows.model_steps import call_model
     from otherone.workflows.outcomes import (
         BudgetLedger,
         Claimants,
@@ -105,9 +102,15 @@ with workflow.unsafe.imports_passed_through():
         input_entries,
     )
     from otherone.workflows.output_retries import OutputRetries, invalid_output
-    from otherone.workflows.run_input import decode_input, id_problem, missing_search_attributes
+    from otherone.workflows.run_input import (
+        decode_input,
+        id_problem,
+        missing_search_attributes,
+        refused_result,
+        run_ref,
+    )
     from otherone.workflows.spawns import Spawner, report_to_caller
-    from otherone.workflows.store_steps import finish_run, prepare_run
+    from otherone.workflows.store_steps import finish_run, hand_off, prepare_run
     from otherone.workflows.tool_steps import ToolSteps, record_decision, tool_key
 
 #: Patch id: a run cancelled while waiting for its children stops once they have ended, instead
@@ -337,14 +340,7 @@ class AgentRunWorkflow:
         self._status = RunStatus.FAILED
         self._finished_at = workflow.now()
         workflow.logger.warning("run input refused: %s", problem)
-        return AgentRunResult(
-            run_id=self._input.run_id,
-            root_run_id=self._input.root_run_id,
-            agent_id=self._input.request.entry_agent,
-            session_id="",
-            outcome=RunOutcome.FAILED,
-            failure=failure,
-        )
+        return refused_result(self._input, failure)
 
     async def _execute(self) -> Ending:
         if self._input.carry is not None:
@@ -497,41 +493,49 @@ class AgentRunWorkflow:
             self._usage.model_calls += 1
         pending, self._pending = tuple(self._pending), []
         events = self._decided.take()
+        handoff = HandOffInput(
+            ref=ref,
+            plan=plan,
+            step=step,
+            number=len(self._handoffs.chain) + 1,
+            message=accepted.message,
+            last_turns=accepted.last_turns,
+            pending=pending,
+            events=events,
+            record=self.record(),
+            with_usage=counted,
+        )
         try:
-            done: RunPlan | HandOffResult = await workflow.execute_activity(
-                ACTIVITY_HAND_OFF,
-                HandOffInput(
-                    ref=ref,
-                    plan=plan,
-                    step=step,
-                    number=len(self._handoffs.chain) + 1,
-                    message=accepted.message,
-                    last_turns=accepted.last_turns,
-                    pending=pending,
-                    events=events,
-                    record=self.record(),
-                    with_usage=counted,
-                ),
-                result_type=HandOffResult if counted else RunPlan,
-                start_to_close_timeout=MODEL_CALL_TIMEOUT,  # a summary is a model call
-                heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
-                retry_policy=MODEL_RETRY,
-                summary=f"hand off {step.from_agent} → {step.to_agent} ({step.context})",
-            )
+            done = await hand_off(handoff)
         except ActivityError as error:
             self._pending = list(pending)  # not written: keep them for the final flush
             reraise_cancellation(error)
             denial = denial_of(error)
-            if denial is not None:  # the authorizer said no: the agent goes on, told why
-                if counted:
-                    assert self._ledger is not None
-                    self._ledger.release_model_call()  # no summary was written
-                    self._usage.model_calls -= 1
-                self._pending, back = self._handoffs.denied(self._pending, events, denial)
-                self._decided.items = [*back, *self._decided.items]
-                return
-            failure = failure_from_activity_error(error, default=FailureCode.CONTEXT_ERROR)
-            raise RunEnded(Ending.failed(failure)) from None
+            if denial is None:
+                failure = failure_from_activity_error(error, default=FailureCode.CONTEXT_ERROR)
+                raise RunEnded(Ending.failed(failure)) from None
+            self._hand_off_denied(denial, events, counted)
+            return
+        await self._continue_as_next_agent(plan, step, done, settled)
+
+    def _hand_off_denied(
+        self, denial: str, events: tuple[dict[str, JsonValue], ...], counted: bool
+    ) -> None:
+        """The authorizer said no: the agent goes on, told why."""
+        if counted:
+            assert self._ledger is not None
+            self._ledger.release_model_call()  # no summary was written
+            self._usage.model_calls -= 1
+        self._pending, back = self._handoffs.denied(self._pending, events, denial)
+        self._decided.items = [*back, *self._decided.items]
+
+    async def _continue_as_next_agent(
+        self,
+        plan: RunPlan,
+        step: HandoffStep,
+        done: RunPlan | HandOffResult,
+        settled: Callable[[], bool],
+    ) -> None:
         next_plan = done.plan if isinstance(done, HandOffResult) else done
         if isinstance(done, HandOffResult):
             assert self._ledger is not None
@@ -561,6 +565,17 @@ class AgentRunWorkflow:
         self._ledger.reserve_model_call()
         self._usage.model_calls += 1
         turn = await self._call_model(plan, ref, iteration)
+        self._charge(turn)
+        if not turn.tool_calls:
+            if self._messages.queued:
+                return None  # messages arrived while the model answered: go round once more
+            return self._final_answer(plan, turn)
+        await self._run_tools(plan, ref, iteration, turn)
+        return None
+
+    def _charge(self, turn: ModelTurn) -> None:
+        """The model call's usage, and its compactions', against the usage and the budget."""
+        assert self._ledger is not None
         if turn.compaction_calls:  # only turns from workers that count compactions say so
             compaction = turn.compaction_usage()
             self._usage.model_calls += turn.compaction_calls
@@ -569,10 +584,11 @@ class AgentRunWorkflow:
             self._ledger.spend_tokens(compaction.total_tokens)
         self._usage.add_tokens(turn)
         self._ledger.spend_tokens(turn.total_tokens)
-        if not turn.tool_calls:
-            if self._messages.queued:
-                return None  # messages arrived while the model answered: go round once more
-            return self._final_answer(plan, turn)
+
+    async def _run_tools(self, plan: RunPlan, ref: RunRef, iteration: int, turn: ModelTurn) -> None:
+        """The turn's tool calls, their results pending for the next model call (`tool_steps`).
+        Raises `RunEnded` when a result ends the run, `CancelledError` when it was cancelled."""
+        assert self._ledger is not None
         # Until their results are pending, the calls are open: a run ending meanwhile answers
         # them (`_answer_open_calls`), so the session never holds a call without a result.
         self._open_calls = (iteration, turn.tool_calls)
@@ -597,7 +613,6 @@ class AgentRunWorkflow:
             raise RunEnded(ending)
         if cancellation_swallowed() and workflow.patched(STOP_AFTER_CANCELLED_CHILDREN):
             raise asyncio.CancelledError()  # the run was cancelled while its children ended
-        return None
 
     def _final_answer(self, plan: RunPlan, turn: ModelTurn) -> Ending | None:
         if turn.output_error is not None:
@@ -625,36 +640,16 @@ class AgentRunWorkflow:
     async def _call_model(self, plan: RunPlan, ref: RunRef, iteration: int) -> ModelTurn:
         pending, self._pending = tuple(self._pending), []
         events = self._decided.take()
+        allowed = self._handoffs.left(plan) > 0
         try:
-            turn: ModelTurn = await workflow.execute_activity(
-                ACTIVITY_CALL_MODEL,
-                ModelCallInput(
-                    ref=ref.key(),  # resolved by the worker (`otherone.activities.run_refs`)
-                    model_profile_id=plan.model_profile_id,
-                    turn=iteration,
-                    pending=pending,
-                    result_limit_bytes=plan.result_limit_bytes,
-                    result_contract=self._input.effective_result_contract,
-                    context_window=self._input.request.session.context_window,
-                    compaction_threshold=self._input.request.session.threshold_percentage,
-                    events=events,
-                    turn_offset=plan.turn_offset,
-                    handoff_allowed=self._handoffs.left(plan) > 0,
-                ),
-                result_type=ModelTurn,
-                task_queue=plan.model_task_queue,  # None: this workflow's own queue
-                start_to_close_timeout=MODEL_CALL_TIMEOUT,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=MODEL_RETRY,
-                cancellation_type=paired_cancellation(),
-                summary=f"model {plan.model_label} turn {iteration}",
+            return await call_model(
+                self._input, plan, ref, iteration, pending, events, handoff_allowed=allowed
             )
         except ActivityError as error:
             self._pending = list(pending)  # not written: keep them for the final flush
             reraise_cancellation(error)
             failure = failure_from_activity_error(error, default=FailureCode.MODEL_ERROR)
             raise RunEnded(Ending.failed(failure)) from None
-        return turn
 
     def _children_changed(self, active: int) -> None:
         self._set_live_status(active)
@@ -702,10 +697,19 @@ class AgentRunWorkflow:
         result (`finishing.shielded`); a cancelled one ends anyway after `FINISH_GRACE`."""
         finishing = asyncio.ensure_future(self._finish(ending, ref))
         cancelled = ending.outcome is RunOutcome.CANCELLED
-        result = await shielded(finishing, cancelled=cancelled, run_id=self._input.run_id)
+        result = await shielded(finishing, cancelled=cancelled)
         if result is None:
-            return self._unstored(ending, "finishing did not complete in time")
+            return self._out_of_grace(ending)
         return result
+
+    def _out_of_grace(self, ending: Ending) -> AgentRunResult:
+        """`FINISH_GRACE` passed and the end is not stored yet."""
+        workflow.logger.warning(
+            "run %s: its end was not stored within %ss of the cancellation",
+            self._input.run_id,
+            FINISH_GRACE.total_seconds(),
+        )
+        return self._unstored(ending, "finishing did not complete in time")
 
     async def _finish(self, ending: Ending, ref: RunRef) -> AgentRunResult:
         self._ending = ending
@@ -779,20 +783,7 @@ class AgentRunWorkflow:
         return int((end - self._started_at).total_seconds() * 1000)
 
     def _ref(self, plan: RunPlan | None) -> RunRef:
-        input = self._input
-        return RunRef(
-            run_id=input.run_id,
-            root_run_id=input.root_run_id,
-            parent_run_id=input.parent_run_id,
-            agent_call_id=input.agent_call_id,
-            agent_id=input.request.entry_agent,
-            depth=input.depth,
-            partition_key=input.request.runtime_context.partition_key,
-            session_id=self._session_id,
-            snapshot_version=plan.snapshot_version if plan else (input.snapshot_version or ""),
-            include_thinking_events=input.request.include_thinking_events,
-            event_visibility=input.request.event_visibility,
-        )
+        return run_ref(self._input, self._session_id, plan)
 
 
 def _timed_out() -> Ending:

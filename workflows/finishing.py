@@ -24,7 +24,7 @@ FINISH_GRACE = timedelta(seconds=10)
 
 
 async def shielded(
-    finishing: asyncio.Future[AgentRunResult], *, cancelled: bool, run_id: str
+    finishing: asyncio.Future[AgentRunResult], *, cancelled: bool
 ) -> AgentRunResult | None:
     """The result of ``finishing``, even if a cancellation arrives meanwhile (e.g. from a parent
     whose deadline passed while this run was already ending).
@@ -44,11 +44,6 @@ async def shielded(
             cancelled = True
         except TimeoutError:
             finishing.cancel()
-            workflow.logger.warning(
-                "run %s: its end was not stored within %ss of the cancellation",
-                run_id,
-                FINISH_GRACE.total_seconds(),
-            )
             return None
 
 

@@ -20,8 +20,8 @@ from temporalio.common import (
 
 with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
-    from otherone.contracts import RunInput
-    from otherone.runs import AgentRunRequest, RunStatus
+    from otherone.contracts import RunInput, RunPlan, RunRef
+    from otherone.runs import AgentFailure, AgentRunRequest, AgentRunResult, RunOutcome, RunStatus
 
 
 def decode_input(raw: RawValue | RunInput) -> tuple[RunInput, str | None]:
@@ -77,6 +77,35 @@ def validation_problems(error: ValidationError, limit: int = 5) -> str:
     ]
     more = error.error_count() - len(problems)
     return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+
+
+def run_ref(input: RunInput, session_id: str, plan: RunPlan | None) -> RunRef:
+    """What activities (and the `run_ref` query) need to know of the run: its ids and scope."""
+    return RunRef(
+        run_id=input.run_id,
+        root_run_id=input.root_run_id,
+        parent_run_id=input.parent_run_id,
+        agent_call_id=input.agent_call_id,
+        agent_id=input.request.entry_agent,
+        depth=input.depth,
+        partition_key=input.request.runtime_context.partition_key,
+        session_id=session_id,
+        snapshot_version=plan.snapshot_version if plan else (input.snapshot_version or ""),
+        include_thinking_events=input.request.include_thinking_events,
+        event_visibility=input.request.event_visibility,
+    )
+
+
+def refused_result(input: RunInput, failure: AgentFailure) -> AgentRunResult:
+    """The result of a run whose input was refused: nothing was prepared, nothing is written."""
+    return AgentRunResult(
+        run_id=input.run_id,
+        root_run_id=input.root_run_id,
+        agent_id=input.request.entry_agent,
+        session_id="",
+        outcome=RunOutcome.FAILED,
+        failure=failure,
+    )
 
 
 def _stand_in() -> RunInput:

@@ -1,8 +1,10 @@
-"""The run's two store activities: `prepare_run` at its start, `finish_run` at its end.
+"""The run's activities on its session in the store: `prepare_run` at its start, `hand_off`
+between two agents, `finish_run` at its end.
 
 prepare_run resolves the snapshot into the run's plan and takes the session lease; finish_run
 flushes the pending entries, records the end and releases the lease. Both are quick store work,
-run as local activities on new histories (`LOCAL_PREPARE_FINISH`).
+run as local activities on new histories (`LOCAL_PREPARE_FINISH`). hand_off shapes the session
+for the next agent (`otherone.workflows.handoffs`) and plans the run under it.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from otherone.contracts import (
         ACTIVITY_FINISH_RUN,
+        ACTIVITY_HAND_OFF,
         ACTIVITY_PREPARE_RUN,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
         STORE_TOTAL_TIMEOUT,
         FinishRunInput,
+        HandOffInput,
+        HandOffResult,
         PrepareRunInput,
         RunInput,
         RunPlan,
@@ -29,6 +34,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.errors import FailureCode
     from otherone.workflows.activity_options import (
+        MODEL_CALL_TIMEOUT,
+        MODEL_RETRY,
         STORE_RETRY,
         cancellation_swallowed,
         reraise_cancellation,
@@ -95,6 +102,22 @@ async def finish_run(finish: FinishRunInput, *, cancelled: bool) -> None:
         # activity in progress holds the workflow task (and so that timer) open.
         may_be_local=not cancelled,
     )
+
+
+async def hand_off(handoff: HandOffInput) -> RunPlan | HandOffResult:
+    """The plan of the run under the next agent (with the summary's usage when it is counted:
+    `HandOffInput.with_usage`); an `ActivityError` when the handoff failed or was denied."""
+    step = handoff.step
+    done: RunPlan | HandOffResult = await workflow.execute_activity(
+        ACTIVITY_HAND_OFF,
+        handoff,
+        result_type=HandOffResult if handoff.with_usage else RunPlan,
+        start_to_close_timeout=MODEL_CALL_TIMEOUT,  # a summary is a model call
+        heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
+        retry_policy=MODEL_RETRY,
+        summary=f"hand off {step.from_agent} → {step.to_agent} ({step.context})",
+    )
+    return done
 
 
 async def _store_activity(

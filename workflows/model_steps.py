@@ -1,0 +1,65 @@
+"""The model call of a turn: one `call_model` activity, given what the session owes the model.
+
+The activity resolves the run's compact ref, writes the pending entries and the events decided
+in the workflow, calls the model (streaming, heartbeating) and returns the turn: its text or
+tool calls, the calls that wait for a person, and its usage.
+"""
+
+from __future__ import annotations
+
+from pydantic import JsonValue
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from otherone.contracts import (
+        ACTIVITY_CALL_MODEL,
+        ModelCallInput,
+        ModelTurn,
+        PendingEntry,
+        RunInput,
+        RunPlan,
+        RunRef,
+    )
+    from otherone.workflows.activity_options import (
+        HEARTBEAT_TIMEOUT,
+        MODEL_CALL_TIMEOUT,
+        MODEL_RETRY,
+        paired_cancellation,
+    )
+
+
+async def call_model(
+    run: RunInput,
+    plan: RunPlan,
+    ref: RunRef,
+    iteration: int,
+    pending: tuple[PendingEntry, ...],
+    events: tuple[dict[str, JsonValue], ...],
+    *,
+    handoff_allowed: bool,
+) -> ModelTurn:
+    """The turn's model call (an `ActivityError` when it failed for good or was cancelled)."""
+    turn: ModelTurn = await workflow.execute_activity(
+        ACTIVITY_CALL_MODEL,
+        ModelCallInput(
+            ref=ref.key(),  # resolved by the worker (`otherone.activities.run_refs`)
+            model_profile_id=plan.model_profile_id,
+            turn=iteration,
+            pending=pending,
+            result_limit_bytes=plan.result_limit_bytes,
+            result_contract=run.effective_result_contract,
+            context_window=run.request.session.context_window,
+            compaction_threshold=run.request.session.threshold_percentage,
+            events=events,
+            turn_offset=plan.turn_offset,
+            handoff_allowed=handoff_allowed,
+        ),
+        result_type=ModelTurn,
+        task_queue=plan.model_task_queue,  # None: this workflow's own queue
+        start_to_close_timeout=MODEL_CALL_TIMEOUT,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        retry_policy=MODEL_RETRY,
+        cancellation_type=paired_cancellation(),
+        summary=f"model {plan.model_label} turn {iteration}",
+    )
+    return turn
