@@ -12,7 +12,7 @@ from otherone.config import (
     AGENT_STATUS_TOOL,
 )
 from otherone.definitions import AgentDefinition
-from otherone.workflows.spawns import MAX_AWAIT_HANDLES, MAX_AWAIT_SECONDS
+from otherone.workflows.spawn_arguments import MAX_AWAIT_HANDLES, MAX_AWAIT_SECONDS
 
 _HANDLE = {"type": "string", "description": "A handle returned by agent.spawn."}
 

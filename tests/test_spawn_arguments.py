@@ -15,7 +15,7 @@ from temporalio.client import Client
 from otherone.client.agent_client import build_request
 from otherone.definitions import AgentDefinition
 from otherone.runs import RunOutcome
-from otherone.workflows.spawns import MAX_AWAIT_HANDLES, parse_await
+from otherone.workflows.spawn_arguments import MAX_AWAIT_HANDLES, parse_await
 from tests.harness import agent_env, scripted_config
 
 pytestmark = pytest.mark.timeout(120)

@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         Claimants,
         DecidedEvents,
         call_refused_event,
+        call_result,
         failure_from_activity_error,
     )
 
@@ -433,16 +434,7 @@ class AgentCaller:
         self._child_done(call_id)
         self._stored.add(call_id)
         self._ledger.refund(result.budget_remaining)
-        return AgentCallResult(
-            call_id=call_id,
-            target=call_plan.target_id,
-            run_id=result.run_id,
-            outcome=result.outcome,
-            failure=result.failure,
-            output=result.output,
-            usage=result.usage,
-            artifacts=result.artifacts,
-        )
+        return call_result(call_id, call_plan.target_id, result)
 
 
 def _too_many_children(call_id: str, request: AgentCallRequest, plan: RunPlan) -> AgentCallResult:

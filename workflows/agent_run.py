@@ -109,7 +109,8 @@ with workflow.unsafe.imports_passed_through():
         refused_result,
         run_ref,
     )
-    from otherone.workflows.spawns import Spawner, report_to_caller
+    from otherone.workflows.spawn_results import report_to_caller
+    from otherone.workflows.spawns import Spawner
     from otherone.workflows.store_steps import finish_run, hand_off, prepare_run
     from otherone.workflows.tool_steps import ToolSteps, record_decision, tool_key
 

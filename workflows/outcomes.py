@@ -19,6 +19,7 @@ from otherone.runs import (
     AgentCallResult,
     AgentFailure,
     AgentOutput,
+    AgentRunResult,
     InputMessage,
     RunOutcome,
     RunUsage,
@@ -143,6 +144,20 @@ def entry_error(entry: PendingEntry) -> str | None:
     if isinstance(failure, dict) and isinstance(failure.get("message"), str):
         return str(failure["message"])
     return None
+
+
+def call_result(call_id: str, target: str, result: AgentRunResult) -> AgentCallResult:
+    """A child's run result, structured as the result of the agent call that started it."""
+    return AgentCallResult(
+        call_id=call_id,
+        target=target,
+        run_id=result.run_id,
+        outcome=result.outcome,
+        failure=result.failure,
+        output=result.output,
+        usage=result.usage,
+        artifacts=result.artifacts,
+    )
 
 
 def call_refused_event(result: AgentCallResult) -> dict[str, JsonValue]:

@@ -34,9 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -59,12 +58,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.contracts import (
         ACTIVITY_DESCRIBE_RUNS,
-        SIGNAL_SPAWNED_RUN_ENDED,
         DescribeRunsInput,
-        EndedRun,
         EndedRuns,
         PendingEntry,
-        RunInput,
         RunPlan,
         RunRef,
         SpawnedCall,
@@ -72,29 +68,38 @@ with workflow.unsafe.imports_passed_through():
         ToolCallSpec,
     )
     from otherone.definitions import TreeBudget
-    from otherone.errors import FailureCode
     from otherone.runs import (
         AgentCallRequest,
         AgentCallResult,
-        AgentFailure,
         AgentRunResult,
         RunOutcome,
-        RunUsage,
     )
     from otherone.workflows.agent_calls import (
         AgentCallArgumentsError,
         AgentCaller,
         parse_agent_call,
-        tool_arguments,
     )
     from otherone.workflows.agent_calls import _abnormal_child as abnormal_child
     from otherone.workflows.outcomes import (
         BudgetLedger,
         Claimants,
         DecidedEvents,
+        call_result,
         invalid_arguments_entry,
         tool_completed_event,
         tool_started_event,
+    )
+    from otherone.workflows.spawn_arguments import (
+        AwaitRequest,
+        SpawnArgumentsError,
+        parse_await,
+        parse_handle,
+        unknown_handle,
+    )
+    from otherone.workflows.spawn_results import (
+        children_reported,
+        ended_unseen,
+        stub,
     )
 
 #: How long a run that ends waits for the spawned children it cancelled to stop.
@@ -111,80 +116,6 @@ CARRIED_POLL = timedelta(seconds=15)
 WATCH_CARRIED_SPAWNS = "watch-carried-spawns"
 #: Patch id: `agent.status` of a carried child asks Temporal about it (`describe_runs`).
 STATUS_OF_CARRIED_SPAWNS = "status-of-carried-spawns"
-#: The longest `agent.await` timeout the tool accepts (a year; the run's deadline caps it too).
-MAX_AWAIT_SECONDS = 365 * 24 * 3600
-#: The most handles one `agent.await` may name.
-MAX_AWAIT_HANDLES = 256
-#: How much of a model-written handle an error message repeats.
-_HANDLE_SHOWN = 80
-
-
-class SpawnArgumentsError(ValueError):
-    """Malformed arguments of a spawn tool (goes back to the model as invalid_arguments)."""
-
-
-@dataclass(frozen=True)
-class AwaitRequest:
-    """`agent.await`: which handles (None: every one not reported yet), for how long at most."""
-
-    handles: tuple[str, ...] | None
-    timeout_seconds: float | None
-
-
-def _object(arguments: str, allowed: set[str]) -> dict[str, object]:
-    return tool_arguments(arguments, allowed, SpawnArgumentsError)
-
-
-def parse_await(arguments: str) -> AwaitRequest:
-    """Handles (each once, in the order given) and a finite timeout: anything else is the
-    model's error to read, never a value that reaches the workflow's timers (an infinite or
-    huge timeout fails the workflow task with OverflowError)."""
-    raw = _object(arguments, {"handles", "timeout_seconds"})
-    handles = raw.get("handles")
-    if handles is not None and (
-        not isinstance(handles, list)
-        or not handles
-        or not all(isinstance(handle, str) for handle in handles)
-    ):
-        raise SpawnArgumentsError("handles: must be a non-empty list of handle strings")
-    if handles is not None and len(handles) > MAX_AWAIT_HANDLES:
-        raise SpawnArgumentsError(f"handles: at most {MAX_AWAIT_HANDLES} handles")
-    timeout = raw.get("timeout_seconds")
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not math.isfinite(timeout)
-        or not 0 <= timeout <= MAX_AWAIT_SECONDS
-    ):
-        raise SpawnArgumentsError(
-            f"timeout_seconds: must be a number from 0 to {MAX_AWAIT_SECONDS}"
-        )
-    return AwaitRequest(
-        # A handle named twice is awaited, and reported, once.
-        handles=tuple(dict.fromkeys(handles)) if handles is not None else None,
-        timeout_seconds=float(timeout) if timeout is not None else None,
-    )
-
-
-def parse_handle(arguments: str) -> str:
-    handle = _object(arguments, {"handle"}).get("handle")
-    if not isinstance(handle, str) or not handle:
-        raise SpawnArgumentsError("handle: a handle string returned by agent.spawn is required")
-    return handle
-
-
-def call_result(call_id: str, target: str, result: AgentRunResult) -> AgentCallResult:
-    """A spawned child's run result, structured like an `agent.call` result."""
-    return AgentCallResult(
-        call_id=call_id,
-        target=target,
-        run_id=result.run_id,
-        outcome=result.outcome,
-        failure=result.failure,
-        output=result.output,
-        usage=result.usage,
-        artifacts=result.artifacts,
-    )
 
 
 class Spawner:
@@ -228,7 +159,7 @@ class Spawner:
         it (call id, run id, outcome, failure): the output is in the session, and the carry-over
         must stay under Temporal's 2 MB payload limit however many children the run had."""
         return tuple(
-            call.model_copy(update={"result": _stub(call.result)})
+            call.model_copy(update={"result": stub(call.result)})
             if call.reported and call.result is not None
             else call
             for call in self._calls.values()
@@ -316,7 +247,7 @@ class Spawner:
             content=json.dumps(content, ensure_ascii=False),
             tool_call_id=call.id,
             tool_name=call.name,
-            stored_results_of=_children_reported(content),
+            stored_results_of=children_reported(content),
         )
 
     def _checked(self, call: ToolCallSpec, deadline: datetime) -> AwaitRequest | str:
@@ -355,8 +286,7 @@ class Spawner:
     def _known(self, handle: str) -> SpawnedCall:
         known = self._calls.get(handle)
         if known is None:
-            shown = handle if len(handle) <= _HANDLE_SHOWN else f"{handle[:_HANDLE_SHOWN]}…"
-            raise SpawnArgumentsError(f"unknown handle '{shown}' (not spawned by this run)")
+            raise unknown_handle(handle)
         return known
 
     async def _spawn(
@@ -638,54 +568,6 @@ class Spawner:
             )
 
 
-def _children_reported(content: dict[str, object]) -> tuple[str, ...]:
-    """The calls whose child's result this answer reports (``results`` of `agent.await`,
-    ``result`` of `agent.status` / `agent.cancel`): the model reads the result each child
-    stored, as for `agent.call`; the inline copy (within `AWAIT_RESULT_BYTES`) is the
-    fallback for a child that stored none."""
-    results = content.get("results")
-    items = [*(results if isinstance(results, list) else []), content.get("result")]
-    return tuple(
-        item["call_id"]
-        for item in items
-        if isinstance(item, dict) and item.get("run_id") and isinstance(item.get("call_id"), str)
-    )
-
-
-def ended_unseen(call: SpawnedCall, ended: EndedRun) -> AgentCallResult:
-    """The result of a carried call whose child Temporal reports ended without telling its
-    caller: cancelled, or failed with a code and a message that say what happened."""
-    if ended.status == "canceled":
-        return AgentCallResult(
-            call_id=call.call_id,
-            target=call.target,
-            run_id=call.run_id,
-            outcome=RunOutcome.CANCELLED,
-        )
-    if ended.status == "not_found":
-        message = f"spawned run '{call.run_id}' is no longer known to Temporal"
-    elif ended.status == "completed":
-        message = f"spawned run '{call.run_id}' completed, but its result could not be read"
-    else:
-        what = ended.status.replace("_", " ")
-        message = (
-            f"spawned run '{call.run_id}' ended outside the runtime: {what} "
-            "(e.g. `temporal workflow terminate`); it left no result"
-        )
-    failure = AgentFailure(code=FailureCode.INTERNAL_ERROR, message=message)
-    return AgentCallResult(
-        call_id=call.call_id,
-        target=call.target,
-        run_id=call.run_id,
-        outcome=RunOutcome.FAILED,
-        failure=failure,
-    )
-
-
-def _stub(result: AgentCallResult) -> AgentCallResult:
-    return result.model_copy(update={"output": None, "usage": RunUsage(), "artifacts": ()})
-
-
 async def _request_cancel(run_id: str) -> bool:
     """Cancel a spawned child by workflow id (its handle may belong to an earlier history);
     whether the request was delivered."""
@@ -699,27 +581,4 @@ async def _request_cancel(run_id: str) -> bool:
     return True
 
 
-async def report_to_caller(run: RunInput, result: AgentRunResult) -> None:
-    """A spawned run's last step: its result to its caller's current history (a signal by
-    workflow id), even if a cancellation arrives meanwhile. A caller that has ended already
-    cancelled this run, and needs nothing."""
-    if not run.spawned or run.parent_run_id is None or run.agent_call_id is None:
-        return
-    caller = workflow.get_external_workflow_handle(run.parent_run_id)
-    sending = asyncio.ensure_future(
-        caller.signal(
-            SIGNAL_SPAWNED_RUN_ENDED, SpawnEnded(call_id=run.agent_call_id, result=result)
-        )
-    )
-    while True:
-        try:
-            await asyncio.shield(sending)
-            return
-        except asyncio.CancelledError:
-            continue
-        except FailureError as error:
-            workflow.logger.info("run %s: caller not told of the end: %s", run.run_id, error)
-            return
-
-
-__all__ = ["Spawner", "report_to_caller"]
+__all__ = ["Spawner"]
