@@ -42,6 +42,8 @@ HEAVY = (
 UNUSED_BY_SHOW = (
     "cryptography",
     "otherone.client.watch",
+    "otherone.client.watch_render",
+    "otherone.client.watch_state",
     "otherone.contracts",
     "otherone.definitions",
     "otherone.tools",

@@ -26,7 +26,8 @@ from otherone.client.agent_client import (
     root_run_id,
 )
 from otherone.client.console import EventPrinter
-from otherone.client.watch import REFUSED, WatchState
+from otherone.client.watch import WatchState
+from otherone.client.watch_state import REFUSED
 from otherone.contracts import (
     MEMO_FINGERPRINT,
     MEMO_IDEMPOTENCY_KEY,
