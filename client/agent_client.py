@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, overload
@@ -29,8 +28,6 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
@@ -38,12 +35,23 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
+from otherone.client.approval_requests import (
+    open_requests_in_store,
+    refused_decision,
+    split_field,
+)
+
+# A root's ids are part of this module's API (`otherone.client.root_run_id`): served from here too.
+from otherone.client.root_starts import legacy_root_run_id as legacy_root_run_id
+from otherone.client.root_starts import root_run_id as root_run_id
+from otherone.client.root_starts import (
+    root_search_attributes,
+    start_details,
+    start_summary,
+)
+from otherone.client.run_results import not_found_or, record_from_result, result_of_broken_run
 from otherone.client.typed_results import OutputT, output_adapter, output_as, typed_request
 from otherone.errors import (
-    ApprovalConflictError,
-    ApprovalNotAllowedError,
-    ApprovalNotFoundError,
-    FailureCode,
     IdempotencyConflictError,
     InvalidRequestError,
     RunNotActiveError,
@@ -55,14 +63,11 @@ from otherone.runs import (
     DEFAULT_PARTITION,
     MAX_INPUT_BYTES,
     PARTITION_PATTERN,
-    STATUS_FOR_OUTCOME,
     AgentCallRequest,
     AgentCallResult,
-    AgentFailure,
     AgentOutput,
     AgentRunRequest,
     AgentRunResult,
-    RunOutcome,
     RunRecord,
     RunStatus,
     unstorable_problem,
@@ -126,41 +131,6 @@ def _most_specific(error: ValidationError) -> tuple[str, str]:
             found[path].append(message)
     field = max(found, key=lambda path: path.count(".") + bool(path))
     return field, " or ".join(found[field])
-
-
-def root_run_id(request: AgentRunRequest) -> str:
-    """Workflow id of a root run, readable in `temporal workflow list` and the Web UI.
-
-    Keyed: ``<readable key>-<16 hex digits of SHA-256 of partition NUL key>``, e.g.
-    ``invoice-42-3f9a1c0b7d2e4f6a``: a pure function of (partition, key), so the same key is
-    the same workflow id whatever the request says and Temporal's id policies find the reuse
-    (the agent is part of the request, so it is shown by the summary and `OtheroneAgentId`,
-    not by a keyed id: docs/workflow-contract.md "Ids"). Without a key: ``<agent>-<random>``.
-    """
-    key = request.idempotency_key
-    if key is None:
-        return f"{request.entry_agent}-{uuid.uuid4().hex[:20]}"
-    digest = _key_digest(request.runtime_context.partition_key, key)
-    return f"{_readable_key(key) or 'key'}-{digest[:16]}"
-
-
-def legacy_root_run_id(request: AgentRunRequest) -> str | None:
-    """The id a keyed root had before readable ids (``run-`` + 40 hex digits), or None."""
-    key = request.idempotency_key
-    if key is None:
-        return None
-    return f"run-{_key_digest(request.runtime_context.partition_key, key)[:40]}"
-
-
-def _key_digest(partition: str, key: str) -> str:
-    return hashlib.sha256(f"{partition}\x00{key}".encode()).hexdigest()
-
-
-def _readable_key(key: str) -> str:
-    """The key's letters, digits and ``_.-`` (other runs become one ``-``), at most 48: no
-    ``/`` (children's ids nest under their caller's with it), nothing a shell or URL quotes."""
-    slug = _UNREADABLE.sub("-", key).strip("-._")
-    return slug[:_READABLE_KEY_CHARS].rstrip("-._")
 
 
 class RunHandle:
@@ -303,9 +273,9 @@ class AgentClient:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 memo={MEMO_FINGERPRINT: fingerprint, MEMO_IDEMPOTENCY_KEY: request.idempotency_key},
-                search_attributes=_root_search_attributes(request),
-                static_summary=_summary(request),
-                static_details=_details(request, self.config),
+                search_attributes=root_search_attributes(request),
+                static_summary=start_summary(request),
+                static_details=start_details(request, self.config),
             )
         if request.idempotency_key is not None:
             await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
@@ -374,9 +344,9 @@ class AgentClient:
         try:
             result = await handle.result()
         except WorkflowFailureError as error:
-            return _result_of_broken_run(run_id, error)
+            return result_of_broken_run(run_id, error)
         except RPCError as error:
-            raise _not_found_or(error, run_id) from None
+            raise not_found_or(error, run_id) from None
         return result.model_copy(update={"output": await self.resolve_output(result.output)})
 
     async def resolve_output(self, output: AgentOutput | None) -> AgentOutput | None:
@@ -408,7 +378,7 @@ class AgentClient:
                     ) from None
                 raise
             return record.model_copy(update={"output": await self.resolve_output(record.output)})
-        return _record_from_result(await self.result(run_id), description)
+        return record_from_result(await self.result(run_id), description)
 
     async def describe_run(self, run_id: str) -> WorkflowExecutionDescription:
         """Temporal's description of a run (status, root, times) without asking a worker;
@@ -496,7 +466,7 @@ class AgentClient:
                 f"the call '{call_id}' did not answer in time; call again"
             ) from None
         except RPCError as error:
-            raise _not_found_or(error, caller_run_id, finished=True) from None
+            raise not_found_or(error, caller_run_id, finished=True) from None
         return result.model_copy(update={"output": await self.resolve_output(result.output)})
 
     # people in the loop -------------------------------------------------------------------
@@ -530,7 +500,7 @@ class AgentClient:
             )
         except ValidationError as error:
             field, message = _most_specific(error)
-            field, _, message = _split_field(field, message)
+            field, _, message = split_field(field, message)
             raise InvalidRequestError(message, field=field) from None
         await self._check_tenant(run_id)
         content = decision.model_dump_json(exclude={"identity"})
@@ -540,7 +510,7 @@ class AgentClient:
                 UPDATE_DECIDE_APPROVAL, decision, id=update_id, result_type=ApprovalRequest
             )
         except WorkflowUpdateFailedError as error:
-            raise _refused_decision(run_id, call_id, error) from None
+            raise refused_decision(run_id, call_id, error) from None
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -550,7 +520,7 @@ class AgentClient:
                 f"'{self.task_queue}'?); send it again"
             ) from None
         except RPCError as error:
-            raise _not_found_or(error, run_id, finished=True) from None
+            raise not_found_or(error, run_id, finished=True) from None
         return request
 
     async def pending_approvals(self, root_run_id: str | None = None) -> list[ApprovalRequest]:
@@ -576,25 +546,12 @@ class AgentClient:
         if not waiting:
             return []
         if self.store is not None:
-            found = await asyncio.to_thread(self._open_requests_in_store, waiting)
+            found = await asyncio.to_thread(
+                open_requests_in_store, self.store, self.partition_key, waiting
+            )
         else:
             found = await self._open_requests_of_runs(list(waiting))
         return sorted(found, key=lambda request: (request.requested_at, request.call_id))
-
-    def _open_requests_in_store(self, waiting: dict[str, tuple[str, str]]) -> list[ApprovalRequest]:
-        """Requests announced (`approval_requested`) and not yet decided, of waiting runs."""
-        assert self.store is not None
-        requests: dict[tuple[str, str], ApprovalRequest] = {}
-        partitions = {run_id: partition for run_id, (_, partition) in waiting.items()}
-        for root in sorted({root for root, _ in waiting.values()}):
-            cursor = 0
-            while batch := self.store.read_events(
-                root, after=cursor, partition_key=self.partition_key
-            ):
-                for record in batch:
-                    cursor = record.sequence
-                    _apply_approval_event(requests, record, partitions)
-        return [request for request in requests.values() if request.is_open]
 
     async def _open_requests_of_runs(self, run_ids: list[str]) -> list[ApprovalRequest]:
         from otherone.contracts import ApprovalRequest
@@ -622,7 +579,7 @@ class AgentClient:
         try:
             await self._workflow(run_id).signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
         except RPCError as error:
-            raise _not_found_or(error, run_id, finished=True) from None
+            raise not_found_or(error, run_id, finished=True) from None
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""
@@ -633,7 +590,7 @@ class AgentClient:
         try:
             await self._workflow(run_id).cancel()
         except RPCError as error:
-            raise _not_found_or(error, run_id, finished=True) from None
+            raise not_found_or(error, run_id, finished=True) from None
 
     # internals ---------------------------------------------------------------------------
 
@@ -665,7 +622,7 @@ class AgentClient:
         try:
             return await self._workflow(run_id).describe()
         except RPCError as error:
-            raise _not_found_or(error, run_id) from None
+            raise not_found_or(error, run_id) from None
 
     async def _is_running(self, run_id: str) -> bool:
         description = await self._describe(run_id)
@@ -689,166 +646,3 @@ def _validate_messages(batch: tuple[str, ...]) -> None:
             raise InvalidRequestError(
                 f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"
             )
-
-
-def _refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedError) -> Exception:
-    """The run's refusal as our error type (the update's `ApplicationError.type`)."""
-    cause = error.cause
-    kind = getattr(cause, "type", None)
-    message = getattr(cause, "message", None) or str(cause or error)
-    if kind == "approval_not_found":
-        return ApprovalNotFoundError(run_id, call_id)
-    if kind == "approval_not_allowed":
-        return ApprovalNotAllowedError(message)
-    if kind == "approval_conflict":
-        return ApprovalConflictError(message)
-    if kind == "run_ended":
-        return RunNotActiveError(run_id)
-    if kind == "invalid_arguments":
-        field, _, text = message.partition(": ")
-        if field == "arguments" and text:
-            return InvalidRequestError(text, field="arguments")
-        return InvalidRequestError(message, field="decision")
-    return InvalidRequestError(message, field="decision")
-
-
-def _split_field(field: str, message: str) -> tuple[str, str, str]:
-    """``reason: a denial needs a reason`` (a model-level check) names its own field."""
-    head, separator, rest = message.partition(": ")
-    if not field and separator and all(part.isidentifier() for part in head.split(".")):
-        return head, separator, rest
-    return field or "decision", "", message
-
-
-def _apply_approval_event(
-    requests: dict[tuple[str, str], ApprovalRequest],
-    record: EventRecord,
-    waiting: dict[str, str],
-) -> None:
-    from otherone.contracts import ApprovalOutcome, ApprovalRequest
-
-    body = record.event
-    kind, call_id = body.get("type"), body.get("call_id")
-    if record.run_id not in waiting or not isinstance(call_id, str):
-        return
-    key = (record.run_id, call_id)
-    if kind == "approval_requested":
-        timeout = body.get("timeout_seconds")
-        requests[key] = ApprovalRequest(
-            run_id=record.run_id,
-            root_run_id=record.root_run_id,
-            agent_id=record.agent_id,
-            partition_key=waiting[record.run_id],
-            call_id=call_id,
-            tool_name=str(body.get("tool_name") or ""),
-            arguments=str(body.get("arguments") or ""),
-            kind="question" if body.get("kind") == "question" else "approval",
-            question=body.get("question") if isinstance(body.get("question"), str) else None,
-            approvers=tuple(str(name) for name in _list(body.get("approvers"))),
-            requested_at=record.timestamp,
-            timeout_at=record.timestamp + timedelta(seconds=float(timeout))
-            if isinstance(timeout, int | float)
-            else None,
-            on_timeout="fail" if body.get("on_timeout") == "fail" else "deny",
-        )
-    elif kind == "approval_decided" and key in requests:
-        requests[key] = requests[key].model_copy(
-            update={
-                "decision": ApprovalOutcome(
-                    decision=_decided(body.get("decision")),
-                    decided_by=str(body.get("decided_by") or ""),
-                    decided_at=record.timestamp,
-                )
-            }
-        )
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _decided(value: Any) -> Any:
-    return value if value in ("approved", "denied", "answered", "timed_out") else "denied"
-
-
-def _not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exception:
-    if error.status == RPCStatusCode.NOT_FOUND:
-        if finished and "completed" in error.message.lower():
-            return RunNotActiveError(run_id)
-        return RunNotFoundError(run_id)
-    return error
-
-
-def _root_search_attributes(request: AgentRunRequest) -> TypedSearchAttributes:
-    pairs: list[SearchAttributePair[Any]] = [
-        SearchAttributePair(attrs.AGENT_ID, request.entry_agent),
-        SearchAttributePair(attrs.DEPTH, 0),
-        SearchAttributePair(attrs.PARTITION, request.runtime_context.partition_key),
-        SearchAttributePair(attrs.STATUS, RunStatus.RUNNING.value),
-    ]
-    if request.session.session_id:
-        pairs.append(SearchAttributePair(attrs.SESSION_ID, request.session.session_id))
-    return TypedSearchAttributes(pairs)
-
-
-def _summary(request: AgentRunRequest) -> str:
-    text = request.input if isinstance(request.input, str) else request.input[-1].content
-    first_line = text.strip().splitlines()[0] if text.strip() else ""
-    return f"{request.entry_agent}: {first_line[:120]}"
-
-
-def _details(request: AgentRunRequest, config: RuntimeConfig | None) -> str:
-    """What the Web UI shows on the run's page without opening payloads (markdown): the agent,
-    its model and tools when this client has the workers' configuration, the request's limits,
-    tenant, session and idempotency key."""
-    lines = [f"**agent** `{request.entry_agent}`"]
-    agent = config.agents.get(request.entry_agent) if config is not None else None
-    if config is not None and agent is not None:
-        lines.append(f"**model** `{agent.model or config.default_model or '-'}`")
-        lines.append(f"**tools** {agent.tools.model_dump_json()}")
-    if request.limits is not None:
-        lines.append(f"**limits** {request.limits.model_dump_json(exclude_none=True)}")
-    lines.append(f"**partition** `{request.runtime_context.partition_key}`")
-    if request.session.session_id:
-        lines.append(f"**session** `{request.session.session_id}`")
-    if request.idempotency_key is not None:
-        lines.append(f"**idempotency key** `{request.idempotency_key[:200]}`")
-    return "  \n".join(lines)
-
-
-def _result_of_broken_run(run_id: str, error: WorkflowFailureError) -> AgentRunResult:
-    """A run that did not return our structured result (terminated, or failed by a bug)."""
-    message = str(error.cause or error)
-    return AgentRunResult(
-        run_id=run_id,
-        root_run_id=run_id,
-        agent_id="",
-        session_id="",
-        outcome=RunOutcome.FAILED,
-        failure=AgentFailure(
-            code=FailureCode.INTERNAL_ERROR, message=f"workflow ended abnormally: {message}"
-        ),
-    )
-
-
-def _record_from_result(
-    result: AgentRunResult, description: WorkflowExecutionDescription
-) -> RunRecord:
-    found = description.typed_search_attributes
-    return RunRecord(
-        run_id=result.run_id,
-        root_run_id=result.root_run_id,
-        parent_run_id=description.parent_id,
-        agent_call_id=found.get(attrs.CALL_ID),
-        agent_id=result.agent_id,
-        session_id=result.session_id or None,
-        partition_key=found.get(attrs.PARTITION) or DEFAULT_PARTITION,
-        status=STATUS_FOR_OUTCOME[result.outcome],
-        depth=found.get(attrs.DEPTH) or 0,
-        started_at=description.start_time,
-        finished_at=description.close_time,
-        usage=result.usage,
-        failure=result.failure,
-        output=result.output,
-        metadata=dict(result.metadata),
-    )

@@ -1,0 +1,119 @@
+"""Approval requests as the client reads and answers them: the open requests of waiting runs
+(from the store's events), and a run's refusal of a decision as our error types.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import WorkflowUpdateFailedError
+
+from otherone.errors import (
+    ApprovalConflictError,
+    ApprovalNotAllowedError,
+    ApprovalNotFoundError,
+    InvalidRequestError,
+    RunNotActiveError,
+)
+
+# The contract models are imported by the functions that build one (the CLI imports this
+# module through `AgentClient`; `otherone show` builds none of them).
+if TYPE_CHECKING:
+    from otherone.contracts import ApprovalRequest, EventRecord
+    from otherone.store import Store
+
+
+def open_requests_in_store(
+    store: Store, partition_key: str | None, waiting: dict[str, tuple[str, str]]
+) -> list[ApprovalRequest]:
+    """Requests announced (`approval_requested`) and not yet decided, of waiting runs."""
+    requests: dict[tuple[str, str], ApprovalRequest] = {}
+    partitions = {run_id: partition for run_id, (_, partition) in waiting.items()}
+    for root in sorted({root for root, _ in waiting.values()}):
+        cursor = 0
+        while batch := store.read_events(root, after=cursor, partition_key=partition_key):
+            for record in batch:
+                cursor = record.sequence
+                _apply_approval_event(requests, record, partitions)
+    return [request for request in requests.values() if request.is_open]
+
+
+def refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedError) -> Exception:
+    """The run's refusal as our error type (the update's `ApplicationError.type`)."""
+    cause = error.cause
+    kind = getattr(cause, "type", None)
+    message = getattr(cause, "message", None) or str(cause or error)
+    if kind == "approval_not_found":
+        return ApprovalNotFoundError(run_id, call_id)
+    if kind == "approval_not_allowed":
+        return ApprovalNotAllowedError(message)
+    if kind == "approval_conflict":
+        return ApprovalConflictError(message)
+    if kind == "run_ended":
+        return RunNotActiveError(run_id)
+    if kind == "invalid_arguments":
+        field, _, text = message.partition(": ")
+        if field == "arguments" and text:
+            return InvalidRequestError(text, field="arguments")
+        return InvalidRequestError(message, field="decision")
+    return InvalidRequestError(message, field="decision")
+
+
+def split_field(field: str, message: str) -> tuple[str, str, str]:
+    """``reason: a denial needs a reason`` (a model-level check) names its own field."""
+    head, separator, rest = message.partition(": ")
+    if not field and separator and all(part.isidentifier() for part in head.split(".")):
+        return head, separator, rest
+    return field or "decision", "", message
+
+
+def _apply_approval_event(
+    requests: dict[tuple[str, str], ApprovalRequest],
+    record: EventRecord,
+    waiting: dict[str, str],
+) -> None:
+    from otherone.contracts import ApprovalOutcome, ApprovalRequest
+
+    body = record.event
+    kind, call_id = body.get("type"), body.get("call_id")
+    if record.run_id not in waiting or not isinstance(call_id, str):
+        return
+    key = (record.run_id, call_id)
+    if kind == "approval_requested":
+        timeout = body.get("timeout_seconds")
+        requests[key] = ApprovalRequest(
+            run_id=record.run_id,
+            root_run_id=record.root_run_id,
+            agent_id=record.agent_id,
+            partition_key=waiting[record.run_id],
+            call_id=call_id,
+            tool_name=str(body.get("tool_name") or ""),
+            arguments=str(body.get("arguments") or ""),
+            kind="question" if body.get("kind") == "question" else "approval",
+            question=body.get("question") if isinstance(body.get("question"), str) else None,
+            approvers=tuple(str(name) for name in _list(body.get("approvers"))),
+            requested_at=record.timestamp,
+            timeout_at=record.timestamp + timedelta(seconds=float(timeout))
+            if isinstance(timeout, int | float)
+            else None,
+            on_timeout="fail" if body.get("on_timeout") == "fail" else "deny",
+        )
+    elif kind == "approval_decided" and key in requests:
+        requests[key] = requests[key].model_copy(
+            update={
+                "decision": ApprovalOutcome(
+                    decision=_decided(body.get("decision")),
+                    decided_by=str(body.get("decided_by") or ""),
+                    decided_at=record.timestamp,
+                )
+            }
+        )
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _decided(value: Any) -> Any:
+    return value if value in ("approved", "denied", "answered", "timed_out") else "denied"

@@ -1,0 +1,95 @@
+"""A root run's start as Temporal sees it: its workflow id (derived from the idempotency key),
+its search attributes, and the summary and details the Web UI shows (`AgentClient.start`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from otherone import search_attributes as attrs
+from otherone.runs import AgentRunRequest, RunStatus
+
+if TYPE_CHECKING:
+    from otherone.config import RuntimeConfig
+
+_UNREADABLE = re.compile(r"[^A-Za-z0-9_.-]+")
+_READABLE_KEY_CHARS = 48
+
+
+def root_run_id(request: AgentRunRequest) -> str:
+    """Workflow id of a root run, readable in `temporal workflow list` and the Web UI.
+
+    Keyed: ``<readable key>-<16 hex digits of SHA-256 of partition NUL key>``, e.g.
+    ``invoice-42-3f9a1c0b7d2e4f6a``: a pure function of (partition, key), so the same key is
+    the same workflow id whatever the request says and Temporal's id policies find the reuse
+    (the agent is part of the request, so it is shown by the summary and `OtheroneAgentId`,
+    not by a keyed id: docs/workflow-contract.md "Ids"). Without a key: ``<agent>-<random>``.
+    """
+    key = request.idempotency_key
+    if key is None:
+        return f"{request.entry_agent}-{uuid.uuid4().hex[:20]}"
+    digest = _key_digest(request.runtime_context.partition_key, key)
+    return f"{_readable_key(key) or 'key'}-{digest[:16]}"
+
+
+def legacy_root_run_id(request: AgentRunRequest) -> str | None:
+    """The id a keyed root had before readable ids (``run-`` + 40 hex digits), or None."""
+    key = request.idempotency_key
+    if key is None:
+        return None
+    return f"run-{_key_digest(request.runtime_context.partition_key, key)[:40]}"
+
+
+def _key_digest(partition: str, key: str) -> str:
+    return hashlib.sha256(f"{partition}\x00{key}".encode()).hexdigest()
+
+
+def _readable_key(key: str) -> str:
+    """The key's letters, digits and ``_.-`` (other runs become one ``-``), at most 48: no
+    ``/`` (children's ids nest under their caller's with it), nothing a shell or URL quotes."""
+    slug = _UNREADABLE.sub("-", key).strip("-._")
+    return slug[:_READABLE_KEY_CHARS].rstrip("-._")
+
+
+def root_search_attributes(request: AgentRunRequest) -> TypedSearchAttributes:
+    """Our search attributes of a root run, set by its start."""
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(attrs.AGENT_ID, request.entry_agent),
+        SearchAttributePair(attrs.DEPTH, 0),
+        SearchAttributePair(attrs.PARTITION, request.runtime_context.partition_key),
+        SearchAttributePair(attrs.STATUS, RunStatus.RUNNING.value),
+    ]
+    if request.session.session_id:
+        pairs.append(SearchAttributePair(attrs.SESSION_ID, request.session.session_id))
+    return TypedSearchAttributes(pairs)
+
+
+def start_summary(request: AgentRunRequest) -> str:
+    """The run's one-line summary in the Web UI and `temporal workflow list`."""
+    text = request.input if isinstance(request.input, str) else request.input[-1].content
+    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{request.entry_agent}: {first_line[:120]}"
+
+
+def start_details(request: AgentRunRequest, config: RuntimeConfig | None) -> str:
+    """What the Web UI shows on the run's page without opening payloads (markdown): the agent,
+    its model and tools when this client has the workers' configuration, the request's limits,
+    tenant, session and idempotency key."""
+    lines = [f"**agent** `{request.entry_agent}`"]
+    agent = config.agents.get(request.entry_agent) if config is not None else None
+    if config is not None and agent is not None:
+        lines.append(f"**model** `{agent.model or config.default_model or '-'}`")
+        lines.append(f"**tools** {agent.tools.model_dump_json()}")
+    if request.limits is not None:
+        lines.append(f"**limits** {request.limits.model_dump_json(exclude_none=True)}")
+    lines.append(f"**partition** `{request.runtime_context.partition_key}`")
+    if request.session.session_id:
+        lines.append(f"**session** `{request.session.session_id}`")
+    if request.idempotency_key is not None:
+        lines.append(f"**idempotency key** `{request.idempotency_key[:200]}`")
+    return "  \n".join(lines)

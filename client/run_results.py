@@ -1,0 +1,68 @@
+"""What the client makes of Temporal's answers about a run: a finished run's record, the
+result of a run that did not return ours, and RPC errors as our error types.
+"""
+
+from __future__ import annotations
+
+from temporalio.client import WorkflowExecutionDescription, WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from otherone import search_attributes as attrs
+from otherone.errors import FailureCode, RunNotActiveError, RunNotFoundError
+from otherone.runs import (
+    DEFAULT_PARTITION,
+    STATUS_FOR_OUTCOME,
+    AgentFailure,
+    AgentRunResult,
+    RunOutcome,
+    RunRecord,
+)
+
+
+def not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exception:
+    """Temporal's NOT_FOUND as our error (`RunNotActiveError` for a run that has ``finished``
+    when that is what the server says); any other RPC error as it is."""
+    if error.status == RPCStatusCode.NOT_FOUND:
+        if finished and "completed" in error.message.lower():
+            return RunNotActiveError(run_id)
+        return RunNotFoundError(run_id)
+    return error
+
+
+def result_of_broken_run(run_id: str, error: WorkflowFailureError) -> AgentRunResult:
+    """A run that did not return our structured result (terminated, or failed by a bug)."""
+    message = str(error.cause or error)
+    return AgentRunResult(
+        run_id=run_id,
+        root_run_id=run_id,
+        agent_id="",
+        session_id="",
+        outcome=RunOutcome.FAILED,
+        failure=AgentFailure(
+            code=FailureCode.INTERNAL_ERROR, message=f"workflow ended abnormally: {message}"
+        ),
+    )
+
+
+def record_from_result(
+    result: AgentRunResult, description: WorkflowExecutionDescription
+) -> RunRecord:
+    """The record of a finished run: its result, and what Temporal's description adds."""
+    found = description.typed_search_attributes
+    return RunRecord(
+        run_id=result.run_id,
+        root_run_id=result.root_run_id,
+        parent_run_id=description.parent_id,
+        agent_call_id=found.get(attrs.CALL_ID),
+        agent_id=result.agent_id,
+        session_id=result.session_id or None,
+        partition_key=found.get(attrs.PARTITION) or DEFAULT_PARTITION,
+        status=STATUS_FOR_OUTCOME[result.outcome],
+        depth=found.get(attrs.DEPTH) or 0,
+        started_at=description.start_time,
+        finished_at=description.close_time,
+        usage=result.usage,
+        failure=result.failure,
+        output=result.output,
+        metadata=dict(result.metadata),
+    )
