@@ -49,13 +49,26 @@ from otherone.runs import (
 )
 from otherone.store import Store
 
-__all__ = ["ApiContext", "close_streams", "create_app", "openapi_schema"]
+__all__ = ["ApiContext", "ApiToken", "close_streams", "create_app", "openapi_schema"]
 
 STATIC = Path(__file__).resolve().parent / "static"
 RUN_ID_PATTERN = r"^[A-Za-z0-9_./:-]{1,1000}$"
 MAX_RESULT_WAIT_SECONDS = 300.0
 #: Largest request body accepted (inputs are bounded by `MAX_INPUT_BYTES` each).
 MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """What a bearer token grants: one partition, and the identity its approval decisions are
+    made as (what a request's ``approvers`` name; default ``api:<partition>``)."""
+
+    partition: str
+    identity: str | None = None
+
+    @property
+    def decider(self) -> str:
+        return self.identity or f"api:{self.partition}"
 
 
 @dataclass
@@ -66,8 +79,9 @@ class ApiContext:
     store: Store
     task_queue: str = DEFAULT_TASK_QUEUE
     namespace: str = "default"
-    #: bearer token -> partition; empty: no authentication (bind to loopback only).
-    tokens: Mapping[str, str] = field(default_factory=dict)
+    #: bearer token -> its partition (a plain string: identity ``api:<partition>``) or
+    #: `ApiToken`; empty: no authentication (bind to loopback only).
+    tokens: Mapping[str, str | ApiToken] = field(default_factory=dict)
     agents: Sequence[AgentDefinition] = ()
     ui_url: str | None = None
     heartbeat_seconds: float = 15.0
@@ -130,6 +144,9 @@ class Agent(BaseModel):
 class ServerInfo(BaseModel):
     auth_required: bool
     partition_key: str | None = Field(None, description="The caller's partition (token's).")
+    identity: str | None = Field(
+        None, description="Who the caller's approval decisions are made as (token's)."
+    )
     namespace: str
     ui_url: str | None = Field(None, description="Base URL of the Temporal Web UI.")
     version: str
@@ -147,37 +164,55 @@ def _runtime(request: Request) -> _Runtime:
     return runtime
 
 
-def _partition(
+@dataclass(frozen=True)
+class _Caller:
+    """Who calls: their partition and decider identity (both None on a server without tokens:
+    the operator's view, deciding as the server's Temporal identity)."""
+
+    partition: str | None = None
+    identity: str | None = None
+
+
+def _caller(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> str | None:
-    """The caller's partition (None: unauthenticated server, the operator's view)."""
+) -> _Caller:
     tokens = _runtime(request).context.tokens
     if not tokens:
-        return None
+        return _Caller()
     if credentials is None:
         raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
     given = credentials.credentials.encode()
-    found = None
-    for token, partition in tokens.items():  # compare with every token: no timing hint
+    found: str | ApiToken | None = None
+    for token, grant in tokens.items():  # compare with every token: no timing hint
         if hmac.compare_digest(token.encode(), given):
-            found = partition
+            found = grant
     if found is None:
         raise ApiError(401, "unauthorized", "unknown bearer token")
-    return found
+    grant = ApiToken(found) if isinstance(found, str) else found
+    return _Caller(grant.partition, grant.decider)
+
+
+Caller = Annotated[_Caller, Depends(_caller)]
+
+
+def _partition(caller: Caller) -> str | None:
+    """The caller's partition (None: unauthenticated server, the operator's view)."""
+    return caller.partition
 
 
 Partition = Annotated[str | None, Depends(_partition)]
 RunId = Annotated[str, PathParam(pattern=RUN_ID_PATTERN, description="A run id (may hold '/').")]
 
 
-def _agents(request: Request, partition: Partition) -> AgentClient:
+def _agents(request: Request, caller: Caller) -> AgentClient:
     context = _runtime(request).context
     return AgentClient(
         context.temporal,
         task_queue=context.task_queue,
         store=context.store,
-        partition_key=partition,
+        partition_key=caller.partition,
+        identity=caller.identity,
     )
 
 
@@ -386,7 +421,10 @@ class Decision(BaseModel):
     "/runs/{run_id:path}/approvals/{call_id}",
     response_model=ApprovalRequest,
     responses={
-        403: {"description": "Not one of the request's approvers (approval_not_allowed)"},
+        403: {
+            "description": "The token's identity is not one of the request's approvers "
+            "(approval_not_allowed)"
+        },
         409: {"description": "Decided otherwise already (approval_conflict), or the run ended"},
     },
     tags=["approvals"],
@@ -398,7 +436,8 @@ async def decide_approval(
     agents: Agents,
 ) -> ApprovalRequest:
     """Approve (optionally with edited arguments), deny (with a reason) or answer a waiting
-    tool call; the same decision again is accepted."""
+    tool call, as the token's identity (a request naming `approvers` must name it); the same
+    decision again is accepted."""
     if body.decision == "approve":
         return await agents.approve(run_id, call_id, body.arguments)
     if body.decision == "deny":
@@ -488,10 +527,11 @@ async def server_info(request: Request) -> ServerInfo:
 
 
 @router.get("/whoami", response_model=ServerInfo, tags=["server"])
-async def whoami(request: Request, partition: Partition) -> ServerInfo:
-    """`info` plus the caller's partition: a way to check a token."""
+async def whoami(request: Request, caller: Caller) -> ServerInfo:
+    """`info` plus the caller's partition and decider identity: a way to check a token."""
     info = await server_info(request)
-    return info.model_copy(update={"partition_key": partition})
+    identity = caller.identity or _runtime(request).context.temporal.identity
+    return info.model_copy(update={"partition_key": caller.partition, "identity": identity})
 
 
 def _version() -> str:

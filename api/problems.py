@@ -11,7 +11,7 @@ Every error answer has ``type`` (``urn:otherone:problem:<code>``), ``title``, ``
 | ``run_not_found`` | 404 | no such run, or another partition's |
 | ``not_found`` | 404 | no such endpoint |
 | ``approval_not_found`` | 404 | the run has no approval request with that call id |
-| ``approval_not_allowed`` | 403 | the request names approvers and the server is not one |
+| ``approval_not_allowed`` | 403 | the request names approvers and the token's identity is not one |
 | ``approval_conflict`` | 409 | the request was already decided otherwise |
 | ``method_not_allowed`` | 405 | |
 | ``idempotency_conflict`` | 409 | the Idempotency-Key was used for a different request |

@@ -7,7 +7,7 @@ import contextlib
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -15,7 +15,7 @@ from typing import Self
 import uvicorn
 from pydantic import SecretStr
 
-from otherone.api.app import ApiContext, close_streams, create_app
+from otherone.api.app import ApiContext, ApiToken, close_streams, create_app
 from otherone.definitions import AgentDefinition
 from otherone.errors import ConfigurationError
 from otherone.runs import PARTITION_PATTERN
@@ -28,31 +28,42 @@ LOOPBACK = "127.0.0.1"
 #: Seconds uvicorn gives open requests after SIGTERM (streams end at once: `close_streams`).
 GRACEFUL_SHUTDOWN_SECONDS = 5
 _TOKEN_SETTING = "OTHERONE_SERVE_TOKENS"
+#: The longest decider identity (`ApprovalDecision.identity`'s limit).
+MAX_IDENTITY_LENGTH = 256
 
 
-def parse_tokens(value: SecretStr | str | None) -> dict[str, str]:
-    """``'token:partition,...'`` -> {token: partition} (a token has no ':', a partition may);
-    a bad entry names the setting."""
+def parse_tokens(value: SecretStr | str | None) -> dict[str, ApiToken]:
+    """``'token:partition[=identity],...'`` -> {token: ApiToken} (a token has no ':', a
+    partition may; the identity, who the token's approval decisions are made as, defaults to
+    ``api:<partition>``); a bad entry names the setting."""
     text = value.get_secret_value() if isinstance(value, SecretStr) else (value or "")
-    tokens: dict[str, str] = {}
+    tokens: dict[str, ApiToken] = {}
     for index, entry in enumerate(part.strip() for part in text.split(",")):
         if not entry:
             continue
-        token, separator, partition = entry.partition(":")  # a partition may hold colons
+        token, separator, grant = entry.partition(":")  # a partition may hold colons
+        partition, has_identity, identity = grant.partition("=")  # a partition has no '='
         if not separator or not token or not re.fullmatch(PARTITION_PATTERN, partition):
             raise ConfigurationError(
-                f"entry {index + 1} must be 'token:partition' with a valid partition",
+                f"entry {index + 1} must be 'token:partition' or 'token:partition=identity' "
+                "with a valid partition",
                 field=_TOKEN_SETTING,
             )
         if len(token) < 16:
             raise ConfigurationError(
                 f"entry {index + 1}: tokens must be at least 16 characters", field=_TOKEN_SETTING
             )
-        tokens[token] = partition
+        if has_identity and not 0 < len(identity.strip()) <= MAX_IDENTITY_LENGTH:
+            raise ConfigurationError(
+                f"entry {index + 1}: an identity after '=' must be 1-{MAX_IDENTITY_LENGTH} "
+                "characters",
+                field=_TOKEN_SETTING,
+            )
+        tokens[token] = ApiToken(partition, identity.strip() if has_identity else None)
     return tokens
 
 
-def bind_host(settings: Settings, tokens: dict[str, str]) -> tuple[str, str | None]:
+def bind_host(settings: Settings, tokens: Mapping[str, object]) -> tuple[str, str | None]:
     """The address to bind and, when it differs from what was asked, why."""
     if tokens:
         return settings.serve_host or "0.0.0.0", None

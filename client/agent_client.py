@@ -177,6 +177,9 @@ class AgentClient:
     API): it starts runs of that partition only, and a run of another partition is reported as
     not found by every call (results, records, trees, events, messages, cancellation), so a
     leaked or guessed run id reveals nothing. Unscoped (None), the client is an operator's.
+
+    ``identity`` is who its approval decisions are made as (what a request's ``approvers``
+    name); default: the Temporal client's identity.
     """
 
     def __init__(
@@ -188,6 +191,7 @@ class AgentClient:
         partition_key: str | None = None,
         config: RuntimeConfig | None = None,
         legacy_run_ids: bool = True,
+        identity: str | None = None,
     ) -> None:
         if partition_key is not None and not re.fullmatch(PARTITION_PATTERN, partition_key):
             raise InvalidRequestError(
@@ -205,6 +209,7 @@ class AgentClient:
         #: per keyed start), so a key whose run an earlier version started joins that run.
         #: Turn off once no such run is left within the namespace's retention.
         self.legacy_run_ids = legacy_run_ids
+        self.identity = identity
 
     # starting ----------------------------------------------------------------------------
 
@@ -487,7 +492,8 @@ class AgentClient:
         return await self._decide(run_id, call_id, decision="answer", text=text)
 
     async def _decide(self, run_id: str, call_id: str, **fields: Any) -> ApprovalRequest:
-        """Send a decision by the run's `decide_approval` update, as this client's identity.
+        """Send a decision by the run's `decide_approval` update, as this client's identity
+        (``identity``, else the Temporal client's).
 
         The update id is derived from the decision, so a repeated send is one update to
         Temporal as well as to the run.
@@ -496,7 +502,7 @@ class AgentClient:
 
         try:
             decision = ApprovalDecision.model_validate(
-                {"call_id": call_id, "identity": self.temporal.identity, **fields}
+                {"call_id": call_id, "identity": self.identity or self.temporal.identity, **fields}
             )
         except ValidationError as error:
             field, message = _most_specific(error)

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from otherone.api import ApiContext, ApiServer
+from otherone.api import ApiContext, ApiServer, ApiToken
 from otherone.config import RuntimeConfig
 from otherone.store import Store
 from tests.harness import AgentEnv, agent_env
@@ -34,7 +34,7 @@ async def api_env(
     config: RuntimeConfig,
     tmp_path: Path,
     *,
-    tokens: Mapping[str, str] | None = None,
+    tokens: Mapping[str, str | ApiToken] | None = None,
     heartbeat_seconds: float = 15.0,
     store: Store | None = None,
     ui_url: str | None = "http://localhost:8233",

@@ -20,7 +20,7 @@ from ag_ui.core import Event
 from pydantic import TypeAdapter
 from temporalio.client import Client
 
-from otherone.api import openapi_schema
+from otherone.api import ApiToken, openapi_schema
 from otherone.api.server import bind_host, parse_tokens
 from otherone.errors import ConfigurationError
 from otherone.tools import tool
@@ -402,11 +402,21 @@ async def test_cors_only_for_configured_origins(
 
 
 def test_tokens_setting_and_bind_address() -> None:
-    assert parse_tokens("abcdefghijklmnop:tenant-a, qrstuvwxyz012345:org:b") == {
-        "abcdefghijklmnop": "tenant-a",
-        "qrstuvwxyz012345": "org:b",
+    assert parse_tokens(
+        "abcdefghijklmnop:tenant-a, qrstuvwxyz012345:org:b, 0123456789abcdef:org:c=ops@x.org=1"
+    ) == {
+        "abcdefghijklmnop": ApiToken("tenant-a"),
+        "qrstuvwxyz012345": ApiToken("org:b"),
+        "0123456789abcdef": ApiToken("org:c", "ops@x.org=1"),
     }
-    for bad in ("justatoken", "short:tenant", "abcdefghijklmnop: bad partition"):
+    assert parse_tokens("abcdefghijklmnop:tenant-a")["abcdefghijklmnop"].decider == "api:tenant-a"
+    for bad in (
+        "justatoken",
+        "short:tenant",
+        "abcdefghijklmnop: bad partition",
+        "abcdefghijklmnop:tenant-a=",
+        f"abcdefghijklmnop:tenant-a={'x' * 257}",
+    ):
         with pytest.raises(ConfigurationError, match="OTHERONE_SERVE_TOKENS"):
             parse_tokens(bad)
     open_settings = Settings(serve_host="0.0.0.0", _env_file=None)  # type: ignore[call-arg]
@@ -439,8 +449,8 @@ def send_note(to: str, text: str) -> str:
     return f"sent to {to}"
 
 
-def approvals_config() -> Any:
-    from otherone.definitions import AccessPolicy, AgentDefinition
+def approvals_config(approvers: tuple[str, ...] = ()) -> Any:
+    from otherone.definitions import AccessPolicy, AgentDefinition, ApprovalRule
 
     turn = {
         "tool_calls": [{"id": "note", "name": "send_note", "arguments": {"to": "bo", "text": "hi"}}]
@@ -449,7 +459,10 @@ def approvals_config() -> Any:
         {"mailer": [turn, {"text": "Done."}]},
         agents=[
             AgentDefinition(
-                id="mailer", description="sends notes", tools=AccessPolicy.allow("send_note")
+                id="mailer",
+                description="sends notes",
+                tools=AccessPolicy.allow("send_note"),
+                approval={"send_note": ApprovalRule(approvers=approvers)} if approvers else {},
             )
         ],
         tools=[send_note],
@@ -513,3 +526,30 @@ async def test_approvals_are_listed_and_decided(
             if event.event["type"] == "approval_decided"
         ]
         assert decided_events and decided_events[0]["decision"] == "denied"
+
+
+async def test_approvals_are_decided_as_the_tokens_identity(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A request naming approvers is decidable through the API by a token whose identity is one
+    of them (403 approval_not_allowed for another token, even of the same partition)."""
+    alice, plain = "alice-token-0123456789", "plain-token-0123456789"
+    tokens = {alice: ApiToken("tenant-a", identity="alice"), plain: "tenant-a"}
+    as_alice = {"Authorization": f"Bearer {alice}"}
+    as_plain = {"Authorization": f"Bearer {plain}"}
+    config = approvals_config(approvers=("alice",))
+    async with api_env(client, task_queue, config, tmp_path, tokens=tokens) as api:
+        api.http.headers.update(as_plain)
+        whoami = (await api.http.get("/v1/whoami")).json()
+        assert (whoami["partition_key"], whoami["identity"]) == ("tenant-a", "api:tenant-a")
+        run_id = await start(api, run_body("mailer", "note bo"))
+        [request] = await open_approvals(api, run_id)
+        assert request["approvers"] == ["alice"]
+        path = f"/v1/runs/{run_id}/approvals/note"
+        refused = await api.http.post(path, json={"decision": "approve"})
+        assert_problem(refused, 403, "approval_not_allowed")
+        assert "'api:tenant-a' may not decide" in refused.json()["detail"]
+        decided = await api.http.post(path, json={"decision": "approve"}, headers=as_alice)
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["decision"]["decided_by"] == "alice"
+        assert (await result(api, run_id))["output"]["value"] == "Done."

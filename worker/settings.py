@@ -267,8 +267,9 @@ class Settings(BaseModel):
     serve_tokens: SecretStr | None = Field(
         None,
         description="Bearer tokens of `otherone serve`, each bound to one partition: "
-        "'token:partition,...'. A token sees and touches only its partition's runs. Unset: no "
-        "authentication, loopback only.",
+        "'token:partition,...'. A token sees and touches only its partition's runs, and decides "
+        "approvals as its identity ('token:partition=identity', default 'api:<partition>'). "
+        "Unset: no authentication, loopback only.",
     )
     serve_cors_origins: tuple[str, ...] = Field(
         (),
