@@ -685,3 +685,39 @@ async def test_the_roots_result_contract_binds_the_last_agent(
     first = first_request(provider, "billing")
     assert texts(first)[0].startswith("You are billing.")
     assert "must be a single JSON value" in texts(first)[0]
+
+
+async def test_the_next_agent_keeps_the_requests_max_iterations(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """After a handoff the next agent's iterations are the smaller of the request's
+    `max_iterations_per_run` and its own `max_iterations` (as for the first agent), counted
+    from the handoff's turn."""
+    loop = {"tool_calls": [{"name": "lookup", "arguments": {"invoice": 1}}]}
+    config = scripted_config(
+        {
+            "to-long": [handoff("long", "h1")],
+            "to-short": [handoff("short", "h1")],
+            "long": [loop] * 12,
+            "short": [loop] * 12,
+        },
+        agents=[
+            agent("to-long", handoff={"agents": ["long"]}),
+            agent("to-short", handoff={"agents": ["short"]}),
+            agent("long", tools=["lookup"], limits={"max_iterations": 6}),
+            agent("short", tools=["lookup"], limits={"max_iterations": 1}),
+        ],
+        tools=[lookup],
+        limits=RuntimeLimits(max_iterations_per_run=10),
+    )
+    limits = {"max_iterations_per_run": 2}
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        by_request, by_agent = await asyncio.gather(
+            env.agents.run(build_request(entry_agent="to-long", input="go", limits=limits)),
+            env.agents.run(build_request(entry_agent="to-short", input="go", limits=limits)),
+        )
+    for result, turns in ((by_request, 1 + 2), (by_agent, 1 + 1)):
+        assert result.outcome is RunOutcome.BUDGET_EXCEEDED, result.failure
+        assert result.failure is not None
+        assert result.failure.message == f"max_iterations ({turns}) exceeded"
+        assert result.usage.model_calls == turns
