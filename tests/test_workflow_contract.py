@@ -33,7 +33,7 @@ from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import RunOutcome
 from otherone.toml_config import load_config
 from otherone.workflows import AgentRunWorkflow
-from tests.harness import agent_env, wait_until
+from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 
 
@@ -210,6 +210,37 @@ async def test_a_turn_that_outlives_the_cancel_ends_the_run_cancelled(
         provider.release.set()
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.outcome is RunOutcome.CANCELLED
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["alone", "with-a-queued-message"])
+async def test_a_final_answer_that_outlives_the_cancel_ends_the_run_cancelled(
+    client: Client, task_queue: str, tmp_path: Path, queued: bool
+) -> None:
+    """The model call completes with a final answer after the run was cancelled: the run ends
+    cancelled (as a turn with tool calls does) and calls no model again, not even for a message
+    that arrived meanwhile; the answer that arrived stays in the session."""
+    provider = StubbornProvider()
+    config = scripted_config({"talker": ["Too late.", "Even later."]})
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="talker", input="Hello?"))
+        await asyncio.wait_for(provider.started.wait(), 30)
+        if queued:
+            await handle.send_message("And another thing.")
+        await handle.cancel()
+        await wait_until(
+            lambda: _cancel_reached_the_model_call(client, handle.run_id),
+            message="the model call's cancellation requested",
+        )
+        provider.release.set()
+        result = await asyncio.wait_for(handle.result(), 30)
+        events = [record.event["type"] for record in env.store.read_events(handle.run_id)]
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is RunOutcome.CANCELLED, result
+    assert "run_cancelled" in events and "run_completed" not in events, events
+    assert len(provider.inner.requests) == 1, [r.turn for r in provider.inner.requests]
+    assert [entry.content for entry in entries if entry.role == "assistant"] == ["Too late."]
 
 
 async def _cancel_reached_the_model_call(client: Client, run_id: str) -> bool:

@@ -120,6 +120,9 @@ STOP_AFTER_CANCELLED_CHILDREN = "stop-after-cancelled-children"
 #: Patch id: a model call that completed although the run was cancelled meanwhile (it was
 #: waited for, to pair its events) does not lead to its tool calls: the run stops there.
 STOP_WHEN_A_TURN_OUTLIVES_CANCEL = "stop-when-a-turn-outlives-cancel"
+#: Patch id: a model call that completed with a final answer although the run was cancelled
+#: meanwhile ends the run `cancelled` (not `completed`), with no further model call.
+STOP_WHEN_AN_ANSWER_OUTLIVES_CANCEL = "stop-when-an-answer-outlives-cancel"
 #: Patch id: a run whose input's run_id is not its workflow id (or a root whose root_run_id is
 #: not its run id) is refused `invalid_request` instead of running under the wrong ids.
 RUN_ID_IS_WORKFLOW_ID = "run-id-is-workflow-id"
@@ -568,11 +571,20 @@ class AgentRunWorkflow:
         turn = await self._call_model(plan, ref, iteration)
         self._charge(turn)
         if not turn.tool_calls:
-            if self._messages.queued:
-                return None  # messages arrived while the model answered: go round once more
-            return self._final_answer(plan, turn)
+            return self._answered(plan, turn)
         await self._run_tools(plan, ref, iteration, turn)
         return None
+
+    def _answered(self, plan: RunPlan, turn: ModelTurn) -> Ending | None:
+        """A turn without tool calls: the run's ending, or None to go round once more."""
+        if cancellation_swallowed() and workflow.patched(STOP_WHEN_AN_ANSWER_OUTLIVES_CANCEL):
+            # The model answered instead of stopping when the run was cancelled: the answer is
+            # in the session (the model call stored it), but the run ends cancelled and calls
+            # no model again (for queued messages or an output retry).
+            raise asyncio.CancelledError()
+        if self._messages.queued:
+            return None  # messages arrived while the model answered: go round once more
+        return self._final_answer(plan, turn)
 
     def _charge(self, turn: ModelTurn) -> None:
         """The model call's usage, and its compactions', against the usage and the budget."""
