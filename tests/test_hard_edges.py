@@ -6,6 +6,7 @@ Each test failed on the main branch before its fix.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -38,9 +39,15 @@ from otherone.contracts import (
     EventRecord,
     UserMessages,
 )
-from otherone.definitions import AgentDefinition, ModelOverrides, ModelProfile, RuntimeLimits
+from otherone.definitions import (
+    AccessPolicy,
+    AgentDefinition,
+    ModelOverrides,
+    ModelProfile,
+    RuntimeLimits,
+)
 from otherone.errors import FailureCode, InvalidRequestError
-from otherone.runs import AgentRunResult, RunOutcome
+from otherone.runs import AgentCallRequest, AgentRunResult, RunOutcome
 from otherone.store import SessionBusyError, Store
 from otherone.tools import tool
 from otherone.worker.devserver import find_temporal_binary
@@ -339,6 +346,56 @@ async def test_cancel_ends_the_run_within_seconds_while_the_store_hangs_on_finis
         store.close()
     assert result.outcome is RunOutcome.CANCELLED
     assert took < FINISH_GRACE.total_seconds() + 5
+
+
+async def test_a_stored_end_is_kept_when_handlers_outlive_the_finish_grace(
+    client: Client, task_queue: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run's end is stored (completed) while a trusted call's update handler still waits
+    for its child; a cancel then bounds that wait by FINISH_GRACE. The run ends as it was
+    stored, and the log says the end was stored (not that it was not)."""
+    provider = RecordingProvider()
+    root_gate, worker_gate = provider.gate("root", 1), provider.gate("worker", 1)
+    config = scripted_config(
+        {"root": ["done"], "worker": ["worked"]},
+        agents=[
+            AgentDefinition(
+                id="root", description="root agent", callable_agents=AccessPolicy.allow("worker")
+            ),
+            AgentDefinition(id="worker", description="worker agent"),
+        ],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="root", input="wait"))
+        await asyncio.wait_for(provider.started.wait(), 20)
+        call = asyncio.create_task(
+            env.agents.call_agent(
+                handle.run_id, "slow", AgentCallRequest(target="worker", task="work")
+            )
+        )
+        try:
+            await wait_until(lambda: bool(provider.calls("worker")), message="the child's call")
+            root_gate.set()
+            await wait_until(
+                lambda: any(
+                    e.event["type"] == "run_completed" for e in env.store.read_events(handle.run_id)
+                ),
+                message="the root's stored end",
+            )
+            with caplog.at_level(logging.WARNING):
+                await handle.cancel()
+                result = await asyncio.wait_for(handle.result(), FINISH_GRACE.total_seconds() + 20)
+        finally:
+            worker_gate.set()
+            call.cancel()
+            with contextlib.suppress(BaseException):
+                await call
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert result.output is not None and result.output.value == "done"
+    assert f"run {handle.run_id}: its end was stored" in caplog.text, caplog.text
+    assert "was not stored" not in caplog.text
 
 
 THINKING = ["I should look ", "the word up."]

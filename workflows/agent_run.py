@@ -82,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
     from otherone.workflows.finishing import (
         BOUNDED_FINISH,
         FINISH_GRACE,
+        STORED_END_OUTLIVES_HANDLERS,
         run_result,
         shielded,
         unstored_failure,
@@ -152,6 +153,8 @@ class AgentRunWorkflow:
         self._started_at: datetime | None = None
         self._finished_at: datetime | None = None
         self._ending: Ending | None = None
+        #: finish_run stored the end (what remains is waiting for update/signal handlers).
+        self._end_stored = False
         self._plan: RunPlan | None = None
         self._ledger: BudgetLedger | None = None
         self._caller: AgentCaller | None = None
@@ -716,13 +719,26 @@ class AgentRunWorkflow:
         return result
 
     def _out_of_grace(self, ending: Ending) -> AgentRunResult:
-        """`FINISH_GRACE` passed and the end is not stored yet."""
+        """`FINISH_GRACE` passed: either the end is not stored yet, or it is and update or
+        signal handlers (e.g. a trusted call waiting for its child) were still running."""
+        grace = FINISH_GRACE.total_seconds()
+        if not self._end_stored:
+            workflow.logger.warning(
+                "run %s: its end was not stored within %ss of the cancellation",
+                self._input.run_id,
+                grace,
+            )
+            return self._unstored(ending, "finishing did not complete in time")
         workflow.logger.warning(
-            "run %s: its end was not stored within %ss of the cancellation",
+            "run %s: its end was stored (%s), but update or signal handlers were still running "
+            "%ss after the cancellation: it ends without waiting for them",
             self._input.run_id,
-            FINISH_GRACE.total_seconds(),
+            ending.outcome.value,
+            grace,
         )
-        return self._unstored(ending, "finishing did not complete in time")
+        if workflow.patched(STORED_END_OUTLIVES_HANDLERS):
+            return self._result(ending)
+        return self._unstored(ending, "finishing did not complete in time")  # older histories
 
     async def _finish(self, ending: Ending, ref: RunRef) -> AgentRunResult:
         self._ending = ending
@@ -741,6 +757,7 @@ class AgentRunWorkflow:
             reraise_cancellation(error)
             failure = failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR)
             return self._unstored(ending, failure.message)
+        self._end_stored = True
         workflow.upsert_search_attributes([attrs.STATUS.value_set(self._status.value)])
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._result(ending)

@@ -21,6 +21,9 @@ with workflow.unsafe.imports_passed_through():
 BOUNDED_FINISH = "bounded-finish"
 #: How long a cancelled run waits for its end to be stored.
 FINISH_GRACE = timedelta(seconds=10)
+#: Patch id: a run whose end was stored but whose update/signal handlers outlived
+#: `FINISH_GRACE` returns the stored end (a completed run used to turn into `storage_error`).
+STORED_END_OUTLIVES_HANDLERS = "stored-end-outlives-handlers"
 
 
 async def shielded(
@@ -31,7 +34,8 @@ async def shielded(
 
     A cancelled run waits at most `FINISH_GRACE` for its end to be stored (a store that is
     down or refuses the writes must not keep a cancelled run alive): then ``finishing`` is
-    cancelled and None returned.
+    cancelled and None returned (also when the end was stored and only update or signal
+    handlers were still running: the caller tells the two apart).
     """
     bounded = workflow.patched(BOUNDED_FINISH)
     while True:
