@@ -56,7 +56,7 @@ from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_instructions
-from otherone.store import EntryRow, Store
+from otherone.store import EntryRow
 
 #: Deltas are written to the event store at most this often (batching keeps the store calm).
 DELTA_FLUSH_SECONDS = 0.05
@@ -76,7 +76,7 @@ async def _call_model(
 ) -> ModelTurn:
     ref = input.run_ref
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
-    done, rows, summary = await context.io(_prepare_context, context.store, input, assistant_key)
+    done, rows, summary = await context.io(_prepare_context, context, input, assistant_key)
     events.add(*call_completed_events(input.pending))
     if done is not None:
         # A retry after the turn was already stored: never call the model twice.
@@ -151,18 +151,20 @@ async def _call_model(
 
 
 def _prepare_context(
-    store: Store, input: ModelCallInput, assistant_key: str
+    context: ActivityContext, input: ModelCallInput, assistant_key: str
 ) -> tuple[ModelTurn | None, list[EntryRow], str | None]:
-    """Write pending entries; then the context: latest summary and the entries after it."""
+    """Write pending entries (and the events inline tool results left to them); then the
+    context: latest summary and the entries after it."""
     ref = input.run_ref
     # One transaction: the referenced tool results, the pending entries, then the context.
-    existing, compaction, entries = store.turn_context(
+    existing, compaction, entries = context.store.turn_context(
         ref.partition_key,
         ref.session_id,
         assistant_key,
         ref.run_id,
         tool_result_ids(input.pending),
         lambda stored: pending_rows(ref, input.pending, stored),
+        events=context.deferred_events(ref, input.pending),
     )
     if existing is not None:
         return turn_from_entry(existing), [], None

@@ -42,6 +42,8 @@ class EventBuffer:
         self._lock = asyncio.Lock()  # writes keep the order the events were added in
         self._late: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Whether a write of this buffer's events began (then later ones must follow it).
+        self._began_writing = False
 
     def add(self, *bodies: dict[str, Any]) -> None:
         """Queue ``bodies`` (the run's visibility applies); written within the bound."""
@@ -81,11 +83,23 @@ class EventBuffer:
             self.lost(bodies, error)
             raise
 
+    def drop_unwritten(self, *bodies: dict[str, Any]) -> bool:
+        """Forget the queued events if they are no more than ``bodies`` (as `add` queued them)
+        and nothing of this buffer was written yet: the caller hands them on to be written
+        later, with something else. False (nothing dropped) otherwise."""
+        queued = self._bodies
+        if self._began_writing or self._tasks or any(body not in bodies for body in queued):
+            return False
+        self._cancel_late()
+        self._bodies = []
+        return True
+
     def take(self) -> list[dict[str, Any]]:
         """Everything queued, handed to the caller to write (with its own rows, in one
         transaction; it reports a failure with `lost`). Call after `settle`."""
         self._cancel_late()
         bodies, self._bodies = self._bodies, []
+        self._began_writing = self._began_writing or bool(bodies)
         return self.context.with_lost_marker(self.ref, bodies)
 
     def lost(self, bodies: list[dict[str, Any]], error: BaseException) -> None:
@@ -103,6 +117,7 @@ class EventBuffer:
             self._cancel_late()
             bodies, self._bodies = self._bodies, []
             if bodies:
+                self._began_writing = True
                 await self.context.write_events(self.ref, bodies)
 
     async def close(self) -> None:

@@ -12,7 +12,7 @@ from otherone.activities.shared import (
     ActivityContext,
     call_completed_events,
     describe_store_error,
-    materialise,
+    write_pending,
 )
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
@@ -31,9 +31,8 @@ OUTCOME_FOR_STATUS = {
 async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     ref, store = input.ref, context.store
     await context.emit_decided(ref, input.events)
-    rows = await context.io(materialise, store, ref, input.pending)
     await context.emit(ref, *call_completed_events(input.pending))
-    await context.io(store.append_entries, ref.partition_key, ref.session_id, rows)
+    await context.io(write_pending, context, ref, input.pending)
     if input.release_session:
         await context.io(store.release_session, ref.partition_key, ref.session_id, ref.run_id)
     if input.record is not None:

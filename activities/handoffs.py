@@ -30,7 +30,7 @@ from otherone.activities.compaction import summary_messages
 from otherone.activities.context import generation_settings
 from otherone.activities.prepare_run import _max_iterations, _tool_settings
 from otherone.activities.providers.base import ModelRequest
-from otherone.activities.shared import ActivityContext, failure, materialise
+from otherone.activities.shared import ActivityContext, failure, write_pending
 from otherone.authorization import CallerView, HandoffRequest, decide
 from otherone.config import HANDOFF_TOOL, RuntimeSnapshot
 from otherone.contracts import HandOffInput, HandOffResult, RunPlan
@@ -50,7 +50,7 @@ async def hand_off(context: ActivityContext, input: HandOffInput) -> RunPlan | H
     target = snapshot.agent(step.to_agent)
     await _authorize(context, input, target)  # a denial writes nothing: the agent goes on
     await context.emit_decided(ref, input.events)
-    await context.io(_write_pending, context.store, input)
+    await context.io(write_pending, context, ref, input.pending)
     summary: Summary | None = None
     if step.context == "summary":
         summary = await _summarise_session(context, snapshot, input)
@@ -141,11 +141,6 @@ def _announced(store: Store, input: HandOffInput) -> bool:
         ):
             return True
     return False
-
-
-def _write_pending(store: Store, input: HandOffInput) -> None:
-    ref = input.ref
-    store.append_entries(ref.partition_key, ref.session_id, materialise(store, ref, input.pending))
 
 
 def _compaction_key(input: HandOffInput) -> str:

@@ -1,6 +1,7 @@
 """`run_tool`: run one tool call (a user tool, a built-in memory tool or an MCP server's tool,
 `otherone.activities.mcp_calls`) and store its result, which the workflow's history only
-references. Classified tool errors go back to the model."""
+references; or, for a small result, hand it back inline (`ToolCallInput.inline_result_bytes`).
+Classified tool errors go back to the model."""
 
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ from otherone.activities.mcp_calls import McpToolCall
 from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY
 from otherone.activities.model_stream import valid_unicode
 from otherone.activities.shared import ActivityContext, heartbeating
-from otherone.contracts import RunRef, ToolCallInput, ToolCallSpec, ToolOutcome
+from otherone.activities.tool_events import result_error, tool_completed_body, tool_started_body
+from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
 from otherone.mcp_servers import MCP_PREFIX
 from otherone.runs import ArtifactRef
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
-
-#: Tool `started` events carry the arguments, cut to this size (events are for people).
-EVENT_ARGUMENTS_CHARS = 2000
 
 
 async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
@@ -50,7 +49,7 @@ async def _run_tool(
             error_kind=ToolErrorKind.FATAL,
             error=f"tool '{call.name}' is not registered on this worker",
         )
-    events.add(_started_event(call))  # written within `LATE_WRITE_SECONDS`, or at the end
+    events.add(tool_started_body(call))  # written within `LATE_WRITE_SECONDS`, or at the end
     tool_context = ToolContext(
         tool_call_id=call.id,
         tool_name=call.name,
@@ -87,7 +86,7 @@ async def _run_mcp_tool(
             error_kind=ToolErrorKind.PERMISSION_DENIED,
             error=f"tool '{call.name}' is not among this run's MCP tools",
         )
-    events.add(_started_event(call))
+    events.add(tool_started_body(call))
 
     async def emit(body: dict[str, Any]) -> None:
         await events.add_now(body)  # progress: people are watching
@@ -118,26 +117,8 @@ async def _ended(
             if isinstance(error, asyncio.CancelledError)
             else f"attempt failed: {type(error).__name__}: {error}"
         )
-        events.add(_completed_event(input.call, ended))  # written by `EventBuffer.close`
+        events.add(tool_completed_body(input.call, ended))  # written by `EventBuffer.close`
         raise
-
-
-def _started_event(call: ToolCallSpec) -> dict[str, Any]:
-    return {
-        "type": "tool_started",
-        "tool_call_id": call.id,
-        "tool_name": call.name,
-        "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS],
-    }
-
-
-def _completed_event(call: ToolCallSpec, error: str | None) -> dict[str, Any]:
-    return {
-        "type": "tool_completed",
-        "tool_call_id": call.id,
-        "tool_name": call.name,
-        "error": error,
-    }
 
 
 async def _memory_policy(context: ActivityContext, ref: RunRef) -> str:
@@ -179,7 +160,7 @@ async def _store_tool_result(
 ) -> ToolOutcome:
     ref, call = input.run_ref, input.call
     size = len(content.encode())
-    error = json.loads(content).get("error") if kind is not None else None
+    error = result_error(content) if kind is not None else None
     if size > input.result_limit_bytes:
         # The run ends (the seed's rule), but the result is kept for whoever investigates.
         artifact = await context.io(
@@ -197,10 +178,22 @@ async def _store_tool_result(
             oversized=True,
             error=f"{_oversized(size, input)}; stored as artifact {artifact.artifact_id}",
         )
-        events.add(_completed_event(call, outcome.error))
+        events.add(tool_completed_body(call, outcome.error))
         return outcome
+    if _inline(input, size) and events.drop_unwritten(tool_started_body(call)):
+        # Small, and nothing of the call stored yet: the result goes back in the outcome, and
+        # its entry and events are written by whoever writes the run's next entries (no store
+        # write on the tool's path). `PendingEntry.tool_arguments`, `deferred_tool_events`.
+        return ToolOutcome(
+            tool_call_id=call.id,
+            name=call.name,
+            error_kind=kind,
+            error=error,
+            result_bytes=size,
+            content=content,
+        )
     # The result, `tool_completed` and whatever else is queued: one transaction.
-    events.add(_completed_event(call, error))
+    events.add(tool_completed_body(call, error))
     store, error_kind = context.store, kind.value if kind else None
     await events.write_with(
         lambda bodies: store.put_tool_result_and_events(
@@ -210,6 +203,14 @@ async def _store_tool_result(
     return ToolOutcome(
         tool_call_id=call.id, name=call.name, error_kind=kind, error=error, result_bytes=size
     )
+
+
+def _inline(input: ToolCallInput, size: int) -> bool:
+    """Whether a result of ``size`` bytes goes back inline: the workflow takes inline results
+    (`ToolCallInput.inline_result_bytes`) and the result and the arguments (both travel in the
+    workflow's history then) fit in that size."""
+    limit = input.inline_result_bytes
+    return limit > 0 and size + len(input.call.arguments.encode()) <= limit
 
 
 def _oversized(size: int, input: ToolCallInput) -> str:

@@ -29,12 +29,14 @@ from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.providers import default_providers
 from otherone.activities.providers.base import ModelProvider
 from otherone.activities.run_refs import RunRefs
+from otherone.activities.tool_events import deferred_tool_events
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import AGENT_CALL_TOOL, RuntimeConfig, RuntimeSnapshot
 from otherone.contracts import PendingEntry, RunRef
 from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
+from otherone.store.database import EntryEvents
 from otherone.store.memory import MemoryStore
 from otherone.workflows.outcomes import IF_MISSING
 
@@ -197,6 +199,16 @@ class ActivityContext:
         if visible:
             await self.write_events(ref, visible)
 
+    def deferred_events(self, ref: RunRef, pending: Sequence[PendingEntry]) -> EntryEvents | None:
+        """The events inline tool results among ``pending`` left to their entries' writer
+        (`deferred_tool_events`), for `Store.turn_context` / `append_entries_with_their_events`;
+        None when there are none."""
+        if all(entry.tool_arguments is None for entry in pending):
+            return None
+        return EntryEvents(
+            ref, lambda written: self.visible(ref, deferred_tool_events(pending, written))
+        )
+
     def visible(self, ref: RunRef, bodies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The events of ``bodies`` the run's event visibility lets through."""
         return [body for body in bodies if _visible(ref, body)]
@@ -292,6 +304,17 @@ def describe_store_error(error: BaseException) -> str:
     primary = getattr(getattr(cause, "diag", None), "message_primary", None)
     text = primary or (str(cause).strip().splitlines() or [""])[0]
     return f"{type(cause).__name__}: {text[:200]}" if text else type(cause).__name__
+
+
+def write_pending(context: ActivityContext, ref: RunRef, pending: tuple[PendingEntry, ...]) -> int:
+    """Write ``pending`` (`materialise`), with the events inline tool results among them left
+    to their entries (one transaction); returns the entries written."""
+    store = context.store
+    rows = materialise(store, ref, pending)
+    events = context.deferred_events(ref, pending)
+    if events is None:
+        return store.append_entries(ref.partition_key, ref.session_id, rows)
+    return store.append_entries_with_their_events(ref.partition_key, ref.session_id, rows, events)
 
 
 def materialise(store: Store, ref: RunRef, pending: tuple[PendingEntry, ...]) -> list[EntryRow]:

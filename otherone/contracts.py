@@ -321,8 +321,9 @@ class RunPlan(_Contract):
 class PendingEntry(_Contract):
     """A transcript entry the workflow wants written before the next model call.
 
-    Tool results are referenced (``tool_result_of``) rather than copied: the tool activity
-    stored them, so they never pass through workflow history.
+    Tool results over `RuntimeLimits.inline_tool_result_bytes` are referenced
+    (``tool_result_of``) rather than copied: the tool activity stored them, so they never pass
+    through workflow history. Smaller ones are inline (``content``, ``tool_arguments``).
     """
 
     key: str
@@ -339,6 +340,10 @@ class PendingEntry(_Contract):
     #: reads a spawned child's output as it reads an `agent.call` child's, not the artifact
     #: reference an output above the inline payload limit travels as.
     stored_results_of: tuple[str, ...] = ()
+    #: The call's arguments, for a tool result that came back inline (`ToolOutcome.content`):
+    #: its `tool_started`/`tool_completed` events are not stored yet; whoever writes this
+    #: entry writes them with it, in the same transaction (so once, whatever is retried).
+    tool_arguments: str | None = None
 
 
 class ToolCallSpec(_Contract):
@@ -535,6 +540,10 @@ class ToolCallInput(_Contract):
     ref: RunRef | str
     call: ToolCallSpec
     result_limit_bytes: int = DEFAULT_RESULT_LIMIT_BYTES
+    #: Results (with the call's arguments) up to this many bytes come back inline
+    #: (`ToolOutcome.content`) when nothing of the call was stored yet: no store write on the
+    #: tool's path. 0 (workflows from before it): every result is stored and referenced.
+    inline_result_bytes: int = 0
 
     @property
     def run_ref(self) -> RunRef:
@@ -548,6 +557,9 @@ class ToolOutcome(_Contract):
     error: str | None = None
     result_bytes: int = 0
     oversized: bool = False
+    #: The result itself, when it came back inline (`ToolCallInput.inline_result_bytes`):
+    #: nothing was stored, not even the call's events (`PendingEntry.tool_arguments`).
+    content: str | None = None
 
 
 class FinishRunInput(_Contract):

@@ -406,6 +406,11 @@ class RuntimeLimits(_Frozen):
     max_handoffs: Annotated[int, Field(ge=0, le=1000)] = 5
     max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] = 64 * 1024
     max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] = 256 * 1024
+    #: Tool results up to this many bytes (with the call's arguments) travel in the workflow's
+    #: history instead of being stored by the tool activity (one store write less per call; the
+    #: entry is written with the run's next ones). 0: every tool result is stored first and
+    #: only referenced, so none appears in Temporal's history or Web UI.
+    inline_tool_result_bytes: Annotated[int, Field(ge=0, le=64 * 1024)] = 2048
     run_timeout: PositiveDuration = timedelta(minutes=5)
     root_timeout: PositiveDuration = timedelta(minutes=15)
     token_budget: Annotated[int, Field(gt=0)] | None = None

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, TypeVar
@@ -87,6 +88,16 @@ LIVE_STATUSES = (
     RunStatus.WAITING_FOR_CHILD,
     RunStatus.WAITING_FOR_APPROVAL,
 )
+
+
+@dataclass(frozen=True)
+class EntryEvents:
+    """Events that belong to entries, written in the entries' transaction: ``bodies_for``
+    gets the keys of the entries written then (not those an earlier attempt wrote, which
+    brought their events with them), so each entry's events are stored once."""
+
+    ref: RunRef
+    bodies_for: Callable[[Collection[str]], Sequence[dict[str, Any]]]
 
 
 class _SequenceTaken(Exception):
@@ -309,12 +320,34 @@ class Store:
     def _insert_entries(
         self, conn: Connection, partition_key: str, session_id: str, rows: Iterable[EntryRow]
     ) -> int:
+        return len(self._inserted_keys(conn, partition_key, session_id, rows))
+
+    def _inserted_keys(
+        self, conn: Connection, partition_key: str, session_id: str, rows: Iterable[EntryRow]
+    ) -> set[str]:
+        """Insert ``rows`` (keys already there are skipped); the keys inserted now."""
         insert = self._turn.insert_entry
-        written = 0
-        for row in rows:
-            if insert.rows(conn, _entry_values(partition_key, session_id, row)):
-                written += 1
-        return written
+        return {
+            row.entry_key
+            for row in rows
+            if insert.rows(conn, _entry_values(partition_key, session_id, row))
+        }
+
+    def append_entries_with_their_events(
+        self,
+        partition_key: str,
+        session_id: str,
+        rows: Sequence[EntryRow],
+        events: EntryEvents,
+    ) -> int:
+        """`append_entries`, and in the same transaction the events ``events`` gives for the
+        entries written now (an entry already there, from an earlier attempt, brought its
+        events with it). Returns the entries written."""
+
+        def work(conn: Connection) -> set[str]:
+            return self._inserted_keys(conn, partition_key, session_id, rows)
+
+        return len(self._with_events(events.ref, events.bodies_for, work))
 
     def append_entries_and_events(
         self,
@@ -331,23 +364,34 @@ class Store:
         )
 
     def _with_events(
-        self, ref: RunRef, bodies: Sequence[dict[str, Any]], work: Callable[[Connection], _T]
+        self,
+        ref: RunRef,
+        bodies: Sequence[dict[str, Any]] | Callable[[_T], Sequence[dict[str, Any]]],
+        work: Callable[[Connection], _T],
     ) -> _T:
-        """``work`` and appending ``bodies`` in one transaction (``work`` must be idempotent:
-        it runs again when another writer took the same event sequence numbers)."""
+        """``work`` and appending ``bodies`` (or the events ``bodies(work's result)`` gives) in
+        one transaction (``work`` must be idempotent: it runs again when another writer took
+        the same event sequence numbers)."""
         for _ in range(EVENT_APPEND_ATTEMPTS):
             try:
                 with self.engine.begin() as conn:
                     done = work(conn)
-                    if bodies:
-                        try:
-                            self._insert_events(conn, ref, bodies)
-                        except IntegrityError as error:
-                            raise _SequenceTaken from error  # (``work``'s own are not retried)
+                    self._insert_events_of(conn, ref, bodies(done) if callable(bodies) else bodies)
                     return done
             except _SequenceTaken:
                 continue
         raise StoreError(f"could not append events for root '{ref.root_run_id}'")
+
+    def _insert_events_of(
+        self, conn: Connection, ref: RunRef, bodies: Sequence[dict[str, Any]]
+    ) -> None:
+        """`_insert_events` inside a caller's transaction: a sequence number another writer
+        took raises `_SequenceTaken` (the caller's whole transaction is tried again)."""
+        if bodies:
+            try:
+                self._insert_events(conn, ref, bodies)
+            except IntegrityError as error:
+                raise _SequenceTaken from error  # (the caller's own writes are not retried)
 
     def turn_context(
         self,
@@ -357,11 +401,13 @@ class Store:
         run_id: str,
         tool_call_ids: Sequence[str],
         pending_rows: Callable[[Mapping[str, str]], Sequence[EntryRow]],
+        events: EntryEvents | None = None,
     ) -> tuple[EntryRow | None, Compaction | None, list[EntryRow]]:
         """A model turn's start in one transaction: read the stored results of ``run_id``'s
-        ``tool_call_ids``, append the turn's pending entries (``pending_rows(results)``); then
-        the stored answer under ``answer_key`` if there is one (a retried turn), else the
-        latest compaction and the entries after it.
+        ``tool_call_ids``, append the turn's pending entries (``pending_rows(results)``) and the
+        events ``events`` gives for those written now; then the stored answer under
+        ``answer_key`` if there is one (a retried turn), else the latest compaction and the
+        entries after it.
 
         The entries come from `contexts` as far as the database confirms them (the returned
         rows are shared with it: never change them); only newer ones are read.
@@ -369,19 +415,27 @@ class Store:
         key = (partition_key, session_id)
         session = {"partition_key": partition_key, "session_id": session_id}
         turn = self._turn
-        with self.engine.begin() as conn:
-            stored = self._tool_results(conn, partition_key, run_id, tool_call_ids)
-            rows = pending_rows(stored)
-            self._insert_entries(conn, partition_key, session_id, rows)
-            existing = turn.entry_by_key.rows(conn, {**session, "entry_key": answer_key})
-            if existing:
-                return _entry_from_values(existing[0]), None, []
-            found = turn.latest_compaction.rows(conn, session)
-            compaction = _compaction_from_values(found[0]) if found else None
-            cut = compaction.up_to_entry_id if compaction is not None else 0
-            context = self._session_context(conn, session, cut, self.contexts.get(key))
-        self.contexts.put(key, context)  # once committed: the pending entries are in it
-        return None, compaction, list(context.rows)
+        for _ in range(EVENT_APPEND_ATTEMPTS):
+            try:
+                with self.engine.begin() as conn:
+                    stored = self._tool_results(conn, partition_key, run_id, tool_call_ids)
+                    rows = pending_rows(stored)
+                    written = self._inserted_keys(conn, partition_key, session_id, rows)
+                    if events is not None:
+                        self._insert_events_of(conn, events.ref, events.bodies_for(written))
+                    existing = turn.entry_by_key.rows(conn, {**session, "entry_key": answer_key})
+                    if existing:
+                        return _entry_from_values(existing[0]), None, []
+                    found = turn.latest_compaction.rows(conn, session)
+                    compaction = _compaction_from_values(found[0]) if found else None
+                    cut = compaction.up_to_entry_id if compaction is not None else 0
+                    context = self._session_context(conn, session, cut, self.contexts.get(key))
+                self.contexts.put(key, context)  # once committed: the pending entries are in it
+                return None, compaction, list(context.rows)
+            except _SequenceTaken:
+                continue
+        assert events is not None  # only their events' sequence numbers can be taken
+        raise StoreError(f"could not append events for root '{events.ref.root_run_id}'")
 
     def _session_context(
         self,

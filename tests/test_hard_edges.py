@@ -169,8 +169,21 @@ def tool_that_waits(started: asyncio.Event, blocked: str | None = None) -> Any:
     return slow_lookup
 
 
+async def tool_outcome_recorded(client: Client, run_id: str, call_id: str) -> bool:
+    """Whether the run's history holds the completed tool activity of ``call_id``."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    needle = f'"tool_call_id":"{call_id}"'.encode()
+    return any(
+        needle in payload.data
+        for event in history.events
+        if event.HasField("activity_task_completed_event_attributes")
+        for payload in event.activity_task_completed_event_attributes.result.payloads
+    )
+
+
+@pytest.mark.parametrize("inline_bytes", [0, 2048], ids=["stored", "inline"])
 async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, inline_bytes: int
 ) -> None:
     started = asyncio.Event()
     lookup = tool_that_waits(started, blocked="a")
@@ -186,6 +199,7 @@ async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
             )
         ],
         tools=[lookup],
+        limits=RuntimeLimits(inline_tool_result_bytes=inline_bytes),
     )
     strict = StrictProvider(RecordingProvider())
     async with agent_env(
@@ -195,13 +209,14 @@ async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
             build_request(entry_agent="agent", input="look up", session={"session_id": "s1"})
         )
         await asyncio.wait_for(started.wait(), 20)
-        await wait_until(  # "b" has finished and stored its result; "a" waits
-            lambda: "cb" in env.store.get_tool_results("local", handle.run_id, ["cb"]),
-            message="b's result stored",
+        await wait_until(  # "b" has finished (stored its result, or handed it back); "a" waits
+            lambda: tool_outcome_recorded(client, handle.run_id, "cb"),
+            message="b's outcome recorded",
         )
         await handle.cancel()
         cancelled = await asyncio.wait_for(handle.result(), 20)
         entries = env.store.load_entries("local", "s1")
+        events = [e.event async for e in env.agents.events(handle.run_id)]
         again = await asyncio.wait_for(
             env.agents.run(
                 build_request(entry_agent="agent", input="go on", session={"session_id": "s1"})
@@ -217,6 +232,15 @@ async def test_cancel_mid_tool_answers_every_tool_call_so_the_session_goes_on(
     assert tool_rows[1].content == '"b"', tool_rows[1].content
     assert strict.refused == []
     assert again.outcome is RunOutcome.COMPLETED, again.failure
+    # Each call's events once: "b" finished, "a" was ended by the run's end.
+    ends = [(e["type"], e["tool_call_id"], e.get("error")) for e in events if "tool_call_id" in e]
+    assert sorted((kind, call) for kind, call, _ in ends) == [
+        ("tool_completed", "ca"),
+        ("tool_completed", "cb"),
+        ("tool_started", "ca"),
+        ("tool_started", "cb"),
+    ]
+    assert ("tool_completed", "cb", None) in ends
 
 
 NUL_MARK = "<nul>"

@@ -101,6 +101,7 @@ with workflow.unsafe.imports_passed_through():
         ended_before_result_events,
         failure_from_activity_error,
         input_entries,
+        tool_result_entry,
     )
     from otherone.workflows.output_retries import OutputRetries, invalid_output
     from otherone.workflows.run_input import (
@@ -167,6 +168,8 @@ class AgentRunWorkflow:
         self._messages = MessageQueue(self._input.run_id, self._decided)
         #: The tool calls of the current turn while they have no results yet (iteration, calls).
         self._open_calls: tuple[int, tuple[ToolCallSpec, ...]] | None = None
+        #: The open calls' steps (what of them came back before the run ended).
+        self._open_tools: ToolSteps | None = None
         self._output_retries = OutputRetries(0)
         #: `agent.handoff`: the chain so far and the handoff the current turn asked for.
         self._handoffs = Handoffs()
@@ -614,7 +617,7 @@ class AgentRunWorkflow:
             raise asyncio.CancelledError()
         self._ledger.reserve_tool_calls(len(turn.tool_calls))
         self._usage.tool_calls += len(turn.tool_calls)
-        tools = self._tool_steps(plan, ref, iteration)
+        tools = self._open_tools = self._tool_steps(plan, ref, iteration)
         tools.open_approvals(turn.tool_calls, turn.approvals)
         # The seed counts every `agent.call` the model makes (a malformed one too); trusted
         # calls, made by a client, are not the run's own.
@@ -624,7 +627,7 @@ class AgentRunWorkflow:
         steps = await tools.run(turn.tool_calls)
         entries, ending = tools.entries(turn.tool_calls, steps)
         self._pending.extend(entries)
-        self._open_calls = None
+        self._open_calls, self._open_tools = None, None
         if ending is not None:
             raise RunEnded(ending)
         if cancellation_swallowed() and workflow.patched(STOP_AFTER_CANCELLED_CHILDREN):
@@ -698,9 +701,16 @@ class AgentRunWorkflow:
         if self._open_calls is None:
             return
         iteration, calls = self._open_calls
-        self._open_calls = None
+        arrived = self._open_tools.arrived if self._open_tools is not None else {}
+        self._open_calls, self._open_tools = None, None
         for index, call in enumerate(calls):
             key = tool_key(self._input.run_id, iteration, index)
+            outcome = arrived.get(call.id)
+            if outcome is not None:
+                # It ran and handed its result back inline: the session gets the real result
+                # (its events are written with the entry), as a stored one would win.
+                self._pending.append(tool_result_entry(key, call, outcome))
+                continue
             entry = ended_before_result_entry(key, call, ending.outcome.value)
             self._pending.append(entry)
             agent_call = call.name in (AGENT_CALL_TOOL, AGENT_SPAWN_TOOL)

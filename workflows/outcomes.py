@@ -405,6 +405,17 @@ def tool_result_entry(key: str, call: ToolCallSpec, outcome: ToolOutcome) -> Pen
             tool_name=call.name,
             error_kind=ToolErrorKind.FATAL,
         )
+    if outcome.content is not None:
+        # Inline: nothing was stored, the entry's writer stores the call's events with it.
+        return PendingEntry(
+            key=key,
+            role="tool",
+            content=outcome.content,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            error_kind=outcome.error_kind,
+            tool_arguments=call.arguments,
+        )
     if outcome.error_kind is not None and outcome.result_bytes == 0:
         # The tool activity never stored a result (e.g. it failed before running).
         return _tool_error_entry(key, call, outcome.error_kind, outcome.error)

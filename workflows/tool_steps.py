@@ -123,6 +123,9 @@ class ToolSteps:
         self._handoffs = handoffs
         #: Call ids of this turn that wait for a person.
         self._gated: frozenset[str] = frozenset()
+        #: Results handed back inline (call id -> outcome): nothing of them is stored yet, so
+        #: a run that ends before this turn's entries are made writes them from here.
+        self.arrived: dict[str, ToolOutcome] = {}
 
     def open_approvals(
         self, tool_calls: tuple[ToolCallSpec, ...], approvals: Iterable[ApprovalNeed]
@@ -259,7 +262,10 @@ class ToolSteps:
             outcome: ToolOutcome = await workflow.execute_activity(
                 ACTIVITY_RUN_TOOL,
                 ToolCallInput(
-                    ref=self._ref.key(), call=call, result_limit_bytes=plan.result_limit_bytes
+                    ref=self._ref.key(),
+                    call=call,
+                    result_limit_bytes=plan.result_limit_bytes,
+                    inline_result_bytes=plan.limits.inline_tool_result_bytes,
                 ),
                 result_type=ToolOutcome,
                 task_queue=plan.tool_task_queue,  # None: this workflow's own queue
@@ -276,6 +282,8 @@ class ToolSteps:
         except ActivityError as error:
             reraise_cancellation(error)
             return _failed_tool(call, error)
+        if outcome.content is not None:
+            self.arrived[call.id] = outcome
         return outcome
 
     async def _agent_call(self, call: ToolCallSpec, claimants: Claimants) -> PendingEntry:

@@ -1,0 +1,47 @@
+"""The events of a tool call (`tool_started`, `tool_completed`), as the tool activity stores
+them, or leaves them to whoever writes an inline result's entry (`deferred_tool_events`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from otherone.contracts import PendingEntry, ToolCallSpec
+from otherone.workflows.outcomes import tool_completed_event, tool_started_event
+
+#: Tool `started` events carry the arguments, cut to this size (events are for people).
+EVENT_ARGUMENTS_CHARS = 2000
+
+
+def tool_started_body(call: ToolCallSpec) -> dict[str, Any]:
+    """`tool_started` as the tool activity stores it: with the arguments (cut)."""
+    return {**tool_started_event(call), "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS]}
+
+
+def tool_completed_body(call: ToolCallSpec, error: str | None) -> dict[str, Any]:
+    return dict(tool_completed_event(call, error))
+
+
+def result_error(content: str) -> str | None:
+    """The message of a classified tool error's content (``{"error": …}``)."""
+    error = json.loads(content).get("error")
+    return error if isinstance(error, str) else None
+
+
+def deferred_tool_events(
+    pending: Sequence[PendingEntry], written: Collection[str]
+) -> list[dict[str, Any]]:
+    """`tool_started` and `tool_completed` of the inline tool results among ``pending`` whose
+    entries were ``written`` (keys) just now: the events their tool activity left to whoever
+    writes the entry (`ToolOutcome.content`), as it would have stored them."""
+    bodies: list[dict[str, Any]] = []
+    for entry in pending:
+        if entry.tool_arguments is None or entry.key not in written:
+            continue
+        call = ToolCallSpec(
+            id=entry.tool_call_id or "", name=entry.tool_name or "", arguments=entry.tool_arguments
+        )
+        error = result_error(entry.content or "") if entry.error_kind is not None else None
+        bodies += [tool_started_body(call), tool_completed_body(call, error)]
+    return bodies

@@ -1,0 +1,279 @@
+"""Small tool results come back inline (issue 17: no store write on the tool's path).
+
+A result that fits `RuntimeLimits.inline_tool_result_bytes` (with its arguments), of a call
+none of whose events was written yet, travels in the tool activity's outcome; the call's entry
+and its `tool_started`/`tool_completed` events are written by whoever writes the run's next entries
+(the next model call, a handoff, the run's end), in one transaction, once. Anything else is
+stored by the tool activity, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from otherone.activities.event_buffer import LATE_WRITE_SECONDS, EventBuffer
+from otherone.activities.providers.base import ModelRequest, ProviderError, StreamEvent
+from otherone.activities.providers.scripted import ScriptedProvider
+from otherone.activities.shared import ActivityContext
+from otherone.activities.tool_events import deferred_tool_events
+from otherone.client.agent_client import build_request
+from otherone.contracts import EventRecord, PendingEntry, RunRef
+from otherone.definitions import AgentDefinition, RuntimeLimits
+from otherone.runs import AgentRunResult, RunOutcome
+from otherone.store import EntryRow, Store
+from otherone.store.database import EntryEvents
+from otherone.tools import ToolError, tool
+from tests.harness import agent_env, scripted_config
+
+INLINE_TOOL_RESULT_BYTES = RuntimeLimits().inline_tool_result_bytes
+
+REF = RunRef(
+    run_id="run-1",
+    root_run_id="run-1",
+    agent_id="agent",
+    depth=0,
+    partition_key="p",
+    session_id="s1",
+    snapshot_version="v1",
+)
+
+
+@tool
+async def tick(n: int) -> dict[str, int]:
+    """Count one step."""
+    return {"n": n}
+
+
+@tool
+async def big(size: int) -> str:
+    """A result too large to come back inline."""
+    return "x" * size
+
+
+@tool
+async def slow(n: int) -> int:
+    """Outlasts the events' write bound: its `tool_started` is written while it runs."""
+    await asyncio.sleep(LATE_WRITE_SECONDS * 4)
+    return n
+
+
+@tool
+def refuses() -> str:
+    """Refuses with a classified error the model reads."""
+    raise ToolError.recoverable("not now")
+
+
+def agent(**fields: Any) -> AgentDefinition:
+    return AgentDefinition(id="agent", description="agent", **fields)
+
+
+def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments, "id": call_id}
+
+
+def tool_events(events: list[EventRecord]) -> list[tuple[str, str, Any, Any]]:
+    """(type, call id, arguments, error) of the tool events, in stored order."""
+    return [
+        (e.event["type"], e.event["tool_call_id"], e.event.get("arguments"), e.event.get("error"))
+        for e in events
+        if e.event["type"] in ("tool_started", "tool_completed")
+    ]
+
+
+def expected(call_id: str, arguments: str, error: str | None = None) -> list[Any]:
+    return [
+        ("tool_started", call_id, arguments, None),
+        ("tool_completed", call_id, None, error),
+    ]
+
+
+async def run_with(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    turns: list[Any],
+    *,
+    provider: Any = None,
+) -> tuple[AgentRunResult, list[EventRecord], Store, dict[str, str]]:
+    """One run of ``turns``; its result, its events and the tool results stored for it."""
+    config = scripted_config(
+        {"agent": turns},
+        agents=[agent(tools=["tick", "big", "slow", "refuses"])],
+        tools=[tick, big, slow, refuses],
+    )
+    providers = {"scripted": provider} if provider is not None else None
+    async with agent_env(client, task_queue, config, tmp_path, providers=providers) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        events = [e async for e in env.agents.events(result.run_id)]
+        ids = ["c1", "c2", "c3", "c4"]
+        stored = env.store.get_tool_results("local", result.run_id, ids)
+        entries = env.store.load_entries("local", result.session_id)
+    contents = {e.tool_call_id or "": e.content for e in entries if e.role == "tool"}
+    return result, events, env.store, {"stored": json.dumps(stored), **contents}
+
+
+async def test_small_results_come_back_inline_and_their_events_are_stored_once_in_order(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    turns = [
+        {"tool_calls": [call("tick", {"n": 1}, "c1"), call("refuses", {}, "c2")]},
+        {"tool_calls": [call("tick", {"n": 2}, "c3")]},
+        "done",
+    ]
+    result, events, _, seen = await run_with(client, task_queue, tmp_path, turns)
+    assert result.outcome is RunOutcome.COMPLETED
+    assert json.loads(seen["stored"]) == {}  # nothing stored on the tool's path
+    assert (seen["c1"], seen["c3"]) == ('{"n": 1}', '{"n": 2}')
+    assert json.loads(seen["c2"]) == {"error": "not now"}
+    assert tool_events(events) == [
+        *expected("c1", '{"n": 1}'),
+        *expected("c2", "{}", "not now"),
+        *expected("c3", '{"n": 2}'),
+    ]
+    # Each call's events come before the model turn that reads its result.
+    types = [(e.event["type"], e.event.get("tool_call_id") or e.event.get("turn")) for e in events]
+    assert types.index(("tool_completed", "c2")) < types.index(("model_started", 2))
+    assert types.index(("tool_completed", "c3")) < types.index(("model_started", 3))
+
+
+async def test_large_and_slow_results_are_stored_by_the_tool_activity_as_before(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    turns = [
+        {"tool_calls": [call("big", {"size": INLINE_TOOL_RESULT_BYTES}, "c1")]},
+        {"tool_calls": [call("slow", {"n": 5}, "c2")]},
+        "done",
+    ]
+    result, events, _, seen = await run_with(client, task_queue, tmp_path, turns)
+    assert result.outcome is RunOutcome.COMPLETED
+    assert set(json.loads(seen["stored"])) == {"c1", "c2"}
+    assert seen["c2"] == "5"
+    assert tool_events(events) == [
+        *expected("c1", json.dumps({"size": INLINE_TOOL_RESULT_BYTES})),
+        *expected("c2", '{"n": 5}'),
+    ]
+
+
+@dataclass
+class FailsFirstAttempts:
+    """Every model turn's first attempt fails (after its context was loaded), then the script
+    plays: the retry must not store the tool events a second time."""
+
+    inner: ScriptedProvider = field(default_factory=ScriptedProvider)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if request.attempt == 1:
+            raise ProviderError("HTTP 503", retryable=True)
+        async for event in self.inner.stream(request):
+            yield event
+
+
+async def test_a_retried_model_call_stores_the_results_events_once(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    turns = [{"tool_calls": [call("tick", {"n": 1}, "c1")]}, "done"]
+    provider = FailsFirstAttempts()
+    result, events, _, seen = await run_with(client, task_queue, tmp_path, turns, provider=provider)
+    assert result.outcome is RunOutcome.COMPLETED
+    assert seen["c1"] == '{"n": 1}'
+    assert tool_events(events) == expected("c1", '{"n": 1}')
+
+
+async def test_a_run_that_ends_after_its_tools_stores_their_entries_and_events(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """No next model call (the run's turns are used up): the run's end writes them."""
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("tick", {"n": 1}, "c1")]}, "never"]},
+        agents=[agent(tools=["tick"], limits={"max_iterations": 1})],
+        tools=[tick],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        events = [e async for e in env.agents.events(result.run_id)]
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is not RunOutcome.COMPLETED
+    assert [e.content for e in entries if e.role == "tool"] == ['{"n": 1}']
+    assert tool_events(events) == expected("c1", '{"n": 1}')
+
+
+def inline_entry(key: str, call_id: str) -> PendingEntry:
+    return PendingEntry(
+        key=key,
+        role="tool",
+        content='{"n": 1}',
+        tool_call_id=call_id,
+        tool_name="tick",
+        tool_arguments='{"n": 1}',
+    )
+
+
+def types(store: Store) -> list[str]:
+    return [str(record.event["type"]) for record in store.read_events("run-1")]
+
+
+def test_entries_bring_their_events_once_however_often_they_are_written(store: Store) -> None:
+    pending = (inline_entry("k1", "c1"), PendingEntry(key="k2", role="user", content="hi"))
+    rows = [
+        EntryRow(entry_key=entry.key, role=entry.role, content=entry.content or "", run_id="run-1")
+        for entry in pending
+    ]
+    events = EntryEvents(REF, lambda written: deferred_tool_events(pending, written))
+    assert store.append_entries_with_their_events("p", "s1", rows, events) == 2
+    assert store.append_entries_with_their_events("p", "s1", rows, events) == 0  # a retry
+    assert types(store) == ["tool_started", "tool_completed"]
+    # The same through a model turn's start.
+    later = (inline_entry("k3", "c3"),)
+    for _ in range(2):
+        store.turn_context(
+            "p",
+            "s1",
+            "run-1:t2:assistant",
+            "run-1",
+            [],
+            lambda _: [EntryRow(entry_key="k3", role="tool", content="1", run_id="run-1")],
+            events=EntryEvents(REF, lambda written: deferred_tool_events(later, written)),
+        )
+    assert types(store) == ["tool_started", "tool_completed"] * 2
+
+
+async def test_only_unwritten_events_are_handed_on(store: Store) -> None:
+    context = ActivityContext(scripted_config({"agent": ["hi"]}), store)
+    started = {"type": "tool_started", "tool_call_id": "c1"}
+    events = EventBuffer(context, REF)
+    events.add(started)
+    assert events.drop_unwritten(started)  # nothing written: handed on
+    await events.close()
+    assert types(store) == []
+    events = EventBuffer(context, REF)
+    events.add(started, {"type": "tool_progress"})
+    assert not events.drop_unwritten(started)  # more than the caller hands on
+    await events.flush()
+    events.add({"type": "tool_completed"})
+    assert not events.drop_unwritten({"type": "tool_completed"})  # its start is written
+    await events.close()
+    assert types(store) == ["tool_started", "tool_progress", "tool_completed"]
+
+
+async def test_with_inline_results_off_every_result_is_stored_first(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("tick", {"n": 1}, "c1")]}, "done"]},
+        agents=[agent(tools=["tick"])],
+        tools=[tick],
+        limits=RuntimeLimits(inline_tool_result_bytes=0),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        events = [e async for e in env.agents.events(result.run_id)]
+        stored = env.store.get_tool_results("local", result.run_id, ["c1"])
+    assert stored == {"c1": '{"n": 1}'}
+    assert tool_events(events) == expected("c1", '{"n": 1}')
