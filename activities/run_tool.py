@@ -1,6 +1,6 @@
 """`run_tool`: run one tool call (a user tool, a built-in memory tool or an MCP server's tool,
 `otherone.activities.mcp_calls`) and store its result, which the workflow's history only
-references; or, for a small result, hand it back inline (`ToolCallInput.inline_result_bytes`).
+references; or, for a small result, hand it back inline (`ToolCallInput.inline`).
 Classified tool errors go back to the model."""
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ async def _store_tool_result(
         )
         events.add(tool_completed_body(call, outcome.error))
         return outcome
-    if _inline(input, size) and events.drop_unwritten(tool_started_body(call)):
+    if await _inline(context, input, size) and events.drop_unwritten(tool_started_body(call)):
         # Small, and nothing of the call stored yet: the result goes back in the outcome, and
         # its entry and events are written by whoever writes the run's next entries (no store
         # write on the tool's path). `PendingEntry.tool_arguments`, `deferred_tool_events`.
@@ -189,7 +189,6 @@ async def _store_tool_result(
             name=call.name,
             error_kind=kind,
             error=error,
-            result_bytes=size,
             content=content,
         )
     # The result, `tool_completed` and whatever else is queued: one transaction.
@@ -205,12 +204,14 @@ async def _store_tool_result(
     )
 
 
-def _inline(input: ToolCallInput, size: int) -> bool:
+async def _inline(context: ActivityContext, input: ToolCallInput, size: int) -> bool:
     """Whether a result of ``size`` bytes goes back inline: the workflow takes inline results
-    (`ToolCallInput.inline_result_bytes`) and the result and the arguments (both travel in the
-    workflow's history then) fit in that size."""
-    limit = input.inline_result_bytes
-    return limit > 0 and size + len(input.call.arguments.encode()) <= limit
+    (`ToolCallInput.inline`) and the result and the arguments (both travel in the workflow's
+    history then) fit in the run's `RuntimeLimits.inline_tool_result_bytes`."""
+    if not input.inline:
+        return False
+    snapshot = await context.snapshot(input.run_ref.snapshot_version)
+    return size + len(input.call.arguments.encode()) <= snapshot.limits.inline_tool_result_bytes
 
 
 def _oversized(size: int, input: ToolCallInput) -> str:

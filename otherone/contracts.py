@@ -540,10 +540,11 @@ class ToolCallInput(_Contract):
     ref: RunRef | str
     call: ToolCallSpec
     result_limit_bytes: int = DEFAULT_RESULT_LIMIT_BYTES
-    #: Results (with the call's arguments) up to this many bytes come back inline
-    #: (`ToolOutcome.content`) when nothing of the call was stored yet: no store write on the
-    #: tool's path. 0 (workflows from before it): every result is stored and referenced.
-    inline_result_bytes: int = 0
+    #: Whether a small result may come back inline (`ToolOutcome.content`): up to the run's
+    #: `RuntimeLimits.inline_tool_result_bytes`, when nothing of the call was stored yet (no
+    #: store write on the tool's path). False (workflows from before it): every result is
+    #: stored and referenced. (A flag, not the size: this input is in every call's history.)
+    inline: bool = False
 
     @property
     def run_ref(self) -> RunRef:
@@ -557,8 +558,9 @@ class ToolOutcome(_Contract):
     error: str | None = None
     result_bytes: int = 0
     oversized: bool = False
-    #: The result itself, when it came back inline (`ToolCallInput.inline_result_bytes`):
-    #: nothing was stored, not even the call's events (`PendingEntry.tool_arguments`).
+    #: The result itself, when it came back inline (`ToolCallInput.inline`): nothing was
+    #: stored, not even the call's events (`PendingEntry.tool_arguments`); ``result_bytes`` is
+    #: left out then (it is the content's size).
     content: str | None = None
 
 

@@ -265,7 +265,7 @@ class ToolSteps:
                     ref=self._ref.key(),
                     call=call,
                     result_limit_bytes=plan.result_limit_bytes,
-                    inline_result_bytes=plan.limits.inline_tool_result_bytes,
+                    inline=plan.limits.inline_tool_result_bytes > 0,
                 ),
                 result_type=ToolOutcome,
                 task_queue=plan.tool_task_queue,  # None: this workflow's own queue
