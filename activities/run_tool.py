@@ -136,8 +136,9 @@ async def _invoke(
 ) -> tuple[ToolErrorKind | None, str]:
     """Run the tool; classified errors go back to the model, others retry then turn fatal."""
     try:
-        async with heartbeating():
-            result = await asyncio.wait_for(invoke(arguments, context), timeout_seconds)
+        # `asyncio.timeout`, not `wait_for`: no task of its own per call (on Python 3.11).
+        async with heartbeating(), asyncio.timeout(timeout_seconds):
+            result = await invoke(arguments, context)
     except ToolError as error:
         return error.kind, tool_error_content(error.message)
     except TimeoutError:

@@ -443,12 +443,8 @@ async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     ~1 ms, and a task plus a heartbeat request each time cost more than the call."""
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    future = loop.run_in_executor(None, call)
-    done, _ = await asyncio.wait({future}, timeout=HEARTBEAT_EVERY_SECONDS)
-    if not done:
-        async with heartbeating(first_after=0.0):
-            await future
-    return future.result()
+    async with heartbeating():  # a timer until the first heartbeat is due: nothing per call
+        return await loop.run_in_executor(None, call)
 
 
 @contextlib.asynccontextmanager
