@@ -30,7 +30,7 @@ from otherone.contract_schemas import SCHEMA_DIR, SCHEMAS, schema_text, stale
 from otherone.contracts import SIGNAL_USER_MESSAGES, WORKFLOW_NAME
 from otherone.errors import RunNotFoundError
 from otherone.examples import EXAMPLE_CONFIG
-from otherone.runs import RunOutcome
+from otherone.runs import AgentRunResult, RunOutcome
 from otherone.toml_config import load_config
 from otherone.workflows import AgentRunWorkflow
 from tests.harness import agent_env, scripted_config, wait_until
@@ -202,13 +202,7 @@ async def test_a_turn_that_outlives_the_cancel_ends_the_run_cancelled(
     ) as env:
         handle = await env.agents.start(build_request(entry_agent="clerk", input="Add 2 and 3."))
         await asyncio.wait_for(provider.started.wait(), 30)
-        await handle.cancel()
-        await wait_until(
-            lambda: _cancel_reached_the_model_call(client, handle.run_id),
-            message="the model call's cancellation requested",
-        )
-        provider.release.set()
-        result = await asyncio.wait_for(handle.result(), 30)
+        result = await _cancel_then_answer(client, handle, provider)
     assert result.outcome is RunOutcome.CANCELLED
 
 
@@ -228,19 +222,25 @@ async def test_a_final_answer_that_outlives_the_cancel_ends_the_run_cancelled(
         await asyncio.wait_for(provider.started.wait(), 30)
         if queued:
             await handle.send_message("And another thing.")
-        await handle.cancel()
-        await wait_until(
-            lambda: _cancel_reached_the_model_call(client, handle.run_id),
-            message="the model call's cancellation requested",
-        )
-        provider.release.set()
-        result = await asyncio.wait_for(handle.result(), 30)
+        result = await _cancel_then_answer(client, handle, provider)
         events = [record.event["type"] for record in env.store.read_events(handle.run_id)]
         entries = env.store.load_entries("local", result.session_id)
     assert result.outcome is RunOutcome.CANCELLED, result
     assert "run_cancelled" in events and "run_completed" not in events, events
     assert len(provider.inner.requests) == 1, [r.turn for r in provider.inner.requests]
     assert [entry.content for entry in entries if entry.role == "assistant"] == ["Too late."]
+
+
+async def _cancel_then_answer(client: Client, handle: Any, provider: Any) -> AgentRunResult:
+    """Cancel the run while its model call is held, then let the call answer: the run's end."""
+    await handle.cancel()
+    await wait_until(
+        lambda: _cancel_reached_the_model_call(client, handle.run_id),
+        message="the model call's cancellation requested",
+    )
+    provider.release.set()
+    result: AgentRunResult = await asyncio.wait_for(handle.result(), 30)
+    return result
 
 
 async def _cancel_reached_the_model_call(client: Client, run_id: str) -> bool:
