@@ -18,7 +18,10 @@ from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
+from otherone.store.records import EVENT_KEY, event_key
 
+#: What finish_run's event keys begin with (after the run id).
+FINISH = "finish"
 OUTCOME_FOR_STATUS = {
     RunStatus.COMPLETED: RunOutcome.COMPLETED,
     RunStatus.FAILED: RunOutcome.FAILED,
@@ -29,16 +32,19 @@ OUTCOME_FOR_STATUS = {
 
 
 async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
+    """Every write is idempotent and every event keyed (`EVENT_KEY`): as a local activity,
+    finish_run runs again from the start when its workflow task fails (a worker killed or shut
+    down before the task completed), and must then store nothing twice."""
     ref, store = input.ref, context.store
-    await context.emit_decided(ref, input.events)
-    await context.emit(ref, *call_completed_events(input.pending))
+    await context.emit_decided(ref, input.events, once=FINISH)
+    await context.emit(ref, *_keyed(ref, call_completed_events(input.pending)))
     await context.io(write_pending, context, ref, input.pending)
     if input.release_session:
         await context.io(store.release_session, ref.partition_key, ref.session_id, ref.run_id)
     if input.record is not None:
         await context.io(store.upsert_run_record, input.record)
         await context.io(_store_call_result, store, input.record)
-    await context.emit(ref, _terminal_event(input))
+    await context.emit(ref, {**_terminal_event(input), EVENT_KEY: event_key(ref.run_id, FINISH)})
     if input.record is not None:
         await announce_to_caller(context, ref, input.record)
 
@@ -78,6 +84,7 @@ async def announce_to_caller(context: ActivityContext, ref: RunRef, record: RunR
             # The child's own duration, as its record and `otherone tree` give it: one figure
             # per run everywhere (not the caller's wait, which adds start-up and hand-over).
             "duration_millis": record.usage.duration_millis,
+            EVENT_KEY: event_key(record.run_id, FINISH, "caller"),
         },
     )
 
@@ -105,6 +112,14 @@ def _store_call_result(store: Store, record: RunRecord) -> None:
         content=result.model_dump_json(exclude_none=True),
         error_kind=None,
     )
+
+
+def _keyed(ref: RunRef, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``bodies`` (one per agent call) keyed by their call, stored once whatever re-runs."""
+    return [
+        {**body, EVENT_KEY: event_key(ref.run_id, FINISH, "call", str(body.get("call_id")))}
+        for body in bodies
+    ]
 
 
 def _terminal_event(input: FinishRunInput) -> dict[str, Any]:

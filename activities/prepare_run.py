@@ -16,6 +16,7 @@ from otherone.errors import FailureCode
 from otherone.result_contracts import contract_problem
 from otherone.runs import RunRecord, RunStatus
 from otherone.store import SessionBusyError
+from otherone.store.records import EVENT_KEY, event_key
 
 LEASE_SLACK = timedelta(minutes=1)
 
@@ -45,7 +46,8 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         raise failure(FailureCode.SESSION_BUSY, error.message) from error
     ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
     await context.io(context.store.upsert_run_record, _running_record(input, agent.version))
-    started: dict[str, Any] = {"type": "run_started"}
+    # Keyed: Temporal runs a local prepare_run again if its workflow task fails afterwards.
+    started: dict[str, Any] = {"type": "run_started", EVENT_KEY: event_key(ref.run_id, "started")}
     if ref.agent_call_id is not None:
         started["agent_call_id"] = ref.agent_call_id  # links the child to its caller's call
     await context.emit(ref, started)

@@ -38,6 +38,7 @@ from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
 from otherone.store.database import EntryEvents
 from otherone.store.memory import MemoryStore
+from otherone.store.records import EVENT_KEY, event_key
 from otherone.workflows.outcomes import IF_MISSING
 
 T = TypeVar("T")
@@ -241,16 +242,30 @@ class ActivityContext:
             describe_store_error(error),
         )
 
-    async def emit_decided(self, ref: RunRef, events: Sequence[Mapping[str, JsonValue]]) -> None:
+    async def emit_decided(
+        self,
+        ref: RunRef,
+        events: Sequence[Mapping[str, JsonValue]],
+        *,
+        once: str | None = None,
+    ) -> None:
         """Store the events the workflow decided (`DecidedEvents`), before the activity's own.
 
-        Only the first attempt does (a retry must not repeat them). An event marked
-        `IF_MISSING` is stored only if the run's stored events still lack it: the call it ends
-        may have been announced by its own activity before the run ended.
+        Only the first attempt does (a retry must not repeat them), unless ``once`` names
+        where they were decided: then every attempt offers them, each keyed (`EVENT_KEY`) by
+        ``once`` and its position, and the store keeps the first (for an activity Temporal
+        may run again from attempt 1, as a local one after its workflow task failed). An
+        event marked `IF_MISSING` is stored only if the run's stored events still lack it: the
+        call it ends may have been announced by its own activity before the run ended.
         """
-        if not events or activity.info().attempt > 1:
+        if not events or (once is None and activity.info().attempt > 1):
             return
         bodies = [dict(event) for event in events]
+        if once is not None:
+            bodies = [
+                {**body, EVENT_KEY: event_key(ref.run_id, once, str(index))}
+                for index, body in enumerate(bodies)
+            ]
         if any(IF_MISSING in body for body in bodies):
             stored = await asyncio.to_thread(_stored_event_keys, self.store, ref)
             bodies = [body for body in bodies if _still_owed(body, stored)]

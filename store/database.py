@@ -47,6 +47,7 @@ from otherone.store.context_cache import ContextCache, SessionContext
 from otherone.store.engine import create_store_engine, parse_url
 from otherone.store.errors import SessionBusyError, StoreError
 from otherone.store.records import (
+    EVENT_KEY,
     Artifact,
     Compaction,
     EntryRow,
@@ -691,6 +692,10 @@ class Store:
         PostgreSQL serialises appenders of one root with an advisory lock; SQLite's single
         writer does that for it. A unique (root, sequence) constraint backs both: should two
         writers still pick the same numbers, the loser reads again and retries.
+
+        A body carrying `EVENT_KEY` is stored at most once per root under that key (the field
+        is not stored): a writer that may run again whole (a local activity re-run after its
+        workflow task failed) finds its events there. Returns the sequences written.
         """
         if not bodies:
             return []
@@ -713,11 +718,14 @@ class Store:
         root = ref.root_run_id
         if postgres:
             turn.event_lock.rows(conn, {"namespace": EVENT_LOCK_NAMESPACE, "root": root})
+        keyed = _unstored(conn, root, bodies)
+        if not keyed:
+            return []
         last = turn.last_sequence.rows(conn, {"root_run_id": root})[0][0]
         first = int(last or 0) + 1
-        sequences = list(range(first, first + len(bodies)))
+        sequences = list(range(first, first + len(keyed)))
         rows: list[dict[str, Any]] = []
-        for sequence, body in zip(sequences, bodies, strict=True):
+        for sequence, (key, body) in zip(sequences, keyed, strict=True):
             envelope = _envelope(ref, sequence, body)
             rows.append(
                 {
@@ -726,6 +734,7 @@ class Store:
                     "sequence": sequence,
                     "body": envelope.model_dump_json(),
                     "created_at": envelope.timestamp,
+                    "event_key": key,
                 }
             )
         turn.insert_event.run_many(conn, rows)  # one executemany, not a statement per event
@@ -778,6 +787,34 @@ class Store:
         query = query.order_by(events.c.sequence).limit(limit)
         with self.engine.connect() as conn:
             return [EventRecord.model_validate_json(body) for body in conn.execute(query).scalars()]
+
+
+def _unstored(
+    conn: Connection, root_run_id: str, bodies: Sequence[dict[str, Any]]
+) -> list[tuple[str | None, dict[str, Any]]]:
+    """``bodies`` with their `EVENT_KEY` taken off (key, body), less the keyed ones the tree
+    already has (or that came earlier in ``bodies``). Read in the appending transaction: a
+    writer racing us with the same key takes the same sequence numbers, or meets the unique
+    key index, and one of us reads again (`Store.append_events`)."""
+    keys = [str(body[EVENT_KEY]) for body in bodies if EVENT_KEY in body]
+    if not keys:
+        return [(None, body) for body in bodies]
+    query = select(events.c.event_key).where(
+        (events.c.root_run_id == root_run_id)
+        & events.c.event_key.is_not(None)  # (lets PostgreSQL use the partial index)
+        & events.c.event_key.in_(keys)
+    )
+    stored = set(conn.execute(query).scalars())
+    kept: list[tuple[str | None, dict[str, Any]]] = []
+    for body in bodies:
+        if EVENT_KEY not in body:
+            kept.append((None, body))
+            continue
+        key = str(body[EVENT_KEY])
+        if key not in stored:
+            stored.add(key)
+            kept.append((key, {name: value for name, value in body.items() if name != EVENT_KEY}))
+    return kept
 
 
 # --------------------------------------------------------------------------- row conversion

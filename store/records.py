@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+#: A field of an event body (taken off before it is stored) that makes `Store.append_events`
+#: store the event at most once per root tree under that key: for writers Temporal may run
+#: again whole, such as local activities re-run after a failed workflow task (`event_key`).
+EVENT_KEY = "__event_key__"
+
+
+def event_key(run_id: str, *parts: str) -> str:
+    """The key of one event of ``run_id`` (``parts`` say which): the same on every re-run,
+    of bounded length whatever the ids (stored in ``otherone_events.event_key``)."""
+    return hashlib.sha256("\0".join((run_id, *parts)).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,14 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
     true,
 )
 
 metadata = MetaData()
 
 #: Column sizes shared by every table, so a key fits wherever it is copied.
+EVENT_KEY_LEN = 64
 PARTITION_LEN = 128
 SESSION_LEN = 256
 RUN_ID_LEN = 300
@@ -111,9 +113,21 @@ events = Table(
     Column("sequence", Integer, nullable=False),
     Column("body", Text, nullable=False),
     _created_at(),
+    #: Set on events stored at most once per tree (`otherone.store.records.EVENT_KEY`): those of
+    #: prepare_run and finish_run, which Temporal may run again (migration 0005). NULL: others.
+    Column("event_key", String(EVENT_KEY_LEN), nullable=True),
     UniqueConstraint("root_run_id", "sequence", name="uq_event_sequence"),
     # Retention (`Store.prune_events`): each tree's newest event without a table scan.
     Index("ix_otherone_events_root_created", "root_run_id", "created_at"),
+    # Partial: only the few keyed events are indexed, not every delta of a model's answer.
+    Index(
+        "uq_otherone_events_key",
+        "root_run_id",
+        "event_key",
+        unique=True,
+        postgresql_where=text("event_key IS NOT NULL"),
+        sqlite_where=text("event_key IS NOT NULL"),
+    ),
 )
 
 compactions = Table(

@@ -142,7 +142,14 @@ class TurnStatements:
             events.insert().values(
                 {
                     name: bindparam(name)
-                    for name in ("partition_key", "root_run_id", "sequence", "body", "created_at")
+                    for name in (
+                        "partition_key",
+                        "root_run_id",
+                        "sequence",
+                        "body",
+                        "created_at",
+                        "event_key",
+                    )
                 }
             ),
             dialect,

@@ -1,0 +1,140 @@
+"""prepare_run and finish_run run again whole (Temporal re-runs a local activity from attempt 1
+when the workflow task that ran it fails: a worker killed or shut down before the task
+completed); the second run stores none of their events again (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.testing import ActivityEnvironment
+
+from otherone.activities.agent_activities import AgentActivities
+from otherone.activities.shared import ActivityContext
+from otherone.client.agent_client import build_request
+from otherone.config import AGENT_CALL_TOOL
+from otherone.contracts import FinishRunInput, PendingEntry, PrepareRunInput, RunRef
+from otherone.runs import RunRecord, RunStatus, RunUsage
+from otherone.store import Store
+from otherone.store.records import EVENT_KEY
+from tests.harness import scripted_config
+
+CALLER = RunRef(
+    run_id="root-1",
+    root_run_id="root-1",
+    agent_id="agent",
+    partition_key="p",
+    session_id="s-root",
+    snapshot_version="",
+)
+CHILD = CALLER.model_copy(
+    update={
+        "run_id": "child-1",
+        "parent_run_id": "root-1",
+        "agent_call_id": "call-1",
+        "depth": 1,
+        "session_id": "s-child",
+    }
+)
+
+
+def _local() -> ActivityEnvironment:
+    """An activity context as Temporal gives a local activity's first attempt."""
+    environment = ActivityEnvironment()
+    environment.info = dataclasses.replace(environment.info, is_local=True, attempt=1)
+    return environment
+
+
+def _events(store: Store) -> Counter[tuple[str, str]]:
+    """(run id, event type) of every stored event of the tree, counted."""
+    return Counter(
+        (record.run_id, str(record.event.get("type"))) for record in store.read_events("root-1")
+    )
+
+
+def _record(ref: RunRef, status: RunStatus) -> RunRecord:
+    return RunRecord(
+        run_id=ref.run_id,
+        root_run_id=ref.root_run_id,
+        parent_run_id=ref.parent_run_id,
+        agent_call_id=ref.agent_call_id,
+        agent_id=ref.agent_id,
+        session_id=ref.session_id,
+        partition_key=ref.partition_key,
+        status=status,
+        depth=ref.depth,
+        started_at=datetime.now(UTC),
+    )
+
+
+def _finish_input(ref: RunRef) -> FinishRunInput:
+    """A child's end with an event the workflow decided (a refused tool call's pair) and a
+    result of its own child that reached it inline (announced `agent_call_completed`)."""
+    inline = {"call_id": "grandchild-call", "target": "agent", "outcome": "completed"}
+    inline["run_id"] = "grandchild-1"
+    decided: list[dict[str, Any]] = [
+        {"type": "tool_started", "tool_call_id": "t1", "tool_name": "x"},
+        {"type": "tool_completed", "tool_call_id": "t1", "tool_name": "x", "error": "refused"},
+    ]
+    return FinishRunInput(
+        ref=ref.model_copy(update={"snapshot_version": "v"}),
+        pending=(
+            PendingEntry(
+                key="child-1:t1:tool",
+                role="tool",
+                content=json.dumps(inline),
+                tool_call_id="grandchild-call",
+                tool_name=AGENT_CALL_TOOL,
+            ),
+        ),
+        status=RunStatus.COMPLETED,
+        usage=RunUsage(duration_millis=5),
+        events=tuple(decided),  # type: ignore[arg-type]
+        record=_record(ref, RunStatus.COMPLETED),
+    )
+
+
+async def test_prepare_and_finish_run_twice_store_each_event_once(store: Store) -> None:
+    activities = AgentActivities(ActivityContext(scripted_config({"agent": ["hi"]}), store))
+    store.upsert_run_record(_record(CALLER, RunStatus.RUNNING))  # the caller announced to
+    prepare = PrepareRunInput(
+        ref=CHILD,
+        internal_session=True,
+        request=build_request(entry_agent="agent", input="hello"),
+    )
+    for _ in range(2):
+        plan = await _local().run(activities.prepare_run, prepare)
+    assert plan.agent_id == "agent"
+    assert _events(store) == {("child-1", "run_started"): 1}
+
+    for _ in range(2):
+        await _local().run(activities.finish_run, _finish_input(CHILD))
+    assert _events(store) == {
+        ("child-1", "run_started"): 1,
+        ("child-1", "tool_started"): 1,
+        ("child-1", "tool_completed"): 1,
+        ("child-1", "agent_call_completed"): 1,  # its grandchild's, reached inline
+        ("child-1", "run_completed"): 1,
+        ("root-1", "agent_call_completed"): 1,  # the announcement in its caller's name
+    }
+    stored = store.read_events("root-1")
+    assert [record.sequence for record in stored] == list(range(1, len(stored) + 1))  # no gaps
+    assert not any(EVENT_KEY in record.event for record in stored)  # the key is not shown
+
+
+def test_a_keyed_event_is_stored_once_per_tree_and_unkeyed_ones_always(store: Store) -> None:
+    ref = CALLER.model_copy(update={"snapshot_version": "v"})
+    once = {"type": "run_started", EVENT_KEY: "k1"}
+    assert store.append_events(ref, [once, {"type": "a"}, dict(once)]) == [1, 2]
+    assert store.append_events(ref, [{"type": "a"}, once]) == [3]
+    assert store.append_events(ref, [once]) == []
+    other_tree = ref.model_copy(update={"run_id": "root-2", "root_run_id": "root-2"})
+    assert store.append_events(other_tree, [once]) == [1]  # keys are per tree
+    assert [record.event["type"] for record in store.read_events("root-1")] == [
+        "run_started",
+        "a",
+        "a",
+    ]
