@@ -31,15 +31,24 @@ class Prepared:
         compiled = statement.compile(dialect=dialect)
         assert isinstance(compiled, SQLCompiler)
         self.sql = compiled.string
-        binds = compiled.binds
+        # The parameters the SQL names, as `SQLCompiler.construct_params` finds them:
+        # ``bind_names`` maps each bind to the name rendered in the SQL. (Not ``binds``: it is
+        # keyed by the binds' keys too, which for anonymous ones (LIMIT 1) are internal names
+        # such as '%(1234 param)s' next to the rendered 'param_1'.)
+        by_name = {name: bind for bind, name in compiled.bind_names.items()}
         self._positional = bool(dialect.positional)
-        names = list(compiled.positiontup or ()) if self._positional else list(binds)
-        self._names = tuple(names)
+        names = list(compiled.positiontup or ()) if self._positional else list(by_name)
+        binds = [by_name[name] for name in names]
+        #: The driver's name of each parameter (named paramstyles), escaped as in the SQL.
+        escaped = compiled.escaped_bind_names
+        self._names = tuple(escaped.get(name, name) for name in names)
+        #: Where each parameter's value comes from: the caller's values, by the bind's key.
+        self._keys = tuple(bind.key for bind in binds)
         self._binds = tuple(
-            binds[name].type.dialect_impl(dialect).bind_processor(dialect) for name in names
+            bind.type.dialect_impl(dialect).bind_processor(dialect) for bind in binds
         )
         # Values of binds the statement carries itself (LIMIT 1 and the like).
-        self._fixed = {name: binds[name].value for name in names if not binds[name].required}
+        self._fixed = {bind.key: bind.value for bind in binds if not bind.required}
         columns = statement.selected_columns if isinstance(statement, Select) else ()
         processors = [
             column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
@@ -52,8 +61,8 @@ class Prepared:
         """The driver's parameters (positional or named, as its paramstyle wants)."""
         fixed = self._fixed
         processed = [
-            _process(processor, values[name] if name not in fixed else fixed[name])
-            for name, processor in zip(self._names, self._binds, strict=True)
+            _process(processor, values[key] if key not in fixed else fixed[key])
+            for key, processor in zip(self._keys, self._binds, strict=True)
         ]
         if self._positional:
             return tuple(processed)
