@@ -18,6 +18,7 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from otherone.client.agent_client import build_request
+from otherone.client.cli import serve
 from otherone.definitions import AgentDefinition
 from otherone.errors import ConfigurationError
 from otherone.runs import RunOutcome, RunStatus
@@ -32,6 +33,8 @@ from otherone.worker.sandbox import (
     workflow_sandbox_from_env,
 )
 from otherone.worker.settings import Settings
+from otherone.worker.shutdown import ActivityTracker
+from otherone.worker.telemetry import WorkerTelemetry
 from otherone.workflows import AgentRunWorkflow
 from tests.harness import agent_env, scripted_config
 from tests.providers import RecordingProvider
@@ -76,6 +79,46 @@ async def test_the_worker_uses_the_mode_it_is_given(
             worker = build_worker(client, config, store, task_queue=queue, workflow_sandbox=mode)
             [temporal_worker] = worker.workers
             assert isinstance(temporal_worker.config()["workflow_runner"], runner)
+    finally:
+        store.close()
+
+
+async def test_a_worker_takes_its_mode_and_local_slots_from_the_settings_and_env_files(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's worker (`serve._build_worker`) takes both from `Settings`; a worker built
+    without a mode reads it as `Settings` does, a project's ``.env`` included (it used to read
+    the environment only, so a ``.env`` sandbox setting reached the CLI's workers alone)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(WORKFLOW_SANDBOX_ENV)
+    (tmp_path / ".env").write_text(
+        f"{WORKFLOW_SANDBOX_ENV}=strict\nOTHERONE_MAX_CONCURRENT_LOCAL_ACTIVITIES=7\n"
+    )
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    config = scripted_config({"agent": ["done"]})
+    try:
+        settings = Settings(task_queue=f"{task_queue}-cli")
+        assert settings.max_concurrent_local_activities == 7
+        cli_worker = serve._build_worker(
+            client,
+            config,
+            store,
+            settings,
+            WorkerTelemetry(tracing=False, runtime=None),
+            ActivityTracker(),
+        )
+        plain = build_worker(client, config, store, task_queue=f"{task_queue}-plain")
+        for worker in (cli_worker, plain):
+            [temporal_worker] = worker.workers
+            assert isinstance(temporal_worker.config()["workflow_runner"], SandboxedWorkflowRunner)
+        [temporal_worker] = cli_worker.workers
+        assert temporal_worker.config()["max_concurrent_local_activities"] == 7
+        [temporal_worker] = plain.workers  # build_worker's own default: Temporal's
+        assert temporal_worker.config()["max_concurrent_local_activities"] == 100
+        with pytest.raises(ConfigurationError, match="max_concurrent_local_activities"):
+            build_worker(
+                client, config, store, task_queue=task_queue, max_concurrent_local_activities=0
+            )
     finally:
         store.close()
 

@@ -20,6 +20,7 @@ from otherone.activities.shared import ActivityContext
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig
 from otherone.contracts import ACTIVITY_PREPARE_RUN, PrepareRunInput, RunPlan
+from otherone.errors import ConfigurationError
 from otherone.store import Store
 
 # Re-exported: clients import them from `otherone.worker.connection` (light: no activities).
@@ -27,6 +28,7 @@ from otherone.worker.connection import connect as connect
 from otherone.worker.connection import data_converter as data_converter
 from otherone.worker.queues import (
     ALL_ROLES,
+    DEFAULT_LOCAL_ACTIVITY_SLOTS,
     QueueWorker,
     SlotLimits,
     TaskQueues,
@@ -196,6 +198,7 @@ def build_worker(
     providers: Mapping[str, ModelProvider] | None = None,
     authorizer: AgentCallAuthorizer | None = None,
     max_concurrent_activities: int = 64,
+    max_concurrent_local_activities: int = DEFAULT_LOCAL_ACTIVITY_SLOTS,
     interceptors: Sequence[Interceptor] = (),
     max_cached_workflows: int = 1000,
     model_task_queue: str | None = None,
@@ -222,9 +225,13 @@ def build_worker(
     ``max_concurrent_activities``); ``roles`` picks which of workflows, model and tools this
     process serves (all by default). Every worker of a deployment must name the same queues.
     ``workflows`` replaces the workflow class(es) (e.g. a patched version in upgrade tests).
+    ``max_concurrent_local_activities`` bounds the local activities (prepare_run, finish_run)
+    the workflow queue's worker runs at once.
     ``workflow_sandbox`` is how workflow code runs (`otherone.worker.sandbox`); ``None`` reads
-    ``OTHERONE_WORKFLOW_SANDBOX`` (default ``off``; the test suite sets ``strict``).
-    Raises `ConfigurationError` for roles that cannot work with these queues, or for an
+    ``OTHERONE_WORKFLOW_SANDBOX`` as `Settings` does (environment, then ``.env`` files; default
+    ``off``; the test suite sets ``strict``).
+    Raises `ConfigurationError` for roles that cannot work with these queues, slots below 1, or
+    for an
     unknown ``OTHERONE_WORKFLOW_SANDBOX``.
     """
     queues = TaskQueues(task_queue, model_task_queue, tool_task_queue)
@@ -232,6 +239,8 @@ def build_worker(
         max_concurrent_activities, max_concurrent_model_calls, max_concurrent_tool_calls
     )
     planned = plan_workers(queues, parse_roles([str(role) for role in roles]), slots)
+    if max_concurrent_local_activities <= 0:
+        raise ConfigurationError("max_concurrent_local_activities: must be greater than 0")
     mode = workflow_sandbox_from_env() if workflow_sandbox is None else workflow_sandbox
     activities = AgentActivities(ActivityContext(config, store, dict(providers or {}), authorizer))
     return AgentWorker(
@@ -243,6 +252,8 @@ def build_worker(
                 activities=_activities_for(spec, activities, queues),
                 workflow_runner=workflow_runner(mode),
                 max_concurrent_activities=spec.max_concurrent_activities,
+                # (Used where workflows run: a local activity runs on its workflow's worker.)
+                max_concurrent_local_activities=max_concurrent_local_activities,
                 interceptors=interceptors,
                 max_cached_workflows=max_cached_workflows,
                 graceful_shutdown_timeout=graceful_shutdown_timeout,

@@ -110,6 +110,11 @@ def stamp_queues(plan: RunPlan, queues: TaskQueues) -> RunPlan:
     )
 
 
+#: Local activities (prepare_run, finish_run) one workflow worker runs at once: Temporal's own
+#: default (`Settings.max_concurrent_local_activities`).
+DEFAULT_LOCAL_ACTIVITY_SLOTS = 100
+
+
 @dataclass(frozen=True)
 class QueueWorker:
     """One Temporal worker to run: a task queue and what it serves there."""

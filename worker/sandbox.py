@@ -22,7 +22,6 @@ Light on purpose (no Temporal import): `otherone.worker.settings` uses it for th
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Final, Literal, get_args
 
@@ -49,8 +48,17 @@ def parse_workflow_sandbox(value: str) -> WorkflowSandbox:
 
 
 def workflow_sandbox_from_env(environ: Mapping[str, str] | None = None) -> WorkflowSandbox:
-    """The mode `OTHERONE_WORKFLOW_SANDBOX` names, else the default (empty counts as unset, as
-    in `Settings`). `build_worker` uses it when not given a mode, so the test suite's setting
-    reaches every worker it builds, including those of worker subprocesses."""
-    value = (os.environ if environ is None else environ).get(WORKFLOW_SANDBOX_ENV, "")
+    """The mode `OTHERONE_WORKFLOW_SANDBOX` names, else the default (empty counts as unset).
+
+    Without ``environ``, read as `Settings` reads it (the environment, then the ``.env`` files
+    of `otherone.worker.settings.ENV_FILES`), so a worker built without a mode runs the one
+    the CLI's settings would give it. `build_worker` uses it when not given a mode, so the test
+    suite's setting reaches every worker it builds, including those of worker subprocesses."""
+    if environ is None:
+        # Imported here: `otherone.worker.settings` imports this module for its defaults.
+        from otherone.worker.settings import environment_values
+
+        value = environment_values(("workflow_sandbox",)).get("workflow_sandbox", "")
+    else:
+        value = environ.get(WORKFLOW_SANDBOX_ENV, "")
     return parse_workflow_sandbox(value) if value.strip() else DEFAULT_WORKFLOW_SANDBOX

@@ -15,7 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from otherone.worker.queues import ALL_ROLES, WorkerRole, parse_roles
+from otherone.worker.queues import (
+    ALL_ROLES,
+    DEFAULT_LOCAL_ACTIVITY_SLOTS,
+    WorkerRole,
+    parse_roles,
+)
 from otherone.worker.sandbox import DEFAULT_WORKFLOW_SANDBOX, WorkflowSandbox
 
 DEFAULT_TASK_QUEUE = "otherone"
@@ -154,6 +159,12 @@ class Settings(BaseModel):
         None, description="API key for Temporal Cloud (sent as a bearer token; implies TLS)."
     )
     max_concurrent_activities: int = Field(64, gt=0, description="Activity slots of one worker.")
+    max_concurrent_local_activities: int = Field(
+        DEFAULT_LOCAL_ACTIVITY_SLOTS,
+        gt=0,
+        description="Local activity slots of one worker serving workflows: the prepare_run and "
+        "finish_run of its runs, which it runs itself (Temporal's default: 100).",
+    )
     # Task queues and roles (`otherone.worker.queues`): every worker of a deployment names the same
     # queues.
     model_task_queue: str | None = Field(

@@ -124,7 +124,13 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
             await ctx.interruptible(server.start())
             codec = codec_from_settings(ctx.settings)
             client = await connect_checked(server.address, server.namespace, codec=codec)
-            worker = build_worker(client, config, store, task_queue=DEMO_TASK_QUEUE)
+            worker = build_worker(
+                client,
+                config,
+                store,
+                task_queue=DEMO_TASK_QUEUE,
+                workflow_sandbox=ctx.settings.workflow_sandbox,
+            )
             async with worker:
                 agents = AgentClient(client, task_queue=DEMO_TASK_QUEUE, store=store)
                 ctx.err.print(

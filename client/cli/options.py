@@ -45,6 +45,7 @@ WORKER_OPTIONS = (
     Option("--tool-task-queue", "tool_task_queue", "NAME"),
     Option("--max-concurrent-model-calls", "max_concurrent_model_calls", "N"),
     Option("--max-concurrent-tool-calls", "max_concurrent_tool_calls", "N"),
+    Option("--max-concurrent-local-activities", "max_concurrent_local_activities", "N"),
 )
 #: Options of `otherone serve` (and `otherone dev --serve`): where the HTTP API listens.
 SERVE_OPTIONS = (

@@ -169,6 +169,7 @@ def _build_worker(
         store,
         task_queue=settings.task_queue,
         max_concurrent_activities=settings.max_concurrent_activities,
+        max_concurrent_local_activities=settings.max_concurrent_local_activities,
         interceptors=[*telemetry.interceptors(config), tracker],
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
         model_task_queue=settings.model_task_queue,
