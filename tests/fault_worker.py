@@ -88,6 +88,9 @@ async def serve(address: str, task_queue: str, store_url: str) -> None:
     client = await connect(address)
     store = Store.open(store_url)
     worker = build_worker(client, fault_config(), store, task_queue=task_queue)
+    # Which runner the worker's mode gave (`OTHERONE_WORKFLOW_SANDBOX`): tests check it.
+    runner = worker.workers[0].config()["workflow_runner"]
+    print(f"workflow runner: {type(runner).__name__}", flush=True)
     async with worker:
         print("ready", flush=True)
         await asyncio.Event().wait()  # until killed

@@ -218,10 +218,16 @@ async def start_worker(
 
 @contextlib.asynccontextmanager
 async def worker_module(
-    module: str, address: str, task_queue: str, store_url: str, workdir: Path
+    module: str,
+    address: str,
+    task_queue: str,
+    store_url: str,
+    workdir: Path,
+    **environ: str,
 ) -> AsyncIterator[BackgroundProcess]:
     """A test worker module (``python -m MODULE ADDRESS QUEUE STORE_URL WORKDIR``, printing
-    ``ready`` once it polls) in its own process; killed when the block ends."""
+    ``ready`` once it polls) in its own process, with ``environ`` added to this process's
+    environment (e.g. ``OTHERONE_WORKFLOW_SANDBOX``); killed when the block ends."""
     worker = await BackgroundProcess.start(
         sys.executable,
         "-m",
@@ -230,7 +236,7 @@ async def worker_module(
         task_queue,
         store_url,
         str(workdir),
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **environ},
     )
     try:
         await worker.wait_for("ready", whole_line=True)

@@ -2,22 +2,25 @@
 
 The rest of the suite runs the strict sandbox (tests/conftest.py), which guards the workflow code
 against non-deterministic calls. Production runs without it, so here representative runs (a tool
-turn, an agent call, a cancellation) and every recorded history go through the default mode.
+turn, an agent call, a cancellation, a worker killed mid-run) and every recorded history go
+through the default mode.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from otherone.client.agent_client import build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.client.cli import serve
 from otherone.definitions import AgentDefinition
 from otherone.errors import ConfigurationError
@@ -36,7 +39,9 @@ from otherone.worker.settings import Settings
 from otherone.worker.shutdown import ActivityTracker
 from otherone.worker.telemetry import WorkerTelemetry
 from otherone.workflows import AgentRunWorkflow
-from tests.harness import agent_env, scripted_config
+from tests.fault_worker import SLOW_CHUNKS, effect_file
+from tests.harness import agent_env, scripted_config, wait_until
+from tests.processes import worker_module
 from tests.providers import RecordingProvider
 from tests.test_replay import RECORDED
 
@@ -188,6 +193,77 @@ async def test_a_cancellation(client: Client, task_queue: str, tmp_path: Path) -
         )
     assert result.outcome is RunOutcome.CANCELLED and result.failure is None
     assert again.outcome is RunOutcome.COMPLETED  # the cancelled run released its session
+
+
+@pytest.mark.timeout(240)
+async def test_a_killed_worker(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """tests/test_faults.py's SIGKILL, with workers in the shipped mode: a run mid-tool and a
+    run whose child streams are taken over, unsandboxed, by the next worker (replaying their
+    histories there); the tool's effect happens once, the child runs once."""
+    address = temporal_env.client.service_client.config.target_host
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store.open(store_url)
+    agents = AgentClient(client, task_queue=task_queue, store=store)
+    shipped = {WORKFLOW_SANDBOX_ENV: SHIPPED}
+    try:
+        async with worker_module(
+            "tests.fault_worker", address, task_queue, store_url, tmp_path, **shipped
+        ) as first:
+            assert first.saw("workflow runner: UnsandboxedWorkflowRunner"), first.output
+            buyer = await agents.start(build_request(entry_agent="buyer", input="buy A"))
+            boss = await agents.start(build_request(entry_agent="boss", input="delegate"))
+            child = f"{boss.run_id}/slowchild.delegate"
+            await wait_until(
+                lambda: (
+                    has_event(store, boss.run_id, child, "model_delta")
+                    and any((tmp_path / "effects").iterdir())
+                ),
+                within=60,
+                message="a child's stream and a tool in flight",
+            )
+            first.send_signal(signal.SIGKILL)
+            assert await first.exit_code() == -signal.SIGKILL
+        async with worker_module(
+            "tests.fault_worker", address, task_queue, store_url, tmp_path, **shipped
+        ) as second:
+            assert second.saw("workflow runner: UnsandboxedWorkflowRunner"), second.output
+            attempts = tmp_path / "attempts.log"
+            await wait_until(
+                lambda: len(attempts.read_text().splitlines()) >= 2,
+                within=60,
+                message="the tool's retry on the new worker",
+            )
+            (tmp_path / "release").touch()
+            bought, delegated = await asyncio.wait_for(
+                asyncio.gather(buyer.result(), boss.result()), 120
+            )
+            tree = await agents.list_run_tree(boss.run_id)
+        assert bought.outcome is RunOutcome.COMPLETED and bought.text == "bought"
+        key = f"{buyer.run_id}:pay"
+        assert [line.split()[0] for line in attempts.read_text().splitlines()] == [key, key]
+        assert effect_file(tmp_path, key).read_text() == "A"
+        assert len(list((tmp_path / "effects").iterdir())) == 1
+        assert delegated.outcome is RunOutcome.COMPLETED and delegated.text == "boss done"
+        assert [(record.run_id, record.status) for record in tree] == [
+            (boss.run_id, RunStatus.COMPLETED),
+            (child, RunStatus.COMPLETED),
+        ]
+        assert tree[1].output is not None and tree[1].output.value == "".join(SLOW_CHUNKS)
+        # Each run announced its start and end once (the boss's tree: the child's too).
+        for root, runs in ((buyer.run_id, 1), (boss.run_id, 2)):
+            kinds = [record.event["type"] for record in store.read_events(root, limit=10_000)]
+            assert kinds.count("run_started") == kinds.count("run_completed") == runs
+    finally:
+        store.close()
+
+
+def has_event(store: Store, root: str, run_id: str, kind: str) -> bool:
+    return any(
+        record.run_id == run_id and record.event["type"] == kind
+        for record in store.read_events(root, limit=10_000)
+    )
 
 
 def _history(path: Path) -> WorkflowHistory:
