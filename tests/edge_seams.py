@@ -24,10 +24,11 @@ class GateStore(Store):
     first write of `prepare_run`).
 
     Store calls run in worker threads, hence threading events: ``entered`` is set when the call
-    arrives, ``release`` lets it go on (bounded, so a failing test never hangs a thread).
+    arrives, ``release`` lets it go on (after ``bound`` seconds at the latest, so a failing test
+    never hangs a thread).
     """
 
-    def __init__(self, url: str, held: str = "save_snapshot") -> None:
+    def __init__(self, url: str, held: str = "save_snapshot", *, bound: float = 30) -> None:
         super().__init__(Store.open(url).engine)
         self.entered = threading.Event()
         self.release = threading.Event()
@@ -35,7 +36,7 @@ class GateStore(Store):
 
         def gated(*args: Any, **kwargs: Any) -> Any:
             self.entered.set()
-            self.release.wait(30)
+            self.release.wait(bound)
             return original(*args, **kwargs)
 
         setattr(self, held, gated)

@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError  # (not the builtin)
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -146,15 +147,11 @@ async def _store_activity(
         except ApplicationError as failure:
             # A local activity's own error arrives bare (a remote one's inside an ActivityError,
             # as do a local one's timeout and cancellation): wrap it so callers see one shape.
-            raise ActivityError(
-                f"local activity {name} failed",
-                scheduled_event_id=0,
-                started_event_id=0,
-                identity="",
-                activity_type=name,
-                activity_id="",
-                retry_state=RetryState.NON_RETRYABLE_FAILURE,
-            ) from failure
+            raise _local_failure(name, RetryState.NON_RETRYABLE_FAILURE) from failure
+        except ActivityTimeoutError as timeout:
+            # Its timeout comes inside an ActivityError when it happens, but bare when replayed
+            # from its marker: unwrapped, it failed the workflow on replay (nondeterminism).
+            raise _local_failure(name, RetryState.TIMEOUT) from timeout
     return await workflow.execute_activity(
         name,
         input,
@@ -165,4 +162,17 @@ async def _store_activity(
         retry_policy=STORE_RETRY,
         cancellation_type=cancellation_type,
         summary=summary,
+    )
+
+
+def _local_failure(name: str, retry_state: RetryState) -> ActivityError:
+    """The `ActivityError` a normal activity's failure comes in (the caller chains the cause)."""
+    return ActivityError(
+        f"local activity {name} failed",
+        scheduled_event_id=0,
+        started_event_id=0,
+        identity="",
+        activity_type=name,
+        activity_id="",
+        retry_state=retry_state,
     )
