@@ -495,8 +495,10 @@ class AgentClient:
         """Send a decision by the run's `decide_approval` update, as this client's identity
         (``identity``, else the Temporal client's).
 
-        The update id is derived from the decision, so a repeated send is one update to
-        Temporal as well as to the run.
+        The update id is derived from the decision and who sends it, so a repeated send is one
+        update to Temporal as well as to the run; the same decision from someone else is its
+        own update (checked against the request's approvers, not answered with the first
+        sender's result).
         """
         from otherone.contracts import ApprovalDecision, ApprovalRequest
 
@@ -509,7 +511,7 @@ class AgentClient:
             field, _, message = split_field(field, message)
             raise InvalidRequestError(message, field=field) from None
         await self._check_tenant(run_id)
-        content = decision.model_dump_json(exclude={"identity"})
+        content = decision.model_dump_json()
         update_id = f"approval-{hashlib.sha256(content.encode()).hexdigest()[:32]}"
         try:
             request: ApprovalRequest = await self._workflow(run_id).execute_update(

@@ -449,11 +449,14 @@ def send_note(to: str, text: str) -> str:
     return f"sent to {to}"
 
 
-def approvals_config(approvers: tuple[str, ...] = ()) -> Any:
+def approvals_config(approvers: tuple[str, ...] = (), calls: tuple[str, ...] = ("note",)) -> Any:
     from otherone.definitions import AccessPolicy, AgentDefinition, ApprovalRule
 
     turn = {
-        "tool_calls": [{"id": "note", "name": "send_note", "arguments": {"to": "bo", "text": "hi"}}]
+        "tool_calls": [
+            {"id": call_id, "name": "send_note", "arguments": {"to": "bo", "text": "hi"}}
+            for call_id in calls
+        ]
     }
     return scripted_config(
         {"mailer": [turn, {"text": "Done."}]},
@@ -537,14 +540,15 @@ async def test_approvals_are_decided_as_the_tokens_identity(
     tokens = {alice: ApiToken("tenant-a", identity="alice"), plain: "tenant-a"}
     as_alice = {"Authorization": f"Bearer {alice}"}
     as_plain = {"Authorization": f"Bearer {plain}"}
-    config = approvals_config(approvers=("alice",))
+    # Two calls, so that the run still waits (for "later") once "note" is decided.
+    config = approvals_config(approvers=("alice",), calls=("note", "later"))
     async with api_env(client, task_queue, config, tmp_path, tokens=tokens) as api:
         api.http.headers.update(as_plain)
         whoami = (await api.http.get("/v1/whoami")).json()
         assert (whoami["partition_key"], whoami["identity"]) == ("tenant-a", "api:tenant-a")
         run_id = await start(api, run_body("mailer", "note bo"))
-        [request] = await open_approvals(api, run_id)
-        assert request["approvers"] == ["alice"]
+        requests = await open_approvals(api, run_id)
+        assert [r["approvers"] for r in requests] == [["alice"], ["alice"]]
         path = f"/v1/runs/{run_id}/approvals/note"
         refused = await api.http.post(path, json={"decision": "approve"})
         assert_problem(refused, 403, "approval_not_allowed")
@@ -552,4 +556,13 @@ async def test_approvals_are_decided_as_the_tokens_identity(
         decided = await api.http.post(path, json={"decision": "approve"}, headers=as_alice)
         assert decided.status_code == 200, decided.text
         assert decided.json()["decision"]["decided_by"] == "alice"
+        # The same decision sent again by someone not allowed is refused, not answered with
+        # alice's result; sent again by alice, it is the same decision (200).
+        again = await api.http.post(path, json={"decision": "approve"})
+        assert_problem(again, 403, "approval_not_allowed")
+        repeated = await api.http.post(path, json={"decision": "approve"}, headers=as_alice)
+        assert repeated.status_code == 200, repeated.text
+        later = f"/v1/runs/{run_id}/approvals/later"
+        decided = await api.http.post(later, json={"decision": "approve"}, headers=as_alice)
+        assert decided.status_code == 200, decided.text
         assert (await result(api, run_id))["output"]["value"] == "Done."
