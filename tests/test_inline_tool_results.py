@@ -30,7 +30,7 @@ from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import EntryRow, Store
 from otherone.store.database import EntryEvents
 from otherone.tools import ToolError, tool
-from tests.harness import agent_env, scripted_config
+from tests.harness import agent_env, scripted_config, wait_until
 
 INLINE_TOOL_RESULT_BYTES = RuntimeLimits().inline_tool_result_bytes
 
@@ -277,3 +277,35 @@ async def test_with_inline_results_off_every_result_is_stored_first(
         stored = env.store.get_tool_results("local", result.run_id, ["c1"])
     assert stored == {"c1": '{"n": 1}'}
     assert tool_events(events) == expected("c1", '{"n": 1}')
+
+
+@tool(approval="always")
+async def mail(to: str) -> str:
+    """Send a mail (a person approves it first, maybe editing the arguments)."""
+    return f"sent to {to}"
+
+
+async def test_an_approved_edit_is_what_the_inline_results_tool_started_shows(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The tool ran with the person's edit: its (deferred) `tool_started` says so, as the tool
+    activity's own did before results came back inline."""
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("mail", {"to": "all"}, "c1")]}, "sent"]},
+        agents=[agent(tools=["mail"])],
+        tools=[mail],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="go"))
+
+        async def listed() -> bool:
+            return bool(await env.agents.pending_approvals(handle.run_id))
+
+        await wait_until(listed, within=20, message="the approval request")
+        await env.agents.approve(handle.run_id, "c1", {"to": "bob"})
+        result = await handle.result()
+        events = [e async for e in env.agents.events(result.run_id)]
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED
+    assert [e.content for e in entries if e.role == "tool"] == ['"sent to bob"']
+    assert tool_events(events) == expected("c1", '{"to": "bob"}')

@@ -705,11 +705,13 @@ class AgentRunWorkflow:
         self._open_calls, self._open_tools = None, None
         for index, call in enumerate(calls):
             key = tool_key(self._input.run_id, iteration, index)
-            outcome = arrived.get(call.id)
-            if outcome is not None:
+            found = arrived.get(call.id)
+            if found is not None:
                 # It ran and handed its result back inline: the session gets the real result
-                # (its events are written with the entry), as a stored one would win.
-                self._pending.append(tool_result_entry(key, call, outcome))
+                # (its events are written with the entry), as a stored one would win. The call
+                # as it ran: its `tool_started` shows a person's edits to the arguments.
+                ran, outcome = found
+                self._pending.append(tool_result_entry(key, ran, outcome))
                 continue
             entry = ended_before_result_entry(key, call, ending.outcome.value)
             self._pending.append(entry)

@@ -123,9 +123,10 @@ class ToolSteps:
         self._handoffs = handoffs
         #: Call ids of this turn that wait for a person.
         self._gated: frozenset[str] = frozenset()
-        #: Results handed back inline (call id -> outcome): nothing of them is stored yet, so
-        #: a run that ends before this turn's entries are made writes them from here.
-        self.arrived: dict[str, ToolOutcome] = {}
+        #: Results handed back inline (call id -> the call as it ran, with a person's edits,
+        #: and its outcome): nothing of them is stored yet, so a run that ends before this
+        #: turn's entries are made writes them from here.
+        self.arrived: dict[str, tuple[ToolCallSpec, ToolOutcome]] = {}
 
     def open_approvals(
         self, tool_calls: tuple[ToolCallSpec, ...], approvals: Iterable[ApprovalNeed]
@@ -283,7 +284,7 @@ class ToolSteps:
             reraise_cancellation(error)
             return _failed_tool(call, error)
         if outcome.content is not None:
-            self.arrived[call.id] = outcome
+            self.arrived[call.id] = (call, outcome)
         return outcome
 
     async def _agent_call(self, call: ToolCallSpec, claimants: Claimants) -> PendingEntry:
@@ -335,7 +336,10 @@ class ToolSteps:
                     self._decided.add(*refused_tool_events(call, step))
             else:
                 ending = ending or _run_ending(call, step)
-                entries.append(tool_result_entry(key, call, step))
+                ran, _ = self.arrived.get(call.id, (call, step))
+                # An inline result's entry carries the arguments the tool ran with (a person
+                # may have edited the model's): its deferred `tool_started` shows them.
+                entries.append(tool_result_entry(key, ran, step))
         return entries, ending
 
 
