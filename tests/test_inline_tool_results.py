@@ -309,3 +309,39 @@ async def test_an_approved_edit_is_what_the_inline_results_tool_started_shows(
     assert result.outcome is RunOutcome.COMPLETED
     assert [e.content for e in entries if e.role == "tool"] == ['"sent to bob"']
     assert tool_events(events) == expected("c1", '{"to": "bob"}')
+
+
+async def test_a_plain_call_beside_one_that_waits_for_a_person_is_seen_before_the_decision(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A turn that waits for a person (or a child) may last days: its quick calls are stored
+    by their tool activity, so watchers (and the audit) see they ran without waiting for it."""
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": [call("mail", {"to": "all"}, "c1"), call("tick", {"n": 1}, "c2")]},
+                "sent",
+            ]
+        },
+        agents=[agent(tools=["mail", "tick"], model_overrides={"parallel_tool_calls": True})],
+        tools=[mail, tick],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="go"))
+
+        async def ticked() -> bool:
+            events = env.store.read_events(handle.run_id, limit=1000)
+            return ("tool_completed", "c2") in [
+                (e.event["type"], e.event.get("tool_call_id")) for e in events
+            ]
+
+        try:
+            await wait_until(ticked, within=10, message="tick's tool_completed")
+        finally:
+            await env.agents.approve(handle.run_id, "c1")
+            result = await handle.result()
+        events = [e async for e in env.agents.events(result.run_id)]
+    assert result.outcome is RunOutcome.COMPLETED
+    assert sorted(tool_events(events)) == sorted(
+        [*expected("c1", '{"to": "all"}'), *expected("c2", '{"n": 1}')]
+    )

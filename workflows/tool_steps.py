@@ -123,6 +123,8 @@ class ToolSteps:
         self._handoffs = handoffs
         #: Call ids of this turn that wait for a person.
         self._gated: frozenset[str] = frozenset()
+        #: Whether this turn's tool results may come back inline (`ToolCallInput.inline`).
+        self._inline = plan.limits.inline_tool_result_bytes > 0
         #: Results handed back inline (call id -> the call as it ran, with a person's edits,
         #: and its outcome): nothing of them is stored yet, so a run that ends before this
         #: turn's entries are made writes them from here.
@@ -149,6 +151,11 @@ class ToolSteps:
             1 for call in calls if is_agent_call(plan, call) or Spawner.is_spawn(plan, call)
         )
         parallel = plan.parallel_tool_calls and len(calls) > 1
+        # An inline result's entry and events wait for the turn's end. A turn that waits for a
+        # person or a child may last days: its quick calls store theirs at once, as before, so
+        # watchers and the audit see what ran meanwhile (and a run terminated from outside
+        # still shows it).
+        self._inline = self._inline and not any(self._waits(call) for call in calls)
         claimants = Claimants(agent_calls if parallel else 1)
         if parallel:
             limit = plan.limits.max_concurrent_tool_calls
@@ -157,6 +164,11 @@ class ToolSteps:
                 return await _all_steps(self._run_tool_in(slots, call, claimants) for call in calls)
             return await _all_steps(self._run_tool(call, claimants) for call in calls)
         return await self._run_in_order(calls, claimants)
+
+    def _waits(self, call: ToolCallSpec) -> bool:
+        """Whether ``call`` waits for a person or a child (for as long as they take)."""
+        plan = self._plan
+        return call.id in self._gated or is_agent_call(plan, call) or Spawner.handles(plan, call)
 
     async def _run_in_order(
         self, calls: tuple[ToolCallSpec, ...], claimants: Claimants
@@ -266,7 +278,7 @@ class ToolSteps:
                     ref=self._ref.key(),
                     call=call,
                     result_limit_bytes=plan.result_limit_bytes,
-                    inline=plan.limits.inline_tool_result_bytes > 0,
+                    inline=self._inline,
                 ),
                 result_type=ToolOutcome,
                 task_queue=plan.tool_task_queue,  # None: this workflow's own queue
