@@ -25,7 +25,7 @@ from otherone.activities.shared import ActivityContext
 from otherone.activities.tool_events import deferred_tool_events
 from otherone.client.agent_client import build_request
 from otherone.contracts import EventRecord, PendingEntry, RunRef
-from otherone.definitions import AgentDefinition, RuntimeLimits
+from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import EntryRow, Store
 from otherone.store.database import EntryEvents
@@ -345,3 +345,80 @@ async def test_a_plain_call_beside_one_that_waits_for_a_person_is_seen_before_th
     assert sorted(tool_events(events)) == sorted(
         [*expected("c1", '{"to": "all"}'), *expected("c2", '{"n": 1}')]
     )
+
+
+@tool
+async def blob(size: int) -> str:
+    """A result of ``size`` bytes."""
+    return "x" * size
+
+
+async def test_a_wide_turn_stores_its_results_so_the_next_model_call_fits_temporals_limit(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """40 results of 60 KB under a 64 KiB limit: inline, the next model call's input (one
+    payload) would be 2.4 MB, over Temporal's 2 MiB; its scheduling failed the workflow task
+    again and again and the run never ended."""
+    calls = [call("blob", {"size": 60_000}, f"c{i}") for i in range(40)]
+    config = scripted_config(
+        {"agent": [{"tool_calls": calls}, "done"]},
+        agents=[agent(tools=["blob"], model_overrides={"parallel_tool_calls": True})],
+        tools=[blob],
+        limits=RuntimeLimits(inline_tool_result_bytes=64 * 1024),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="go"))
+        result = await asyncio.wait_for(handle.result(), 60)
+        stored = env.store.get_tool_results("local", result.run_id, ["c0", "c39"])
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert set(stored) == {"c0", "c39"}
+
+
+@tool(max_attempts=1)
+async def boom() -> str:
+    """Fails (not a classified tool error: the run ends)."""
+    raise RuntimeError("boom")
+
+
+async def test_inline_results_cross_continue_as_new_a_handoff_and_a_fatal_end(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Pending inline entries are written once, with their events, whoever writes them: the
+    next history's model call, a handoff, the end a fatal result brings."""
+    handoff = {"name": "agent.handoff", "id": "h1", "arguments": {"agent": "other"}}
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": [call("tick", {"n": 1}, "c1"), call("tick", {"n": 2}, "c2")]},
+                {"tool_calls": [call("tick", {"n": 3}, "c3"), handoff]},
+            ],
+            "other": [{"tool_calls": [call("boom", {}, "c4")]}, "never"],
+        },
+        agents=[
+            agent(
+                tools=["tick"],
+                handoff={"agents": ["other"]},
+                model_overrides={"parallel_tool_calls": True},
+            ),
+            AgentDefinition(id="other", description="other", tools=["boom"]),
+        ],
+        tools=[tick, boom],
+        policy=RuntimePolicy(continue_as_new_after_turns=1),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        events = [e async for e in env.agents.events(result.run_id)]
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is RunOutcome.FAILED
+    tools = [e.content for e in entries if e.role == "tool" and e.tool_name != "agent.handoff"]
+    assert tools[:3] == ['{"n": 1}', '{"n": 2}', '{"n": 3}']
+    assert json.loads(tools[3])["error"] == "RuntimeError: boom"
+    assert [t for t in tool_events(events) if t[1] != "h1"] == [
+        *expected("c1", '{"n": 1}'),
+        *expected("c2", '{"n": 2}'),
+        *expected("c3", '{"n": 3}'),
+        *expected("c4", "{}", "RuntimeError: boom"),
+    ]
+    kinds = [e.event["type"] for e in events]
+    last_completed = max(i for i, kind in enumerate(kinds) if kind == "tool_completed")
+    assert last_completed < kinds.index("run_failed")

@@ -96,6 +96,12 @@ WAIT_FOR_CANCELLED_TOOLS = "wait-for-cancelled-tools"
 ToolStep = ToolOutcome | PendingEntry | Ending | None
 
 
+#: The most a turn's tool results may bring back inline (`RuntimeLimits.inline_tool_result_bytes`
+#: times its calls): they all travel in the next model call's input, one payload, which Temporal
+#: refuses past 2 MiB (and warns about past 512 KiB).
+TURN_INLINE_BYTES = 256 * 1024
+
+
 class ToolSteps:
     """One turn's tool calls, run against the run's collaborators (all owned by the workflow)."""
 
@@ -154,8 +160,15 @@ class ToolSteps:
         # An inline result's entry and events wait for the turn's end. A turn that waits for a
         # person or a child may last days: its quick calls store theirs at once, as before, so
         # watchers and the audit see what ran meanwhile (and a run terminated from outside
-        # still shows it).
-        self._inline = self._inline and not any(self._waits(call) for call in calls)
+        # still shows it). And the turn's inline results all travel in the next model call's
+        # input, one payload: past Temporal's payload limit its scheduling would fail the
+        # workflow task again and again (the run stuck), so a wide turn stores them all.
+        inline_bytes = plan.limits.inline_tool_result_bytes * len(calls)
+        self._inline = (
+            self._inline
+            and inline_bytes <= TURN_INLINE_BYTES
+            and not any(self._waits(call) for call in calls)
+        )
         claimants = Claimants(agent_calls if parallel else 1)
         if parallel:
             limit = plan.limits.max_concurrent_tool_calls
