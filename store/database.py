@@ -422,21 +422,30 @@ class Store:
                     stored = self._tool_results(conn, partition_key, run_id, tool_call_ids)
                     rows = pending_rows(stored)
                     written = self._inserted_keys(conn, partition_key, session_id, rows)
-                    if events is not None:
-                        self._insert_events_of(conn, events.ref, events.bodies_for(written))
                     existing = turn.entry_by_key.rows(conn, {**session, "entry_key": answer_key})
                     if existing:
+                        self._insert_entry_events(conn, events, written)
                         return _entry_from_values(existing[0]), None, []
                     found = turn.latest_compaction.rows(conn, session)
                     compaction = _compaction_from_values(found[0]) if found else None
                     cut = compaction.up_to_entry_id if compaction is not None else 0
                     context = self._session_context(conn, session, cut, self.contexts.get(key))
+                    # Last: on PostgreSQL, appending takes the tree's event lock until commit,
+                    # and every event writer of the tree waits for it (not for the reads).
+                    self._insert_entry_events(conn, events, written)
                 self.contexts.put(key, context)  # once committed: the pending entries are in it
                 return None, compaction, list(context.rows)
             except _SequenceTaken:
                 continue
         assert events is not None  # only their events' sequence numbers can be taken
         raise StoreError(f"could not append events for root '{events.ref.root_run_id}'")
+
+    def _insert_entry_events(
+        self, conn: Connection, events: EntryEvents | None, written: Collection[str]
+    ) -> None:
+        """The events ``events`` gives for the entries ``written`` now (`_insert_events_of`)."""
+        if events is not None:
+            self._insert_events_of(conn, events.ref, events.bodies_for(written))
 
     def _session_context(
         self,

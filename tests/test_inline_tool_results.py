@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,3 +423,42 @@ async def test_inline_results_cross_continue_as_new_a_handoff_and_a_fatal_end(
     kinds = [e.event["type"] for e in events]
     last_completed = max(i for i, kind in enumerate(kinds) if kind == "tool_completed")
     assert last_completed < kinds.index("run_failed")
+
+
+def test_a_turns_start_holds_the_trees_event_lock_only_to_write_its_events(
+    store: Store, monkeypatch: Any
+) -> None:
+    """`turn_context` writes inline results' events in its transaction: not before reading the
+    session's context (on PostgreSQL the tree's event appenders, e.g. a child's streaming
+    deltas, would wait for that read; SQLite's single writer has them wait anyway)."""
+    if store.engine.dialect.name != "postgresql":
+        return
+    reading, go_on = threading.Event(), threading.Event()
+    read_context = store._session_context
+
+    def slow_read(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        go_on.wait(10)
+        return read_context(*args, **kwargs)
+
+    monkeypatch.setattr(store, "_session_context", slow_read)
+    pending = (inline_entry("k1", "c1"),)
+    rows = [EntryRow(entry_key="k1", role="tool", content='{"n": 1}', run_id="run-1")]
+    starting = threading.Thread(
+        target=store.turn_context,
+        args=("p", "s1", "run-1:t2:assistant", "run-1", [], lambda _: rows),
+        kwargs={"events": EntryEvents(REF, lambda written: deferred_tool_events(pending, written))},
+    )
+    starting.start()
+    try:
+        assert reading.wait(10)
+        appended = threading.Thread(target=store.append_events, args=(REF, [{"type": "x"}]))
+        appended.start()
+        appended.join(2)
+        blocked = appended.is_alive()
+    finally:
+        go_on.set()
+        starting.join(10)
+    appended.join(10)
+    assert not blocked, "an event append waited for a turn's context read"
+    assert sorted(types(store)) == sorted(["x", "tool_started", "tool_completed"])
