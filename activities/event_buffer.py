@@ -86,9 +86,13 @@ class EventBuffer:
     def drop_unwritten(self, *bodies: dict[str, Any]) -> bool:
         """Forget the queued events if they are no more than ``bodies`` (as `add` queued them)
         and nothing of this buffer was written yet: the caller hands them on to be written
-        later, with something else. False (nothing dropped) otherwise."""
+        later, with something else. False (nothing dropped) otherwise, and also while this
+        worker owes the run an `events_lost` marker: only its own writes of the run's events
+        carry one (`ActivityContext.with_lost_marker`)."""
         queued = self._bodies
         if self._began_writing or self._tasks or any(body not in bodies for body in queued):
+            return False
+        if queued and self.context.owes_lost_marker(self.ref):
             return False
         self._cancel_late()
         self._bodies = []

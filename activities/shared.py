@@ -229,6 +229,10 @@ class ActivityContext:
         lost = self._lost_events.pop(ref.run_id, 0)
         return [{"type": "events_lost", "count": lost}, *visible] if lost else visible
 
+    def owes_lost_marker(self, ref: RunRef) -> bool:
+        """Whether events of ``ref``'s run were lost here and not announced yet."""
+        return ref.run_id in self._lost_events
+
     def count_lost(self, ref: RunRef, batch: list[dict[str, Any]], error: BaseException) -> None:
         """``batch`` (maybe led by a marker) was not written: count it for the next marker."""
         count = sum(

@@ -462,3 +462,19 @@ def test_a_turns_start_holds_the_trees_event_lock_only_to_write_its_events(
     appended.join(10)
     assert not blocked, "an event append waited for a turn's context read"
     assert sorted(types(store)) == sorted(["x", "tool_started", "tool_completed"])
+
+
+async def test_a_call_does_not_come_back_inline_while_its_worker_owes_an_events_lost_marker(
+    store: Store,
+) -> None:
+    """Events of the run this worker could not write are announced by its next write for the
+    run (`events_lost`). An inline result writes nothing here: it would leave the marker
+    owed, maybe for good (a tool worker whose later calls all come back inline)."""
+    context = ActivityContext(scripted_config({"agent": ["hi"]}), store)
+    started = {"type": "tool_started", "tool_call_id": "c1"}
+    context.count_lost(REF, [{"type": "tool_completed"}], RuntimeError("store down"))
+    events = EventBuffer(context, REF)
+    events.add(started)
+    assert not events.drop_unwritten(started)
+    await events.close()
+    assert types(store) == ["events_lost", "tool_started"]
