@@ -477,6 +477,51 @@ async def cancelled_mid_tool(client: Client, task_queue: str, tmp: Path) -> str:
     return handle.run_id
 
 
+async def cancelled_after_inline_results(client: Client, task_queue: str, tmp: Path) -> str:
+    """Small results come back inline (`ToolOutcome.content`) in a first turn; in the second,
+    one call's result arrives inline and the run is cancelled while the other waits: the run's
+    end writes the inline result that arrived (`ToolSteps.arrived`)."""
+    waiting = asyncio.Event()
+
+    @tool
+    async def lookup(topic: str) -> str:
+        """Look a topic up ("wait" waits until cancelled)."""
+        if topic == "wait":
+            waiting.set()
+            await asyncio.Event().wait()
+        return topic
+
+    def lookups(*topics: str) -> list[dict[str, object]]:
+        return [{"name": "lookup", "arguments": {"topic": t}} for t in topics]
+
+    config = scripted_config(
+        {"agent": [{"tool_calls": lookups("a", "b")}, {"tool_calls": lookups("c", "wait")}]},
+        agents=[_agent(tools=["lookup"], model_overrides=ModelOverrides(parallel_tool_calls=True))],
+        tools=[lookup],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="look up"))
+        await asyncio.wait_for(waiting.wait(), 20)
+        await wait_until(lambda: _completed_tools(client, handle.run_id, 3), within=20)
+        await handle.cancel()
+        result = await handle.result()
+    assert result.outcome.value == "cancelled", result
+    return handle.run_id
+
+
+async def _completed_tools(client: Client, run_id: str, count: int) -> bool:
+    """Whether ``count`` tool activities of the run have completed (in its history)."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    done = [
+        event
+        for event in history.events
+        if event.HasField("activity_task_completed_event_attributes")
+        and b'"tool_call_id"'
+        in event.activity_task_completed_event_attributes.result.payloads[0].data
+    ]
+    return len(done) >= count
+
+
 async def plain_client_start(client: Client, task_queue: str, tmp: Path) -> str:
     """Started by a plain Temporal client (no search attributes: the run sets them), one
     malformed and one good signal, an approval decided by the update."""
@@ -667,6 +712,7 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "compaction": compaction,
     "tools_and_streaming": tools_and_streaming,
     "parallel_tools": parallel_tools,
+    "cancelled_after_inline_results": cancelled_after_inline_results,
     "signal_mid_run": signal_mid_run,
     "cancelled": cancelled,
     "timed_out": timed_out,
