@@ -17,6 +17,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from otherone.config import AGENT_CALL_TOOL
@@ -164,8 +165,12 @@ class ToolSteps:
         # input, one payload: past Temporal's payload limit its scheduling would fail the
         # workflow task again and again (the run stuck), so a wide turn stores them all.
         inline_bytes = plan.limits.inline_tool_result_bytes * len(calls)
+        # Histories from before cancelled tools were waited for (`paired_cancellation`): a
+        # result completing after the cancel would not reach the run; a stored one still wins.
+        waited_for = paired_cancellation() is ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         self._inline = (
             self._inline
+            and waited_for
             and inline_bytes <= TURN_INLINE_BYTES
             and not any(self._waits(call) for call in calls)
         )
