@@ -8,6 +8,8 @@ import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio import activity
+
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
 from otherone.contracts import PrepareRunInput, RunPlan, ToolSettings
@@ -118,10 +120,19 @@ async def _acquire_session(
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
             await acquiring
-            await context.io(
-                context.store.release_session, ref.partition_key, ref.session_id, ref.run_id
-            )
+            if not _attempt_only_cut_short():
+                await context.io(
+                    context.store.release_session, ref.partition_key, ref.session_id, ref.run_id
+                )
         raise
+
+
+def _attempt_only_cut_short() -> bool:
+    """Whether this attempt timed out or its worker shuts down, the run going on: Temporal runs
+    prepare again for the same run, which takes the lease as its own (leases are held by run
+    id), so giving it back here could free it under that attempt."""
+    details = activity.cancellation_details()
+    return details is not None and (details.timed_out or details.worker_shutdown)
 
 
 def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:

@@ -4,12 +4,16 @@ completed); the second run stores none of their events again (SQLite and Postgre
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
+from temporalio.activity import ActivityCancellationDetails
 from temporalio.testing import ActivityEnvironment
 
 from otherone.activities.agent_activities import AgentActivities
@@ -20,6 +24,7 @@ from otherone.contracts import FinishRunInput, PendingEntry, PrepareRunInput, Ru
 from otherone.runs import RunRecord, RunStatus, RunUsage
 from otherone.store import Store
 from otherone.store.records import EVENT_KEY
+from tests.edge_seams import GateStore
 from tests.harness import scripted_config
 
 CALLER = RunRef(
@@ -138,3 +143,35 @@ def test_a_keyed_event_is_stored_once_per_tree_and_unkeyed_ones_always(store: St
         "a",
         "a",
     ]
+
+
+@pytest.mark.parametrize(
+    ("reason", "kept"),
+    [("cancel_requested", False), ("timed_out", True), ("worker_shutdown", True)],
+)
+async def test_a_prepare_cut_short_gives_the_lease_back_only_for_a_cancelled_run(
+    tmp_path: Path, reason: str, kept: bool
+) -> None:
+    """A cancelled run gives back the lease its prepare took meanwhile (nobody else would); an
+    attempt that timed out or whose worker shut down keeps it: Temporal runs prepare again for
+    the same run, which takes the lease as its own, and a late release would free it under it."""
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="acquire_session")
+    activities = AgentActivities(ActivityContext(scripted_config({"agent": ["hi"]}), store))
+    prepare = PrepareRunInput(
+        ref=CALLER,
+        internal_session=False,
+        request=build_request(entry_agent="agent", input="hello"),
+    )
+    environment = _local()
+    try:
+        preparing = asyncio.ensure_future(environment.run(activities.prepare_run, prepare))
+        assert await asyncio.to_thread(store.entered.wait, 20)
+        environment.cancel(ActivityCancellationDetails(**{reason: True}))
+        store.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(preparing, 20)
+        holder = store.session_holder("p", "s-root")
+    finally:
+        store.release.set()
+        store.close()
+    assert holder == ("root-1" if kept else None)
