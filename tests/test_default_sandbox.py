@@ -43,6 +43,7 @@ from tests.fault_worker import SLOW_CHUNKS, effect_file
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.processes import worker_module
 from tests.providers import RecordingProvider
+from tests.test_faults import release_the_retried_tool
 from tests.test_replay import RECORDED
 
 SHIPPED = DEFAULT_WORKFLOW_SANDBOX
@@ -229,13 +230,7 @@ async def test_a_killed_worker(
             "tests.fault_worker", address, task_queue, store_url, tmp_path, **shipped
         ) as second:
             assert second.saw("workflow runner: UnsandboxedWorkflowRunner"), second.output
-            attempts = tmp_path / "attempts.log"
-            await wait_until(
-                lambda: len(attempts.read_text().splitlines()) >= 2,
-                within=60,
-                message="the tool's retry on the new worker",
-            )
-            (tmp_path / "release").touch()
+            attempts = await release_the_retried_tool(tmp_path)
             bought, delegated = await asyncio.wait_for(
                 asyncio.gather(buyer.result(), boss.result()), 120
             )

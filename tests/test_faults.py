@@ -40,6 +40,19 @@ def worker_process(
     return worker_module("tests.fault_worker", address, task_queue, store_url, workdir)
 
 
+async def release_the_retried_tool(tmp_path: Path) -> Path:
+    """Once the fault worker's tool runs again (its second attempt, on the new worker), let
+    it finish (`tests.fault_worker`); the file its attempts are logged in."""
+    attempts = tmp_path / "attempts.log"
+    await wait_until(
+        lambda: len(attempts.read_text().splitlines()) >= 2,
+        within=60,
+        message="the tool's retry on the new worker",
+    )
+    (tmp_path / "release").touch()
+    return attempts
+
+
 def has_event(store: Store, root: str, run_id: str, kind: str) -> bool:
     return any(
         e.run_id == run_id and e.event["type"] == kind
@@ -75,13 +88,7 @@ async def test_sigkill_mid_stream_mid_tool_and_mid_child_loses_and_repeats_nothi
         await streamer.send_message("message while no worker runs")
 
         async with worker_process(address, task_queue, store_url, tmp_path):
-            attempts = tmp_path / "attempts.log"
-            await wait_until(
-                lambda: len(attempts.read_text().splitlines()) >= 2,
-                within=60,
-                message="the tool's retry on the new worker",
-            )
-            (tmp_path / "release").touch()
+            attempts = await release_the_retried_tool(tmp_path)
             results = await asyncio.wait_for(
                 asyncio.gather(streamer.result(), buyer.result(), boss.result()), 120
             )
