@@ -250,6 +250,15 @@ async def bench(
         finished = await env.agents.run(build_request(entry_agent="plain", input="hello"))
         holder = await env.agents.start(build_request(entry_agent=HOLDER, input="wait"))
         await wait_until(lambda: bool(provider.inner.calls(HOLDER)), message="holder's model call")
+        # Its `model_started` is written within the event bound while the call waits: before
+        # any test counts rows, so that no count sees it arrive.
+        await wait_until(
+            lambda: any(
+                record.event["type"] == "model_started"
+                for record in env.store.read_events(holder.run_id)
+            ),
+            message="holder's model_started stored",
+        )
         now = datetime.now(UTC)
         leases = [info.holder(now) for info in env.store.session_infos("local")]
         assert holder.run_id in leases, "held_sessions() must be able to see a held lease"

@@ -232,7 +232,9 @@ async def test_spans_are_not_duplicated_when_workflows_replay(
             )
             spans = exporter.get_finished_spans()
             assert result.outcome is RunOutcome.COMPLETED
-            ours = [span for span in spans if span.name in SPAN_NAMES.values()]
+            ours = once_per_local_attempt(
+                [span for span in spans if span.name in SPAN_NAMES.values()]
+            )
             keys = [activity_key(span) for span in ours]
             assert len(keys) == len(set(keys))  # one span per activity attempt
             # ... and one per activity the histories scheduled (+1 for the failed attempt)
@@ -251,10 +253,23 @@ async def test_spans_are_not_duplicated_when_workflows_replay(
                 )
             assert len(ours) == scheduled + 1
             assert workflow_tasks > 2  # so the uncached run really replayed
-            counts.append(Counter(span.name for span in spans))
+            others = [span for span in spans if span.name not in SPAN_NAMES.values()]
+            counts.append(Counter(span.name for span in [*others, *ours]))
     cached, uncached = counts
     assert uncached == cached
     assert cached[RUN_WORKFLOW] == 2 and cached["model call"] == 5
+
+
+#: Spans of the local activities (prepare_run, finish_run).
+LOCAL_SPANS = {"run prepare", "run finish"}
+
+
+def once_per_local_attempt(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    """``spans`` with one per local activity attempt: Temporal runs a local activity again,
+    as the same attempt, when the workflow task that ran it failed (on a loaded machine, one
+    that outlived its timeout), and each execution rightly has its span. Replays never do."""
+    local = {activity_key(span): span for span in spans if span.name in LOCAL_SPANS}
+    return [span for span in spans if span.name not in LOCAL_SPANS] + list(local.values())
 
 
 def free_port() -> int:
