@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.worker import Interceptor
 
 from bench.common import (
     ChunkClock,
@@ -144,12 +145,20 @@ async def running(
     task_queue: str,
     config: RuntimeConfig,
     providers: Mapping[str, ModelProvider] | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> AsyncIterator[Bench]:
     """A worker for ``config`` on ``task_queue`` with a fresh SQLite store, and a client."""
     with tempfile.TemporaryDirectory(prefix="otherone-bench-") as folder:
         store = Store.open(f"sqlite:///{Path(folder) / 'store.db'}")
         try:
-            worker = build_worker(client, config, store, task_queue=task_queue, providers=providers)
+            worker = build_worker(
+                client,
+                config,
+                store,
+                task_queue=task_queue,
+                providers=providers,
+                interceptors=interceptors,
+            )
             async with worker:
                 yield Bench(AgentClient(client, task_queue=task_queue, store=store), store)
         finally:

@@ -4,8 +4,10 @@ Starts an in-memory dev server, a worker of our runtime (the bench's `counter` a
 model, SQLite store) and runs ``--runs`` sequential runs of ``--turns`` turns, then prints:
 
 - per run: wall time, this process's CPU (worker + client) and the server's CPU;
-- the store calls per run, by method (count and time spent in each, in its thread): each call
-  is a transaction (or a read) and a hop to a thread;
+- the activity bodies per run, by activity type (count and wall time from the body's start to
+  its return: what the floor's trivial activities do not spend; local activities too);
+- the store calls per run, by method (count, wall time and CPU time spent in each, in its
+  thread): each call is a transaction (or a read) and a hop to a thread;
 - the server requests per run that heartbeats cost (`RecordActivityTaskHeartbeat` calls);
 - the functions of the event-loop thread with the most own time (cProfile), or, with
   ``--sort cumulative``, with the most time below them. ``--out FILE`` keeps the raw profile
@@ -22,9 +24,12 @@ import io
 import os
 import pstats
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
+
+from temporalio import activity
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from bench import ours
 from bench.common import Sizes
@@ -40,11 +45,13 @@ STORE_METHODS = [
 
 
 class StoreCalls:
-    """Counts and times every public `Store` method call (whichever thread makes it)."""
+    """Counts and times every public `Store` method call (whichever thread makes it): wall and
+    the calling thread's CPU time (the difference is waiting: for the GIL, the disk, a lock)."""
 
     def __init__(self) -> None:
         self.count: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.cpu_seconds: defaultdict[str, float] = defaultdict(float)
         self._saved: dict[str, Callable[..., Any]] = {}
 
     def install(self) -> None:
@@ -62,14 +69,44 @@ class StoreCalls:
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return original(*args, **kwargs)
             finally:
                 self.count[name] += 1
                 self.seconds[name] += time.perf_counter() - started
+                self.cpu_seconds[name] += time.thread_time() - cpu
 
         return timed
+
+
+class ActivityBodies(Interceptor):
+    """Counts and times activity bodies by activity type (a worker interceptor: it sees every
+    attempt, local activities too, from after the input is decoded to the body's return)."""
+
+    def __init__(self) -> None:
+        self.count: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.enabled = False
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _TimedBodies(next, self)
+
+
+class _TimedBodies(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, bodies: ActivityBodies) -> None:
+        super().__init__(next)
+        self._bodies = bodies
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        started = time.perf_counter()
+        try:
+            return await super().execute_activity(input)
+        finally:
+            if self._bodies.enabled:
+                name = activity.info().activity_type
+                self._bodies.count[name] += 1
+                self._bodies.seconds[name] += time.perf_counter() - started
 
 
 def _heartbeats() -> Counter[str]:
@@ -89,14 +126,17 @@ def _heartbeats() -> Counter[str]:
 
 async def profile(args: argparse.Namespace) -> str:
     calls = StoreCalls()
+    bodies = ActivityBodies()
     beats = _heartbeats()
     out = io.StringIO()
     async with DevServer(headless=True) as server:
         client = await connect(server.address)
         config = ours.bench_config(Sizes(), args.turns)
-        async with ours.running(client, f"profile-{os.getpid()}", config) as bench:
+        queue = f"profile-{os.getpid()}"
+        async with ours.running(client, queue, config, interceptors=[bodies]) as bench:
             await bench.run("counter")  # warm-up: imports, caches
             calls.install()
+            bodies.enabled = True
             beats.clear()
             profiler = cProfile.Profile()
             wall, cpu = time.perf_counter(), time.process_time()
@@ -108,6 +148,7 @@ async def profile(args: argparse.Namespace) -> str:
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             server_cpu = server_cpu_seconds(server.pid) - server_cpu
             calls.uninstall()
+            bodies.enabled = False
     runs = args.runs
     print(f"{runs} runs of {args.turns} turns, load average {os.getloadavg()[0]:.2f}", file=out)
     print(
@@ -115,13 +156,17 @@ async def profile(args: argparse.Namespace) -> str:
         f" ms (worker + client, profiled), server CPU {server_cpu / runs * 1000:.0f} ms",
         file=out,
     )
+    print("activity bodies per run (count, wall ms):", file=out)
+    for name, count in bodies.count.most_common():
+        wall_ms = bodies.seconds[name] / runs * 1000
+        print(f"  {name:<28} {count / runs:6.1f}  {wall_ms:7.1f} ms", file=out)
     total = sum(calls.count.values())
-    print(f"store calls per run: {total / runs:.1f}", file=out)
+    heading = f"store calls per run: {total / runs:.1f} (count, wall ms, CPU ms of its thread)"
+    print(heading, file=out)
     for name, count in calls.count.most_common():
-        print(
-            f"  {name:<28} {count / runs:6.1f}  {calls.seconds[name] / runs * 1000:7.1f} ms",
-            file=out,
-        )
+        wall_ms = calls.seconds[name] / runs * 1000
+        cpu_ms = calls.cpu_seconds[name] / runs * 1000
+        print(f"  {name:<28} {count / runs:6.1f}  {wall_ms:7.1f} ms  {cpu_ms:7.1f} ms", file=out)
     print(f"heartbeats per run: {beats['heartbeats'] / runs:.1f}", file=out)
     if args.out:
         profiler.dump_stats(args.out)
