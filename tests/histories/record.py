@@ -3,7 +3,8 @@
 Do this only when a workflow change is *meant* to be incompatible (and guarded by
 `workflow.patched`); otherwise a failing replay test is the bug report. Histories recorded by
 earlier versions of the workflow live in `legacy/` and are never re-recorded: they are what runs
-in flight during an upgrade look like.
+in flight during an upgrade look like. `legacy/` also holds histories recorded once by a script
+of their own, whose timing a scenario cannot count on (`record_local_timeout.py`).
 """
 
 from __future__ import annotations
