@@ -8,7 +8,6 @@ import asyncio
 import dataclasses
 import json
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from temporalio.activity import ActivityCancellationDetails
 from temporalio.testing import ActivityEnvironment
 
 from otherone.activities.agent_activities import AgentActivities
+from otherone.activities.prepare_run import _running_record
 from otherone.activities.shared import ActivityContext
 from otherone.client.agent_client import build_request
 from otherone.config import AGENT_CALL_TOOL
@@ -60,19 +60,17 @@ def _events(store: Store) -> Counter[tuple[str, str]]:
     )
 
 
-def _record(ref: RunRef, status: RunStatus) -> RunRecord:
-    return RunRecord(
-        run_id=ref.run_id,
-        root_run_id=ref.root_run_id,
-        parent_run_id=ref.parent_run_id,
-        agent_call_id=ref.agent_call_id,
-        agent_id=ref.agent_id,
-        session_id=ref.session_id,
-        partition_key=ref.partition_key,
-        status=status,
-        depth=ref.depth,
-        started_at=datetime.now(UTC),
+def _prepare(ref: RunRef, *, internal_session: bool = True) -> PrepareRunInput:
+    return PrepareRunInput(
+        ref=ref,
+        internal_session=internal_session,
+        request=build_request(entry_agent="agent", input="hello"),
     )
+
+
+def _record(ref: RunRef, status: RunStatus) -> RunRecord:
+    """The record prepare_run stores for the run (`_running_record`), in ``status``."""
+    return _running_record(_prepare(ref), agent_version=1).model_copy(update={"status": status})
 
 
 def _finish_input(ref: RunRef) -> FinishRunInput:
@@ -105,11 +103,7 @@ def _finish_input(ref: RunRef) -> FinishRunInput:
 async def test_prepare_and_finish_run_twice_store_each_event_once(store: Store) -> None:
     activities = AgentActivities(ActivityContext(scripted_config({"agent": ["hi"]}), store))
     store.upsert_run_record(_record(CALLER, RunStatus.RUNNING))  # the caller announced to
-    prepare = PrepareRunInput(
-        ref=CHILD,
-        internal_session=True,
-        request=build_request(entry_agent="agent", input="hello"),
-    )
+    prepare = _prepare(CHILD)
     for _ in range(2):
         plan = await _local().run(activities.prepare_run, prepare)
     assert plan.agent_id == "agent"
@@ -157,11 +151,7 @@ async def test_a_prepare_cut_short_gives_the_lease_back_only_for_a_cancelled_run
     the same run, which takes the lease as its own, and a late release would free it under it."""
     store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="acquire_session")
     activities = AgentActivities(ActivityContext(scripted_config({"agent": ["hi"]}), store))
-    prepare = PrepareRunInput(
-        ref=CALLER,
-        internal_session=False,
-        request=build_request(entry_agent="agent", input="hello"),
-    )
+    prepare = _prepare(CALLER, internal_session=False)
     environment = _local()
     try:
         preparing = asyncio.ensure_future(environment.run(activities.prepare_run, prepare))
