@@ -30,7 +30,7 @@ from otherone.activities.providers.base import (
     TextDelta,
     ToolCallDelta,
 )
-from otherone.client.agent_client import AgentClient, build_request, root_run_id
+from otherone.client.agent_client import AgentClient, RunHandle, build_request, root_run_id
 from otherone.config import RuntimeConfig
 from otherone.contracts import (
     SIGNAL_USER_MESSAGES,
@@ -97,10 +97,22 @@ async def run_again_in_session_s1(env: AgentEnv) -> AgentRunResult:
     return await asyncio.wait_for(env.agents.run(request), 20)
 
 
-async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
-    client: Client, task_queue: str, tmp_path: Path
-) -> None:
-    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}")
+@dataclass
+class HeldRun:
+    """A run on session `s1` cancelled while its prepare waits in the held store call."""
+
+    env: AgentEnv
+    store: GateStore
+    handle: RunHandle
+
+
+@contextlib.asynccontextmanager
+async def cancelled_while_held(
+    client: Client, task_queue: str, tmp_path: Path, held: str
+) -> AsyncIterator[HeldRun]:
+    """Start a run on session `s1`, wait until its prepare is in ``held`` (a store call held at
+    a `GateStore` gate), cancel it; the gate opens when the test does (or on the way out)."""
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held=held)
     config = scripted_config({"agent": ["done"]})
     try:
         async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
@@ -109,12 +121,19 @@ async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
             )
             assert await asyncio.to_thread(store.entered.wait, 20)
             await handle.cancel()
-            result = await asyncio.wait_for(handle.result(), 20)
-            store.release.set()
-            again = await run_again_in_session_s1(env)
+            yield HeldRun(env, store, handle)
     finally:
         store.release.set()
         store.close()
+
+
+async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with cancelled_while_held(client, task_queue, tmp_path, "save_snapshot") as run:
+        result = await asyncio.wait_for(run.handle.result(), 20)
+        run.store.release.set()
+        again = await run_again_in_session_s1(run.env)
     assert result.outcome is RunOutcome.CANCELLED, result.failure
     assert result.failure is None
     assert again.outcome is RunOutcome.COMPLETED
@@ -127,27 +146,16 @@ async def test_a_cancel_during_the_lease_store_call_never_leaves_the_session_loc
     and gives back the lease it took; the run ends cancelled only then. (It used to stop at
     once while the thread went on and took the lease for the ended run: the session stayed
     locked until the lease expired.)"""
-    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="acquire_session")
-    config = scripted_config({"agent": ["done"]})
-    try:
-        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
-            handle = await env.agents.start(
-                build_request(entry_agent="agent", input="wait", session={"session_id": "s1"})
-            )
-            assert await asyncio.to_thread(store.entered.wait, 20)
-            await handle.cancel()
-            ending = asyncio.ensure_future(handle.result())
-            # The run's end waits for the store call (a workflow task holding a local activity
-            # is renewed within ~6 s: the cancel has reached the activity well before this).
-            done, _ = await asyncio.wait({ending}, timeout=10)
-            assert not done, "the run ended while its lease was still being taken"
-            store.release.set()
-            result = await asyncio.wait_for(ending, 20)
-            assert store.session_holder("local", "s1") is None
-            again = await run_again_in_session_s1(env)
-    finally:
-        store.release.set()
-        store.close()
+    async with cancelled_while_held(client, task_queue, tmp_path, "acquire_session") as run:
+        ending = asyncio.ensure_future(run.handle.result())
+        # The run's end waits for the store call (a workflow task holding a local activity
+        # is renewed within ~6 s: the cancel has reached the activity well before this).
+        done, _ = await asyncio.wait({ending}, timeout=10)
+        assert not done, "the run ended while its lease was still being taken"
+        run.store.release.set()
+        result = await asyncio.wait_for(ending, 20)
+        assert run.store.session_holder("local", "s1") is None
+        again = await run_again_in_session_s1(run.env)
     assert result.outcome is RunOutcome.CANCELLED, result.failure
     assert again.outcome is RunOutcome.COMPLETED, again.failure
 
