@@ -25,12 +25,14 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, insert, inspect, select, text, update
+from sqlalchemy.exc import IntegrityError
 
 from otherone.contracts import RunRef
 from otherone.errors import ConfigurationError
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import AgentFailure, AgentOutput, RunRecord, RunStatus, RunUsage
 from otherone.store import EntryRow, SessionBusyError, Store, StoreError
+from otherone.store.database import EVENT_APPEND_ATTEMPTS, EntryEvents
 from otherone.store.migrate import BASELINE_REVISION, VERSION_TABLE, alembic_config, head_revision
 from otherone.store.schema import PARTITIONED_TABLES, events, memory_points, metadata
 from otherone.toml_config import load_config
@@ -481,6 +483,68 @@ def test_concurrent_appenders_leave_no_gaps_or_duplicates(store: Store) -> None:
     records = store.read_events("root-busy", limit=total + 10)
     assert [record.sequence for record in records] == list(range(1, total + 1))
     assert {record.run_id for record in records} == {"run-0", "run-1"}
+
+
+class _Refused:
+    """A prepared statement the database refuses (as a unique constraint would), counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def run_many(self, conn: Any, rows: Any) -> None:
+        self.rows(conn, rows)
+
+    def rows(self, conn: Any, values: Any) -> list[Any]:
+        self.calls += 1
+        raise IntegrityError("INSERT", {}, Exception("refused"))
+
+
+def test_event_writers_retry_a_taken_sequence_then_give_up_writing_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every writer that appends events runs its whole transaction again while another writer
+    took its sequence numbers, then gives up naming the root; nothing of it is left."""
+    taken = _Refused()
+    monkeypatch.setattr(store._turn, "insert_event", taken)
+    ref, rows = _ref("root-1"), [EntryRow("k1", "user", "hi", run_id="root-1")]
+    gives_up = pytest.raises(StoreError, match="could not append events for root 'root-1'")
+    with gives_up:
+        store.append_events(ref, [{"type": "x"}])
+    with gives_up:
+        store.append_entries_and_events("tenant-a", "s-1", rows, ref, [{"type": "x"}])
+    with gives_up:
+        store.append_entries_with_their_events(
+            "tenant-a", "s-1", rows, EntryEvents(ref, lambda written: [{"type": "x"}])
+        )
+    with gives_up:
+        store.put_tool_result_and_events(
+            ref, "c1", [{"type": "x"}], tool_name="t", content="r", error_kind=None
+        )
+    with gives_up:
+        store.turn_context(
+            "tenant-a", "s-1", "root-1:t1:assistant", "root-1", ["c1"], lambda _: rows,
+            EntryEvents(ref, lambda written: [{"type": "x"}]),
+        )  # fmt: skip
+    assert taken.calls == 5 * EVENT_APPEND_ATTEMPTS
+    assert store.load_entries("tenant-a", "s-1") == []
+    assert store.get_tool_results("tenant-a", "root-1", ["c1"]) == {}
+    assert store.contexts.get(("tenant-a", "s-1")) is None  # cached only once committed
+    monkeypatch.undo()
+    assert store.read_events("root-1") == []
+
+
+def test_a_refusal_of_the_writers_own_rows_is_not_retried(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = _Refused()
+    monkeypatch.setattr(store._turn, "upsert_tool_result", refused)
+    with pytest.raises(IntegrityError):
+        store.put_tool_result_and_events(
+            _ref("root-1"), "c1", [{"type": "x"}], tool_name="t", content="r", error_kind=None
+        )
+    assert refused.calls == 1
+    monkeypatch.undo()
+    assert store.read_events("root-1") == []
 
 
 # --------------------------------------------------------------------------- tenants
