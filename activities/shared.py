@@ -36,7 +36,7 @@ from otherone.contracts import PendingEntry, RunRef
 from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
-from otherone.store.database import EntryEvents
+from otherone.store.events import EntryEvents
 from otherone.store.memory import MemoryStore
 from otherone.store.records import EVENT_KEY, event_key
 from otherone.workflows.outcomes import IF_MISSING

@@ -26,7 +26,7 @@ import psycopg
 from sqlalchemy import func, select
 
 from otherone.store import Store
-from otherone.store.database import EVENT_CHANNEL
+from otherone.store.events import EVENT_CHANNEL
 from otherone.store.schema import events
 
 __all__ = ["SQLITE_POLL_SECONDS", "EventNotifier", "PostgresListener", "SequencePoller"]

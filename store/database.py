@@ -9,15 +9,14 @@ are filtered by partition too when the caller names one).
 
 Tables are described in `otherone.store.schema` and created by the migrations in
 `otherone.store.migrations`
-(`Store.open` applies them).
+(`Store.open` applies them). Events (each root tree's sequence) are written and read by
+`otherone.store.events`.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, TypeVar
@@ -29,13 +28,11 @@ from sqlalchemy import (
     RowMapping,
     Select,
     Table,
-    delete,
-    func,
     select,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import EventRecord, RunRef
@@ -46,8 +43,15 @@ from otherone.runs import AgentOutput, RunRecord, RunStatus
 from otherone.store.context_cache import ContextCache, SessionContext
 from otherone.store.engine import create_store_engine, parse_url
 from otherone.store.errors import SessionBusyError, StoreError
+from otherone.store.events import (
+    EntryEvents,
+    in_event_transaction,
+    insert_entry_events,
+    insert_events,
+    prune_events,
+    read_events,
+)
 from otherone.store.records import (
-    EVENT_KEY,
     Artifact,
     Compaction,
     EntryRow,
@@ -62,47 +66,18 @@ from otherone.store.schema import (
     artifacts,
     compactions,
     entries,
-    events,
     run_records,
     sessions,
     snapshots,
 )
 from otherone.store.statements import TurnStatements
 
-#: Namespace of the PostgreSQL advisory locks that serialise event appends per root run.
-EVENT_LOCK_NAMESPACE = 0x6F7465
-#: Attempts to append events when a concurrent writer took the same sequence numbers.
-EVENT_APPEND_ATTEMPTS = 20
-#: PostgreSQL channel told the root run id of every event append, at commit (LISTEN to follow
-#: trees without polling: `otherone.api.notify`).
-EVENT_CHANNEL = "otherone_events"
 _TERMINAL_STATUSES = tuple(status.value for status in RunStatus if status.is_terminal)
 
 Insert = postgresql.Insert | sqlite.Insert
 _T = TypeVar("_T")
-
-
-#: Statuses of a run that has not ended.
-LIVE_STATUSES = (
-    RunStatus.CREATED,
-    RunStatus.RUNNING,
-    RunStatus.WAITING_FOR_CHILD,
-    RunStatus.WAITING_FOR_APPROVAL,
-)
-
-
-@dataclass(frozen=True)
-class EntryEvents:
-    """Events that belong to entries, written in the entries' transaction: ``bodies_for``
-    gets the keys of the entries written then (not those an earlier attempt wrote, which
-    brought their events with them), so each entry's events are stored once."""
-
-    ref: RunRef
-    bodies_for: Callable[[Collection[str]], Sequence[dict[str, Any]]]
-
-
-class _SequenceTaken(Exception):
-    """Another writer appended events to the same root between our read and our insert."""
+#: What a turn's start read: the stored answer, or the latest compaction and the entries after it.
+_TurnStart = tuple[EntryRow | None, Compaction | None, SessionContext | None]
 
 
 def _now() -> datetime:
@@ -345,10 +320,12 @@ class Store:
         entries written now (an entry already there, from an earlier attempt, brought its
         events with it). Returns the entries written."""
 
-        def work(conn: Connection) -> set[str]:
-            return self._inserted_keys(conn, partition_key, session_id, rows)
+        def write(conn: Connection) -> int:
+            written = self._inserted_keys(conn, partition_key, session_id, rows)
+            insert_entry_events(conn, self._turn, events, written)
+            return len(written)
 
-        return len(self._with_events(events.ref, events.bodies_for, work))
+        return in_event_transaction(self.engine, write)
 
     def append_entries_and_events(
         self,
@@ -365,34 +342,18 @@ class Store:
         )
 
     def _with_events(
-        self,
-        ref: RunRef,
-        bodies: Sequence[dict[str, Any]] | Callable[[_T], Sequence[dict[str, Any]]],
-        work: Callable[[Connection], _T],
+        self, ref: RunRef, bodies: Sequence[dict[str, Any]], work: Callable[[Connection], _T]
     ) -> _T:
-        """``work`` and appending ``bodies`` (or the events ``bodies(work's result)`` gives) in
-        one transaction (``work`` must be idempotent: it runs again when another writer took
-        the same event sequence numbers)."""
-        for _ in range(EVENT_APPEND_ATTEMPTS):
-            try:
-                with self.engine.begin() as conn:
-                    done = work(conn)
-                    self._insert_events_of(conn, ref, bodies(done) if callable(bodies) else bodies)
-                    return done
-            except _SequenceTaken:
-                continue
-        raise StoreError(f"could not append events for root '{ref.root_run_id}'")
+        """``work`` and appending ``bodies`` in one transaction (`in_event_transaction`:
+        ``work`` must be idempotent, it runs again when another writer took the same event
+        sequence numbers)."""
 
-    def _insert_events_of(
-        self, conn: Connection, ref: RunRef, bodies: Sequence[dict[str, Any]]
-    ) -> None:
-        """`_insert_events` inside a caller's transaction: a sequence number another writer
-        took raises `_SequenceTaken` (the caller's whole transaction is tried again)."""
-        if bodies:
-            try:
-                self._insert_events(conn, ref, bodies)
-            except IntegrityError as error:
-                raise _SequenceTaken from error  # (the caller's own writes are not retried)
+        def work_and_events(conn: Connection) -> _T:
+            done = work(conn)
+            insert_events(conn, self._turn, ref, bodies)
+            return done
+
+        return in_event_transaction(self.engine, work_and_events)
 
     def turn_context(
         self,
@@ -416,36 +377,29 @@ class Store:
         key = (partition_key, session_id)
         session = {"partition_key": partition_key, "session_id": session_id}
         turn = self._turn
-        for _ in range(EVENT_APPEND_ATTEMPTS):
-            try:
-                with self.engine.begin() as conn:
-                    stored = self._tool_results(conn, partition_key, run_id, tool_call_ids)
-                    rows = pending_rows(stored)
-                    written = self._inserted_keys(conn, partition_key, session_id, rows)
-                    existing = turn.entry_by_key.rows(conn, {**session, "entry_key": answer_key})
-                    if existing:
-                        self._insert_entry_events(conn, events, written)
-                        return _entry_from_values(existing[0]), None, []
-                    found = turn.latest_compaction.rows(conn, session)
-                    compaction = _compaction_from_values(found[0]) if found else None
-                    cut = compaction.up_to_entry_id if compaction is not None else 0
-                    context = self._session_context(conn, session, cut, self.contexts.get(key))
-                    # Last: on PostgreSQL, appending takes the tree's event lock until commit,
-                    # and every event writer of the tree waits for it (not for the reads).
-                    self._insert_entry_events(conn, events, written)
-                self.contexts.put(key, context)  # once committed: the pending entries are in it
-                return None, compaction, list(context.rows)
-            except _SequenceTaken:
-                continue
-        assert events is not None  # only their events' sequence numbers can be taken
-        raise StoreError(f"could not append events for root '{events.ref.root_run_id}'")
 
-    def _insert_entry_events(
-        self, conn: Connection, events: EntryEvents | None, written: Collection[str]
-    ) -> None:
-        """The events ``events`` gives for the entries ``written`` now (`_insert_events_of`)."""
-        if events is not None:
-            self._insert_events_of(conn, events.ref, events.bodies_for(written))
+        def start(conn: Connection) -> _TurnStart:
+            stored = self._tool_results(conn, partition_key, run_id, tool_call_ids)
+            rows = pending_rows(stored)
+            written = self._inserted_keys(conn, partition_key, session_id, rows)
+            existing = turn.entry_by_key.rows(conn, {**session, "entry_key": answer_key})
+            if existing:
+                insert_entry_events(conn, turn, events, written)
+                return _entry_from_values(existing[0]), None, None
+            found = turn.latest_compaction.rows(conn, session)
+            compaction = _compaction_from_values(found[0]) if found else None
+            cut = compaction.up_to_entry_id if compaction is not None else 0
+            context = self._session_context(conn, session, cut, self.contexts.get(key))
+            # Last: on PostgreSQL, appending takes the tree's event lock until commit, and
+            # every event writer of the tree waits for it (not for the reads).
+            insert_entry_events(conn, turn, events, written)
+            return None, compaction, context
+
+        answer, compaction, context = in_event_transaction(self.engine, start)
+        if context is None:
+            return answer, None, []
+        self.contexts.put(key, context)  # once committed: the pending entries are in it
+        return None, compaction, list(context.rows)
 
     def _session_context(
         self,
@@ -708,49 +662,10 @@ class Store:
         """
         if not bodies:
             return []
-        for _ in range(EVENT_APPEND_ATTEMPTS):
-            try:
-                return self._append_events_once(ref, bodies)
-            except IntegrityError:
-                continue
-        raise StoreError(f"could not append events for root '{ref.root_run_id}'")
-
-    def _append_events_once(self, ref: RunRef, bodies: Sequence[dict[str, Any]]) -> list[int]:
-        with self.engine.begin() as conn:
-            return self._insert_events(conn, ref, bodies)
-
-    def _insert_events(
-        self, conn: Connection, ref: RunRef, bodies: Sequence[dict[str, Any]]
-    ) -> list[int]:
         turn = self._turn
-        postgres = conn.dialect.name == "postgresql"
-        root = ref.root_run_id
-        if postgres:
-            turn.event_lock.rows(conn, {"namespace": EVENT_LOCK_NAMESPACE, "root": root})
-        keyed = _unstored(conn, root, bodies)
-        if not keyed:
-            return []
-        last = turn.last_sequence.rows(conn, {"root_run_id": root})[0][0]
-        first = int(last or 0) + 1
-        sequences = list(range(first, first + len(keyed)))
-        rows: list[dict[str, Any]] = []
-        for sequence, (key, body) in zip(sequences, keyed, strict=True):
-            envelope = _envelope(ref, sequence, body)
-            rows.append(
-                {
-                    "partition_key": ref.partition_key,
-                    "root_run_id": root,
-                    "sequence": sequence,
-                    "body": envelope.model_dump_json(),
-                    "created_at": envelope.timestamp,
-                    "event_key": key,
-                }
-            )
-        turn.insert_event.run_many(conn, rows)  # one executemany, not a statement per event
-        if postgres:
-            # Delivered when (and only if) the transaction commits, after the rows are visible.
-            turn.event_notify.rows(conn, {"channel": EVENT_CHANNEL, "root": root})
-        return sequences
+        return in_event_transaction(
+            self.engine, lambda conn: insert_events(conn, turn, ref, bodies)
+        )
 
     def prune_events(self, older_than: datetime) -> int:
         """Delete the events of ended root trees that have been quiet since before
@@ -759,24 +674,8 @@ class Store:
         Whole trees only: pruning part of a live tree could let its sequence restart below a
         consumer's cursor. Returns the number of events deleted.
         """
-        quiet_roots = (
-            select(events.c.root_run_id)
-            .group_by(events.c.root_run_id)
-            .having(func.max(events.c.created_at) < older_than)
-        )
-        # A root whose record says it still runs keeps its events, however quiet (a run that
-        # waits days for a slow tool or a message is still followed by someone's cursor).
-        live_roots = select(run_records.c.run_id).where(
-            (run_records.c.run_id == run_records.c.root_run_id)
-            & run_records.c.status.in_([status.value for status in LIVE_STATUSES])
-        )
         with self.engine.begin() as conn:
-            result = conn.execute(
-                delete(events).where(
-                    events.c.root_run_id.in_(quiet_roots) & events.c.root_run_id.not_in(live_roots)
-                )
-            )
-        return int(result.rowcount or 0)
+            return prune_events(conn, older_than)
 
     def read_events(
         self,
@@ -788,42 +687,10 @@ class Store:
     ) -> list[EventRecord]:
         """Events of a root tree after sequence ``after``, in order (of ``partition_key`` only,
         when given)."""
-        query = select(events.c.body).where(
-            (events.c.root_run_id == root_run_id) & (events.c.sequence > after)
-        )
-        if partition_key is not None:
-            query = query.where(events.c.partition_key == partition_key)
-        query = query.order_by(events.c.sequence).limit(limit)
         with self.engine.connect() as conn:
-            return [EventRecord.model_validate_json(body) for body in conn.execute(query).scalars()]
-
-
-def _unstored(
-    conn: Connection, root_run_id: str, bodies: Sequence[dict[str, Any]]
-) -> list[tuple[str | None, dict[str, Any]]]:
-    """``bodies`` with their `EVENT_KEY` taken off (key, body), less the keyed ones the tree
-    already has (or that came earlier in ``bodies``). Read in the appending transaction: a
-    writer racing us with the same key takes the same sequence numbers, or meets the unique
-    key index, and one of us reads again (`Store.append_events`)."""
-    keys = [str(body[EVENT_KEY]) for body in bodies if EVENT_KEY in body]
-    if not keys:
-        return [(None, body) for body in bodies]
-    query = select(events.c.event_key).where(
-        (events.c.root_run_id == root_run_id)
-        & events.c.event_key.is_not(None)  # (lets PostgreSQL use the partial index)
-        & events.c.event_key.in_(keys)
-    )
-    stored = set(conn.execute(query).scalars())
-    kept: list[tuple[str | None, dict[str, Any]]] = []
-    for body in bodies:
-        if EVENT_KEY not in body:
-            kept.append((None, body))
-            continue
-        key = str(body[EVENT_KEY])
-        if key not in stored:
-            stored.add(key)
-            kept.append((key, {name: value for name, value in body.items() if name != EVENT_KEY}))
-    return kept
+            return read_events(
+                conn, root_run_id, after=after, limit=limit, partition_key=partition_key
+            )
 
 
 # --------------------------------------------------------------------------- row conversion
@@ -996,18 +863,4 @@ def _run_record(mapping: RowMapping) -> RunRecord:
             "metadata": mapping["meta"] or {},
             "handoffs": mapping["handoffs"] or (),
         }
-    )
-
-
-def _envelope(ref: RunRef, sequence: int, body: dict[str, Any]) -> EventRecord:
-    return EventRecord(
-        event_id=uuid.uuid4().hex,
-        sequence=sequence,
-        timestamp=_now(),
-        root_run_id=ref.root_run_id,
-        run_id=ref.run_id,
-        parent_run_id=ref.parent_run_id,
-        agent_id=ref.agent_id,
-        depth=ref.depth,
-        event=body,
     )

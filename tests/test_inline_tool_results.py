@@ -29,7 +29,7 @@ from otherone.contracts import EventRecord, PendingEntry, RunRef
 from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import EntryRow, Store
-from otherone.store.database import EntryEvents
+from otherone.store.events import EntryEvents
 from otherone.tools import ToolError, tool
 from tests.harness import agent_env, scripted_config, wait_until
 

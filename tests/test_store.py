@@ -32,7 +32,7 @@ from otherone.errors import ConfigurationError
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import AgentFailure, AgentOutput, RunRecord, RunStatus, RunUsage
 from otherone.store import EntryRow, SessionBusyError, Store, StoreError
-from otherone.store.database import EVENT_APPEND_ATTEMPTS, EntryEvents
+from otherone.store.events import EVENT_APPEND_ATTEMPTS, EntryEvents
 from otherone.store.migrate import BASELINE_REVISION, VERSION_TABLE, alembic_config, head_revision
 from otherone.store.schema import PARTITIONED_TABLES, events, memory_points, metadata
 from otherone.toml_config import load_config
