@@ -271,7 +271,8 @@ class ActivityContext:
                 for index, body in enumerate(bodies)
             ]
         if any(IF_MISSING in body for body in bodies):
-            stored = await asyncio.to_thread(_stored_event_keys, self.store, ref)
+            calls = {_event_key(body)[1] for body in bodies if IF_MISSING in body}
+            stored = await asyncio.to_thread(_stored_event_keys, self.store, ref, calls)
             bodies = [body for body in bodies if _still_owed(body, stored)]
         await self.emit(ref, *bodies)
 
@@ -280,14 +281,12 @@ def _event_key(body: Mapping[str, Any]) -> tuple[str, str]:
     return str(body.get("type")), str(body.get("tool_call_id") or body.get("call_id"))
 
 
-def _stored_event_keys(store: Store, ref: RunRef) -> set[tuple[str, str]]:
-    """(type, tool call or agent call id) of every stored event of the run."""
-    keys: set[tuple[str, str]] = set()
-    cursor = 0
-    while batch := store.read_events(ref.root_run_id, after=cursor, limit=1000):
-        cursor = batch[-1].sequence
-        keys.update(_event_key(record.event) for record in batch if record.run_id == ref.run_id)
-    return keys
+def _stored_event_keys(store: Store, ref: RunRef, calls: set[str]) -> set[tuple[str, str]]:
+    """(type, call id) of the run's stored events about ``calls`` (tool or agent call ids):
+    only the events that mention them are read, not the whole tree (a long tree holds every
+    delta of every answer)."""
+    mentioning = store.read_events_mentioning(ref.root_run_id, sorted(calls))
+    return {_event_key(record.event) for record in mentioning if record.run_id == ref.run_id}
 
 
 def _still_owed(body: dict[str, Any], stored: set[tuple[str, str]]) -> bool:

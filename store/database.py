@@ -16,7 +16,7 @@ Tables are described in `otherone.store.schema` and created by the migrations in
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, TypeVar
@@ -50,6 +50,7 @@ from otherone.store.events import (
     insert_events,
     prune_events,
     read_events,
+    read_events_mentioning,
 )
 from otherone.store.records import (
     Artifact,
@@ -691,6 +692,16 @@ class Store:
             return read_events(
                 conn, root_run_id, after=after, limit=limit, partition_key=partition_key
             )
+
+    def read_events_mentioning(
+        self, root_run_id: str, values: Collection[str]
+    ) -> list[EventRecord]:
+        """Events of a root tree whose body holds one of ``values`` as a JSON string (a tool
+        call id, say), in order. The database filters the text, so asking about a few calls
+        does not read every event of a long tree; a value may also turn up elsewhere in a
+        body (a model's text), so callers look at what they get."""
+        with self.engine.connect() as conn:
+            return read_events_mentioning(conn, root_run_id, values)
 
 
 # --------------------------------------------------------------------------- row conversion

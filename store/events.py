@@ -14,13 +14,14 @@ the writes that store events with their entries or tool results); this module do
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, delete, func, select
+from sqlalchemy import Connection, Engine, delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from otherone.contracts import EventRecord, RunRef
@@ -189,6 +190,26 @@ def read_events(
     if partition_key is not None:
         query = query.where(events.c.partition_key == partition_key)
     query = query.order_by(events.c.sequence).limit(limit)
+    return [EventRecord.model_validate_json(body) for body in conn.execute(query).scalars()]
+
+
+def read_events_mentioning(
+    conn: Connection, root_run_id: str, values: Collection[str]
+) -> list[EventRecord]:
+    """`Store.read_events_mentioning`."""
+    if not values:
+        return []
+    # Each value as the JSON string the stored body holds it as (quotes included, so that
+    # `call_1` does not find `call_10`); LIKE with its wildcards escaped.
+    mentions = [
+        events.c.body.contains(json.dumps(value, ensure_ascii=False), autoescape=True)
+        for value in values
+    ]
+    query = (
+        select(events.c.body)
+        .where((events.c.root_run_id == root_run_id) & or_(*mentions))
+        .order_by(events.c.sequence)
+    )
     return [EventRecord.model_validate_json(body) for body in conn.execute(query).scalars()]
 
 

@@ -435,6 +435,40 @@ def test_events_have_one_sequence_per_root(store: Store) -> None:
     assert store.read_events("root-1", partition_key="tenant-b") == []
 
 
+def test_events_mentioning_a_value_are_found_without_reading_the_tree(store: Store) -> None:
+    """The question a run's end asks ("which events of these calls are stored?") is answered
+    from the events that hold the call ids as JSON strings: not `call_1` inside `call_10`, not
+    LIKE wildcards, not another tree; quotes and non-ASCII ids as stored."""
+    odd = ["call_1", "a%b", "x_y", 'q"uote', "café"]
+    store.append_events(
+        _ref("root-1"),
+        [
+            {"type": "tool_started", "tool_call_id": "call_10"},
+            {"type": "tool_started", "tool_call_id": "call_1"},
+            {"type": "model_delta", "text": "call_1 without quotes"},
+            {"type": "tool_started", "tool_call_id": "aXb"},
+            {"type": "tool_started", "tool_call_id": "xzy"},
+            *({"type": "tool_completed", "tool_call_id": call} for call in odd[1:]),
+        ],
+    )
+    store.append_events(
+        _ref("root-1", "child"), [{"type": "agent_call_started", "call_id": "call_1"}]
+    )
+    store.append_events(_ref("root-2"), [{"type": "tool_started", "tool_call_id": "call_1"}])
+
+    found = store.read_events_mentioning("root-1", odd)
+    assert [(r.sequence, r.run_id, r.event["type"]) for r in found] == [
+        (2, "root-1", "tool_started"),
+        (6, "root-1", "tool_completed"),
+        (7, "root-1", "tool_completed"),
+        (8, "root-1", "tool_completed"),
+        (9, "root-1", "tool_completed"),
+        (10, "child", "agent_call_started"),
+    ]
+    assert store.read_events_mentioning("root-1", []) == []
+    assert store.read_events_mentioning("root-3", ["call_1"]) == []
+
+
 def test_retention_prunes_whole_quiet_trees_only(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
