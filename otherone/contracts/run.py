@@ -1,0 +1,223 @@
+"""A run's own contracts: its workflow input, its plan, what it carries to its next history,
+its handoffs, its messages, its finish and its stored events."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from otherone.contracts.agent_calls import SpawnedCall
+from otherone.contracts.approvals import ApprovalRequest
+from otherone.contracts.refs import RunRef, _Contract
+from otherone.contracts.turns import PendingEntry
+from otherone.definitions import HandoffPolicy, RuntimeLimits, TreeBudget
+from otherone.runs import (
+    AgentCallResult,
+    AgentFailure,
+    AgentOutput,
+    AgentRunRequest,
+    HandoffStep,
+    ResultContract,
+    RunRecord,
+    RunStatus,
+    RunUsage,
+)
+
+
+class RunInput(_Contract):
+    """Input of `AgentRunWorkflow` (roots and, later, children)."""
+
+    run_id: str
+    root_run_id: str
+    request: AgentRunRequest
+    parent_run_id: str | None = None
+    agent_call_id: str | None = None
+    depth: int = 0
+    ancestry: tuple[str, ...] = ()
+    #: Fixed by the root when it starts; children inherit it.
+    snapshot_version: str | None = None
+    #: Absolute deadline inherited from the caller (a child's never exceeds its parent's).
+    deadline: datetime | None = None
+    #: A child's result contract (from its agent call). A root's is its request's
+    #: ``result_contract``; when both are set, this one wins.
+    result_contract: ResultContract | None = None
+    max_iterations: int | None = None
+    internal_session: bool = False
+    #: A child's allowance; None for a root (its budget comes from its limits).
+    budget: TreeBudget | None = None
+    caller_agent_id: str | None = None
+    #: The caller's model, for targets whose model is ``inherit``.
+    caller_model_profile_id: str | None = None
+    #: Set when this history continues an earlier one of the same run.
+    carry: CarryOver | None = None
+    #: Started by `agent.spawn`: the run reports its result to its caller (a signal) when it
+    #: ends, since the caller may have continued as new meanwhile.
+    spawned: bool = False
+
+    @property
+    def effective_result_contract(self) -> ResultContract | None:
+        """The contract the run's final answer must meet (None: any text)."""
+        return self.result_contract or self.request.result_contract
+
+
+class CarryOver(_Contract):
+    """What a run hands to its next Temporal history when it continues as new.
+
+    Everything the loop needs to go on exactly where it stopped: the plan, clocks, counters, the
+    budget share, queued messages, entries not yet written and the results of agent calls (so a
+    repeated call id still never runs a second child).
+    """
+
+    plan: RunPlan
+    session_id: str
+    started_at: datetime
+    deadline_at: datetime
+    iteration: int
+    usage: RunUsage
+    budget: TreeBudget
+    queued: tuple[str, ...] = ()
+    pending: tuple[PendingEntry, ...] = ()
+    call_results: dict[str, AgentCallResult] = Field(default_factory=dict)
+    children_started: int = 0
+    generation: int = 1
+    #: Approval requests of earlier histories (decided ones: a repeated decision stays
+    #: idempotent, and the audit stays queryable).
+    approvals: tuple[ApprovalRequest, ...] = ()
+    #: Events the workflow decided and no activity has stored yet.
+    events: tuple[dict[str, JsonValue], ...] = ()
+    #: Output retries already taken (they are counted per run, not per history).
+    output_retries_used: int = 0
+    #: The handoffs of this run so far, oldest first (``agent.handoff``).
+    handoffs: tuple[HandoffStep, ...] = ()
+    #: Calls made with `agent.spawn`: the open ones are awaited again in the next history.
+    spawns: tuple[SpawnedCall, ...] = ()
+
+
+class HandOffInput(_Contract):
+    """Activity input: store the turn's entries, shape the session for the next agent (its
+    context policy), announce the handoff and plan the run under the next agent."""
+
+    ref: RunRef
+    #: The current agent's plan (queues, limits and model are carried from it).
+    plan: RunPlan
+    step: HandoffStep
+    #: The number of this handoff in the run (1 for the first).
+    number: int
+    message: str | None = None
+    last_turns: int = 3
+    pending: tuple[PendingEntry, ...] = ()
+    events: tuple[dict[str, JsonValue], ...] = ()
+    #: The run's record so far (its lineage, timestamps, usage), rewritten for the next agent.
+    record: RunRecord
+    #: Answer with a `HandOffResult` (the plan and the summary's usage), not the bare plan
+    #: (what workflows from before summaries were counted expect).
+    with_usage: bool = False
+
+
+class HandOffResult(_Contract):
+    """Activity result: the plan under the next agent, and the tokens the ``summary``
+    context's model call used (the run's budget and usage count them; the workflow reserves
+    the model call itself before the activity, as for a turn). None: no model was called in
+    this attempt, or the provider did not say."""
+
+    plan: RunPlan
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class UserMessages(_Contract):
+    """Signal payload: messages queued for the run, taken at the next safe point."""
+
+    messages: tuple[str, ...]
+
+
+class PrepareRunInput(_Contract):
+    """``ref.snapshot_version`` is empty for a new root: the worker fixes its current snapshot."""
+
+    ref: RunRef
+    internal_session: bool
+    request: AgentRunRequest
+    #: Deadline inherited from the caller, if any; the session lease never outlives the run.
+    inherited_deadline: datetime | None = None
+    caller_model_profile_id: str | None = None
+    #: A caller's `max_iterations` for this call (only tightens).
+    max_iterations: int | None = None
+    #: The run's result contract (`RunInput.effective_result_contract`), checked here for runs
+    #: started by clients that do not check it.
+    result_contract: ResultContract | None = None
+
+
+class ToolSettings(_Contract):
+    timeout_seconds: float
+    max_attempts: int
+
+
+class RunPlan(_Contract):
+    """Everything the workflow needs to decide deterministically, resolved once on a worker."""
+
+    snapshot_version: str
+    agent_id: str
+    agent_version: int
+    model_profile_id: str
+    model_label: str
+    limits: RuntimeLimits
+    max_iterations: int
+    result_limit_bytes: int
+    timeout: timedelta
+    parallel_tool_calls: bool
+    tools: dict[str, ToolSettings]
+    #: Agents this run may call through ``agent.call`` (empty: the tool is not offered).
+    reachable_agents: tuple[str, ...] = ()
+    #: Agents this run may hand its conversation to (``agent.handoff``; roots only).
+    handoff_targets: tuple[str, ...] = ()
+    #: The agent's handoff policy (context policy, turns kept), when it has targets.
+    handoff: HandoffPolicy | None = None
+    #: Turns of the run played by earlier agents (before the latest handoff): this agent's
+    #: own turn n is the run's turn ``turn_offset + n``.
+    turn_offset: int = 0
+    continue_as_new_after_turns: int = 500
+    #: Task queues of this run's model calls and tool calls, fixed by the worker that prepared
+    #: it (`otherone.worker.queues`). None: the run's own workflow task queue — what plans recorded
+    #: before queues could be split mean too.
+    model_task_queue: str | None = None
+    tool_task_queue: str | None = None
+    #: Times the run may answer again after breaking its result contract (0 in plans recorded
+    #: before output retries existed: those runs never retry).
+    output_retries: int = 0
+    #: `agent.spawn`, `agent.await`, `agent.status` and `agent.cancel` are offered (the agent
+    #: and the runtime policy allow spawning, and some agent is reachable).
+    spawn: bool = False
+    #: What happens to spawned children still running when the run completes.
+    spawned_on_exit: Literal["cancel", "wait"] = "cancel"
+
+
+class FinishRunInput(_Contract):
+    ref: RunRef
+    pending: tuple[PendingEntry, ...] = ()
+    status: RunStatus
+    usage: RunUsage
+    failure: AgentFailure | None = None
+    output: AgentOutput | None = None
+    release_session: bool = True
+    #: Events the workflow decided and no activity has stored yet.
+    events: tuple[dict[str, JsonValue], ...] = ()
+    #: The run's final record (stored for `otherone show`/lists without Temporal's retention).
+    record: RunRecord | None = None
+
+
+class EventRecord(_Contract):
+    """One stored event envelope (schema_version 1)."""
+
+    schema_version: Literal[1] = 1
+    event_id: str
+    sequence: int
+    timestamp: datetime
+    root_run_id: str
+    run_id: str
+    parent_run_id: str | None
+    agent_id: str
+    depth: int
+    event: dict[str, JsonValue] = Field(default_factory=dict)
