@@ -40,12 +40,7 @@ EVENT_APPEND_ATTEMPTS = 20
 EVENT_CHANNEL = "otherone_events"
 
 #: Statuses of a run that has not ended.
-LIVE_STATUSES = (
-    RunStatus.CREATED,
-    RunStatus.RUNNING,
-    RunStatus.WAITING_FOR_CHILD,
-    RunStatus.WAITING_FOR_APPROVAL,
-)
+LIVE_STATUSES = tuple(status for status in RunStatus if not status.is_terminal)
 
 _T = TypeVar("_T")
 
