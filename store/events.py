@@ -39,6 +39,10 @@ EVENT_APPEND_ATTEMPTS = 20
 #: trees without polling: `otherone.api.notify`).
 EVENT_CHANNEL = "otherone_events"
 
+#: Values `read_events_mentioning` asks about in one statement: one LIKE each, ORed, and SQLite
+#: refuses an expression deeper than 1000 (a run may end owing events for more calls than that).
+MENTIONS_PER_QUERY = 200
+
 #: Statuses of a run that has not ended.
 LIVE_STATUSES = tuple(status for status in RunStatus if not status.is_terminal)
 
@@ -192,20 +196,20 @@ def read_events_mentioning(
     conn: Connection, root_run_id: str, values: Collection[str]
 ) -> list[EventRecord]:
     """`Store.read_events_mentioning`."""
-    if not values:
-        return []
     # Each value as the JSON string the stored body holds it as (quotes included, so that
     # `call_1` does not find `call_10`); LIKE with its wildcards escaped.
-    mentions = [
-        events.c.body.contains(json.dumps(value, ensure_ascii=False), autoescape=True)
-        for value in values
-    ]
-    query = (
-        select(events.c.body)
-        .where((events.c.root_run_id == root_run_id) & or_(*mentions))
-        .order_by(events.c.sequence)
-    )
-    return [EventRecord.model_validate_json(body) for body in conn.execute(query).scalars()]
+    needles = sorted({json.dumps(value, ensure_ascii=False) for value in values})
+    found: dict[int, str] = {}  # by sequence: an event may mention values of two batches
+    for start in range(0, len(needles), MENTIONS_PER_QUERY):
+        mentions = [
+            events.c.body.contains(needle, autoescape=True)
+            for needle in needles[start : start + MENTIONS_PER_QUERY]
+        ]
+        query = select(events.c.sequence, events.c.body).where(
+            (events.c.root_run_id == root_run_id) & or_(*mentions)
+        )
+        found.update((sequence, body) for sequence, body in conn.execute(query))
+    return [EventRecord.model_validate_json(found[sequence]) for sequence in sorted(found)]
 
 
 def prune_events(conn: Connection, older_than: datetime) -> int:

@@ -469,6 +469,26 @@ def test_events_mentioning_a_value_are_found_without_reading_the_tree(store: Sto
     assert store.read_events_mentioning("root-3", ["call_1"]) == []
 
 
+def test_events_mentioning_many_values_are_asked_in_batches(store: Store) -> None:
+    """A run that ends in a turn of many open calls (more than its tool-call budget: the run
+    ends before any runs) asks about all of them at once: the question must not outgrow
+    SQLite's expression depth (1000) or a statement's parameters. An event that mentions
+    values of two batches comes back once."""
+    calls = [f"call_{index}" for index in range(2500)]
+    store.append_events(
+        _ref("root-1"),
+        [
+            *({"type": "tool_started", "tool_call_id": call} for call in calls[::100]),
+            {"type": "tool_completed", "tool_call_id": calls[0], "error": calls[-1]},
+        ],
+    )
+    found = store.read_events_mentioning("root-1", calls)
+    assert [(r.sequence, r.event["tool_call_id"]) for r in found] == [
+        *((index + 1, call) for index, call in enumerate(calls[::100])),
+        (26, calls[0]),
+    ]
+
+
 def test_retention_prunes_whole_quiet_trees_only(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
