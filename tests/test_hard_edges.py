@@ -664,11 +664,36 @@ async def failed_model_and_budget(client: Client, task_queue: str, tmp: Path) ->
         return await events_of(env, result.run_id)
 
 
+async def budget_ends_a_turn_of_many_calls(
+    client: Client, task_queue: str, tmp: Path
+) -> list[EventRecord]:
+    """A run ended by max_tool_calls in a turn of 1200 calls: its end owes an `IF_MISSING`
+    start and end for each, and asks the store which are stored (SQLite refused the question
+    as one statement: finish_run failed on every attempt)."""
+    too_many = {
+        "tool_calls": [{"name": "echo", "arguments": {"text": str(n)}} for n in range(1200)]
+    }
+    config = scripted_config(
+        {"agent": [too_many]},
+        agents=[AgentDefinition(id="agent", description="agent", tools=["echo"])],
+        tools=[echo],
+        limits=RuntimeLimits(max_tool_calls=1),
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        run = env.agents.run(build_request(entry_agent="agent", input="go"))
+        result = await asyncio.wait_for(run, 60)
+        assert result.outcome is RunOutcome.BUDGET_EXCEEDED, result
+        events = await events_of(env, result.run_id)
+        assert sum(e.event["type"] == "tool_completed" for e in events) == 1200
+        return events
+
+
 PAIRING_SCENARIOS = {
     "refused_everything": refused_everything,
     "cancelled_mid_tools": cancelled_mid_tools,
     "cancelled_with_children": cancelled_with_children,
     "budget_ends_the_turn": failed_model_and_budget,
+    "budget_ends_a_turn_of_many_calls": budget_ends_a_turn_of_many_calls,
 }
 
 
