@@ -14,13 +14,13 @@ the writes that store events with their entries or tool results); this module do
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from pydantic_core import to_json
 from sqlalchemy import Connection, Engine, delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
@@ -197,8 +197,9 @@ def read_events_mentioning(
 ) -> list[EventRecord]:
     """`Store.read_events_mentioning`."""
     # Each value as the JSON string the stored body holds it as (quotes included, so that
-    # `call_1` does not find `call_10`); LIKE with its wildcards escaped.
-    needles = sorted({json.dumps(value, ensure_ascii=False) for value in values})
+    # `call_1` does not find `call_10`), by the encoder that wrote the bodies (pydantic's);
+    # LIKE with its wildcards escaped.
+    needles = sorted({to_json(value).decode() for value in values})
     found: dict[int, str] = {}  # by sequence: an event may mention values of two batches
     for start in range(0, len(needles), MENTIONS_PER_QUERY):
         mentions = [
