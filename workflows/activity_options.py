@@ -1,6 +1,6 @@
 """How a run calls its activities: timeouts, retries, and what a cancellation does to them.
 
-Shared by the run's loop (`agent_run`), its tool calls (`tool_steps`) and its store steps
+Shared by the run's loop (`turns`), its tool calls (`tool_steps`) and its store steps
 (`store_steps`). A cancelled activity ends the run's loop as a cancellation, not a failure.
 """
 

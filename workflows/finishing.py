@@ -1,5 +1,11 @@
 """How a run ends: its end is stored even through a late cancellation, within bounds, and the
-run returns its structured `AgentRunResult` (never a workflow failure)."""
+run returns its structured `AgentRunResult` (never a workflow failure).
+
+Ending a run (`finish_shielded`): late user messages and the open tool calls of the turn it
+ended in are answered into the session, the `finish_run` activity stores the end, the status
+search attribute says it, and the run waits for its update and signal handlers. A run whose
+input is no run request ends at once (`refused`), writing nothing.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,35 @@ from datetime import timedelta
 
 from pydantic import JsonValue
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from otherone.contracts import RunInput
+    from otherone import search_attributes as attrs
+    from otherone.config import AGENT_CALL_TOOL, AGENT_SPAWN_TOOL
+    from otherone.contracts import FinishRunInput, RunInput, RunRef
     from otherone.definitions import TreeBudget
     from otherone.errors import FailureCode
-    from otherone.runs import AgentFailure, AgentOutput, AgentRunResult, RunUsage
-    from otherone.workflows.outcomes import Ending
+    from otherone.runs import (
+        STATUS_FOR_OUTCOME,
+        AgentFailure,
+        AgentOutput,
+        AgentRunResult,
+        RunOutcome,
+        RunStatus,
+        RunUsage,
+    )
+    from otherone.workflows.activity_options import reraise_cancellation
+    from otherone.workflows.outcomes import (
+        Ending,
+        ended_before_result_entry,
+        ended_before_result_events,
+        failure_from_activity_error,
+        tool_result_entry,
+    )
+    from otherone.workflows.run_input import refused_result
+    from otherone.workflows.run_state import RunState
+    from otherone.workflows.store_steps import finish_run
+    from otherone.workflows.tool_steps import tool_key
 
 #: Patch id: a cancelled run's finishing is bounded (`FINISH_GRACE`) and a failed finish_run
 #: ends the run with its result instead of failing the workflow.
@@ -24,6 +52,131 @@ FINISH_GRACE = timedelta(seconds=10)
 #: Patch id: a run whose end was stored but whose update/signal handlers outlived
 #: `FINISH_GRACE` returns the stored end (a completed run used to turn into `storage_error`).
 STORED_END_OUTLIVES_HANDLERS = "stored-end-outlives-handlers"
+
+
+async def finish_shielded(state: RunState, ending: Ending, ref: RunRef) -> AgentRunResult:
+    """Finish even if a cancellation arrives meanwhile: a run always returns its structured
+    result (`shielded`); a cancelled one ends anyway after `FINISH_GRACE`."""
+    finishing = asyncio.ensure_future(_finish(state, ending, ref))
+    cancelled = ending.outcome is RunOutcome.CANCELLED
+    result = await shielded(finishing, cancelled=cancelled)
+    if result is None:
+        return _out_of_grace(state, ending)
+    return result
+
+
+def refused(state: RunState, problem: str) -> AgentRunResult:
+    """The input is not a run request: nothing was prepared, nothing is written."""
+    failure = AgentFailure(code=FailureCode.INVALID_REQUEST, message=problem)
+    state.ending = Ending.failed(failure)
+    state.status = RunStatus.FAILED
+    state.finished_at = workflow.now()
+    workflow.logger.warning("run input refused: %s", problem)
+    return refused_result(state.input, failure)
+
+
+def _out_of_grace(state: RunState, ending: Ending) -> AgentRunResult:
+    """`FINISH_GRACE` passed: either the end is not stored yet, or it is and update or
+    signal handlers (e.g. a trusted call waiting for its child) were still running."""
+    grace = FINISH_GRACE.total_seconds()
+    if not state.end_stored:
+        workflow.logger.warning(
+            "run %s: its end was not stored within %ss of the cancellation",
+            state.input.run_id,
+            grace,
+        )
+        return _unstored(state, ending, "finishing did not complete in time")
+    workflow.logger.warning(
+        "run %s: its end was stored (%s), but update or signal handlers were still running "
+        "%ss after the cancellation: it ends without waiting for them",
+        state.input.run_id,
+        ending.outcome.value,
+        grace,
+    )
+    if workflow.patched(STORED_END_OUTLIVES_HANDLERS):
+        return _result(state, ending)
+    return _unstored(state, ending, "finishing did not complete in time")  # older histories
+
+
+async def _finish(state: RunState, ending: Ending, ref: RunRef) -> AgentRunResult:
+    state.ending = ending
+    state.status = STATUS_FOR_OUTCOME[ending.outcome]
+    state.finished_at = workflow.now()
+    if state.caller is not None and ending.outcome is not RunOutcome.COMPLETED:
+        state.caller.cancel_children()  # e.g. children of trusted calls still running
+    _answer_open_calls(state, ending)
+    if state.plan is not None:
+        state.take_queued(state.iteration + 1)  # keep late messages in the session
+    try:
+        await _finish_activity(state, ref, ending)
+    except ActivityError as error:
+        if not workflow.patched(BOUNDED_FINISH):
+            raise
+        reraise_cancellation(error)
+        failure = failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR)
+        return _unstored(state, ending, failure.message)
+    state.end_stored = True
+    workflow.upsert_search_attributes([attrs.STATUS.value_set(state.status.value)])
+    await workflow.wait_condition(workflow.all_handlers_finished)
+    return _result(state, ending)
+
+
+def _answer_open_calls(state: RunState, ending: Ending) -> None:
+    """Answer the tool calls of a turn the run ended in (cancel, deadline, budget): an
+    assistant tool call without a result would make the session unusable (providers
+    reject such a transcript)."""
+    if state.open_calls is None:
+        return
+    iteration, calls = state.open_calls
+    arrived = state.open_tools.arrived if state.open_tools is not None else {}
+    state.open_calls, state.open_tools = None, None
+    for index, call in enumerate(calls):
+        key = tool_key(state.input.run_id, iteration, index)
+        found = arrived.get(call.id)
+        if found is not None:
+            # It ran and handed its result back inline: the session gets the real result
+            # (its events are written with the entry), as a stored one would win. The call
+            # as it ran: its `tool_started` shows a person's edits to the arguments.
+            ran, outcome = found
+            state.pending.append(tool_result_entry(key, ran, outcome))
+            continue
+        entry = ended_before_result_entry(key, call, ending.outcome.value)
+        state.pending.append(entry)
+        agent_call = call.name in (AGENT_CALL_TOOL, AGENT_SPAWN_TOOL)
+        state.decided.add(*ended_before_result_events(call, entry, agent_call=agent_call))
+
+
+def _unstored(state: RunState, ending: Ending, reason: str) -> AgentRunResult:
+    """The result of a run whose end could not be stored: a completed run fails with
+    `storage_error` (its answer is not in the session); other endings stay as they are."""
+    workflow.logger.warning("run %s: its end was not stored: %s", state.input.run_id, reason)
+    if ending.outcome is RunOutcome.COMPLETED:
+        ending = Ending.failed(unstored_failure(reason))
+        state.ending = ending
+        state.status = STATUS_FOR_OUTCOME[ending.outcome]
+    workflow.upsert_search_attributes([attrs.STATUS.value_set(state.status.value)])
+    return _result(state, ending)
+
+
+def _result(state: RunState, ending: Ending) -> AgentRunResult:
+    usage = state.usage.snapshot(state.elapsed())
+    budget_remaining = state.ledger.left() if state.ledger else state.input.budget
+    return run_result(state.input, state.session_id, ending, usage, budget_remaining)
+
+
+async def _finish_activity(state: RunState, ref: RunRef, ending: Ending) -> None:
+    pending, state.pending = tuple(state.pending), []
+    finish = FinishRunInput(
+        ref=ref,
+        pending=pending,
+        events=state.decided.take(),
+        status=state.status,
+        usage=state.usage.snapshot(state.elapsed()),
+        failure=ending.failure,
+        output=ending.output,
+        record=state.record(),
+    )
+    await finish_run(finish, cancelled=ending.outcome is RunOutcome.CANCELLED)
 
 
 async def shielded(

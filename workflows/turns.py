@@ -1,0 +1,229 @@
+"""The run's loop: turns of model call → tools until an answer, the deadline or the turn limit.
+
+Each turn takes the queued user messages (a safe point), reserves and makes the model call
+(`model_steps`), then either ends the run with the final answer (retried while the result
+contract allows, `output_retries`) or runs the turn's tool calls (`tool_steps`), whose results
+are pending for the next turn. Between turns the run continues as new when its history has grown
+enough, or hands off to another agent (`handoff_steps`). The deadline is a Temporal timer around
+the whole loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from otherone.config import AGENT_CALL_TOOL, AGENT_SPAWN_TOOL
+    from otherone.contracts import ModelTurn, RunPlan, RunRef
+    from otherone.errors import FailureCode
+    from otherone.runs import AgentFailure, AgentOutput, RunOutcome
+    from otherone.workflows.activity_options import (
+        cancellation_swallowed,
+        reraise_cancellation,
+    )
+    from otherone.workflows.handoff_steps import hand_off_step
+    from otherone.workflows.model_steps import call_model
+    from otherone.workflows.outcomes import (
+        Ending,
+        RunEnded,
+        failure_from_activity_error,
+    )
+    from otherone.workflows.output_retries import invalid_output
+    from otherone.workflows.run_state import RunState
+    from otherone.workflows.tool_steps import ToolSteps
+
+#: Patch id: a run cancelled while waiting for its children stops once they have ended, instead
+#: of going on to another model call.
+STOP_AFTER_CANCELLED_CHILDREN = "stop-after-cancelled-children"
+#: Patch id: a model call that completed although the run was cancelled meanwhile (it was
+#: waited for, to pair its events) does not lead to its tool calls: the run stops there.
+STOP_WHEN_A_TURN_OUTLIVES_CANCEL = "stop-when-a-turn-outlives-cancel"
+#: Patch id: a model call that completed with a final answer although the run was cancelled
+#: meanwhile ends the run `cancelled` (not `completed`), with no further model call.
+STOP_WHEN_AN_ANSWER_OUTLIVES_CANCEL = "stop-when-an-answer-outlives-cancel"
+#: Patch id: a final answer that breaks the result contract is told to the model, which answers
+#: again (up to the plan's `output_retries`) before the run ends `invalid_agent_output`.
+OUTPUT_RETRIES = "output-retries"
+
+
+async def run_until_deadline(state: RunState, plan: RunPlan, ref: RunRef) -> Ending:
+    """The loop under the run's deadline; a cancellation ends it `cancelled`."""
+    assert state.deadline_at is not None
+    remaining = (state.deadline_at - workflow.now()).total_seconds()
+    try:
+        return await asyncio.wait_for(_loop(state, plan, ref), timeout=max(remaining, 0.001))
+    except TimeoutError:
+        return _timed_out()
+    except asyncio.CancelledError:
+        return Ending.of(RunOutcome.CANCELLED)
+
+
+def _timed_out() -> Ending:
+    failure = AgentFailure(
+        code=FailureCode.TIMED_OUT, message="run deadline passed", retryable=True
+    )
+    return Ending.of(RunOutcome.TIMED_OUT, failure)
+
+
+async def _loop(state: RunState, plan: RunPlan, ref: RunRef) -> Ending:
+    try:
+        for iteration in range(state.iteration + 1, plan.max_iterations + 1):
+            await _maybe_continue_as_new(state, plan)
+            state.iteration = iteration
+            ending = await _turn(state, plan, ref, iteration)
+            if ending is not None:
+                return ending
+            if state.handoffs.accepted is not None:
+                await hand_off_step(state, plan, ref)  # continues as new under the next agent
+    except RunEnded as ended:
+        return ended.ending
+    return Ending.of(
+        RunOutcome.BUDGET_EXCEEDED,
+        AgentFailure(
+            code=FailureCode.BUDGET_EXCEEDED,
+            message=f"max_iterations ({plan.max_iterations}) exceeded",
+        ),
+    )
+
+
+async def _maybe_continue_as_new(state: RunState, plan: RunPlan) -> None:
+    """At a turn boundary, hand over to a fresh history when this one has grown enough.
+
+    Only when nothing is in flight: no child running and no trusted call being handled.
+    """
+    assert state.caller is not None
+    turns = state.iteration - state.turns_at_start
+    due = turns >= plan.continue_as_new_after_turns or (
+        turns > 0 and workflow.info().is_continue_as_new_suggested()
+    )
+    if not due or state.caller.active or state.gate.waiting or not workflow.all_handlers_finished():
+        return
+    workflow.continue_as_new(state.input.model_copy(update={"carry": state.carry_over(plan)}))
+
+
+async def _turn(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:
+    """One iteration: model call, then either the answer or the tools' results."""
+    assert state.ledger is not None and state.deadline_at is not None
+    if workflow.now() >= state.deadline_at:
+        # E.g. a child that hit the shared deadline returned first: this run is out of time too.
+        raise RunEnded(_timed_out())
+    state.take_queued(iteration)
+    state.ledger.reserve_model_call()
+    state.usage.model_calls += 1
+    turn = await _call_model(state, plan, ref, iteration)
+    _charge(state, turn)
+    if not turn.tool_calls:
+        return _answered(state, plan, turn)
+    await _run_tools(state, plan, ref, iteration, turn)
+    return None
+
+
+def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
+    """A turn without tool calls: the run's ending, or None to go round once more."""
+    if cancellation_swallowed() and workflow.patched(STOP_WHEN_AN_ANSWER_OUTLIVES_CANCEL):
+        # The model answered instead of stopping when the run was cancelled: the answer is
+        # in the session (the model call stored it), but the run ends cancelled and calls
+        # no model again (for queued messages or an output retry).
+        raise asyncio.CancelledError()
+    if state.messages.queued:
+        return None  # messages arrived while the model answered: go round once more
+    return _final_answer(state, plan, turn)
+
+
+def _charge(state: RunState, turn: ModelTurn) -> None:
+    """The model call's usage, and its compactions', against the usage and the budget."""
+    assert state.ledger is not None
+    if turn.compaction_calls:  # only turns from workers that count compactions say so
+        compaction = turn.compaction_usage()
+        state.usage.model_calls += turn.compaction_calls
+        state.usage.add_tokens(compaction)
+        state.ledger.charge_model_calls(turn.compaction_calls)
+        state.ledger.spend_tokens(compaction.total_tokens)
+    state.usage.add_tokens(turn)
+    state.ledger.spend_tokens(turn.total_tokens)
+
+
+async def _run_tools(
+    state: RunState, plan: RunPlan, ref: RunRef, iteration: int, turn: ModelTurn
+) -> None:
+    """The turn's tool calls, their results pending for the next model call (`tool_steps`).
+    Raises `RunEnded` when a result ends the run, `CancelledError` when it was cancelled."""
+    assert state.ledger is not None
+    # Until their results are pending, the calls are open: a run ending meanwhile answers
+    # them (`finishing.answer_open_calls`), so the session never holds a call without a result.
+    state.open_calls = (iteration, turn.tool_calls)
+    if cancellation_swallowed() and workflow.patched(STOP_WHEN_A_TURN_OUTLIVES_CANCEL):
+        # The model call finished instead of stopping when the run was cancelled; its tool
+        # calls are answered `cancelled` as the run ends, none runs (or waits for a person).
+        raise asyncio.CancelledError()
+    state.ledger.reserve_tool_calls(len(turn.tool_calls))
+    state.usage.tool_calls += len(turn.tool_calls)
+    tools = state.open_tools = _tool_steps(state, plan, ref, iteration)
+    tools.open_approvals(turn.tool_calls, turn.approvals)
+    # The seed counts every `agent.call` the model makes (a malformed one too); trusted
+    # calls, made by a client, are not the run's own.
+    state.usage.agent_calls += sum(
+        1 for call in turn.tool_calls if call.name in (AGENT_CALL_TOOL, AGENT_SPAWN_TOOL)
+    )
+    steps = await tools.run(turn.tool_calls)
+    entries, ending = tools.entries(turn.tool_calls, steps)
+    state.pending.extend(entries)
+    state.open_calls, state.open_tools = None, None
+    if ending is not None:
+        raise RunEnded(ending)
+    if cancellation_swallowed() and workflow.patched(STOP_AFTER_CANCELLED_CHILDREN):
+        raise asyncio.CancelledError()  # the run was cancelled while its children ended
+
+
+def _tool_steps(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> ToolSteps:
+    assert state.caller is not None and state.deadline_at is not None
+    return ToolSteps(
+        plan,
+        ref,
+        iteration,
+        caller=state.caller,
+        deadline_at=state.deadline_at,
+        gate=state.gate,
+        decided=state.decided,
+        spawns=state.spawns,
+        handoffs=state.handoffs,
+    )
+
+
+def _final_answer(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
+    if turn.output_error is not None:
+        if _retry_output(state, plan, turn.output_error):
+            return None  # the model answers again, told what was wrong
+        return Ending.failed(invalid_output(turn, state.output_retries))
+    # Turns recorded before result contracts existed carry no output: the text is the output.
+    return Ending.completed(turn.output or AgentOutput(type="text", value=turn.content))
+
+
+def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:
+    """Tell the model why its answer breaks the contract, while retries and turns are left."""
+    retries = state.output_retries
+    if not retries.left or state.iteration >= plan.max_iterations:
+        return False
+    if not workflow.patched(OUTPUT_RETRIES):
+        return False
+    state.pending.append(retries.retry(state.input.run_id, state.iteration, problem))
+    state.decided.add(retries.event(state.iteration, problem))
+    return True
+
+
+async def _call_model(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> ModelTurn:
+    pending, state.pending = tuple(state.pending), []
+    events = state.decided.take()
+    allowed = state.handoffs.left(plan) > 0
+    try:
+        return await call_model(
+            state.input, plan, ref, iteration, pending, events, handoff_allowed=allowed
+        )
+    except ActivityError as error:
+        state.pending = list(pending)  # not written: keep them for the final flush
+        reraise_cancellation(error)
+        failure = failure_from_activity_error(error, default=FailureCode.MODEL_ERROR)
+        raise RunEnded(Ending.failed(failure)) from None
