@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import re
-import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, overload
+from typing import TYPE_CHECKING, Any, overload
 
-from pydantic import TypeAdapter, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -36,21 +33,41 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
 from otherone.client.approval_requests import (
+    approval_decision,
+    decision_update_id,
     open_requests_in_store,
     refused_decision,
-    split_field,
+    runs_waiting,
 )
 
-# A root's ids are part of this module's API (`otherone.client.root_run_id`): served from here too.
-from otherone.client.root_starts import legacy_root_run_id as legacy_root_run_id
-from otherone.client.root_starts import root_run_id as root_run_id
+# Part of this module's API (`otherone.client.build_request`, `.root_run_id`, `.RunHandle`, ...),
+# defined in the modules below: served from here too.
+from otherone.client.event_polling import BUSY_SECONDS as BUSY_SECONDS
+from otherone.client.event_polling import poll_events
+from otherone.client.request_checks import MAX_MESSAGES_PER_SIGNAL as MAX_MESSAGES_PER_SIGNAL
+from otherone.client.request_checks import build_request as build_request
+from otherone.client.request_checks import (
+    check_against_config,
+    check_root_run_id,
+    validate_messages,
+)
 from otherone.client.root_starts import (
+    check_session_free,
     root_search_attributes,
     start_details,
     start_summary,
 )
-from otherone.client.run_results import not_found_or, record_from_result, result_of_broken_run
-from otherone.client.typed_results import OutputT, output_adapter, output_as, typed_request
+from otherone.client.root_starts import legacy_root_run_id as legacy_root_run_id
+from otherone.client.root_starts import root_run_id as root_run_id
+from otherone.client.run_handles import RunHandle as RunHandle
+from otherone.client.run_handles import TypedRunHandle as TypedRunHandle
+from otherone.client.run_results import (
+    not_found_or,
+    record_from_result,
+    result_of_broken_run,
+    unanswered_update,
+)
+from otherone.client.typed_results import OutputT, output_adapter, typed_request
 from otherone.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -60,8 +77,6 @@ from otherone.errors import (
 )
 from otherone.result_contracts import check_contract
 from otherone.runs import (
-    DEFAULT_PARTITION,
-    MAX_INPUT_BYTES,
     PARTITION_PATTERN,
     AgentCallRequest,
     AgentCallResult,
@@ -70,9 +85,7 @@ from otherone.runs import (
     AgentRunResult,
     RunRecord,
     RunStatus,
-    unstorable_problem,
 )
-from otherone.store import SessionBusyError
 from otherone.workflow_names import (
     MEMO_FINGERPRINT,
     MEMO_IDEMPOTENCY_KEY,
@@ -92,82 +105,8 @@ if TYPE_CHECKING:
     from otherone.store import Store
 
 DEFAULT_TASK_QUEUE = "otherone"
-MAX_MESSAGES_PER_SIGNAL = 64
 QUERY_TIMEOUT = timedelta(seconds=10)
-_RUN_ID = re.compile(r"[A-Za-z0-9_./:-]{1,1000}")
-#: Parts of a pydantic error location that name a union member (``str``, ``tuple[...]``).
-_TYPE_TAG = re.compile(r"^(str|int|float|bool|dict|list|tuple|bytes|none)$|[][,]")
 _EPOCH = datetime.fromtimestamp(0, UTC)
-_UNREADABLE = re.compile(r"[^A-Za-z0-9_.-]+")
-_READABLE_KEY_CHARS = 48
-_TERMINAL_EVENTS = {"run_completed", "run_failed", "run_cancelled"}
-#: `AgentClient.events` polls fast this long after the last events: a run at work (its next
-#: model call's first delta, which someone is waiting for, usually comes within seconds).
-BUSY_SECONDS = 3.0
-
-
-def build_request(**fields: Any) -> AgentRunRequest:
-    """Validate request fields; a bad one raises `InvalidRequestError` naming it (no traceback)."""
-    try:
-        return AgentRunRequest.model_validate(fields)
-    except ValidationError as error:
-        field, message = _most_specific(error)
-        raise InvalidRequestError(message, field=field) from None
-
-
-def _most_specific(error: ValidationError) -> tuple[str, str]:
-    """The deepest problem's field path, without pydantic's union tags (``input.str``).
-
-    A union (``input``: text or messages) reports one error per member: a bad ``role`` in a
-    message must be named as ``input.0.role``, not as "input should be a valid string";
-    problems at the same place are joined with "or".
-    """
-    found: dict[str, list[str]] = {}
-    for problem in error.errors(include_url=False):
-        path = ".".join(str(part) for part in problem["loc"] if not _TYPE_TAG.search(str(part)))
-        message = problem["msg"].removeprefix("Value error, ")
-        found.setdefault(path, [])
-        if message not in found[path]:
-            found[path].append(message)
-    field = max(found, key=lambda path: path.count(".") + bool(path))
-    return field, " or ".join(found[field])
-
-
-class RunHandle:
-    """A run started or looked up by an `AgentClient`."""
-
-    def __init__(self, client: AgentClient, run_id: str) -> None:
-        self._client = client
-        self.run_id = run_id
-
-    async def result(self) -> AgentRunResult:
-        return await self._client.result(self.run_id)
-
-    async def cancel(self) -> None:
-        await self._client.cancel(self.run_id)
-
-    async def send_message(self, messages: str | Sequence[str]) -> None:
-        await self._client.send_message(self.run_id, messages)
-
-    async def record(self) -> RunRecord:
-        return await self._client.get_run(self.run_id)
-
-    def events(self, *, after: int = 0) -> AsyncIterator[EventRecord]:
-        return self._client.events(self.run_id, after=after)
-
-
-class TypedRunHandle(RunHandle, Generic[OutputT]):
-    """A run started with ``output_type=``: `output()` waits for it and returns the validated
-    value (`result()` still gives the whole `AgentRunResult`)."""
-
-    def __init__(self, client: AgentClient, run_id: str, adapter: TypeAdapter[OutputT]) -> None:
-        super().__init__(client, run_id)
-        self._adapter = adapter
-
-    async def output(self) -> OutputT:
-        """The output as the output type; `RunFailedError` when the run did not complete,
-        `OutputValidationError` when pydantic refuses the value."""
-        return output_as(await self.result(), self._adapter)
 
 
 class AgentClient:
@@ -260,14 +199,14 @@ class AgentClient:
             )
         run_id = root_run_id(request)
         check_contract(request.result_contract)
-        self._check_against_config(request)
+        check_against_config(request, self.config)
         fingerprint = request.fingerprint()
         legacy = await self._legacy_run(request)
         if legacy is not None:
             assert request.idempotency_key is not None
             await self._check_fingerprint(legacy, request.idempotency_key, fingerprint)
             return legacy
-        await self._check_session_free(request, run_id)
+        await check_session_free(self.store, request, run_id)
         # A key used before (finished run) is refused; the fingerprint check below decides.
         with contextlib.suppress(WorkflowAlreadyStartedError):
             await self.temporal.start_workflow(
@@ -285,35 +224,6 @@ class AgentClient:
         if request.idempotency_key is not None:
             await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
         return run_id
-
-    def _check_against_config(self, request: AgentRunRequest) -> None:
-        """With the workers' configuration: an unknown entry agent or a limit override above
-        the runtime's is a request error, refused here instead of by a run that fails."""
-        if self.config is None:
-            return
-        if request.entry_agent not in self.config.agents:
-            known = ", ".join(sorted(self.config.agents)) or "none"
-            raise InvalidRequestError(
-                f"agent '{request.entry_agent}' is not defined (defined: {known})",
-                field="entry_agent",
-            )
-        try:
-            self.config.limits.tightened(request.limits)
-        except ValueError as error:
-            field, _, message = str(error).partition(": ")
-            raise InvalidRequestError(message, field=field) from None
-
-    async def _check_session_free(self, request: AgentRunRequest, run_id: str) -> None:
-        """With the store: a session another live run writes to refuses the start
-        (`SessionBusyError`), and no workflow is left behind. (Two starts racing for a free
-        session both pass here; the second run then ends `failed/session_busy`.)"""
-        session_id = request.session.session_id
-        if self.store is None or session_id is None:
-            return
-        partition = request.runtime_context.partition_key
-        holder = await asyncio.to_thread(self.store.session_holder, partition, session_id)
-        if holder is not None and holder != run_id:  # the same run again is a join, not busy
-            raise SessionBusyError(session_id, holder)
 
     async def _legacy_run(self, request: AgentRunRequest) -> str | None:
         """The key's run if an earlier version started it (under ``run-`` + 40 hex digits).
@@ -408,25 +318,18 @@ class AgentClient:
         if self.store is None:
             raise InvalidRequestError("AgentClient needs a store to read events", field="store")
         await self._check_tenant(run_id)
-        cursor, quiet_polls = after, 0
-        last_seen = time.monotonic()
-        while True:
-            batch = await asyncio.to_thread(
-                self.store.read_events, run_id, after=cursor, partition_key=self.partition_key
-            )
-            for event in batch:
-                cursor = event.sequence
+        polling = poll_events(
+            self.store,
+            run_id,
+            partition_key=self.partition_key,
+            after=after,
+            is_running=self._is_running,
+            poll_seconds=poll_seconds,
+            busy_poll_seconds=busy_poll_seconds,
+        )
+        async with contextlib.aclosing(polling):
+            async for event in polling:
                 yield event
-                if event.run_id == run_id and event.event.get("type") in _TERMINAL_EVENTS:
-                    return
-            quiet_polls = 0 if batch else quiet_polls + 1
-            if batch:
-                last_seen = time.monotonic()
-            if quiet_polls and quiet_polls % 40 == 0 and not await self._is_running(run_id):
-                return  # ended without a terminal event (e.g. terminated from the UI)
-            if not batch:
-                busy = time.monotonic() - last_seen < BUSY_SECONDS
-                await asyncio.sleep(min(busy_poll_seconds, poll_seconds) if busy else poll_seconds)
 
     async def list_run_tree(self, root_run_id: str) -> list[RunRecord]:
         """Every run of a root's tree (root first, then by depth and start), from any process.
@@ -434,8 +337,7 @@ class AgentClient:
         Lineage comes from Temporal's own `RootWorkflowId`; each record is then read like
         `get_run` (live query for running runs, the result for finished ones).
         """
-        if not _RUN_ID.fullmatch(root_run_id):
-            raise InvalidRequestError("not a run id", field="root_run_id")
+        check_root_run_id(root_run_id)
         await self._check_tenant(root_run_id)
         query = f'RootWorkflowId = "{root_run_id}"'
         if self.partition_key is not None:
@@ -464,12 +366,8 @@ class AgentClient:
         except WorkflowUpdateFailedError:
             raise RunNotActiveError(caller_run_id) from None
         except WorkflowUpdateRPCTimeoutOrCancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise asyncio.CancelledError() from None  # our caller gave up; the call goes on
-            raise UnavailableError(
-                f"the call '{call_id}' did not answer in time; call again"
-            ) from None
+            message = f"the call '{call_id}' did not answer in time; call again"
+            raise unanswered_update(message) from None
         except RPCError as error:
             raise not_found_or(error, caller_run_id, finished=True) from None
         return result.model_copy(update={"output": await self.resolve_output(result.output)})
@@ -495,24 +393,13 @@ class AgentClient:
         """Send a decision by the run's `decide_approval` update, as this client's identity
         (``identity``, else the Temporal client's).
 
-        The update id is derived from the decision and who sends it, so a repeated send is one
-        update to Temporal as well as to the run; the same decision from someone else is its
-        own update (checked against the request's approvers, not answered with the first
-        sender's result).
+        A repeated send is one update (`decision_update_id`).
         """
-        from otherone.contracts import ApprovalDecision, ApprovalRequest
+        from otherone.contracts import ApprovalRequest
 
-        try:
-            decision = ApprovalDecision.model_validate(
-                {"call_id": call_id, "identity": self.identity or self.temporal.identity, **fields}
-            )
-        except ValidationError as error:
-            field, message = _most_specific(error)
-            field, _, message = split_field(field, message)
-            raise InvalidRequestError(message, field=field) from None
+        decision = approval_decision(call_id, self.identity or self.temporal.identity, fields)
         await self._check_tenant(run_id)
-        content = decision.model_dump_json()
-        update_id = f"approval-{hashlib.sha256(content.encode()).hexdigest()[:32]}"
+        update_id = decision_update_id(decision)
         try:
             request: ApprovalRequest = await self._workflow(run_id).execute_update(
                 UPDATE_DECIDE_APPROVAL, decision, id=update_id, result_type=ApprovalRequest
@@ -520,10 +407,7 @@ class AgentClient:
         except WorkflowUpdateFailedError as error:
             raise refused_decision(run_id, call_id, error) from None
         except WorkflowUpdateRPCTimeoutOrCancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise asyncio.CancelledError() from None
-            raise UnavailableError(
+            raise unanswered_update(
                 f"run '{run_id}' did not take the decision in time (is a worker polling "
                 f"'{self.task_queue}'?); send it again"
             ) from None
@@ -538,19 +422,12 @@ class AgentClient:
         wait for. A scoped client sees its own partition only."""
         query = f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
         if root_run_id is not None:
-            if not _RUN_ID.fullmatch(root_run_id):
-                raise InvalidRequestError("not a run id", field="root_run_id")
+            check_root_run_id(root_run_id)
             await self._check_tenant(root_run_id)
             query += f' AND RootWorkflowId = "{root_run_id}"'
         if self.partition_key is not None:
             query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'
-        waiting: dict[str, tuple[str, str]] = {}  # run id -> (root run id, partition)
-        async for execution in self.temporal.list_workflows(query):
-            partition = execution.typed_search_attributes.get(attrs.PARTITION)
-            waiting[execution.id] = (
-                execution.root_id or execution.id,
-                partition or DEFAULT_PARTITION,
-            )
+        waiting = await runs_waiting(self.temporal, query)
         if not waiting:
             return []
         if self.store is not None:
@@ -582,7 +459,7 @@ class AgentClient:
         from otherone.contracts import UserMessages
 
         batch = (messages,) if isinstance(messages, str) else tuple(messages)
-        _validate_messages(batch)
+        validate_messages(batch)
         await self._check_tenant(run_id)
         try:
             await self._workflow(run_id).signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
@@ -635,22 +512,3 @@ class AgentClient:
     async def _is_running(self, run_id: str) -> bool:
         description = await self._describe(run_id)
         return description.status == WorkflowExecutionStatus.RUNNING
-
-
-def _validate_messages(batch: tuple[str, ...]) -> None:
-    if not batch:
-        raise InvalidRequestError("at least one message is required", field="messages")
-    if len(batch) > MAX_MESSAGES_PER_SIGNAL:
-        raise InvalidRequestError(
-            f"at most {MAX_MESSAGES_PER_SIGNAL} messages at once", field="messages"
-        )
-    for index, message in enumerate(batch):
-        if not isinstance(message, str) or not message.strip():
-            raise InvalidRequestError("must be a non-empty string", field=f"messages.{index}")
-        problem = unstorable_problem(message)
-        if problem is not None:
-            raise InvalidRequestError(problem, field=f"messages.{index}")
-        if len(message.encode("utf-8")) > MAX_INPUT_BYTES:
-            raise InvalidRequestError(
-                f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"
-            )

@@ -1,14 +1,19 @@
-"""Approval requests as the client reads and answers them: the open requests of waiting runs
-(from the store's events), and a run's refusal of a decision as our error types.
+"""Approval requests as the client reads and answers them: the runs waiting for a person (by
+Temporal visibility) and their open requests (from the store's events), a person's decision as
+the run's update takes it, and a run's refusal of a decision as our error types.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import WorkflowUpdateFailedError
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowUpdateFailedError
 
+from otherone import search_attributes as attrs
+from otherone.client.request_checks import most_specific
 from otherone.errors import (
     ApprovalConflictError,
     ApprovalNotAllowedError,
@@ -16,12 +21,25 @@ from otherone.errors import (
     InvalidRequestError,
     RunNotActiveError,
 )
+from otherone.runs import DEFAULT_PARTITION
 
 # The contract models are imported by the functions that build one (the CLI imports this
 # module through `AgentClient`; `otherone show` builds none of them).
 if TYPE_CHECKING:
-    from otherone.contracts import ApprovalRequest, EventRecord
+    from otherone.contracts import ApprovalDecision, ApprovalRequest, EventRecord
     from otherone.store import Store
+
+
+async def runs_waiting(temporal: Client, query: str) -> dict[str, tuple[str, str]]:
+    """The runs a visibility ``query`` lists: run id → (root run id, partition)."""
+    waiting: dict[str, tuple[str, str]] = {}
+    async for execution in temporal.list_workflows(query):
+        partition = execution.typed_search_attributes.get(attrs.PARTITION)
+        waiting[execution.id] = (
+            execution.root_id or execution.id,
+            partition or DEFAULT_PARTITION,
+        )
+    return waiting
 
 
 def open_requests_in_store(
@@ -37,6 +55,27 @@ def open_requests_in_store(
                 cursor = record.sequence
                 _apply_approval_event(requests, record, partitions)
     return [request for request in requests.values() if request.is_open]
+
+
+def approval_decision(call_id: str, identity: str, fields: dict[str, Any]) -> ApprovalDecision:
+    """A person's decision as the run's `decide_approval` update takes it; a bad field is an
+    `InvalidRequestError` naming it."""
+    from otherone.contracts import ApprovalDecision
+
+    try:
+        return ApprovalDecision.model_validate({"call_id": call_id, "identity": identity, **fields})
+    except ValidationError as error:
+        field, message = most_specific(error)
+        field, _, message = _split_field(field, message)
+        raise InvalidRequestError(message, field=field) from None
+
+
+def decision_update_id(decision: ApprovalDecision) -> str:
+    """Derived from the decision and who sends it, so a repeated send is one update to Temporal
+    as well as to the run; the same decision from someone else is its own update (checked
+    against the request's approvers, not answered with the first sender's result)."""
+    content = decision.model_dump_json()
+    return f"approval-{hashlib.sha256(content.encode()).hexdigest()[:32]}"
 
 
 def refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedError) -> Exception:
@@ -60,7 +99,7 @@ def refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedError
     return InvalidRequestError(message, field="decision")
 
 
-def split_field(field: str, message: str) -> tuple[str, str, str]:
+def _split_field(field: str, message: str) -> tuple[str, str, str]:
     """``reason: a denial needs a reason`` (a model-level check) names its own field."""
     head, separator, rest = message.partition(": ")
     if not field and separator and all(part.isidentifier() for part in head.split(".")):

@@ -1,9 +1,11 @@
 """A root run's start as Temporal sees it: its workflow id (derived from the idempotency key),
-its search attributes, and the summary and details the Web UI shows (`AgentClient.start`).
+its search attributes, and the summary and details the Web UI shows (`AgentClient.start`); and
+the store's say on it (a busy session refuses the start).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import uuid
@@ -13,9 +15,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from otherone import search_attributes as attrs
 from otherone.runs import AgentRunRequest, RunStatus
+from otherone.store import SessionBusyError
 
 if TYPE_CHECKING:
     from otherone.config import RuntimeConfig
+    from otherone.store import Store
 
 _UNREADABLE = re.compile(r"[^A-Za-z0-9_.-]+")
 _READABLE_KEY_CHARS = 48
@@ -93,3 +97,16 @@ def start_details(request: AgentRunRequest, config: RuntimeConfig | None) -> str
     if request.idempotency_key is not None:
         lines.append(f"**idempotency key** `{request.idempotency_key[:200]}`")
     return "  \n".join(lines)
+
+
+async def check_session_free(store: Store | None, request: AgentRunRequest, run_id: str) -> None:
+    """With the store: a session another live run writes to refuses the start
+    (`SessionBusyError`), and no workflow is left behind. (Two starts racing for a free
+    session both pass here; the second run then ends `failed/session_busy`.)"""
+    session_id = request.session.session_id
+    if store is None or session_id is None:
+        return
+    partition = request.runtime_context.partition_key
+    holder = await asyncio.to_thread(store.session_holder, partition, session_id)
+    if holder is not None and holder != run_id:  # the same run again is a join, not busy
+        raise SessionBusyError(session_id, holder)

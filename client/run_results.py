@@ -4,11 +4,13 @@ result of a run that did not return ours, and RPC errors as our error types.
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio.client import WorkflowExecutionDescription, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
-from otherone.errors import FailureCode, RunNotActiveError, RunNotFoundError
+from otherone.errors import FailureCode, RunNotActiveError, RunNotFoundError, UnavailableError
 from otherone.runs import (
     DEFAULT_PARTITION,
     STATUS_FOR_OUTCOME,
@@ -27,6 +29,15 @@ def not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exc
             return RunNotActiveError(run_id)
         return RunNotFoundError(run_id)
     return error
+
+
+def unanswered_update(message: str) -> BaseException:
+    """An update that got no answer in time: `UnavailableError` (``message`` says what to do),
+    or a cancellation when it is our caller that gave up (the update goes on in the run)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        return asyncio.CancelledError()
+    return UnavailableError(message)
 
 
 def result_of_broken_run(run_id: str, error: WorkflowFailureError) -> AgentRunResult:
