@@ -648,31 +648,12 @@ async def cancelled_with_children(client: Client, task_queue: str, tmp: Path) ->
         return await events_of(env, handle.run_id)
 
 
-async def failed_model_and_budget(client: Client, task_queue: str, tmp: Path) -> list[EventRecord]:
-    """A model call that fails after its start, and a run ended by max_tool_calls with its
-    turn's calls unrun."""
-    too_many = {"tool_calls": [{"name": "echo", "arguments": {"text": t}} for t in "xy"]}
-    config = scripted_config(
-        {"agent": [too_many]},
-        agents=[AgentDefinition(id="agent", description="agent", tools=["echo"])],
-        tools=[echo],
-        limits=RuntimeLimits(max_tool_calls=1),
-    )
-    async with agent_env(client, task_queue, config, tmp) as env:
-        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
-        assert result.outcome is RunOutcome.BUDGET_EXCEEDED, result
-        return await events_of(env, result.run_id)
-
-
-async def budget_ends_a_turn_of_many_calls(
-    client: Client, task_queue: str, tmp: Path
+async def _over_the_tool_call_budget(
+    client: Client, task_queue: str, tmp: Path, texts: list[str]
 ) -> list[EventRecord]:
-    """A run ended by max_tool_calls in a turn of 1200 calls: its end owes an `IF_MISSING`
-    start and end for each, and asks the store which are stored (SQLite refused the question
-    as one statement: finish_run failed on every attempt)."""
-    too_many = {
-        "tool_calls": [{"name": "echo", "arguments": {"text": str(n)}} for n in range(1200)]
-    }
+    """A run ended by max_tool_calls (1) in a turn of one `echo` call per text, its calls
+    unrun: the events of the run."""
+    too_many = {"tool_calls": [{"name": "echo", "arguments": {"text": t}} for t in texts]}
     config = scripted_config(
         {"agent": [too_many]},
         agents=[AgentDefinition(id="agent", description="agent", tools=["echo"])],
@@ -683,9 +664,25 @@ async def budget_ends_a_turn_of_many_calls(
         run = env.agents.run(build_request(entry_agent="agent", input="go"))
         result = await asyncio.wait_for(run, 60)
         assert result.outcome is RunOutcome.BUDGET_EXCEEDED, result
-        events = await events_of(env, result.run_id)
-        assert sum(e.event["type"] == "tool_completed" for e in events) == 1200
-        return events
+        return await events_of(env, result.run_id)
+
+
+async def failed_model_and_budget(client: Client, task_queue: str, tmp: Path) -> list[EventRecord]:
+    """A run ended by max_tool_calls with its turn's calls unrun."""
+    return await _over_the_tool_call_budget(client, task_queue, tmp, ["x", "y"])
+
+
+async def budget_ends_a_turn_of_many_calls(
+    client: Client, task_queue: str, tmp: Path
+) -> list[EventRecord]:
+    """A run ended by max_tool_calls in a turn of 1200 calls: its end owes an `IF_MISSING`
+    start and end for each, and asks the store which are stored (SQLite refused the question
+    as one statement: finish_run failed on every attempt)."""
+    events = await _over_the_tool_call_budget(
+        client, task_queue, tmp, [str(n) for n in range(1200)]
+    )
+    assert sum(e.event["type"] == "tool_completed" for e in events) == 1200
+    return events
 
 
 PAIRING_SCENARIOS = {
