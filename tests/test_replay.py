@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHistory
@@ -54,3 +55,42 @@ async def test_replayer_catches_a_nondeterministic_change() -> None:
         await _replayer(ReorderedAgentRunWorkflow).replay_workflow(
             _history(HISTORIES / "tools_and_streaming.json")
         )
+
+
+async def test_the_strict_sandbox_runs_its_own_copy_of_the_run_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's loop, state and end (split out of `agent_run`: `turns`, `run_state`,
+    `finishing`) are re-imported by the strict sandbox like `agent_run` itself, so the tests'
+    sandbox still guards them against non-deterministic calls (a passed-through module is not
+    proxied: ``datetime.now()`` there went unnoticed). A spy on the worker's own copies is
+    reached by a replay without the sandbox's re-import (``passthrough``), never under it."""
+    from otherone.worker.app import workflow_runner
+    from otherone.workflows import finishing, run_state, turns
+
+    reached: list[str] = []
+
+    def spy(name: str, original: Any) -> Any:
+        def spied(*args: Any, **kwargs: Any) -> Any:
+            reached.append(name)
+            return original(*args, **kwargs)
+
+        return spied
+
+    monkeypatch.setattr(turns, "_charge", spy("turns", turns._charge))
+    monkeypatch.setattr(finishing, "_result", spy("finishing", finishing._result))
+    monkeypatch.setattr(
+        run_state.RunState, "take_queued", spy("run_state", run_state.RunState.take_queued)
+    )
+    history = _history(HISTORIES / "single_agent.json")
+    passthrough = Replayer(
+        workflows=[AgentRunWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=workflow_runner("passthrough"),
+    )
+    assert (await passthrough.replay_workflow(history)).replay_failure is None
+    assert set(reached) == {"turns", "finishing", "run_state"}  # the spies work
+    reached.clear()
+    result = await _replayer(AgentRunWorkflow).replay_workflow(history)
+    assert result.replay_failure is None
+    assert reached == []

@@ -40,9 +40,12 @@ with workflow.unsafe.imports_passed_through():
         tool_result_entry,
     )
     from otherone.workflows.run_input import refused_result
-    from otherone.workflows.run_state import RunState
     from otherone.workflows.store_steps import finish_run
     from otherone.workflows.tool_steps import tool_key
+
+# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
+# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+from otherone.workflows.run_state import RunState
 
 #: Patch id: a cancelled run's finishing is bounded (`FINISH_GRACE`) and a failed finish_run
 #: ends the run with its result instead of failing the workflow.

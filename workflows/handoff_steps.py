@@ -27,8 +27,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.workflows.handoffs import denial_of
     from otherone.workflows.outcomes import Ending, RunEnded, failure_from_activity_error
-    from otherone.workflows.run_state import RunState
     from otherone.workflows.store_steps import hand_off
+
+# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
+# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+from otherone.workflows.run_state import RunState
 
 #: Patch id: the `summary` context's model call of a handoff counts against the run's
 #: model-call and token budgets and in its usage.

@@ -16,8 +16,11 @@ with workflow.unsafe.imports_passed_through():
     from otherone.workflows.agent_calls import failed_call
     from otherone.workflows.approvals import RUN_ENDED, outcome_of
     from otherone.workflows.outcomes import Claimants
-    from otherone.workflows.run_state import RunState
     from otherone.workflows.tool_steps import record_decision
+
+# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
+# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+from otherone.workflows.run_state import RunState
 
 
 async def call_agent(state: RunState, input: CallAgentInput) -> AgentCallResult:

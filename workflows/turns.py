@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
         cancellation_swallowed,
         reraise_cancellation,
     )
-    from otherone.workflows.handoff_steps import hand_off_step
     from otherone.workflows.model_steps import call_model
     from otherone.workflows.outcomes import (
         Ending,
@@ -32,8 +31,12 @@ with workflow.unsafe.imports_passed_through():
         failure_from_activity_error,
     )
     from otherone.workflows.output_retries import invalid_output
-    from otherone.workflows.run_state import RunState
     from otherone.workflows.tool_steps import ToolSteps
+
+# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
+# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+from otherone.workflows.handoff_steps import hand_off_step
+from otherone.workflows.run_state import RunState
 
 #: Patch id: a run cancelled while waiting for its children stops once they have ended, instead
 #: of going on to another model call.
