@@ -60,13 +60,14 @@ async def test_replayer_catches_a_nondeterministic_change() -> None:
 async def test_the_strict_sandbox_runs_its_own_copy_of_the_run_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The run's loop, state and end (split out of `agent_run`: `turns`, `run_state`,
-    `finishing`) are re-imported by the strict sandbox like `agent_run` itself, so the tests'
-    sandbox still guards them against non-deterministic calls (a passed-through module is not
-    proxied: ``datetime.now()`` there went unnoticed). A spy on the worker's own copies is
-    reached by a replay without the sandbox's re-import (``passthrough``), never under it."""
+    """Every module of the run's workflow code (the loop, state and end split out of
+    `agent_run`, the tool steps, the message queue, ...) is re-imported by the strict sandbox
+    like `agent_run` itself, so the tests' sandbox guards it against non-deterministic calls (a
+    module imported inside `imports_passed_through()` is not proxied: ``datetime.now()`` there
+    went unnoticed). A spy on the worker's own copies is reached by a replay without the
+    sandbox's re-import (``passthrough``), never under it."""
     from otherone.worker.app import workflow_runner
-    from otherone.workflows import finishing, run_state, turns
+    from otherone.workflows import finishing, messages, run_state, tool_steps, turns
 
     reached: list[str] = []
 
@@ -82,15 +83,19 @@ async def test_the_strict_sandbox_runs_its_own_copy_of_the_run_loop(
     monkeypatch.setattr(
         run_state.RunState, "take_queued", spy("run_state", run_state.RunState.take_queued)
     )
-    history = _history(HISTORIES / "single_agent.json")
+    monkeypatch.setattr(messages.MessageQueue, "take", spy("messages", messages.MessageQueue.take))
+    monkeypatch.setattr(tool_steps.ToolSteps, "run", spy("tool_steps", tool_steps.ToolSteps.run))
     passthrough = Replayer(
         workflows=[AgentRunWorkflow],
         data_converter=pydantic_data_converter,
         workflow_runner=workflow_runner("passthrough"),
     )
-    assert (await passthrough.replay_workflow(history)).replay_failure is None
-    assert set(reached) == {"turns", "finishing", "run_state"}  # the spies work
+    for name in ("single_agent.json", "tools_and_streaming.json"):
+        history = _history(HISTORIES / name)
+        assert (await passthrough.replay_workflow(history)).replay_failure is None
+    assert set(reached) == {"turns", "finishing", "run_state", "messages", "tool_steps"}
     reached.clear()
-    result = await _replayer(AgentRunWorkflow).replay_workflow(history)
-    assert result.replay_failure is None
+    for name in ("single_agent.json", "tools_and_streaming.json"):
+        result = await _replayer(AgentRunWorkflow).replay_workflow(_history(HISTORIES / name))
+        assert result.replay_failure is None
     assert reached == []

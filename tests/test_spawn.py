@@ -20,7 +20,7 @@ from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.runs import RunOutcome, RunStatus
 from otherone.search_attributes import STATUS
 from otherone.store import Store
-from otherone.workflows import spawns
+from otherone.workflows import spawn_limits
 from tests import spawn_worker
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.processes import worker_module
@@ -483,7 +483,7 @@ async def test_results_too_large_together_are_held_back_for_the_next_await(
     client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The limit keeps one await's answer under Temporal's payload limit; small here.
-    monkeypatch.setattr(spawns, "AWAIT_RESULT_BYTES", 900)
+    monkeypatch.setattr(spawn_limits, "AWAIT_RESULT_BYTES", 900)
     config = scripted_config(
         {
             "boss": [
@@ -518,7 +518,7 @@ async def test_await_reports_a_carried_child_terminated_from_outside(
 ) -> None:
     """After continue-as-new no child handle reports the child's end, and a terminated child
     sends no signal: the await asks Temporal (at once, then every CARRIED_POLL)."""
-    monkeypatch.setattr(spawns, "CARRIED_POLL", timedelta(seconds=2))
+    monkeypatch.setattr(spawn_limits, "CARRIED_POLL", timedelta(seconds=2))
     config = scripted_config(
         {
             "boss": [
@@ -602,7 +602,7 @@ async def test_a_run_ends_at_once_when_its_carried_child_was_terminated(
 ) -> None:
     """The end-of-run cancel of a terminated child "succeeds" (Temporal delivers a cancel
     request to a closed workflow): the run asks Temporal instead of waiting out the grace."""
-    monkeypatch.setattr(spawns, "SPAWN_CANCEL_GRACE", timedelta(minutes=10))
+    monkeypatch.setattr(spawn_limits, "SPAWN_CANCEL_GRACE", timedelta(minutes=10))
     provider = RecordingProvider()
     release = provider.gate("boss", 3)
     config = carried_child_config("done")

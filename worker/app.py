@@ -63,6 +63,7 @@ PASSTHROUGH_MODULES = (
     "otherone.workflows.handoffs",
     "otherone.workflows.outcomes",
     "otherone.workflows.output_retries",
+    "otherone.workflows.spawn_limits",
 )
 
 

@@ -49,19 +49,19 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
     )
     from otherone.workflows.outcomes import Ending
-    from otherone.workflows.run_input import (
-        decode_input,
-        id_problem,
-        missing_search_attributes,
-    )
-    from otherone.workflows.spawn_results import report_to_caller
-    from otherone.workflows.store_steps import prepare_run
 
-# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
-# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
 from otherone.workflows import run_updates
 from otherone.workflows.finishing import finish_shielded, refused
+from otherone.workflows.run_input import (
+    decode_input,
+    id_problem,
+    missing_search_attributes,
+)
 from otherone.workflows.run_state import RunState
+from otherone.workflows.spawn_results import report_to_caller
+from otherone.workflows.store_steps import prepare_run
 from otherone.workflows.turns import run_until_deadline
 
 #: Patch id: a run whose input's run_id is not its workflow id (or a root whose root_run_id is

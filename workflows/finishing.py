@@ -31,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         RunUsage,
     )
-    from otherone.workflows.activity_options import reraise_cancellation
     from otherone.workflows.outcomes import (
         Ending,
         ended_before_result_entry,
@@ -39,13 +38,14 @@ with workflow.unsafe.imports_passed_through():
         failure_from_activity_error,
         tool_result_entry,
     )
-    from otherone.workflows.run_input import refused_result
-    from otherone.workflows.store_steps import finish_run
-    from otherone.workflows.tool_steps import tool_key
 
-# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
-# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows.activity_options import reraise_cancellation
+from otherone.workflows.run_input import refused_result
 from otherone.workflows.run_state import RunState
+from otherone.workflows.store_steps import finish_run
+from otherone.workflows.tool_steps import tool_key
 
 #: Patch id: a cancelled run's finishing is bounded (`FINISH_GRACE`) and a failed finish_run
 #: ends the run with its result instead of failing the workflow.

@@ -21,17 +21,17 @@ with workflow.unsafe.imports_passed_through():
     from otherone.contracts import HandOffInput, HandOffResult, RunPlan, RunRef
     from otherone.errors import FailureCode
     from otherone.runs import HandoffStep
-    from otherone.workflows.activity_options import (
-        cancellation_swallowed,
-        reraise_cancellation,
-    )
     from otherone.workflows.handoffs import denial_of
     from otherone.workflows.outcomes import Ending, RunEnded, failure_from_activity_error
-    from otherone.workflows.store_steps import hand_off
 
-# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
-# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows.activity_options import (
+    cancellation_swallowed,
+    reraise_cancellation,
+)
 from otherone.workflows.run_state import RunState
+from otherone.workflows.store_steps import hand_off
 
 #: Patch id: the `summary` context's model call of a handoff counts against the run's
 #: model-call and token budgets and in its usage.

@@ -20,12 +20,15 @@ with workflow.unsafe.imports_passed_through():
         RunPlan,
         RunRef,
     )
-    from otherone.workflows.activity_options import (
-        HEARTBEAT_TIMEOUT,
-        MODEL_CALL_TIMEOUT,
-        MODEL_RETRY,
-        paired_cancellation,
-    )
+
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows.activity_options import (
+    HEARTBEAT_TIMEOUT,
+    MODEL_CALL_TIMEOUT,
+    MODEL_RETRY,
+    paired_cancellation,
+)
 
 
 async def call_model(

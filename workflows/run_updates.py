@@ -13,14 +13,14 @@ with workflow.unsafe.imports_passed_through():
     from otherone.contracts import ApprovalDecision, ApprovalRequest, CallAgentInput
     from otherone.errors import FailureCode
     from otherone.runs import AgentCallResult, AgentFailure
-    from otherone.workflows.agent_calls import failed_call
-    from otherone.workflows.approvals import RUN_ENDED, outcome_of
     from otherone.workflows.outcomes import Claimants
-    from otherone.workflows.tool_steps import record_decision
 
-# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
-# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows.agent_calls import failed_call
+from otherone.workflows.approvals import RUN_ENDED, outcome_of
 from otherone.workflows.run_state import RunState
+from otherone.workflows.tool_steps import record_decision
 
 
 async def call_agent(state: RunState, input: CallAgentInput) -> AgentCallResult:

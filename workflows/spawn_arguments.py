@@ -8,10 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from temporalio import workflow
-
-with workflow.unsafe.imports_passed_through():
-    from otherone.workflows.agent_calls import tool_arguments
+# The strict sandbox re-imports this with this module and checks it for non-deterministic calls.
+from otherone.workflows.agent_calls import tool_arguments
 
 #: The longest `agent.await` timeout the tool accepts (a year; the run's deadline caps it too).
 MAX_AWAIT_SECONDS = 365 * 24 * 3600

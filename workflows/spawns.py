@@ -74,12 +74,7 @@ with workflow.unsafe.imports_passed_through():
         AgentRunResult,
         RunOutcome,
     )
-    from otherone.workflows.agent_calls import (
-        AgentCallArgumentsError,
-        AgentCaller,
-        parse_agent_call,
-    )
-    from otherone.workflows.agent_calls import _abnormal_child as abnormal_child
+    from otherone.workflows import spawn_limits
     from otherone.workflows.outcomes import (
         BudgetLedger,
         Claimants,
@@ -89,29 +84,28 @@ with workflow.unsafe.imports_passed_through():
         tool_completed_event,
         tool_started_event,
     )
-    from otherone.workflows.spawn_arguments import (
-        AwaitRequest,
-        SpawnArgumentsError,
-        parse_await,
-        parse_handle,
-        unknown_handle,
-    )
-    from otherone.workflows.spawn_results import (
-        children_reported,
-        ended_unseen,
-        stub,
-    )
 
-#: How long a run that ends waits for the spawned children it cancelled to stop.
-SPAWN_CANCEL_GRACE = timedelta(seconds=30)
-#: At most this much of results in one `agent.await` answer (one result always fits: outputs
-#: above `inline_payload_bytes`, at most 1 MB, travel as artifacts).
-AWAIT_RESULT_BYTES = 1024 * 1024
-#: How long `agent.cancel` waits for the child to stop before answering "cancelling".
-CANCEL_WAIT = timedelta(seconds=30)
-#: How often a wait on children started in an earlier history (carried over continue-as-new)
-#: asks Temporal whether they ended without a signal (terminated from outside).
-CARRIED_POLL = timedelta(seconds=15)
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows.agent_calls import (
+    AgentCallArgumentsError,
+    AgentCaller,
+    parse_agent_call,
+)
+from otherone.workflows.agent_calls import _abnormal_child as abnormal_child
+from otherone.workflows.spawn_arguments import (
+    AwaitRequest,
+    SpawnArgumentsError,
+    parse_await,
+    parse_handle,
+    unknown_handle,
+)
+from otherone.workflows.spawn_results import (
+    children_reported,
+    ended_unseen,
+    stub,
+)
+
 #: Patch id: waits on carried children ask Temporal about them (`describe_runs`).
 WATCH_CARRIED_SPAWNS = "watch-carried-spawns"
 #: Patch id: `agent.status` of a carried child asks Temporal about it (`describe_runs`).
@@ -365,7 +359,7 @@ class Spawner:
             result = self._calls[handle].result
             assert result is not None
             length = len(result.model_dump_json(exclude_none=True))
-            if results and size + length > AWAIT_RESULT_BYTES:
+            if results and size + length > spawn_limits.AWAIT_RESULT_BYTES:
                 held.append(handle)
                 continue
             size += length
@@ -428,7 +422,9 @@ class Spawner:
                 await self._describe(carried)
             if self._done(handles):
                 return True
-            wait = CARRIED_POLL.total_seconds() if self._carried_open(handles) else None
+            wait = (
+                spawn_limits.CARRIED_POLL.total_seconds() if self._carried_open(handles) else None
+            )
             if until is not None:
                 left = (until - workflow.now()).total_seconds()
                 if left <= 0:
@@ -496,7 +492,7 @@ class Spawner:
         if known.result is not None or known.run_id is None:
             return
         await _request_cancel(known.run_id)
-        await self._wait_for((handle,), CANCEL_WAIT.total_seconds())
+        await self._wait_for((handle,), spawn_limits.CANCEL_WAIT.total_seconds())
 
     # the run's end -----------------------------------------------------------------------
 
@@ -515,7 +511,7 @@ class Spawner:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._wait_until_done(
                     handles,
-                    max(left, 0.0) + SPAWN_CANCEL_GRACE.total_seconds(),
+                    max(left, 0.0) + spawn_limits.SPAWN_CANCEL_GRACE.total_seconds(),
                     self._watching(handles),
                 )
             self._awaiting -= 1
@@ -558,12 +554,12 @@ class Spawner:
         handles = self._open_handles()
         # A carried child terminated from outside sends nothing: asked about, not waited for.
         stopped = await self._wait_until_done(
-            handles, SPAWN_CANCEL_GRACE.total_seconds(), self._watching(handles)
+            handles, spawn_limits.SPAWN_CANCEL_GRACE.total_seconds(), self._watching(handles)
         )
         if not stopped:
             workflow.logger.warning(
                 "spawned children still stopping after %ss: %s",
-                SPAWN_CANCEL_GRACE.total_seconds(),
+                spawn_limits.SPAWN_CANCEL_GRACE.total_seconds(),
                 ", ".join(call.run_id or "" for call in self.open()),
             )
 

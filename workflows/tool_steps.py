@@ -42,24 +42,6 @@ with workflow.unsafe.imports_passed_through():
     from otherone.mcp_servers import MCP_PREFIX
     from otherone.runs import AgentFailure
     from otherone.tools import ToolErrorKind
-    from otherone.workflows.activity_options import (
-        HEARTBEAT_TIMEOUT,
-        STORE_RETRY,
-        cancellation_swallowed,
-        paired_cancellation,
-        reraise_cancellation,
-    )
-    from otherone.workflows.agent_calls import (
-        AgentCallArgumentsError,
-        AgentCaller,
-        parse_agent_call,
-    )
-    from otherone.workflows.approvals import (
-        ApprovalGate,
-        answer_entry,
-        denied_entry,
-        new_request,
-    )
     from otherone.workflows.handoffs import Handoffs
     from otherone.workflows.outcomes import (
         Claimants,
@@ -76,7 +58,28 @@ with workflow.unsafe.imports_passed_through():
         tool_result_entry,
         tool_started_event,
     )
-    from otherone.workflows.spawns import Spawner
+
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows.activity_options import (
+    HEARTBEAT_TIMEOUT,
+    STORE_RETRY,
+    cancellation_swallowed,
+    paired_cancellation,
+    reraise_cancellation,
+)
+from otherone.workflows.agent_calls import (
+    AgentCallArgumentsError,
+    AgentCaller,
+    parse_agent_call,
+)
+from otherone.workflows.approvals import (
+    ApprovalGate,
+    answer_entry,
+    denied_entry,
+    new_request,
+)
+from otherone.workflows.spawns import Spawner
 
 #: Patch id: agent call results reach the caller's model by reference (stored by the child).
 CALL_RESULTS_BY_REFERENCE = "call-results-by-reference"

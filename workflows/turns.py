@@ -20,23 +20,23 @@ with workflow.unsafe.imports_passed_through():
     from otherone.contracts import ModelTurn, RunPlan, RunRef
     from otherone.errors import FailureCode
     from otherone.runs import AgentFailure, AgentOutput, RunOutcome
-    from otherone.workflows.activity_options import (
-        cancellation_swallowed,
-        reraise_cancellation,
-    )
-    from otherone.workflows.model_steps import call_model
     from otherone.workflows.outcomes import (
         Ending,
         RunEnded,
         failure_from_activity_error,
     )
     from otherone.workflows.output_retries import invalid_output
-    from otherone.workflows.tool_steps import ToolSteps
 
-# Sandboxed like this module (re-imported by the strict sandbox, not passed through): the
-# run's own steps, split out of `agent_run`, stay under the sandbox's determinism guard.
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows.activity_options import (
+    cancellation_swallowed,
+    reraise_cancellation,
+)
 from otherone.workflows.handoff_steps import hand_off_step
+from otherone.workflows.model_steps import call_model
 from otherone.workflows.run_state import RunState
+from otherone.workflows.tool_steps import ToolSteps
 
 #: Patch id: a run cancelled while waiting for its children stops once they have ended, instead
 #: of going on to another model call.
