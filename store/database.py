@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -25,7 +25,6 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    RowMapping,
     Select,
     Table,
     select,
@@ -59,9 +58,20 @@ from otherone.store.records import (
     MigrationResult,
     SessionInfo,
     aware,
-    aware_or_none,
-    estimate_entry_tokens,
     utc,
+)
+from otherone.store.rows import (
+    artifact_from_mapping,
+    compaction_from_mapping,
+    compaction_from_values,
+    entry_from_mapping,
+    entry_from_values,
+    entry_values,
+    run_record_from_mapping,
+    run_record_values,
+    session_info_from_mapping,
+    tool_result_values,
+    utc_now,
 )
 from otherone.store.schema import (
     artifacts,
@@ -79,10 +89,6 @@ Insert = postgresql.Insert | sqlite.Insert
 _T = TypeVar("_T")
 #: What a turn's start read: the stored answer, or the latest compaction and the entries after it.
 _TurnStart = tuple[EntryRow | None, Compaction | None, SessionContext | None]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _refuse_credentials(snapshot_body: dict[str, Any]) -> None:
@@ -157,7 +163,7 @@ class Store:
         body = snapshot.model_dump_json()
         _refuse_credentials(json.loads(body))
         statement = self._insert(snapshots).values(
-            version=snapshot.version, body=body, created_at=_now()
+            version=snapshot.version, body=body, created_at=utc_now()
         )
         with self.engine.begin() as conn:
             conn.execute(statement.on_conflict_do_nothing(index_elements=["version"]))
@@ -207,7 +213,7 @@ class Store:
     def _take_lease(
         self, conn: Connection, partition_key: str, session_id: str, run_id: str, until: datetime
     ) -> bool:
-        now = _now()
+        now = utc_now()
         free = (
             sessions.c.lease_run_id.is_(None)
             | (sessions.c.lease_run_id == run_id)
@@ -230,7 +236,7 @@ class Store:
         internal: bool,
         until: datetime,
     ) -> bool:
-        now = _now()
+        now = utc_now()
         statement = self._insert(sessions).values(
             partition_key=partition_key,
             session_id=session_id,
@@ -254,7 +260,7 @@ class Store:
                     self._session_key(partition_key, session_id)
                     & (sessions.c.lease_run_id == run_id)
                 )
-                .values(lease_run_id=None, lease_until=None, updated_at=_now())
+                .values(lease_run_id=None, lease_until=None, updated_at=utc_now())
             )
 
     def session_holder(self, partition_key: str, session_id: str) -> str | None:
@@ -266,7 +272,7 @@ class Store:
             row = conn.execute(query).first()
         if row is None or row.lease_run_id is None or row.lease_until is None:
             return None
-        return str(row.lease_run_id) if aware(row.lease_until) > _now() else None
+        return str(row.lease_run_id) if aware(row.lease_until) > utc_now() else None
 
     def list_sessions(self, partition_key: str, *, include_internal: bool = False) -> list[str]:
         """Session ids of a partition, oldest first; child runs' internal ones only on request."""
@@ -282,7 +288,7 @@ class Store:
             query = query.where(sessions.c.internal.is_(False))
         query = query.order_by(sessions.c.created_at, sessions.c.session_id)
         with self.engine.connect() as conn:
-            return [_session_info(row._mapping) for row in conn.execute(query)]
+            return [session_info_from_mapping(row._mapping) for row in conn.execute(query)]
 
     # entries -----------------------------------------------------------------------------
 
@@ -307,7 +313,7 @@ class Store:
         return {
             row.entry_key
             for row in rows
-            if insert.rows(conn, _entry_values(partition_key, session_id, row))
+            if insert.rows(conn, entry_values(partition_key, session_id, row))
         }
 
     def append_entries_with_their_events(
@@ -386,9 +392,9 @@ class Store:
             existing = turn.entry_by_key.rows(conn, {**session, "entry_key": answer_key})
             if existing:
                 insert_entry_events(conn, turn, events, written)
-                return _entry_from_values(existing[0]), None, None
+                return entry_from_values(existing[0]), None, None
             found = turn.latest_compaction.rows(conn, session)
-            compaction = _compaction_from_values(found[0]) if found else None
+            compaction = compaction_from_values(found[0]) if found else None
             cut = compaction.up_to_entry_id if compaction is not None else 0
             context = self._session_context(conn, session, cut, self.contexts.get(key))
             # Last: on PostgreSQL, appending takes the tree's event lock until commit, and
@@ -416,7 +422,7 @@ class Store:
         if base is not None:
             newer = turn.entries_after.rows(conn, {**session, "after_id": base.seen})
             context = base.extended(
-                [_entry_from_values(values) for values in newer],
+                [entry_from_values(values) for values in newer],
                 newer[-1][-1] if newer else None,
             )
             marker_id = (base.rows[-1].id or 0) if base.rows else 0
@@ -428,7 +434,7 @@ class Store:
         loaded = turn.entries_after.rows(conn, {**session, "after_id": cut})
         return SessionContext.of(
             cut,
-            [_entry_from_values(values) for values in loaded],
+            [entry_from_values(values) for values in loaded],
             loaded[-1][-1] if loaded else None,
         )
 
@@ -442,7 +448,10 @@ class Store:
         if after_id is not None:
             query = query.where(entries.c.id > after_id)
         with self.engine.connect() as conn:
-            return [_entry_row(row._mapping) for row in conn.execute(query.order_by(entries.c.id))]
+            return [
+                entry_from_mapping(row._mapping)
+                for row in conn.execute(query.order_by(entries.c.id))
+            ]
 
     def get_entry(self, partition_key: str, session_id: str, entry_key: str) -> EntryRow | None:
         query = select(entries).where(
@@ -452,7 +461,7 @@ class Store:
         )
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
-        return None if row is None else _entry_row(row._mapping)
+        return None if row is None else entry_from_mapping(row._mapping)
 
     # compactions -------------------------------------------------------------------------
 
@@ -474,7 +483,7 @@ class Store:
             summary=summary,
             up_to_entry_id=up_to_entry_id,
             tokens=tokens,
-            created_at=_now(),
+            created_at=utc_now(),
         )
         with self.engine.begin() as conn:
             conn.execute(
@@ -487,7 +496,7 @@ class Store:
         """The most recently added compaction of the session (what context starts from)."""
         with self.engine.connect() as conn:
             row = conn.execute(self._latest_compaction_query(partition_key, session_id)).first()
-        return None if row is None else _compaction(row._mapping)
+        return None if row is None else compaction_from_mapping(row._mapping)
 
     @staticmethod
     def _latest_compaction_query(partition_key: str, session_id: str) -> Select[Any]:
@@ -522,7 +531,7 @@ class Store:
             media_type=media_type,
             size_bytes=len(content),
             content=content,
-            created_at=_now(),
+            created_at=utc_now(),
         )
         with self.engine.begin() as conn:
             conn.execute(
@@ -535,7 +544,7 @@ class Store:
         )
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
-        return None if row is None else _artifact(row._mapping)
+        return None if row is None else artifact_from_mapping(row._mapping)
 
     def resolve_output(self, output: AgentOutput) -> AgentOutput:
         """The output with its value read back from its artifact (unchanged if carried inline
@@ -554,7 +563,7 @@ class Store:
         A terminal record is final: a late non-terminal write (an activity retried after the
         run ended) does not overwrite it.
         """
-        values = _run_record_values(record)
+        values = run_record_values(record)
         statement = self._insert(run_records).values(**values)
         excluded = statement.excluded
         key = ("partition_key", "run_id")
@@ -574,7 +583,7 @@ class Store:
         )
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
-        return None if row is None else _run_record(row._mapping)
+        return None if row is None else run_record_from_mapping(row._mapping)
 
     def list_run_records(self, partition_key: str, root_run_id: str) -> list[RunRecord]:
         """Every record of a root's tree: by depth (the root first), then start time."""
@@ -591,7 +600,7 @@ class Store:
             )
         )
         with self.engine.connect() as conn:
-            return [_run_record(row._mapping) for row in conn.execute(query)]
+            return [run_record_from_mapping(row._mapping) for row in conn.execute(query)]
 
     # tool results ------------------------------------------------------------------------
 
@@ -606,7 +615,7 @@ class Store:
         error_kind: str | None,
     ) -> None:
         """Store (or replace, on a retried tool call) the result of one tool call."""
-        values = _tool_result_values(
+        values = tool_result_values(
             partition_key, run_id, tool_call_id, tool_name, content, error_kind
         )
         with self.engine.begin() as conn:
@@ -624,7 +633,7 @@ class Store:
     ) -> None:
         """`put_tool_result` (of ``ref``'s run) and `append_events` in ONE transaction (a tool
         call's end: its result and its events)."""
-        values = _tool_result_values(
+        values = tool_result_values(
             ref.partition_key, ref.run_id, tool_call_id, tool_name, content, error_kind
         )
         upsert = self._turn.upsert_tool_result
@@ -702,176 +711,3 @@ class Store:
         body (a model's text), so callers look at what they get."""
         with self.engine.connect() as conn:
             return read_events_mentioning(conn, root_run_id, values)
-
-
-# --------------------------------------------------------------------------- row conversion
-
-
-def _entry_values(partition_key: str, session_id: str, row: EntryRow) -> dict[str, Any]:
-    return {
-        "partition_key": partition_key,
-        "session_id": session_id,
-        "entry_key": row.entry_key,
-        "run_id": row.run_id,
-        "role": row.role,
-        "content": row.content,
-        "tool_calls": row.tool_calls,
-        "tool_call_id": row.tool_call_id,
-        "tool_name": row.tool_name,
-        "error_kind": row.error_kind,
-        "usage": row.usage,
-        "tokens": row.tokens if row.tokens is not None else estimate_entry_tokens(row),
-        "meta": row.meta,
-        "created_at": _now(),
-    }
-
-
-def _tool_result_values(
-    partition_key: str,
-    run_id: str,
-    tool_call_id: str,
-    tool_name: str,
-    content: str,
-    error_kind: str | None,
-) -> dict[str, Any]:
-    return {
-        "partition_key": partition_key,
-        "run_id": run_id,
-        "tool_call_id": tool_call_id,
-        "tool_name": tool_name,
-        "content": content,
-        "error_kind": error_kind,
-        "created_at": _now(),
-    }
-
-
-def _entry_from_values(values: Sequence[Any]) -> EntryRow:
-    """An entry from a row of `otherone.store.statements.ENTRY_COLUMNS`."""
-    (id_, entry_key, role, content, tool_calls, tool_call_id, tool_name, error_kind, usage,
-     run_id, tokens, meta, _created_at) = values  # fmt: skip
-    return EntryRow(
-        entry_key=entry_key,
-        role=role,
-        content=content,
-        tool_calls=tool_calls,
-        tool_call_id=tool_call_id,
-        tool_name=tool_name,
-        error_kind=error_kind,
-        usage=usage,
-        run_id=run_id,
-        id=id_,
-        tokens=tokens,
-        meta=meta,
-    )
-
-
-def _entry_row(mapping: RowMapping) -> EntryRow:
-    return EntryRow(
-        entry_key=mapping["entry_key"],
-        role=mapping["role"],
-        content=mapping["content"],
-        tool_calls=mapping["tool_calls"],
-        tool_call_id=mapping["tool_call_id"],
-        tool_name=mapping["tool_name"],
-        error_kind=mapping["error_kind"],
-        usage=mapping["usage"],
-        run_id=mapping["run_id"],
-        id=mapping["id"],
-        tokens=mapping["tokens"],
-        meta=mapping["meta"],
-    )
-
-
-def _session_info(mapping: RowMapping) -> SessionInfo:
-    return SessionInfo(
-        partition_key=mapping["partition_key"],
-        session_id=mapping["session_id"],
-        internal=bool(mapping["internal"]),
-        created_at=aware(mapping["created_at"]),
-        updated_at=aware(mapping["updated_at"]),
-        lease_run_id=mapping["lease_run_id"],
-        lease_until=aware_or_none(mapping["lease_until"]),
-    )
-
-
-def _compaction_from_values(values: Sequence[Any]) -> Compaction:
-    """A compaction from a row of all its table's columns, in order."""
-    return _compaction(dict(zip(compactions.c.keys(), values, strict=True)))
-
-
-def _compaction(mapping: Mapping[Any, Any]) -> Compaction:
-    return Compaction(
-        id=mapping["id"],
-        partition_key=mapping["partition_key"],
-        session_id=mapping["session_id"],
-        compaction_key=mapping["compaction_key"],
-        summary=mapping["summary"],
-        up_to_entry_id=mapping["up_to_entry_id"],
-        tokens=mapping["tokens"],
-        created_at=aware(mapping["created_at"]),
-    )
-
-
-def _artifact(mapping: RowMapping) -> Artifact:
-    return Artifact(
-        partition_key=mapping["partition_key"],
-        artifact_id=mapping["artifact_id"],
-        run_id=mapping["run_id"],
-        name=mapping["name"],
-        media_type=mapping["media_type"],
-        size_bytes=mapping["size_bytes"],
-        content=bytes(mapping["content"]),
-        created_at=aware(mapping["created_at"]),
-    )
-
-
-def _run_record_values(record: RunRecord) -> dict[str, Any]:
-    def as_json(model: Any) -> Any:
-        return None if model is None else model.model_dump(mode="json")
-
-    return {
-        "partition_key": record.partition_key,
-        "run_id": record.run_id,
-        "root_run_id": record.root_run_id,
-        "parent_run_id": record.parent_run_id,
-        "agent_call_id": record.agent_call_id,
-        "agent_id": record.agent_id,
-        "agent_version": record.agent_definition_version,
-        "session_id": record.session_id,
-        "status": record.status.value,
-        "depth": record.depth,
-        "iteration": record.iteration,
-        "started_at": None if record.started_at is None else utc(record.started_at),
-        "finished_at": None if record.finished_at is None else utc(record.finished_at),
-        "usage": as_json(record.usage),
-        "failure": as_json(record.failure),
-        "output": as_json(record.output),
-        "meta": dict(record.metadata),
-        "updated_at": _now(),
-        "handoffs": [step.model_dump(mode="json") for step in record.handoffs] or None,
-    }
-
-
-def _run_record(mapping: RowMapping) -> RunRecord:
-    return RunRecord.model_validate(
-        {
-            "run_id": mapping["run_id"],
-            "root_run_id": mapping["root_run_id"],
-            "parent_run_id": mapping["parent_run_id"],
-            "agent_call_id": mapping["agent_call_id"],
-            "agent_id": mapping["agent_id"],
-            "agent_definition_version": mapping["agent_version"],
-            "session_id": mapping["session_id"],
-            "partition_key": mapping["partition_key"],
-            "status": mapping["status"],
-            "depth": mapping["depth"],
-            "iteration": mapping["iteration"],
-            "started_at": aware_or_none(mapping["started_at"]),
-            "finished_at": aware_or_none(mapping["finished_at"]),
-            "usage": mapping["usage"] or {},
-            "failure": mapping["failure"],
-            "output": mapping["output"],
-            "metadata": mapping["meta"] or {},
-            "handoffs": mapping["handoffs"] or (),
-        }
-    )

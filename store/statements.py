@@ -32,7 +32,7 @@ ENTRY_COLUMNS = (
     entries.c.meta,
     entries.c.created_at,
 )
-#: Columns of an entry insert (`otherone.store.database._entry_values` gives their values).
+#: Columns of an entry insert (`otherone.store.rows.entry_values` gives their values).
 ENTRY_INSERT_COLUMNS = (
     "partition_key",
     "session_id",
