@@ -12,12 +12,14 @@ from otherone.activities.shared import (
     ActivityContext,
     call_completed_events,
     describe_store_error,
-    write_pending,
+    pending_rows,
+    tool_result_ids,
 )
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
+from otherone.store.lifecycle import CallerResult, RunEnd
 from otherone.store.records import EVENT_KEY, event_key
 
 #: What finish_run's event keys begin with (after the run id).
@@ -36,17 +38,35 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     finish_run runs again from the start when its workflow task fails (a worker killed or shut
     down before the task completed), and must then store nothing twice."""
     ref, store = input.ref, context.store
-    await context.emit_decided(ref, input.events, once=FINISH)
-    await context.emit(ref, *_keyed(ref, call_completed_events(input.pending)))
-    await context.io(write_pending, context, ref, input.pending)
-    if input.release_session:
-        await context.io(store.release_session, ref.partition_key, ref.session_id, ref.run_id)
-    if input.record is not None:
-        await context.io(store.upsert_run_record, input.record)
-        await context.io(_store_call_result, store, input.record)
-    await context.emit(ref, {**_terminal_event(input), EVENT_KEY: event_key(ref.run_id, FINISH)})
-    if input.record is not None:
-        await announce_to_caller(context, ref, input.record)
+    before = await context.decided_bodies(ref, input.events, once=FINISH)
+    before += _keyed(ref, call_completed_events(input.pending))
+    after = context.visible(ref, [{**_terminal_event(input), EVENT_KEY: event_key(ref.run_id, FINISH)}])
+    record = input.record
+    call_result = None if record is None else await context.io(_caller_result, store, record)
+    entry_events = context.deferred_events(ref, input.pending)
+
+    def write(batch: list[dict[str, Any]]) -> int:
+        # ``batch``: the visible events of ``before`` then ``after`` (maybe led by a marker).
+        cut = len(batch) - len(after)
+        return store.end_run(
+            RunEnd(
+                ref=ref,
+                tool_call_ids=tool_result_ids(input.pending),
+                pending_rows=lambda stored: pending_rows(ref, input.pending, stored),
+                entry_events=entry_events,
+                release_session=input.release_session,
+                record=record,
+                call_result=call_result,
+                events_before=batch[:cut],
+                events_after=batch[cut:],
+            )
+        )
+
+    # The last entries, the lease, the record, the caller's result and the events: one
+    # transaction (`Store.end_run`).
+    await context.io_with_events(ref, [*before, *after], write)
+    if record is not None:
+        await announce_to_caller(context, ref, record)
 
 
 async def announce_to_caller(context: ActivityContext, ref: RunRef, record: RunRecord) -> None:
@@ -89,11 +109,11 @@ async def announce_to_caller(context: ActivityContext, ref: RunRef, record: RunR
     )
 
 
-def _store_call_result(store: Store, record: RunRecord) -> None:
-    """A child stores the `agent.call` result its caller will read, so that the result (up
-    to max_result_bytes) reaches the caller's model by reference, not through history."""
+def _caller_result(store: Store, record: RunRecord) -> CallerResult | None:
+    """A child's `agent.call` result for its caller to read by reference (up to
+    max_result_bytes), not through history; None for a root."""
     if record.parent_run_id is None or record.agent_call_id is None:
-        return
+        return None
     result = AgentCallResult(
         call_id=record.agent_call_id,
         target=record.agent_id,
@@ -104,13 +124,11 @@ def _store_call_result(store: Store, record: RunRecord) -> None:
         output=store.resolve_output(record.output) if record.output else None,
         usage=record.usage,
     )
-    store.put_tool_result(
-        record.partition_key,
-        record.parent_run_id,
-        record.agent_call_id,
+    return CallerResult(
+        caller_run_id=record.parent_run_id,
+        call_id=record.agent_call_id,
         tool_name=AGENT_CALL_TOOL,
         content=result.model_dump_json(exclude_none=True),
-        error_kind=None,
     )
 
 

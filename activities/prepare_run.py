@@ -12,12 +12,13 @@ from temporalio import activity
 
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
-from otherone.contracts import PrepareRunInput, RunPlan, ToolSettings
+from otherone.contracts import PrepareRunInput, RunPlan, RunRef, ToolSettings
 from otherone.definitions import RuntimeLimits
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_problem
 from otherone.runs import RunRecord, RunStatus
 from otherone.store import SessionBusyError
+from otherone.store.lifecycle import SessionLease
 from otherone.store.records import EVENT_KEY, event_key
 
 LEASE_SLACK = timedelta(minutes=1)
@@ -42,17 +43,23 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
     lease_until = datetime.now(UTC) + timeout + LEASE_SLACK
     if input.inherited_deadline is not None:
         lease_until = min(lease_until, input.inherited_deadline + LEASE_SLACK)
-    try:
-        await _acquire_session(context, input, lease_until)
-    except SessionBusyError as error:
-        raise failure(FailureCode.SESSION_BUSY, error.message) from error
     ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
-    await context.io(context.store.upsert_run_record, _running_record(input, agent.version))
     # Keyed: Temporal runs a local prepare_run again if its workflow task fails afterwards.
     started: dict[str, Any] = {"type": "run_started", EVENT_KEY: event_key(ref.run_id, "started")}
     if ref.agent_call_id is not None:
         started["agent_call_id"] = ref.agent_call_id  # links the child to its caller's call
-    await context.emit(ref, started)
+    lease = SessionLease(
+        ref.partition_key,
+        ref.session_id,
+        ref.run_id,
+        lease_until,
+        internal=input.internal_session,
+    )
+    record = _running_record(input, agent.version)
+    try:
+        await _start(context, ref, lease, record, started)
+    except SessionBusyError as error:
+        raise failure(FailureCode.SESSION_BUSY, error.message) from error
     return RunPlan(
         snapshot_version=snapshot.version,
         agent_id=agent.id,
@@ -97,32 +104,32 @@ def _tool_settings(
     return ToolSettings(timeout_seconds=source.timeout_seconds, max_attempts=source.max_attempts)
 
 
-async def _acquire_session(
-    context: ActivityContext, input: PrepareRunInput, lease_until: datetime
+async def _start(
+    context: ActivityContext,
+    ref: RunRef,
+    lease: SessionLease,
+    record: RunRecord,
+    started: dict[str, Any],
 ) -> None:
-    """Take the session's lease. A cancellation does not leave the store call behind: the
+    """Take the session's lease, record the run as running and store ``started``: one
+    transaction (`Store.start_run`). A cancellation does not leave the store call behind: the
     call goes on in its thread and could take the lease after the run has ended (and its
     finish released nothing), locking the session until the lease expires. So a cancelled
     prepare lets the call end, gives back whatever lease it took, and only then stops."""
-    ref = input.ref
-    acquiring = asyncio.ensure_future(
-        context.io(
-            context.store.acquire_session,
-            ref.partition_key,
-            ref.session_id,
-            ref.run_id,
-            internal=input.internal_session,
-            lease_until=lease_until,
+    store = context.store
+    starting = asyncio.ensure_future(
+        context.io_with_events(
+            ref, [started], lambda bodies: store.start_run(lease, record, ref, bodies)
         )
     )
     try:
-        await asyncio.shield(acquiring)
+        await asyncio.shield(starting)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
-            await acquiring
+            await starting
             if not _attempt_only_cut_short():
                 await context.io(
-                    context.store.release_session, ref.partition_key, ref.session_id, ref.run_id
+                    store.release_session, ref.partition_key, ref.session_id, ref.run_id
                 )
         raise
 

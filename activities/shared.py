@@ -262,8 +262,19 @@ class ActivityContext:
         event marked `IF_MISSING` is stored only if the run's stored events still lack it: the
         call it ends may have been announced by its own activity before the run ended.
         """
+        await self.emit(ref, *await self.decided_bodies(ref, events, once=once))
+
+    async def decided_bodies(
+        self,
+        ref: RunRef,
+        events: Sequence[Mapping[str, JsonValue]],
+        *,
+        once: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The events of `emit_decided` still to store (keyed by ``once``, those marked
+        `IF_MISSING` only if still owed), for a caller that stores them with its own writes."""
         if not events or (once is None and activity.info().attempt > 1):
-            return
+            return []
         bodies = [dict(event) for event in events]
         if once is not None:
             bodies = [
@@ -274,7 +285,27 @@ class ActivityContext:
             calls = {_event_key(body)[1] for body in bodies if IF_MISSING in body}
             stored = await asyncio.to_thread(_stored_event_keys, self.store, ref, calls)
             bodies = [body for body in bodies if _still_owed(body, stored)]
-        await self.emit(ref, *bodies)
+        return bodies
+
+    async def io_with_events(
+        self,
+        ref: RunRef,
+        bodies: Sequence[dict[str, Any]],
+        together: Callable[[list[dict[str, Any]]], T],
+    ) -> T:
+        """``together(batch)`` through `io`: the caller's writes and ``bodies`` in one
+        transaction, ``batch`` being those of ``bodies`` the run's visibility lets through (in
+        their order), after an `events_lost` marker if one is owed. Unlike `emit`, a failed
+        write fails: the caller's attempt is tried again and writes its (keyed) events then,
+        so only the marker it took along is owed again."""
+        batch = self.with_lost_marker(ref, self.visible(ref, bodies))
+        try:
+            return await self.io(together, batch)
+        except BaseException:
+            if batch and batch[0].get("type") == "events_lost":
+                lost = int(batch[0].get("count", 0))
+                self._lost_events[ref.run_id] = self._lost_events.get(ref.run_id, 0) + lost
+            raise
 
 
 def _event_key(body: Mapping[str, Any]) -> tuple[str, str]:

@@ -28,7 +28,6 @@ from sqlalchemy import (
     Select,
     Table,
     select,
-    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
@@ -41,7 +40,7 @@ from otherone.errors import ConfigurationError
 from otherone.runs import AgentOutput, RunRecord, RunStatus
 from otherone.store.context_cache import ContextCache, SessionContext
 from otherone.store.engine import create_store_engine, parse_url
-from otherone.store.errors import SessionBusyError, StoreError
+from otherone.store.errors import StoreError
 from otherone.store.events import (
     EntryEvents,
     in_event_transaction,
@@ -50,6 +49,14 @@ from otherone.store.events import (
     prune_events,
     read_events,
     read_events_mentioning,
+)
+from otherone.store.lifecycle import (
+    LifecycleStatements,
+    RunEnd,
+    SessionLease,
+    acquire,
+    release,
+    upsert_record,
 )
 from otherone.store.records import (
     Artifact,
@@ -68,7 +75,6 @@ from otherone.store.rows import (
     entry_from_values,
     entry_values,
     run_record_from_mapping,
-    run_record_values,
     session_info_from_mapping,
     tool_result_values,
     utc_now,
@@ -117,6 +123,11 @@ class Store:
     def _turn(self) -> TurnStatements:
         """A turn's statements, prepared on first use (`otherone.store.statements`)."""
         return TurnStatements(self.engine.dialect)
+
+    @cached_property
+    def _lifecycle(self) -> LifecycleStatements:
+        """A run's lease and record statements, prepared on first use."""
+        return LifecycleStatements(self.engine.dialect)
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True) -> Store:
@@ -196,72 +207,61 @@ class Store:
         conditional UPDATE (or an INSERT of a new session), so two runs racing for the same
         session cannot both win. Raises `SessionBusyError` when another live run holds it.
         """
-        until = utc(lease_until)
+        lease = SessionLease(partition_key, session_id, run_id, lease_until, internal)
         with self.engine.begin() as conn:
-            # Twice: a session created by a racer between our UPDATE and INSERT may already be
-            # free again.
-            for _ in range(2):
-                if self._take_lease(conn, partition_key, session_id, run_id, until):
-                    return
-                if self._create_session(conn, partition_key, session_id, run_id, internal, until):
-                    return
-            holder = conn.execute(
-                select(sessions.c.lease_run_id).where(self._session_key(partition_key, session_id))
-            ).scalar_one_or_none()
-        raise SessionBusyError(session_id, holder or "another run")
-
-    def _take_lease(
-        self, conn: Connection, partition_key: str, session_id: str, run_id: str, until: datetime
-    ) -> bool:
-        now = utc_now()
-        free = (
-            sessions.c.lease_run_id.is_(None)
-            | (sessions.c.lease_run_id == run_id)
-            | sessions.c.lease_until.is_(None)
-            | (sessions.c.lease_until <= now)
-        )
-        result = conn.execute(
-            update(sessions)
-            .where(self._session_key(partition_key, session_id) & free)
-            .values(lease_run_id=run_id, lease_until=until, updated_at=now)
-        )
-        return result.rowcount > 0
-
-    def _create_session(
-        self,
-        conn: Connection,
-        partition_key: str,
-        session_id: str,
-        run_id: str,
-        internal: bool,
-        until: datetime,
-    ) -> bool:
-        now = utc_now()
-        statement = self._insert(sessions).values(
-            partition_key=partition_key,
-            session_id=session_id,
-            internal=internal,
-            created_at=now,
-            updated_at=now,
-            lease_run_id=run_id,
-            lease_until=until,
-        )
-        created = statement.on_conflict_do_nothing(
-            index_elements=["partition_key", "session_id"]
-        ).returning(sessions.c.session_id)
-        return conn.execute(created).first() is not None
+            acquire(conn, self._lifecycle, lease)
 
     def release_session(self, partition_key: str, session_id: str, run_id: str) -> None:
         """Give the lease back; only the run holding it can (a late release is a no-op)."""
         with self.engine.begin() as conn:
-            conn.execute(
-                update(sessions)
-                .where(
-                    self._session_key(partition_key, session_id)
-                    & (sessions.c.lease_run_id == run_id)
+            release(conn, self._lifecycle, partition_key, session_id, run_id)
+
+    def start_run(
+        self, lease: SessionLease, record: RunRecord, ref: RunRef, bodies: Sequence[dict[str, Any]]
+    ) -> None:
+        """A run's start in one transaction: take ``lease`` (as `acquire_session`: raises
+        `SessionBusyError`, and nothing is written, when another live run holds it), store
+        ``record`` (`upsert_run_record`) and append ``bodies`` (`append_events`)."""
+        statements, turn = self._lifecycle, self._turn
+
+        def write(conn: Connection) -> None:
+            acquire(conn, statements, lease)
+            upsert_record(conn, statements, record)
+            insert_events(conn, turn, ref, bodies)
+
+        in_event_transaction(self.engine, write)
+
+    def end_run(self, end: RunEnd) -> int:
+        """A run's end in one transaction (what `RunEnd` lists, in its order); returns the
+        entries written (an entry already there, from an earlier attempt, brought its events
+        with it). Every part is idempotent: a local activity may run it again whole."""
+        ref, statements, turn = end.ref, self._lifecycle, self._turn
+
+        def write(conn: Connection) -> int:
+            stored = self._tool_results(conn, ref.partition_key, ref.run_id, end.tool_call_ids)
+            rows = end.pending_rows(stored)
+            written = self._inserted_keys(conn, ref.partition_key, ref.session_id, rows)
+            if end.release_session:
+                release(conn, statements, ref.partition_key, ref.session_id, ref.run_id)
+            if end.record is not None:
+                upsert_record(conn, statements, end.record)
+            result = end.call_result
+            if result is not None:
+                values = tool_result_values(
+                    ref.partition_key,
+                    result.caller_run_id,
+                    result.call_id,
+                    result.tool_name,
+                    result.content,
+                    None,
                 )
-                .values(lease_run_id=None, lease_until=None, updated_at=utc_now())
-            )
+                turn.upsert_tool_result.rows(conn, values)
+            entry_events = end.entry_events.bodies_for(written) if end.entry_events else []
+            # Last: on PostgreSQL, appending takes the tree's event lock until commit.
+            insert_events(conn, turn, ref, [*end.events_before, *entry_events, *end.events_after])
+            return len(written)
+
+        return in_event_transaction(self.engine, write)
 
     def session_holder(self, partition_key: str, session_id: str) -> str | None:
         """The run holding the session's writer lease now (None: free, expired or unknown)."""
@@ -563,19 +563,8 @@ class Store:
         A terminal record is final: a late non-terminal write (an activity retried after the
         run ended) does not overwrite it.
         """
-        values = run_record_values(record)
-        statement = self._insert(run_records).values(**values)
-        excluded = statement.excluded
-        key = ("partition_key", "run_id")
-        changed = {name: excluded[name] for name in values if name not in key}
-        statement = statement.on_conflict_do_update(
-            index_elements=list(key),
-            set_=changed,
-            where=run_records.c.status.not_in(_TERMINAL_STATUSES)
-            | excluded.status.in_(_TERMINAL_STATUSES),
-        )
         with self.engine.begin() as conn:
-            conn.execute(statement)
+            upsert_record(conn, self._lifecycle, record)
 
     def get_run_record(self, partition_key: str, run_id: str) -> RunRecord | None:
         query = select(run_records).where(

@@ -142,11 +142,11 @@ async def test_cancel_while_preparing_ends_cancelled_and_frees_the_session(
 async def test_a_cancel_during_the_lease_store_call_never_leaves_the_session_locked(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    """Cancelled while `acquire_session` runs in its worker thread, prepare lets the call end
-    and gives back the lease it took; the run ends cancelled only then. (It used to stop at
-    once while the thread went on and took the lease for the ended run: the session stayed
-    locked until the lease expired.)"""
-    async with cancelled_while_held(client, task_queue, tmp_path, "acquire_session") as run:
+    """Cancelled while `start_run` (the lease, the record, `run_started`) runs in its worker
+    thread, prepare lets the call end and gives back the lease it took; the run ends cancelled
+    only then. (It used to stop at once while the thread went on and took the lease for the
+    ended run: the session stayed locked until the lease expired.)"""
+    async with cancelled_while_held(client, task_queue, tmp_path, "start_run") as run:
         ending = asyncio.ensure_future(run.handle.result())
         # The run's end waits for the store call (a workflow task holding a local activity
         # is renewed within ~6 s: the cancel has reached the activity well before this).
@@ -358,7 +358,7 @@ async def test_cancel_ends_the_run_within_seconds_while_the_store_hangs_on_finis
 ) -> None:
     """finish_run is shielded from cancellation, but a cancelled run waits for it only for
     FINISH_GRACE: a store that hangs must not keep a cancelled run alive."""
-    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="release_session")
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="end_run")
     provider = RecordingProvider()
     provider.gate("agent", 1)  # the model "hangs" until the cancel
     config = scripted_config({"agent": ["never"]})

@@ -8,10 +8,12 @@ import asyncio
 import dataclasses
 import json
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from temporalio.activity import ActivityCancellationDetails
 from temporalio.testing import ActivityEnvironment
 
@@ -22,7 +24,9 @@ from otherone.client.agent_client import build_request
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, PendingEntry, PrepareRunInput, RunRef
 from otherone.runs import RunRecord, RunStatus, RunUsage
-from otherone.store import Store
+from otherone.store import EntryRow, SessionBusyError, Store
+from otherone.store.events import EntryEvents
+from otherone.store.lifecycle import CallerResult, RunEnd, SessionLease
 from otherone.store.records import EVENT_KEY
 from tests.edge_seams import GateStore
 from tests.harness import scripted_config
@@ -44,6 +48,7 @@ CHILD = CALLER.model_copy(
         "session_id": "s-child",
     }
 )
+HOUR = timedelta(hours=1)
 
 
 def _local() -> ActivityEnvironment:
@@ -149,7 +154,7 @@ async def test_a_prepare_cut_short_gives_the_lease_back_only_for_a_cancelled_run
     """A cancelled run gives back the lease its prepare took meanwhile (nobody else would); an
     attempt that timed out or whose worker shut down keeps it: Temporal runs prepare again for
     the same run, which takes the lease as its own, and a late release would free it under it."""
-    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="acquire_session")
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="start_run")
     activities = AgentActivities(ActivityContext(scripted_config({"agent": ["hi"]}), store))
     prepare = _prepare(CALLER, internal_session=False)
     environment = _local()
@@ -165,3 +170,65 @@ async def test_a_prepare_cut_short_gives_the_lease_back_only_for_a_cancelled_run
         store.release.set()
         store.close()
     assert holder == ("root-1" if kept else None)
+
+
+def _lease(ref: RunRef) -> SessionLease:
+    return SessionLease(ref.partition_key, ref.session_id, ref.run_id, datetime.now(UTC) + HOUR)
+
+
+def test_a_run_start_on_a_busy_session_writes_nothing(store: Store) -> None:
+    """`Store.start_run` is one transaction: refused the lease, it stores no record and no
+    `run_started` (a session-busy run is not shown as running)."""
+    other = CALLER.model_copy(update={"run_id": "root-2", "root_run_id": "root-2"})
+    store.start_run(_lease(other), _record(other, RunStatus.RUNNING), other, [{"type": "x"}])
+    started = {"type": "run_started", EVENT_KEY: "root-1:started"}
+    with pytest.raises(SessionBusyError):
+        store.start_run(_lease(CALLER), _record(CALLER, RunStatus.RUNNING), CALLER, [started])
+    assert store.get_run_record("p", "root-1") is None
+    assert store.read_events("root-1") == []
+    assert store.session_holder("p", "s-root") == "root-2"
+
+
+def test_a_run_end_is_one_transaction_written_once(store: Store) -> None:
+    """`Store.end_run` writes the last entries, the lease, the record, the caller's result and
+    the events together or not at all; run again (a local activity re-run), nothing twice."""
+    store.start_run(_lease(CHILD), _record(CHILD, RunStatus.RUNNING), CHILD, [])
+    answer = EntryRow(entry_key="child-1:t1:tool", role="tool", content="{}", run_id="child-1")
+    result = CallerResult("root-1", "call-1", AGENT_CALL_TOOL, '{"outcome": "completed"}')
+
+    def end(after: dict[str, Any]) -> RunEnd:
+        return RunEnd(
+            ref=CHILD,
+            pending_rows=lambda _stored: [answer],
+            entry_events=EntryEvents(CHILD, lambda keys: [{"type": "entry", "n": len(keys)}]),
+            release_session=True,
+            record=_record(CHILD, RunStatus.COMPLETED),
+            call_result=result,
+            events_before=[{"type": "decided", EVENT_KEY: "child-1:finish:0"}],
+            events_after=[after],
+        )
+
+    with pytest.raises(ValidationError, match=r"event\.bad"):
+        store.end_run(end({"type": "run_completed", "bad": object()}))  # the last part fails
+    assert store.load_entries("p", "s-child") == []
+    assert store.session_holder("p", "s-child") == "child-1"
+    running = store.get_run_record("p", "child-1")
+    assert running is not None and running.status is RunStatus.RUNNING
+    assert store.get_tool_results("p", "root-1", ["call-1"]) == {}
+    assert store.read_events("root-1") == []
+
+    completed = {"type": "run_completed", EVENT_KEY: "child-1:finish"}
+    assert store.end_run(end(completed)) == 1
+    assert store.end_run(end(completed)) == 0
+    assert [row.entry_key for row in store.load_entries("p", "s-child")] == ["child-1:t1:tool"]
+    assert store.session_holder("p", "s-child") is None
+    ended = store.get_run_record("p", "child-1")
+    assert ended is not None and ended.status is RunStatus.COMPLETED
+    assert store.get_tool_results("p", "root-1", ["call-1"]) == {"call-1": result.content}
+    # In order, each once: the entry's events come with the entry written (none the 2nd time).
+    assert [record.event for record in store.read_events("root-1")] == [
+        {"type": "decided"},
+        {"type": "entry", "n": 1},
+        {"type": "run_completed"},
+        {"type": "entry", "n": 0},
+    ]
