@@ -4,6 +4,7 @@ child, the `agent.call` result its caller reads), and announce how it ended."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import Any
 
 from temporalio import activity
@@ -19,6 +20,8 @@ from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
+from otherone.store.errors import StoreError
+from otherone.store.events import EntryEvents
 from otherone.store.lifecycle import CallerResult, RunEnd
 from otherone.store.records import EVENT_KEY, event_key
 
@@ -40,20 +43,27 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     ref, store = input.ref, context.store
     before = await context.decided_bodies(ref, input.events, once=FINISH)
     before += _keyed(ref, call_completed_events(input.pending))
-    after = context.visible(ref, [{**_terminal_event(input), EVENT_KEY: event_key(ref.run_id, FINISH)}])
+    terminal = {**_terminal_event(input), EVENT_KEY: event_key(ref.run_id, FINISH)}
+    after = context.visible(ref, [terminal])
     record = input.record
     call_result = None if record is None else await context.io(_caller_result, store, record)
     entry_events = context.deferred_events(ref, input.pending)
+    set_aside: list[dict[str, Any]] = []  # the entries' events, when the store refused events
 
-    def write(batch: list[dict[str, Any]]) -> int:
-        # ``batch``: the visible events of ``before`` then ``after`` (maybe led by a marker).
+    def write(batch: list[dict[str, Any]] | None) -> int:
+        # ``batch``: the visible events of ``before`` then ``after`` (maybe led by a marker);
+        # None: the store refused them, write the rest without any (`io_with_events`).
+        events = entry_events
+        if batch is None:
+            events = None if entry_events is None else _set_aside(entry_events, set_aside)
+            batch = []
         cut = len(batch) - len(after)
         return store.end_run(
             RunEnd(
                 ref=ref,
                 tool_call_ids=tool_result_ids(input.pending),
                 pending_rows=lambda stored: pending_rows(ref, input.pending, stored),
-                entry_events=entry_events,
+                entry_events=events,
                 release_session=input.release_session,
                 record=record,
                 call_result=call_result,
@@ -65,8 +75,20 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     # The last entries, the lease, the record, the caller's result and the events: one
     # transaction (`Store.end_run`).
     await context.io_with_events(ref, [*before, *after], write)
+    if set_aside:
+        context.count_lost(ref, set_aside, StoreError("the run's events were refused"))
     if record is not None:
         await announce_to_caller(context, ref, record)
+
+
+def _set_aside(events: EntryEvents, aside: list[dict[str, Any]]) -> EntryEvents:
+    """``events``, kept in ``aside`` instead of being written (the last write's)."""
+
+    def bodies_for(written: Collection[str]) -> list[dict[str, Any]]:
+        aside[:] = events.bodies_for(written)
+        return []
+
+    return EntryEvents(events.ref, bodies_for)
 
 
 async def announce_to_caller(context: ActivityContext, ref: RunRef, record: RunRecord) -> None:

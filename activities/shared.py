@@ -291,21 +291,40 @@ class ActivityContext:
         self,
         ref: RunRef,
         bodies: Sequence[dict[str, Any]],
-        together: Callable[[list[dict[str, Any]]], T],
+        together: Callable[[list[dict[str, Any]] | None], T],
     ) -> T:
         """``together(batch)`` through `io`: the caller's writes and ``bodies`` in one
         transaction, ``batch`` being those of ``bodies`` the run's visibility lets through (in
-        their order), after an `events_lost` marker if one is owed. Unlike `emit`, a failed
-        write fails: the caller's attempt is tried again and writes its (keyed) events then,
-        so only the marker it took along is owed again."""
+        their order), after an `events_lost` marker if one is owed.
+
+        Events stay observation only. A write the store refuses (not an outage: `io`) is made
+        again without any event (``together(None)``: the caller leaves out every event, its
+        entries' too) and ``batch`` is counted lost, so a refused event never costs the
+        caller's own writes. An outage fails the attempt as any store write does: its retry
+        writes the (keyed) events, so only the marker taken along is owed again."""
         batch = self.with_lost_marker(ref, self.visible(ref, bodies))
         try:
             return await self.io(together, batch)
+        except ApplicationError as error:
+            if not error.non_retryable:
+                self._owe_marker_again(ref, batch)
+                raise
+            refused: BaseException = error
+        except asyncio.CancelledError:
+            raise  # (its thread may still commit the batch, marker included)
         except BaseException:
-            if batch and batch[0].get("type") == "events_lost":
-                lost = int(batch[0].get("count", 0))
-                self._lost_events[ref.run_id] = self._lost_events.get(ref.run_id, 0) + lost
+            self._owe_marker_again(ref, batch)
             raise
+        result = await self.io(together, None)
+        if batch:
+            self.count_lost(ref, batch, refused)
+        return result
+
+    def _owe_marker_again(self, ref: RunRef, batch: list[dict[str, Any]]) -> None:
+        """The `events_lost` marker leading ``batch`` (`with_lost_marker`) was not written."""
+        if batch and batch[0].get("type") == "events_lost":
+            lost = int(batch[0].get("count", 0))
+            self._lost_events[ref.run_id] = self._lost_events.get(ref.run_id, 0) + lost
 
 
 def _event_key(body: Mapping[str, Any]) -> tuple[str, str]:

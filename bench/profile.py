@@ -12,6 +12,10 @@ model, SQLite store) and runs ``--runs`` sequential runs of ``--turns`` turns, t
 - the functions of the event-loop thread with the most own time (cProfile), or, with
   ``--sort cumulative``, with the most time below them. ``--out FILE`` keeps the raw profile
   (``python -m pstats FILE`` to browse it; snakeviz and the like read it too).
+
+``--concurrent N`` runs them N at a time (as the throughput workload does); ``--no-cprofile``
+leaves cProfile out, which inflates call-heavy Python code several times over: compare the
+wall and CPU figures of two commits without it.
 """
 
 from __future__ import annotations
@@ -141,19 +145,24 @@ async def profile(args: argparse.Namespace) -> str:
             profiler = cProfile.Profile()
             wall, cpu = time.perf_counter(), time.process_time()
             server_cpu = server_cpu_seconds(server.pid)
-            profiler.enable()
-            for _ in range(args.runs):
-                await bench.run("counter")
+            if args.cprofile:
+                profiler.enable()
+            for start in range(0, args.runs, args.concurrent):
+                batch = min(args.concurrent, args.runs - start)
+                await asyncio.gather(*(bench.run("counter") for _ in range(batch)))
             profiler.disable()
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             server_cpu = server_cpu_seconds(server.pid) - server_cpu
             calls.uninstall()
             bodies.enabled = False
     runs = args.runs
-    print(f"{runs} runs of {args.turns} turns, load average {os.getloadavg()[0]:.2f}", file=out)
+    at_once = f", {args.concurrent} at a time" if args.concurrent > 1 else ""
+    load = os.getloadavg()[0]
+    print(f"{runs} runs of {args.turns} turns{at_once}, load average {load:.2f}", file=out)
+    profiled = "profiled" if args.cprofile else "not profiled"
     print(
         f"per run: wall {wall / runs * 1000:.0f} ms, CPU of this process {cpu / runs * 1000:.0f}"
-        f" ms (worker + client, profiled), server CPU {server_cpu / runs * 1000:.0f} ms",
+        f" ms (worker + client, {profiled}), server CPU {server_cpu / runs * 1000:.0f} ms",
         file=out,
     )
     print("activity bodies per run (count, wall ms):", file=out)
@@ -168,6 +177,8 @@ async def profile(args: argparse.Namespace) -> str:
         cpu_ms = calls.cpu_seconds[name] / runs * 1000
         print(f"  {name:<28} {count / runs:6.1f}  {wall_ms:7.1f} ms  {cpu_ms:7.1f} ms", file=out)
     print(f"heartbeats per run: {beats['heartbeats'] / runs:.1f}", file=out)
+    if not args.cprofile:
+        return out.getvalue()
     if args.out:
         profiler.dump_stats(args.out)
     stats = pstats.Stats(profiler, stream=out)
@@ -179,6 +190,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument(
+        "--concurrent", type=int, default=1, help="runs at a time (the runs go in such batches)"
+    )
+    parser.add_argument(
+        "--no-cprofile",
+        dest="cprofile",
+        action="store_false",
+        help="no cProfile (it slows Python code down unevenly): the timings above only",
+    )
     parser.add_argument("--top", type=int, default=30, help="functions listed")
     parser.add_argument("--sort", default="tottime", choices=["tottime", "cumulative"])
     parser.add_argument("--out", default="", help="keep the raw cProfile data here")

@@ -37,7 +37,7 @@ from otherone.contracts import EventRecord, RunRef
 from otherone.credentials import snapshot_credential_paths
 from otherone.definitions import credentials_refused_message
 from otherone.errors import ConfigurationError
-from otherone.runs import AgentOutput, RunRecord, RunStatus
+from otherone.runs import AgentOutput, RunRecord
 from otherone.store.context_cache import ContextCache, SessionContext
 from otherone.store.engine import create_store_engine, parse_url
 from otherone.store.errors import StoreError
@@ -65,7 +65,6 @@ from otherone.store.records import (
     MigrationResult,
     SessionInfo,
     aware,
-    utc,
 )
 from otherone.store.rows import (
     artifact_from_mapping,
@@ -88,8 +87,6 @@ from otherone.store.schema import (
     snapshots,
 )
 from otherone.store.statements import TurnStatements
-
-_TERMINAL_STATUSES = tuple(status.value for status in RunStatus if status.is_terminal)
 
 Insert = postgresql.Insert | sqlite.Insert
 _T = TypeVar("_T")

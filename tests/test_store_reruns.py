@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy.exc
 from pydantic import ValidationError
 from temporalio.activity import ActivityCancellationDetails
 from temporalio.testing import ActivityEnvironment
@@ -232,3 +233,50 @@ def test_a_run_end_is_one_transaction_written_once(store: Store) -> None:
         {"type": "run_completed"},
         {"type": "entry", "n": 0},
     ]
+
+
+class EventRefusingStore(Store):
+    """A real store that refuses (a constraint violation: not an outage) every run end that
+    carries events of its own."""
+
+    def end_run(self, end: RunEnd) -> int:
+        if end.events_before or end.events_after:
+            raise sqlalchemy.exc.IntegrityError("INSERT ...", {}, Exception("refused"))
+        return super().end_run(end)
+
+
+async def test_a_finish_whose_events_are_refused_still_stores_the_end(tmp_path: Path) -> None:
+    """Events stay observation only in the run's one end transaction: refused, the end is
+    written again without them (entries, lease, record) and they are counted lost."""
+    store = EventRefusingStore(Store.open(f"sqlite:///{tmp_path / 'store.db'}").engine)
+    context = ActivityContext(scripted_config({"agent": ["hi"]}), store)
+    activities = AgentActivities(context)
+    await _local().run(activities.prepare_run, _prepare(CALLER, internal_session=False))
+    inline = PendingEntry(
+        key="root-1:t1:tool",
+        role="tool",
+        content='{"ok": true}',
+        tool_call_id="t1",
+        tool_name="x",
+        tool_arguments="{}",
+    )
+    finish = FinishRunInput(
+        ref=CALLER.model_copy(update={"snapshot_version": "v"}),
+        pending=(inline,),
+        status=RunStatus.COMPLETED,
+        usage=RunUsage(duration_millis=5),
+        release_session=True,
+        record=_record(CALLER, RunStatus.COMPLETED),
+    )
+    try:
+        await _local().run(activities.finish_run, finish)
+        record = store.get_run_record("p", "root-1")
+        assert record is not None and record.status is RunStatus.COMPLETED
+        assert store.session_holder("p", "s-root") is None
+        assert [row.entry_key for row in store.load_entries("p", "s-root")] == ["root-1:t1:tool"]
+        assert _events(store) == {("root-1", "run_started"): 1}
+        # run_completed, and the inline result's tool_started / tool_completed.
+        marker = context.with_lost_marker(CALLER, [{"type": "next"}])[0]
+        assert marker == {"type": "events_lost", "count": 3}
+    finally:
+        store.close()

@@ -51,7 +51,7 @@ os.environ.setdefault(WORKFLOW_SANDBOX_ENV, "strict")
 HERE = Path(__file__).resolve().parent
 #: What times out -> (the store call held, the local activity that times out).
 HELD = {
-    "finish": ("release_session", "finish_run"),  # finish_run's last store call
+    "finish": ("end_run", "finish_run"),  # finish_run's one write
     "prepare": ("save_snapshot", "prepare_run"),  # prepare_run's first write
 }
 
