@@ -126,6 +126,9 @@ class EventBuffer:
 
     async def close(self) -> None:
         """Flush, shielded: the activity may be ending because it was cancelled."""
+        if not self._bodies and not self._tasks and not self._lock.locked():
+            self._cancel_late()
+            return  # the usual end (all written with the result): no task for a shield
         await asyncio.shield(self.flush())
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -46,7 +46,9 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     terminal = {**_terminal_event(input), EVENT_KEY: event_key(ref.run_id, FINISH)}
     after = context.visible(ref, [terminal])
     record = input.record
-    call_result = None if record is None else await context.io(_caller_result, store, record)
+    call_result = None
+    if record is not None and record.parent_run_id is not None:  # a child (no hop for a root)
+        call_result = await context.io(_caller_result, store, record)
     entry_events = context.deferred_events(ref, input.pending)
     set_aside: list[dict[str, Any]] = []  # the entries' events, when the store refused events
 
