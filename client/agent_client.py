@@ -34,10 +34,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from otherone import search_attributes as attrs
 from otherone.client.approval_requests import (
     approval_decision,
-    decision_update_id,
     open_requests_in_store,
-    refused_decision,
+    open_requests_of_runs,
     runs_waiting,
+    send_decision,
 )
 
 # Part of this module's API (`otherone.client.build_request`, `.root_run_id`, `.RunHandle`, ...),
@@ -89,11 +89,9 @@ from otherone.runs import (
 from otherone.workflow_names import (
     MEMO_FINGERPRINT,
     MEMO_IDEMPOTENCY_KEY,
-    QUERY_APPROVALS,
     QUERY_RECORD,
     SIGNAL_USER_MESSAGES,
     UPDATE_CALL_AGENT,
-    UPDATE_DECIDE_APPROVAL,
     WORKFLOW_NAME,
 )
 
@@ -391,29 +389,10 @@ class AgentClient:
 
     async def _decide(self, run_id: str, call_id: str, **fields: Any) -> ApprovalRequest:
         """Send a decision by the run's `decide_approval` update, as this client's identity
-        (``identity``, else the Temporal client's).
-
-        A repeated send is one update (`decision_update_id`).
-        """
-        from otherone.contracts import ApprovalRequest
-
+        (``identity``, else the Temporal client's)."""
         decision = approval_decision(call_id, self.identity or self.temporal.identity, fields)
         await self._check_tenant(run_id)
-        update_id = decision_update_id(decision)
-        try:
-            request: ApprovalRequest = await self._workflow(run_id).execute_update(
-                UPDATE_DECIDE_APPROVAL, decision, id=update_id, result_type=ApprovalRequest
-            )
-        except WorkflowUpdateFailedError as error:
-            raise refused_decision(run_id, call_id, error) from None
-        except WorkflowUpdateRPCTimeoutOrCancelledError:
-            raise unanswered_update(
-                f"run '{run_id}' did not take the decision in time (is a worker polling "
-                f"'{self.task_queue}'?); send it again"
-            ) from None
-        except RPCError as error:
-            raise not_found_or(error, run_id, finished=True) from None
-        return request
+        return await send_decision(self._workflow(run_id), run_id, decision, self.task_queue)
 
     async def pending_approvals(self, root_run_id: str | None = None) -> list[ApprovalRequest]:
         """Every open approval request and question of a root's tree (of every tree when
@@ -435,22 +414,8 @@ class AgentClient:
                 open_requests_in_store, self.store, self.partition_key, waiting
             )
         else:
-            found = await self._open_requests_of_runs(list(waiting))
+            found = await open_requests_of_runs(self._workflow, list(waiting), QUERY_TIMEOUT)
         return sorted(found, key=lambda request: (request.requested_at, request.call_id))
-
-    async def _open_requests_of_runs(self, run_ids: list[str]) -> list[ApprovalRequest]:
-        from otherone.contracts import ApprovalRequest
-
-        found: list[ApprovalRequest] = []
-        for run_id in run_ids:
-            with contextlib.suppress(RPCError):
-                requests: tuple[ApprovalRequest, ...] = await self._workflow(run_id).query(
-                    QUERY_APPROVALS,
-                    result_type=tuple[ApprovalRequest, ...],
-                    rpc_timeout=QUERY_TIMEOUT,
-                )
-                found.extend(request for request in requests if request.is_open)
-        return found
 
     # steering ----------------------------------------------------------------------------
 

@@ -5,15 +5,24 @@ the run's update takes it, and a run's refusal of a decision as our error types.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError
 
 from otherone import search_attributes as attrs
 from otherone.client.request_checks import most_specific
+from otherone.client.run_results import not_found_or, unanswered_update
 from otherone.errors import (
     ApprovalConflictError,
     ApprovalNotAllowedError,
@@ -22,12 +31,58 @@ from otherone.errors import (
     RunNotActiveError,
 )
 from otherone.runs import DEFAULT_PARTITION
+from otherone.workflow_names import QUERY_APPROVALS, UPDATE_DECIDE_APPROVAL
 
 # The contract models are imported by the functions that build one (the CLI imports this
 # module through `AgentClient`; `otherone show` builds none of them).
 if TYPE_CHECKING:
     from otherone.contracts import ApprovalDecision, ApprovalRequest, EventRecord
     from otherone.store import Store
+
+
+async def send_decision(
+    handle: WorkflowHandle[Any, Any], run_id: str, decision: ApprovalDecision, task_queue: str
+) -> ApprovalRequest:
+    """``decision`` sent by the run's `decide_approval` update; the request as it now stands. A
+    repeated send is one update (`decision_update_id`); a refusal raises our error types."""
+    from otherone.contracts import ApprovalRequest
+
+    try:
+        request: ApprovalRequest = await handle.execute_update(
+            UPDATE_DECIDE_APPROVAL,
+            decision,
+            id=decision_update_id(decision),
+            result_type=ApprovalRequest,
+        )
+    except WorkflowUpdateFailedError as error:
+        raise refused_decision(run_id, decision.call_id, error) from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise unanswered_update(
+            f"run '{run_id}' did not take the decision in time (is a worker polling "
+            f"'{task_queue}'?); send it again"
+        ) from None
+    except RPCError as error:
+        raise not_found_or(error, run_id, finished=True) from None
+    return request
+
+
+async def open_requests_of_runs(
+    handle_of: Callable[[str], WorkflowHandle[Any, Any]],
+    run_ids: list[str],
+    query_timeout: timedelta,
+) -> list[ApprovalRequest]:
+    """Without a store: the open requests of ``run_ids``, each run asked by its approvals
+    query (a run that ended meanwhile, or that does not answer, has none)."""
+    from otherone.contracts import ApprovalRequest
+
+    found: list[ApprovalRequest] = []
+    for run_id in run_ids:
+        with contextlib.suppress(RPCError):
+            requests: tuple[ApprovalRequest, ...] = await handle_of(run_id).query(
+                QUERY_APPROVALS, result_type=tuple[ApprovalRequest, ...], rpc_timeout=query_timeout
+            )
+            found.extend(request for request in requests if request.is_open)
+    return found
 
 
 async def runs_waiting(temporal: Client, query: str) -> dict[str, tuple[str, str]]:

@@ -427,7 +427,7 @@ class AgentCaller:
             result = await handle
         except ChildWorkflowError as error:
             self._child_done(call_id)
-            return _abnormal_child(call_id, call_plan.target_id, child.run_id, error)
+            return abnormal_child(call_id, call_plan.target_id, child.run_id, error)
         except asyncio.CancelledError:
             self._child_done(call_id)
             raise
@@ -451,7 +451,7 @@ def _with_self(child: RunInput) -> TreeBudget | None:
     return child.budget.model_copy(update={"runs": child.budget.runs + 1})
 
 
-def _abnormal_child(
+def abnormal_child(
     call_id: str, target: str, run_id: str, error: ChildWorkflowError
 ) -> AgentCallResult:
     """A child that ended without a result (terminated from outside, or a bug)."""

@@ -90,9 +90,9 @@ with workflow.unsafe.imports_passed_through():
 from otherone.workflows.agent_calls import (
     AgentCallArgumentsError,
     AgentCaller,
+    abnormal_child,
     parse_agent_call,
 )
-from otherone.workflows.agent_calls import _abnormal_child as abnormal_child
 from otherone.workflows.spawn_arguments import (
     AwaitRequest,
     SpawnArgumentsError,
