@@ -31,6 +31,7 @@ from otherone.activities.context import (
     turn_from_entry,
     wire_tool_calls,
 )
+from otherone.activities.decided_events import call_completed_events
 from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.handoffs import handoff_tool_definition
 from otherone.activities.memory_tools import MemoryTools
@@ -44,7 +45,6 @@ from otherone.activities.providers.base import (
 )
 from otherone.activities.shared import (
     ActivityContext,
-    call_completed_events,
     failure,
     heartbeating,
     pending_rows,

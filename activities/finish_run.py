@@ -9,9 +9,9 @@ from typing import Any
 
 from temporalio import activity
 
+from otherone.activities.decided_events import call_completed_events
 from otherone.activities.shared import (
     ActivityContext,
-    call_completed_events,
     describe_store_error,
     pending_rows,
     tool_result_ids,

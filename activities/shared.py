@@ -24,6 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from otherone.activities.context import tool_error_content
+from otherone.activities.decided_events import owed_decided_bodies
 from otherone.activities.mcp_sessions import McpSessions
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.providers import default_providers
@@ -31,15 +32,13 @@ from otherone.activities.providers.base import ModelProvider
 from otherone.activities.run_refs import RunRefs
 from otherone.activities.tool_events import deferred_tool_events
 from otherone.authorization import AgentCallAuthorizer
-from otherone.config import AGENT_CALL_TOOL, RuntimeConfig, RuntimeSnapshot
+from otherone.config import RuntimeConfig, RuntimeSnapshot
 from otherone.contracts import PendingEntry, RunRef
 from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
 from otherone.store.events import EntryEvents
 from otherone.store.memory import MemoryStore
-from otherone.store.records import EVENT_KEY, event_key
-from otherone.workflows.outcomes import IF_MISSING
 
 T = TypeVar("T")
 
@@ -275,17 +274,7 @@ class ActivityContext:
         `IF_MISSING` only if still owed), for a caller that stores them with its own writes."""
         if not events or (once is None and activity.info().attempt > 1):
             return []
-        bodies = [dict(event) for event in events]
-        if once is not None:
-            bodies = [
-                {**body, EVENT_KEY: event_key(ref.run_id, once, str(index))}
-                for index, body in enumerate(bodies)
-            ]
-        if any(IF_MISSING in body for body in bodies):
-            calls = {_event_key(body)[1] for body in bodies if IF_MISSING in body}
-            stored = await asyncio.to_thread(_stored_event_keys, self.store, ref, calls)
-            bodies = [body for body in bodies if _still_owed(body, stored)]
-        return bodies
+        return await owed_decided_bodies(self.store, ref, events, once)
 
     async def io_with_events(
         self,
@@ -325,31 +314,6 @@ class ActivityContext:
         if batch and batch[0].get("type") == "events_lost":
             lost = int(batch[0].get("count", 0))
             self._lost_events[ref.run_id] = self._lost_events.get(ref.run_id, 0) + lost
-
-
-def _event_key(body: Mapping[str, Any]) -> tuple[str, str]:
-    return str(body.get("type")), str(body.get("tool_call_id") or body.get("call_id"))
-
-
-def _stored_event_keys(store: Store, ref: RunRef, calls: set[str]) -> set[tuple[str, str]]:
-    """(type, call id) of the run's stored events about ``calls`` (tool or agent call ids):
-    only the events that mention them are read, not the whole tree (a long tree holds every
-    delta of every answer)."""
-    mentioning = store.read_events_mentioning(ref.root_run_id, sorted(calls))
-    return {_event_key(record.event) for record in mentioning if record.run_id == ref.run_id}
-
-
-def _still_owed(body: dict[str, Any], stored: set[tuple[str, str]]) -> bool:
-    """Whether an `IF_MISSING` event must still be stored (and note it as stored)."""
-    if body.pop(IF_MISSING, None) is None:
-        return True
-    kind, key = _event_key(body)
-    if (kind, key) in stored:
-        return False
-    if kind == "agent_call_completed" and ("agent_call_started", key) not in stored:
-        return False  # the call was never announced: nothing to end
-    stored.add((kind, key))
-    return True
 
 
 def is_outage(error: BaseException) -> bool:
@@ -457,35 +421,6 @@ def with_stored_results(content: str, call_ids: tuple[str, ...], stored: Mapping
     if "result" in body:
         body["result"] = swap(body["result"])
     return json.dumps(body, ensure_ascii=False)
-
-
-def call_completed_events(pending: tuple[PendingEntry, ...]) -> list[dict[str, Any]]:
-    """`agent_call_completed` for child results that reached this run inline.
-
-    A child that stores its result for the caller announces the completion itself (see
-    `finish_run.announce_to_caller`); a refused call was announced by `prepare_call`. What is
-    left are results of children that never stored theirs (runs that began before results went
-    by reference, or a child that could not start).
-    """
-    events: list[dict[str, Any]] = []
-    for entry in pending:
-        if entry.tool_name != AGENT_CALL_TOOL or entry.tool_result_of is not None:
-            continue
-        try:
-            result = json.loads(entry.content or "")
-        except json.JSONDecodeError:
-            continue
-        if isinstance(result, dict) and "outcome" in result and result.get("run_id"):
-            events.append(
-                {
-                    "type": "agent_call_completed",
-                    "call_id": result.get("call_id"),
-                    "target": result.get("target"),
-                    "outcome": result.get("outcome"),
-                    "child_run_id": result.get("run_id"),
-                }
-            )
-    return events
 
 
 def _visible(ref: RunRef, body: dict[str, Any]) -> bool:

@@ -1,0 +1,92 @@
+"""The events a workflow decided (`DecidedEvents`: refused tool calls, calls that ended with the
+run, ...) as an activity stores them: keyed when the activity may run again whole, and those
+marked `IF_MISSING` only while the run's stored events still lack them; and the
+`agent_call_completed` events owed for child results that reached a run inline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import JsonValue
+
+from otherone.config import AGENT_CALL_TOOL
+from otherone.contracts import PendingEntry, RunRef
+from otherone.store import Store
+from otherone.store.records import EVENT_KEY, event_key
+from otherone.workflows.outcomes import IF_MISSING
+
+
+async def owed_decided_bodies(
+    store: Store, ref: RunRef, events: Sequence[Mapping[str, JsonValue]], once: str | None
+) -> list[dict[str, Any]]:
+    """``events`` to store: each keyed (`EVENT_KEY`) by ``once`` and its position when given,
+    those marked `IF_MISSING` only if the run's stored events still lack them
+    (`ActivityContext.decided_bodies`)."""
+    bodies = [dict(event) for event in events]
+    if once is not None:
+        bodies = [
+            {**body, EVENT_KEY: event_key(ref.run_id, once, str(index))}
+            for index, body in enumerate(bodies)
+        ]
+    if any(IF_MISSING in body for body in bodies):
+        calls = {_event_key(body)[1] for body in bodies if IF_MISSING in body}
+        stored = await asyncio.to_thread(_stored_event_keys, store, ref, calls)
+        bodies = [body for body in bodies if _still_owed(body, stored)]
+    return bodies
+
+
+def _event_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    return str(body.get("type")), str(body.get("tool_call_id") or body.get("call_id"))
+
+
+def _stored_event_keys(store: Store, ref: RunRef, calls: set[str]) -> set[tuple[str, str]]:
+    """(type, call id) of the run's stored events about ``calls`` (tool or agent call ids):
+    only the events that mention them are read, not the whole tree (a long tree holds every
+    delta of every answer)."""
+    mentioning = store.read_events_mentioning(ref.root_run_id, sorted(calls))
+    return {_event_key(record.event) for record in mentioning if record.run_id == ref.run_id}
+
+
+def _still_owed(body: dict[str, Any], stored: set[tuple[str, str]]) -> bool:
+    """Whether an `IF_MISSING` event must still be stored (and note it as stored)."""
+    if body.pop(IF_MISSING, None) is None:
+        return True
+    kind, key = _event_key(body)
+    if (kind, key) in stored:
+        return False
+    if kind == "agent_call_completed" and ("agent_call_started", key) not in stored:
+        return False  # the call was never announced: nothing to end
+    stored.add((kind, key))
+    return True
+
+
+def call_completed_events(pending: tuple[PendingEntry, ...]) -> list[dict[str, Any]]:
+    """`agent_call_completed` for child results that reached this run inline.
+
+    A child that stores its result for the caller announces the completion itself (see
+    `finish_run.announce_to_caller`); a refused call was announced by `prepare_call`. What is
+    left are results of children that never stored theirs (runs that began before results went
+    by reference, or a child that could not start).
+    """
+    events: list[dict[str, Any]] = []
+    for entry in pending:
+        if entry.tool_name != AGENT_CALL_TOOL or entry.tool_result_of is not None:
+            continue
+        try:
+            result = json.loads(entry.content or "")
+        except json.JSONDecodeError:
+            continue
+        if isinstance(result, dict) and "outcome" in result and result.get("run_id"):
+            events.append(
+                {
+                    "type": "agent_call_completed",
+                    "call_id": result.get("call_id"),
+                    "target": result.get("target"),
+                    "outcome": result.get("outcome"),
+                    "child_run_id": result.get("run_id"),
+                }
+            )
+    return events
