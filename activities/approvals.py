@@ -13,7 +13,7 @@ Precedence of rules for one call: the runtime policy forcing ``always`` > the ag
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio.exceptions import ApplicationError
 
@@ -64,10 +64,16 @@ def human_tools(agent: AgentDefinition) -> list[dict[str, Any]]:
     return [HUMAN_ASK_DEFINITION] if agent.ask_human else []
 
 
+class ToolLookup(Protocol):
+    """The tools a worker has, by name: a `ToolRegistry`, or a plain dict of specs."""
+
+    def get(self, name: str, /) -> ToolSpec | None: ...
+
+
 def approval_needs(
     snapshot: RuntimeSnapshot,
     agent: AgentDefinition,
-    tools: dict[str, ToolSpec],
+    tools: ToolLookup,
     calls: tuple[ToolCallSpec, ...],
     *,
     root: bool = True,
@@ -83,7 +89,7 @@ def approval_needs(
 def _need(
     snapshot: RuntimeSnapshot,
     agent: AgentDefinition,
-    tools: dict[str, ToolSpec],
+    tools: ToolLookup,
     call: ToolCallSpec,
     allowed: set[str],
     handoff: bool = True,
@@ -199,9 +205,9 @@ async def with_approvals(context: ActivityContext, ref: RunRef, turn: ModelTurn)
         return turn
     snapshot = await context.snapshot(ref.snapshot_version)
     agent = snapshot.agent(ref.agent_id)
-    registry = context.config.tools
-    specs = {name: spec for name in registry.names() if (spec := registry.get(name))}
-    needs = approval_needs(snapshot, agent, specs, turn.tool_calls, root=ref.depth == 0)
+    needs = approval_needs(
+        snapshot, agent, context.config.tools, turn.tool_calls, root=ref.depth == 0
+    )
     if not needs:
         return turn
     turn = turn.model_copy(update={"approvals": needs})

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         per_turn_result,
         sequential_runs_ms,
     )
+    from otherone.worker.app import payload_visiting
 
 TIMEOUT = timedelta(seconds=60)
 
@@ -99,7 +100,8 @@ class FloorTree:
 
 def _worker(client: Client, task_queue: str, *, sandboxed: bool = True) -> Worker:
     """The floor's worker; ``sandboxed=False`` runs its workflows as our workers do by default
-    (`OTHERONE_WORKFLOW_SANDBOX=off`), so the floor pays no sandbox that ours skips."""
+    (`OTHERONE_WORKFLOW_SANDBOX=off`), so the floor pays no sandbox that ours skips, nor payload
+    walks ours skips (`payload_visiting`)."""
     return Worker(
         client,
         task_queue=task_queue,
@@ -107,6 +109,8 @@ def _worker(client: Client, task_queue: str, *, sandboxed: bool = True) -> Worke
         activities=[step],
         max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
         workflow_runner=SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner(),
+        # Ours walks a task's payloads without a task per payload: so does the floor.
+        **payload_visiting(client.data_converter),
     )
 
 

@@ -226,7 +226,21 @@ def test_building_a_request_leaves_the_cached_entries_unchanged(store: Store) ->
     assert edited, "the session has a tool call"
     for call in edited:
         call["function"]["name"] = "edited in place"
+    blocks = [block for message in messages for block in message.get(REASONING_KEY, [])]
+    assert blocks, "the session has a reasoning block"
+    for block in blocks:
+        block["signature"] = "edited in place"
     assert rows == before == _turn(store)
+
+
+def test_a_providers_own_reasoning_block_is_copied_whatever_its_containers() -> None:
+    """Entries appended in this process keep a provider's blocks as it made them (tuples too)
+    until read back: the copy reaches the dicts inside."""
+    block = {"type": "thinking", "parts": ({"text": "hm"},)}
+    row = EntryRow("a", "assistant", "", meta={REASONING_KEY: [block]})
+    (message,) = messages_from_entries("", [row])
+    message[REASONING_KEY][0]["parts"][0]["text"] = "edited in place"
+    assert block == {"type": "thinking", "parts": ({"text": "hm"},)}
 
 
 def _compact(store: Store, key: str, up_to: EntryRow) -> None:

@@ -21,6 +21,7 @@ from otherone import (
     tool,
 )
 from otherone.client.agent_client import build_request, root_run_id
+from otherone.definitions import HandoffPolicy
 
 
 def test_runtime_limits_have_the_seed_defaults() -> None:
@@ -191,6 +192,48 @@ def test_snapshot_is_versioned_by_content_and_effective_access_is_an_intersectio
     changed = RuntimeConfig(models=[_model()], agents=[agent], tools=[search, delete_all])
     assert changed.snapshot().version != snapshot.version
     assert '"api_key"' not in snapshot.model_dump_json()  # only api_key_env, a reference
+
+
+def test_per_agent_answers_are_kept_per_version_but_never_for_a_changed_agent() -> None:
+    """`RuntimeSnapshot` keeps each agent's tools, targets and skills per snapshot version;
+    callers get lists of their own, and an agent that is not the snapshot's own is asked anew."""
+
+    @tool
+    def search(query: str) -> str:
+        """Search."""
+        return query
+
+    config = RuntimeConfig(
+        models=[_model()],
+        agents=[
+            AgentDefinition(
+                id="a",
+                description="x",
+                tools=AccessPolicy.all(),
+                handoff=HandoffPolicy(agents=AccessPolicy.all()),
+            ),
+            AgentDefinition(id="b", description="y"),
+        ],
+        tools=[search],
+    )
+    snapshot = config.snapshot()
+    agent = snapshot.agent("a")
+    names = snapshot.tool_names_for(agent)
+    names.append("taken by the caller")
+    assert snapshot.tool_names_for(agent) == ["search"]
+    assert [target.id for target in snapshot.handoff_targets(agent)] == ["b"]
+    narrowed = agent.model_copy(
+        update={"tools": AccessPolicy.none(), "handoff": HandoffPolicy(agents=AccessPolicy.none())}
+    )
+    assert snapshot.tool_names_for(narrowed) == []
+    assert snapshot.handoff_targets(narrowed) == []
+    other = RuntimeConfig(
+        models=[_model()],
+        agents=[AgentDefinition(id="a", description="x", tools=AccessPolicy.none())],
+        tools=[search],
+    ).snapshot()
+    assert other.version != snapshot.version
+    assert other.tool_names_for(other.agent("a")) == []
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import timedelta
 
+from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import (
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
 
 from otherone.contracts import (
     ModelCallInput,
@@ -18,6 +28,7 @@ from otherone.contracts import (
 from otherone.definitions import RuntimeLimits
 from otherone.runs import RunOutcome
 from otherone.tools import ToolErrorKind
+from otherone.worker.app import payload_visiting
 from otherone.worker.connection import data_converter
 
 REF = RunRef(
@@ -90,3 +101,32 @@ def test_the_compacted_types_are_looked_up_once_the_contracts_are_loaded() -> No
 
     assert compact_types() == COMPACT_PAYLOAD_TYPES
     assert ModelCallInput in COMPACT_PAYLOAD_TYPES and RunRef not in COMPACT_PAYLOAD_TYPES
+
+
+class _NowhereDriver(StorageDriver):
+    """An external storage driver that is never asked for anything here."""
+
+    def name(self) -> str:
+        return "nowhere"
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        raise AssertionError("not called")
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        raise AssertionError("not called")
+
+
+def test_workers_walk_payloads_without_a_task_each_unless_payloads_are_stored_elsewhere() -> None:
+    """No external storage: one walk, no asyncio task per payload; a user's converter with
+    external storage keeps the SDK's concurrent storage operations."""
+    assert payload_visiting(data_converter()) == {
+        "max_workflow_task_external_storage_concurrency": 1
+    }
+    stored = dataclasses.replace(
+        data_converter(), external_storage=ExternalStorage(drivers=[_NowhereDriver()])
+    )
+    assert payload_visiting(stored) == {}

@@ -76,8 +76,16 @@ class ScriptedProvider:
 
 
 def _estimate(request: ModelRequest) -> int:
-    """Rough token count of the prompt (4 bytes a token), so usage is never empty."""
-    return max(1, len(json.dumps(request.messages)) // 4)
+    """Rough token count of the prompt (4 characters a token: its texts and tool calls), so
+    usage is never empty. Counted, not serialised: the prompt grows with every turn, and a
+    stand-in model should not cost a long run more than the runtime it stands in for."""
+    size = 0
+    for message in request.messages:
+        size += len(str(message.get("content") or ""))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            size += len(str(function.get("name") or "")) + len(str(function.get("arguments") or ""))
+    return max(1, size // 4)
 
 
 async def _summary(request: ModelRequest) -> AsyncIterator[StreamEvent]:
