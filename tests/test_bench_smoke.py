@@ -6,9 +6,11 @@ its code for our runtime from rotting.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from temporalio.client import Client
 
-from bench import store_calls
+from bench import spy, store_calls
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
@@ -85,3 +87,22 @@ def test_the_store_calls_benchmark_plays_a_run(store: Store) -> None:
     assert set(times) == set(store_calls.CALLS)
     assert all(len(samples) == 3 and min(samples) >= (0, 0) for samples in times.values())
     assert len(store.contexts) == 1  # its session, cached by the turns
+
+
+def test_sampled_stacks_are_told_apart_by_where_the_event_loop_was(tmp_path: Path) -> None:
+    """`bench.spy compare`: py-spy's raw lines (stack, count) by category, per run."""
+    loop = "<module> (x.py:1);BaseEventLoop._run_once (asyncio/base_events.py:1922)"
+    raw = tmp_path / "ours.txt"
+    raw.write_text(
+        f"{loop};AgentActivities.call_model (a.py:9) 10\n"
+        f"{loop};decode_activation (temporalio/bridge/worker.py:318) 4\n"
+        f"{loop};EpollSelector.select (selectors.py:468) 6\n"
+        "_worker (concurrent/futures/thread.py:81);run (x.py:2) 8\n"
+    )
+    found = spy.categories(raw, runs=2)  # 500 Hz: 2 ms a sample, over 2 runs
+    assert found["our activity bodies"] == 10.0
+    assert found["workflow: decoding activations"] == 4.0
+    assert found["(idle: waiting in epoll)"] == 6.0
+    assert found["(other threads, busy or not)"] == 8.0
+    table = spy.compare(raw, raw, runs=2)
+    assert "our activity bodies" in table and "+0.0" in table
