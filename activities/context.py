@@ -90,7 +90,7 @@ def json_copy(value: Any) -> Any:
         return {key: json_copy(item) for key, item in value.items()}
     if isinstance(value, list):
         return [json_copy(item) for item in value]
-    if isinstance(value, tuple):  # a provider's own block, not yet read back from the store
+    if isinstance(value, tuple):  # not from the store (JSON has none), but copy inside it too
         return tuple(json_copy(item) for item in value)
     return value
 

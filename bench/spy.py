@@ -1,8 +1,10 @@
 """Where the event loop's time goes, ours against the floor: sampled by py-spy, not cProfile.
 
-cProfile slows call-heavy Python unevenly; py-spy samples the running process from outside and
-leaves it at full speed. Record each contender (sequential runs on an in-memory dev server,
-py-spy attached after a warm-up run), then compare the two by where the event-loop thread was:
+cProfile slows call-heavy Python unevenly; py-spy samples the process from outside (pausing it
+for each sample, so the printed times per run are inflated alike for both). Record each
+contender (sequential runs on an in-memory dev server, each with its own client as the
+benchmark makes them: the floor with Temporal's default data converter; py-spy attached after a
+warm-up run), then compare the two by where the event-loop thread was:
 
     python -m bench.spy record floor --out /tmp/floor.txt   # needs py-spy on PATH or --py-spy
     python -m bench.spy record ours --out /tmp/ours.txt
@@ -53,11 +55,12 @@ LOOP_MARKER = "BaseEventLoop._run_once"
 
 async def _record(contender: str, turns: int, runs: int, out: Path, spy: str) -> str:
     async with DevServer(headless=True) as server:
-        client = await connect(server.address)
         queue = f"spy-{contender}-{os.getpid()}"
         if contender == "ours":
+            client = await connect(server.address)
             async with ours.running(client, queue, ours.bench_config(Sizes(), turns)) as bench:
                 return await _sampled(lambda: bench.run("counter"), runs, out, spy)
+        client = await floor._connect(server.address)  # the default converter, as in the bench
         async with floor._worker(client, queue, sandboxed=False):
             return await _sampled(lambda: floor._run(client, queue, turns), runs, out, spy)
 
@@ -67,16 +70,26 @@ async def _sampled(run: Callable[[], Awaitable[Any]], runs: int, out: Path, spy:
     await run()
     command = [spy, "record", "--pid", str(os.getpid()), "-r", str(RATE_HZ), "-f", "raw"]
     sampler = await asyncio.create_subprocess_exec(
-        *command, "-o", str(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        *command, "-o", str(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     await asyncio.sleep(1.0)  # py-spy attaches; no condition to wait on from in here
+    if sampler.returncode is not None:  # it could not attach (ptrace rights?): say why
+        raise SystemExit(f"py-spy ended at once: {await _stderr(sampler)}")
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(runs):
         await run()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     sampler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
-    await asyncio.wait_for(sampler.wait(), timeout=60)
+    errors = await asyncio.wait_for(_stderr(sampler), timeout=60)
+    if sampler.returncode != 0:
+        raise SystemExit(f"py-spy failed ({sampler.returncode}): {errors}")
     return f"per run: wall {wall / runs * 1000:.1f} ms, CPU {cpu / runs * 1000:.1f} ms"
+
+
+async def _stderr(process: asyncio.subprocess.Process) -> str:
+    """What the ended (or ending) process wrote to its stderr."""
+    _, errors = await process.communicate()
+    return errors.decode(errors="replace").strip()
 
 
 def categories(path: Path, runs: int) -> Counter[str]:
@@ -123,7 +136,7 @@ def main() -> None:
     versus = commands.add_parser("compare", help="the floor's samples against ours")
     versus.add_argument("floor_file", type=Path)
     versus.add_argument("ours_file", type=Path)
-    versus.add_argument("--runs", type=int, default=60, help="as recorded")
+    versus.add_argument("--runs", type=int, default=60, help="as both were recorded")
     args = parser.parse_args()
     if args.command == "record":
         print(asyncio.run(_record(args.contender, args.turns, args.runs, args.out, args.spy)))

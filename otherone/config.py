@@ -129,6 +129,10 @@ class RuntimeSnapshot(BaseModel):
 
     MCP tools are in ``tools`` like any other (their schema is the server's input schema);
     ``mcp_tools`` says which server runs each, ``mcp_servers`` what discovery found.
+
+    A version names one content: the store keeps one snapshot per version, and what a snapshot
+    works out per agent is kept per version (`_per_agent`). A changed copy must be versioned
+    again (``copy.with_version()``, as `with_mcp` does), never keep the original's version.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -234,8 +234,8 @@ def test_building_a_request_leaves_the_cached_entries_unchanged(store: Store) ->
 
 
 def test_a_providers_own_reasoning_block_is_copied_whatever_its_containers() -> None:
-    """Entries appended in this process keep a provider's blocks as it made them (tuples too)
-    until read back: the copy reaches the dicts inside."""
+    """Rows read from the store hold lists and dicts; a row built by other code may hold
+    tuples: the copy reaches the dicts inside them too."""
     block = {"type": "thinking", "parts": ({"text": "hm"},)}
     row = EntryRow("a", "assistant", "", meta={REASONING_KEY: [block]})
     (message,) = messages_from_entries("", [row])
