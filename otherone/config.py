@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -27,6 +27,7 @@ from otherone.definitions import (
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name
+from otherone.per_version import kept_per_version
 from otherone.runs import unencodable_path
 from otherone.skills import Skill, SkillRegistry
 from otherone.tools import RESERVED_TOOL_NAMES, ToolDefinitionError, ToolRegistry, ToolSpec
@@ -43,8 +44,6 @@ MEMORY_RECALL_TOOL = "memory.recall"
 MEMORY_STORE_TOOL = "memory.store"
 HUMAN_ASK_TOOL = "human.ask"
 HANDOFF_TOOL = "agent.handoff"
-
-T = TypeVar("T")
 
 
 class AgentNotFoundError(OtheroneError):
@@ -118,12 +117,6 @@ class McpServerTools(BaseModel):
     error: str | None = None
 
 
-#: What `RuntimeSnapshot._per_agent` computed, by (version, agent id, kind). The version is the
-#: snapshot's content hash, so two snapshots with one version hold the same agents and policies.
-_PER_AGENT: dict[tuple[str, str, str], tuple[Any, ...]] = {}
-PER_AGENT_LIMIT = 4096
-
-
 class RuntimeSnapshot(BaseModel):
     """Agents, models (no secrets), tool schemas, policy and limits, with a version hash.
 
@@ -131,8 +124,8 @@ class RuntimeSnapshot(BaseModel):
     ``mcp_tools`` says which server runs each, ``mcp_servers`` what discovery found.
 
     A version names one content: the store keeps one snapshot per version, and what a snapshot
-    works out per agent is kept per version (`_per_agent`). A changed copy must be versioned
-    again (``copy.with_version()``, as `with_mcp` does), never keep the original's version.
+    works out per agent is kept per version (`otherone.per_version`). A changed copy must be
+    versioned again (``copy.with_version()``, as `with_mcp` does), never keep the original's.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -188,11 +181,9 @@ class RuntimeSnapshot(BaseModel):
             return self.models[caller_model or self.default_model]
         return self.models[agent.model or self.default_model]
 
+    @kept_per_version
     def tool_names_for(self, agent: AgentDefinition) -> list[str]:
         """Tools the agent may execute: its policy ∩ the runtime policy ∩ registered, + memory."""
-        return list(self._per_agent(agent, "tools", self._tool_names_for))
-
-    def _tool_names_for(self, agent: AgentDefinition) -> list[str]:
         names = [
             name
             for name in self.tools
@@ -204,12 +195,10 @@ class RuntimeSnapshot(BaseModel):
             names.append(MEMORY_STORE_TOOL)
         return sorted(names)
 
+    @kept_per_version
     def handoff_targets(self, agent: AgentDefinition) -> list[AgentDefinition]:
         """Agents this one may hand its conversation to (its handoff policy ∩ the runtime's),
         never itself."""
-        return list(self._per_agent(agent, "handoff", self._handoff_targets))
-
-    def _handoff_targets(self, agent: AgentDefinition) -> list[AgentDefinition]:
         return [
             target
             for target_id, target in sorted(self.agents.items())
@@ -218,22 +207,18 @@ class RuntimeSnapshot(BaseModel):
             and target_id != agent.id
         ]
 
+    @kept_per_version
     def skill_names_for(self, agent: AgentDefinition) -> list[str]:
         """Skills the agent's prompt may list: its policy ∩ the runtime policy ∩ loaded."""
-        return list(self._per_agent(agent, "skills", self._skill_names_for))
-
-    def _skill_names_for(self, agent: AgentDefinition) -> list[str]:
         return [
             name
             for name in sorted(self.skills)
             if agent.skills.allows(name) and self.policy.skills.allows(name)
         ]
 
+    @kept_per_version
     def reachable_agents(self, agent: AgentDefinition) -> list[AgentDefinition]:
         """Agents this one may call (its policy ∩ runtime policy), never itself unless recursive."""
-        return list(self._per_agent(agent, "reachable", self._reachable_agents))
-
-    def _reachable_agents(self, agent: AgentDefinition) -> list[AgentDefinition]:
         return [
             target
             for target_id, target in sorted(self.agents.items())
@@ -241,25 +226,6 @@ class RuntimeSnapshot(BaseModel):
             and self.policy.callable_agents.allows(target_id)
             and (target_id != agent.id or self.policy.allow_recursive_calls)
         ]
-
-    def _per_agent(
-        self,
-        agent: AgentDefinition,
-        kind: str,
-        compute: Callable[[AgentDefinition], list[T]],
-    ) -> tuple[T, ...]:
-        """``compute(agent)``, once per snapshot version and agent (`_PER_AGENT`): every model
-        turn asks for the agent's tools, targets and skills, and their policies do not change
-        within a version. Only for the snapshot's own agent: a changed copy is computed anew."""
-        if not self.version or self.agents.get(agent.id) is not agent:
-            return tuple(compute(agent))
-        key = (self.version, agent.id, kind)
-        found = _PER_AGENT.get(key)
-        if found is None:
-            if len(_PER_AGENT) >= PER_AGENT_LIMIT:
-                _PER_AGENT.clear()  # versions come and go with deploys: start over
-            found = _PER_AGENT[key] = tuple(compute(agent))
-        return found
 
     def may_spawn(self, agent: AgentDefinition) -> bool:
         """Whether the agent gets the background agent-call tools: it asks for them, the

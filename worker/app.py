@@ -55,6 +55,7 @@ PASSTHROUGH_MODULES = (
     "otherone.mcp_servers",
     "otherone.partitions",
     "otherone.payloads",
+    "otherone.per_version",
     "otherone.runs",
     "otherone.search_attributes",
     "otherone.skills",
