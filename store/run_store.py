@@ -1,0 +1,162 @@
+"""The runs part of the store: sessions' writer leases, a run's start and end transactions and
+its record (statements in `otherone.store.lifecycle`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from otherone.contracts import RunRef
+from otherone.runs import RunRecord
+from otherone.store.events import in_event_transaction, insert_events
+from otherone.store.lifecycle import RunEnd, SessionLease, acquire, release, upsert_record
+from otherone.store.records import SessionInfo, aware
+from otherone.store.rows import (
+    run_record_from_mapping,
+    session_info_from_mapping,
+    tool_result_values,
+    utc_now,
+)
+from otherone.store.schema import run_records, sessions
+from otherone.store.store_base import StoreBase
+
+
+class RunStore(StoreBase):
+    """Sessions, runs' starts and ends, run records (part of `otherone.store.database.Store`)."""
+
+    def acquire_session(
+        self,
+        partition_key: str,
+        session_id: str,
+        run_id: str,
+        *,
+        internal: bool,
+        lease_until: datetime,
+    ) -> None:
+        """Take the session's writer lease for ``run_id`` until ``lease_until``.
+
+        Re-entrant for the run that holds it; free once released or expired. Taking it is one
+        conditional UPDATE (or an INSERT of a new session), so two runs racing for the same
+        session cannot both win. Raises `SessionBusyError` when another live run holds it.
+        """
+        lease = SessionLease(partition_key, session_id, run_id, lease_until, internal)
+        with self.engine.begin() as conn:
+            acquire(conn, self._lifecycle, lease)
+
+    def release_session(self, partition_key: str, session_id: str, run_id: str) -> None:
+        """Give the lease back; only the run holding it can (a late release is a no-op)."""
+        with self.engine.begin() as conn:
+            release(conn, self._lifecycle, partition_key, session_id, run_id)
+
+    def start_run(
+        self, lease: SessionLease, record: RunRecord, ref: RunRef, bodies: Sequence[dict[str, Any]]
+    ) -> None:
+        """A run's start in one transaction: take ``lease`` (as `acquire_session`: raises
+        `SessionBusyError`, and nothing is written, when another live run holds it), store
+        ``record`` (`upsert_run_record`) and append ``bodies`` (`append_events`)."""
+        statements, turn = self._lifecycle, self._turn
+
+        def write(conn: Connection) -> None:
+            acquire(conn, statements, lease)
+            upsert_record(conn, statements, record)
+            insert_events(conn, turn, ref, bodies)
+
+        in_event_transaction(self.engine, write)
+
+    def end_run(self, end: RunEnd) -> int:
+        """A run's end in one transaction (what `RunEnd` lists, in its order); returns the
+        entries written (an entry already there, from an earlier attempt, brought its events
+        with it). Every part is idempotent: a local activity may run it again whole."""
+        ref, statements, turn = end.ref, self._lifecycle, self._turn
+
+        def write(conn: Connection) -> int:
+            stored = self._tool_results(conn, ref.partition_key, ref.run_id, end.tool_call_ids)
+            rows = end.pending_rows(stored)
+            written = self._inserted_keys(conn, ref.partition_key, ref.session_id, rows)
+            if end.release_session:
+                release(conn, statements, ref.partition_key, ref.session_id, ref.run_id)
+            if end.record is not None:
+                upsert_record(conn, statements, end.record)
+            result = end.call_result
+            if result is not None:
+                values = tool_result_values(
+                    ref.partition_key,
+                    result.caller_run_id,
+                    result.call_id,
+                    result.tool_name,
+                    result.content,
+                    None,
+                )
+                turn.upsert_tool_result.rows(conn, values)
+            entry_events = end.entry_events.bodies_for(written) if end.entry_events else []
+            # Last: on PostgreSQL, appending takes the tree's event lock until commit.
+            insert_events(conn, turn, ref, [*end.events_before, *entry_events, *end.events_after])
+            return len(written)
+
+        return in_event_transaction(self.engine, write)
+
+    def session_holder(self, partition_key: str, session_id: str) -> str | None:
+        """The run holding the session's writer lease now (None: free, expired or unknown)."""
+        query = select(sessions.c.lease_run_id, sessions.c.lease_until).where(
+            self._session_key(partition_key, session_id)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None or row.lease_run_id is None or row.lease_until is None:
+            return None
+        return str(row.lease_run_id) if aware(row.lease_until) > utc_now() else None
+
+    def list_sessions(self, partition_key: str, *, include_internal: bool = False) -> list[str]:
+        """Session ids of a partition, oldest first; child runs' internal ones only on request."""
+        infos = self.session_infos(partition_key, include_internal=include_internal)
+        return [info.session_id for info in infos]
+
+    def session_infos(
+        self, partition_key: str, *, include_internal: bool = False
+    ) -> list[SessionInfo]:
+        """Sessions of a partition with their lease state, oldest first (`list_sessions`)."""
+        query = select(sessions).where(sessions.c.partition_key == partition_key)
+        if not include_internal:
+            query = query.where(sessions.c.internal.is_(False))
+        query = query.order_by(sessions.c.created_at, sessions.c.session_id)
+        with self.engine.connect() as conn:
+            return [session_info_from_mapping(row._mapping) for row in conn.execute(query)]
+
+    # run records -------------------------------------------------------------------------
+
+    def upsert_run_record(self, record: RunRecord) -> None:
+        """Insert or replace a run's record, keyed by (partition, run id).
+
+        A terminal record is final: a late non-terminal write (an activity retried after the
+        run ended) does not overwrite it.
+        """
+        with self.engine.begin() as conn:
+            upsert_record(conn, self._lifecycle, record)
+
+    def get_run_record(self, partition_key: str, run_id: str) -> RunRecord | None:
+        query = select(run_records).where(
+            (run_records.c.partition_key == partition_key) & (run_records.c.run_id == run_id)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else run_record_from_mapping(row._mapping)
+
+    def list_run_records(self, partition_key: str, root_run_id: str) -> list[RunRecord]:
+        """Every record of a root's tree: by depth (the root first), then start time."""
+        query = (
+            select(run_records)
+            .where(
+                (run_records.c.partition_key == partition_key)
+                & (run_records.c.root_run_id == root_run_id)
+            )
+            .order_by(
+                run_records.c.depth,
+                run_records.c.started_at.asc().nulls_last(),
+                run_records.c.run_id,
+            )
+        )
+        with self.engine.connect() as conn:
+            return [run_record_from_mapping(row._mapping) for row in conn.execute(query)]
