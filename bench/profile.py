@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import cProfile
 import functools
+import inspect
 import io
 import os
 import pstats
@@ -42,10 +43,16 @@ from otherone.store import Store
 from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer
 
-#: Store methods the activities call (the public ones; private helpers run inside them).
-STORE_METHODS = [
-    name for name in vars(Store) if not name.startswith("_") and callable(vars(Store)[name])
-]
+#: Store methods the activities call (the public ones, of `Store` and the parts it is made of:
+#: `otherone.store.transcript`, `otherone.store.run_store`; private helpers run inside them).
+STORE_METHODS = sorted(
+    {
+        name
+        for part in Store.__mro__[:-1]
+        for name, value in vars(part).items()
+        if not name.startswith("_") and inspect.isfunction(value)
+    }
+)
 
 
 class StoreCalls:
@@ -61,14 +68,15 @@ class StoreCalls:
     def install(self) -> None:
         for name in STORE_METHODS:
             original = getattr(Store, name)
-            if isinstance(vars(Store)[name], classmethod | staticmethod):
-                continue
-            self._saved[name] = original
+            self._saved[name] = vars(Store).get(name)
             setattr(Store, name, self._wrap(name, original))
 
     def uninstall(self) -> None:
-        for name, original in self._saved.items():
-            setattr(Store, name, original)
+        for name, own in self._saved.items():
+            if own is None:
+                delattr(Store, name)  # inherited from one of its parts: that one shows again
+            else:
+                setattr(Store, name, own)
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)

@@ -14,6 +14,7 @@ from bench import spy, store_calls
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
+from bench.profile import StoreCalls
 from bench.report import Cell, paired_table, workload_rows
 from otherone.store import Store
 
@@ -87,6 +88,22 @@ def test_the_store_calls_benchmark_plays_a_run(store: Store) -> None:
     assert set(times) == set(store_calls.CALLS)
     assert all(len(samples) == 3 and min(samples) >= (0, 0) for samples in times.values())
     assert len(store.contexts) == 1  # its session, cached by the turns
+
+
+def test_the_profile_counts_the_store_calls_of_every_part_of_the_store(store: Store) -> None:
+    """`make profile` times every public store method, those of the parts `Store` is made of
+    (`otherone.store.transcript`, `otherone.store.run_store`) too, and puts them back after."""
+    calls = StoreCalls()
+    calls.install()
+    try:
+        store_calls.play(store, 2)
+        store.session_holder("bench", "nobody")
+    finally:
+        calls.uninstall()
+    assert calls.count["turn_context"] == 2 and calls.count["append_entries_and_events"] == 2
+    assert calls.count["put_tool_result_and_events"] == 2 and calls.count["session_holder"] == 1
+    assert "turn_context" not in vars(Store) and "put_tool_result" in vars(Store)
+    assert not hasattr(Store.put_tool_result, "__wrapped__")
 
 
 def test_sampled_stacks_are_told_apart_by_where_the_event_loop_was(tmp_path: Path) -> None:
