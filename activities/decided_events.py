@@ -5,10 +5,9 @@ marked `IF_MISSING` only while the run's stored events still lack them; and the
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
@@ -18,13 +17,27 @@ from otherone.store import Store
 from otherone.store.records import EVENT_KEY, event_key
 from otherone.workflows.outcomes import IF_MISSING
 
+T = TypeVar("T")
+
+
+class StoreCall(Protocol):
+    """How an activity calls the store (`ActivityContext.io`: in a thread, riding out an
+    outage)."""
+
+    def __call__(self, function: Callable[..., T], /, *args: Any) -> Awaitable[T]: ...
+
 
 async def owed_decided_bodies(
-    store: Store, ref: RunRef, events: Sequence[Mapping[str, JsonValue]], once: str | None
+    io: StoreCall,
+    store: Store,
+    ref: RunRef,
+    events: Sequence[Mapping[str, JsonValue]],
+    once: str | None,
 ) -> list[dict[str, Any]]:
     """``events`` to store: each keyed (`EVENT_KEY`) by ``once`` and its position when given,
-    those marked `IF_MISSING` only if the run's stored events still lack them
-    (`ActivityContext.decided_bodies`)."""
+    those marked `IF_MISSING` only if the run's stored events still lack them (read through
+    ``io``, as every other store call: an outage is waited for, not a failed attempt;
+    `ActivityContext.decided_bodies`)."""
     bodies = [dict(event) for event in events]
     if once is not None:
         bodies = [
@@ -33,7 +46,7 @@ async def owed_decided_bodies(
         ]
     if any(IF_MISSING in body for body in bodies):
         calls = {_event_key(body)[1] for body in bodies if IF_MISSING in body}
-        stored = await asyncio.to_thread(_stored_event_keys, store, ref, calls)
+        stored = await io(_stored_event_keys, store, ref, calls)
         bodies = [body for body in bodies if _still_owed(body, stored)]
     return bodies
 

@@ -274,7 +274,7 @@ class ActivityContext:
         `IF_MISSING` only if still owed), for a caller that stores them with its own writes."""
         if not events or (once is None and activity.info().attempt > 1):
             return []
-        return await owed_decided_bodies(self.store, ref, events, once)
+        return await owed_decided_bodies(self.io, self.store, ref, events, once)
 
     async def io_with_events(
         self,

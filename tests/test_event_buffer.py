@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Collection
 from typing import Any
 
 import pytest
+import sqlalchemy.exc
+from temporalio.testing import ActivityEnvironment
 
 from otherone.activities.event_buffer import LATE_WRITE_SECONDS, EventBuffer
 from otherone.activities.shared import ActivityContext
 from otherone.contracts import RunRef
 from otherone.store import EntryRow, Store
+from otherone.workflows.outcomes import IF_MISSING
 from tests.harness import scripted_config, wait_until
 
 REF = RunRef(
@@ -100,3 +105,34 @@ async def test_the_runs_visibility_applies(store: Store, visibility: str) -> Non
     await events.add_now({"type": "model_delta", "content": "x"}, {"type": "run_started"})
     assert types(store) == ["run_started"]
     await events.close()
+
+
+class BrieflyDownStore(Store):
+    """A real store whose first lookup of events by call id meets a database that is down (the
+    driver's error, as SQLAlchemy raises it): an outage, not a refusal."""
+
+    lookups = 0
+
+    def read_events_mentioning(self, root_run_id: str, values: Collection[str]) -> list[Any]:
+        self.lookups += 1
+        if self.lookups == 1:
+            raise sqlalchemy.exc.OperationalError(
+                "SELECT ...", {}, sqlite3.OperationalError("unable to open database file")
+            )
+        return super().read_events_mentioning(root_run_id, values)
+
+
+async def test_the_lookup_of_owed_events_rides_out_a_database_outage(store: Store) -> None:
+    """An `IF_MISSING` event is stored only if the run still lacks it: the store is asked which
+    it holds, and an outage during that question is waited for like any store call
+    (`ActivityContext.io`), instead of failing the activity's attempt."""
+    down = BrieflyDownStore(store.engine)
+    store.append_events(REF, [{"type": "tool_started", "tool_call_id": "c1"}])
+    owed = [
+        {"type": "tool_started", "tool_call_id": "c1", IF_MISSING: True},
+        {"type": "tool_completed", "tool_call_id": "c1", IF_MISSING: True},
+    ]
+    context = context_on(down)
+    bodies = await ActivityEnvironment().run(context.decided_bodies, REF, owed, once="end")
+    assert down.lookups == 2
+    assert [(body["type"], body["tool_call_id"]) for body in bodies] == [("tool_completed", "c1")]
