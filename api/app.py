@@ -10,35 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
-from fastapi import Path as PathParam
+from fastapi import APIRouter, FastAPI, Header, Query, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus
 
-from otherone.api.notify import EventNotifier, notification_source
+from otherone.api import approvals
+from otherone.api.dependencies import (
+    Agents,
+    ApiContext,
+    ApiRuntime,
+    ApiToken,
+    Caller,
+    Partition,
+    RunId,
+    api_runtime,
+)
+from otherone.api.notify import notification_source
 from otherone.api.problems import (
     PROBLEM_RESPONSES,
     ApiError,
     install_problem_handlers,
     problem,
 )
-from otherone.api.streams import StreamFormat, TreeReaders, TreeStream
-from otherone.client.agent_client import DEFAULT_TASK_QUEUE, AgentClient
-from otherone.contracts import ApprovalRequest
-from otherone.definitions import AgentDefinition
+from otherone.api.streams import StreamFormat, TreeStream
 from otherone.runs import (
     DEFAULT_PARTITION,
     PARTITION_PATTERN,
@@ -47,57 +51,13 @@ from otherone.runs import (
     RunRecord,
     RuntimeContext,
 )
-from otherone.store import Store
 
 __all__ = ["ApiContext", "ApiToken", "close_streams", "create_app", "openapi_schema"]
 
 STATIC = Path(__file__).resolve().parent / "static"
-RUN_ID_PATTERN = r"^[A-Za-z0-9_./:-]{1,1000}$"
 MAX_RESULT_WAIT_SECONDS = 300.0
 #: Largest request body accepted (inputs are bounded by `MAX_INPUT_BYTES` each).
 MAX_BODY_BYTES = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ApiToken:
-    """What a bearer token grants: one partition, and the identity its approval decisions are
-    made as (what a request's ``approvers`` name; default ``api:<partition>``)."""
-
-    partition: str
-    identity: str | None = None
-
-    @property
-    def decider(self) -> str:
-        return self.identity or f"api:{self.partition}"
-
-
-@dataclass
-class ApiContext:
-    """What the API serves: a Temporal client, the store its workers write, the agents."""
-
-    temporal: Client
-    store: Store
-    task_queue: str = DEFAULT_TASK_QUEUE
-    namespace: str = "default"
-    #: bearer token -> its partition (a plain string: identity ``api:<partition>``) or
-    #: `ApiToken`; empty: no authentication (bind to loopback only).
-    tokens: Mapping[str, str | ApiToken] = field(default_factory=dict)
-    agents: Sequence[AgentDefinition] = ()
-    ui_url: str | None = None
-    heartbeat_seconds: float = 15.0
-    #: Browser origins of front ends on other sites (CORS); the page at / needs none.
-    cors_origins: Sequence[str] = ()
-
-
-@dataclass
-class _Runtime:
-    context: ApiContext
-    notifier: EventNotifier = field(default_factory=EventNotifier)
-    closing: asyncio.Event = field(default_factory=asyncio.Event)
-    readers: TreeReaders = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.readers = TreeReaders(self.context.store, self.notifier)
 
 
 # --------------------------------------------------------------------------- answers
@@ -152,73 +112,6 @@ class ServerInfo(BaseModel):
     version: str
 
 
-# --------------------------------------------------------------------------- dependencies
-
-_bearer = HTTPBearer(
-    auto_error=False, description="A token of OTHERONE_SERVE_TOKENS (bound to one partition)."
-)
-
-
-def _runtime(request: Request) -> _Runtime:
-    runtime: _Runtime = request.app.state.otherone
-    return runtime
-
-
-@dataclass(frozen=True)
-class _Caller:
-    """Who calls: their partition and decider identity (both None on a server without tokens:
-    the operator's view, deciding as the server's Temporal identity)."""
-
-    partition: str | None = None
-    identity: str | None = None
-
-
-def _caller(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> _Caller:
-    tokens = _runtime(request).context.tokens
-    if not tokens:
-        return _Caller()
-    if credentials is None:
-        raise ApiError(401, "unauthorized", "missing bearer token (Authorization: Bearer <token>)")
-    given = credentials.credentials.encode()
-    found: str | ApiToken | None = None
-    for token, grant in tokens.items():  # compare with every token: no timing hint
-        if hmac.compare_digest(token.encode(), given):
-            found = grant
-    if found is None:
-        raise ApiError(401, "unauthorized", "unknown bearer token")
-    grant = ApiToken(found) if isinstance(found, str) else found
-    return _Caller(grant.partition, grant.decider)
-
-
-Caller = Annotated[_Caller, Depends(_caller)]
-
-
-def _partition(caller: Caller) -> str | None:
-    """The caller's partition (None: unauthenticated server, the operator's view)."""
-    return caller.partition
-
-
-Partition = Annotated[str | None, Depends(_partition)]
-RunId = Annotated[str, PathParam(pattern=RUN_ID_PATTERN, description="A run id (may hold '/').")]
-
-
-def _agents(request: Request, caller: Caller) -> AgentClient:
-    context = _runtime(request).context
-    return AgentClient(
-        context.temporal,
-        task_queue=context.task_queue,
-        store=context.store,
-        partition_key=caller.partition,
-        identity=caller.identity,
-    )
-
-
-Agents = Annotated[AgentClient, Depends(_agents)]
-
-
 def _ui_link(context: ApiContext, run_id: str) -> str | None:
     if context.ui_url is None:
         return None
@@ -268,7 +161,7 @@ async def start_run(
         run_id=handle.run_id,
         events_url=str(request.url_for("run_events", run_id=handle.run_id)),
         result_url=str(request.url_for("run_result", run_id=handle.run_id)),
-        ui_url=_ui_link(_runtime(request).context, handle.run_id),
+        ui_url=_ui_link(api_runtime(request).context, handle.run_id),
     )
 
 
@@ -366,7 +259,7 @@ async def run_events(
             )
         after = int(last_event_id.strip())
     description = await agents.describe_run(run_id)
-    runtime = _runtime(request)
+    runtime = api_runtime(request)
     root = description.root_id or run_id
 
     async def is_running() -> bool:
@@ -392,63 +285,8 @@ async def run_events(
     )
 
 
-@router.get("/approvals", response_model=list[ApprovalRequest], tags=["approvals"])
-async def list_approvals(agents: Agents) -> list[ApprovalRequest]:
-    """Every open approval request and question of the caller's partition, oldest first."""
-    return await agents.pending_approvals()
-
-
-@router.get(
-    "/runs/{run_id:path}/approvals", response_model=list[ApprovalRequest], tags=["approvals"]
-)
-async def run_approvals(run_id: RunId, agents: Agents) -> list[ApprovalRequest]:
-    """The open approval requests and questions of the run's tree (decide each with its own
-    run id: a child's request belongs to the child)."""
-    description = await agents.describe_run(run_id)
-    return await agents.pending_approvals(description.root_id or run_id)
-
-
-class Decision(BaseModel):
-    decision: Literal["approve", "deny", "answer"]
-    arguments: dict[str, JsonValue] | None = Field(
-        None, description="approve: arguments instead of the model's (checked by the tool schema)"
-    )
-    reason: str | None = Field(None, description="deny: why (the model reads it)")
-    text: str | None = Field(None, description="answer: the answer to a human.ask question")
-
-
-@router.post(
-    "/runs/{run_id:path}/approvals/{call_id}",
-    response_model=ApprovalRequest,
-    responses={
-        403: {
-            "description": "The token's identity is not one of the request's approvers "
-            "(approval_not_allowed)"
-        },
-        409: {"description": "Decided otherwise already (approval_conflict), or the run ended"},
-    },
-    tags=["approvals"],
-)
-async def decide_approval(
-    run_id: RunId,
-    call_id: Annotated[str, PathParam(min_length=1, max_length=256)],
-    body: Decision,
-    agents: Agents,
-) -> ApprovalRequest:
-    """Approve (optionally with edited arguments), deny (with a reason) or answer a waiting
-    tool call, as the token's identity (a request naming `approvers` must name it); the same
-    decision again is accepted."""
-    if body.decision == "approve":
-        return await agents.approve(run_id, call_id, body.arguments)
-    if body.decision == "deny":
-        return await agents.deny(run_id, call_id, _required(body.reason, "reason"))
-    return await agents.answer(run_id, call_id, _required(body.text, "text"))
-
-
-def _required(value: str | None, field: str) -> str:
-    if value is None or not value.strip():
-        raise ApiError(422, "invalid_request", f"{field}: must be a non-empty string", field=field)
-    return value
+# The approvals' routes (`otherone.api.approvals`), here: before the catch-all below.
+router.include_router(approvals.router)
 
 
 # Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.
@@ -485,7 +323,7 @@ async def list_sessions(
             field="partition",
         )
     chosen = partition or partition_key or DEFAULT_PARTITION
-    store = _runtime(request).context.store
+    store = api_runtime(request).context.store
     infos = await asyncio.to_thread(store.session_infos, chosen, include_internal=internal)
     now = datetime.now(tz=infos[0].created_at.tzinfo) if infos else None
     return [
@@ -510,14 +348,14 @@ async def list_agents(request: Request, partition: Partition) -> list[Agent]:
             description=agent.description,
             callable_agents=list(agent.callable_agents.names),
         )
-        for agent in _runtime(request).context.agents
+        for agent in api_runtime(request).context.agents
     ]
 
 
 @router.get("/info", response_model=ServerInfo, tags=["server"])
 async def server_info(request: Request) -> ServerInfo:
     """What a front end needs before it asks for a token (no authentication)."""
-    context = _runtime(request).context
+    context = api_runtime(request).context
     return ServerInfo(
         auth_required=bool(context.tokens),
         namespace=context.namespace,
@@ -530,7 +368,7 @@ async def server_info(request: Request) -> ServerInfo:
 async def whoami(request: Request, caller: Caller) -> ServerInfo:
     """`info` plus the caller's partition and decider identity: a way to check a token."""
     info = await server_info(request)
-    identity = caller.identity or _runtime(request).context.temporal.identity
+    identity = caller.identity or api_runtime(request).context.temporal.identity
     return info.model_copy(update={"partition_key": caller.partition, "identity": identity})
 
 
@@ -551,7 +389,7 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if context is None:
             raise RuntimeError("create_app() without a context cannot serve")
-        runtime = _Runtime(context)
+        runtime = ApiRuntime(context)
         app.state.otherone = runtime
         source = asyncio.create_task(
             notification_source(context.store, runtime.notifier).run(), name="event-notifications"
@@ -625,7 +463,7 @@ def _at_most(length: bytes, limit: int) -> bool:
 
 def close_streams(app: FastAPI) -> None:
     """End every open event stream (graceful shutdown: clients resume with Last-Event-ID)."""
-    runtime: _Runtime | None = getattr(app.state, "otherone", None)
+    runtime: ApiRuntime | None = getattr(app.state, "otherone", None)
     if runtime is not None:
         runtime.closing.set()
 
