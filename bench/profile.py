@@ -63,7 +63,7 @@ class StoreCalls:
         self.count: Counter[str] = Counter()
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.cpu_seconds: defaultdict[str, float] = defaultdict(float)
-        self._saved: dict[str, Callable[..., Any]] = {}
+        self._saved: dict[str, Callable[..., Any] | None] = {}
 
     def install(self) -> None:
         for name in STORE_METHODS:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from bench import spy, store_calls
+from bench import server_work, spy, store_calls
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
@@ -123,3 +123,16 @@ def test_sampled_stacks_are_told_apart_by_where_the_event_loop_was(tmp_path: Pat
     assert found["(other threads, busy or not)"] == 8.0
     table = spy.compare(raw, raw, runs=2)
     assert "our activity bodies" in table and "+0.0" in table
+
+
+async def test_the_server_work_of_a_run_is_counted_per_contender() -> None:
+    """`python -m bench.server_work`: the server's request counters per run, in phases of their
+    own (its own dev server, with ``--metrics-port``): a one-turn run of ours and of the floor
+    each complete three activities (model, tool, model), through the same requests."""
+    # The server publishes its counters about a second late: a phase waits for them.
+    found = await server_work.measure(turns=1, runs=1, settle=2.5)
+    completed = "service_requests frontend RespondActivityTaskCompleted"
+    for phase in ("floor", "ours", "floor2"):
+        assert found["phases"][phase]["per_run"][completed] == 3
+        assert found["server_cpu_ms_per_run"][phase] >= 0
+    assert all(completed != row["counter"] for row in found["differing_counters_per_run"])
