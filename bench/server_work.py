@@ -109,9 +109,11 @@ async def measure(turns: int, runs: int, settle: float = SETTLE_SECONDS) -> dict
             for run in phases.values():  # warm-up
                 await run()
             await asyncio.sleep(settle)  # and the work it left
+            # The floor before and after ours: how much a phase moves on its own.
+            order = (("floor", "floor"), ("ours", "ours"), ("floor2", "floor"))
             found = {
-                name: await _phase(phases[name.rstrip("2")], runs, metrics_port, server.pid, settle)
-                for name in ("floor", "ours", "floor2")
+                name: await _phase(phases[contender], runs, metrics_port, server.pid, settle)
+                for name, contender in order
             }
     return {"turns": turns, "runs": runs, "phases": found, **_report(found)}
 

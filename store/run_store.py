@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import ColumnElement, Connection, select
 
 from otherone.contracts import RunRef
 from otherone.runs import RunRecord
@@ -26,6 +26,10 @@ from otherone.store.store_base import StoreBase
 
 class RunStore(StoreBase):
     """Sessions, runs' starts and ends, run records (part of `otherone.store.database.Store`)."""
+
+    @staticmethod
+    def _session_key(partition_key: str, session_id: str) -> ColumnElement[bool]:
+        return (sessions.c.partition_key == partition_key) & (sessions.c.session_id == session_id)
 
     def acquire_session(
         self,

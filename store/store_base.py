@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Engine, Table
+from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
 from otherone.contracts import RunRef
@@ -17,7 +17,6 @@ from otherone.store.events import in_event_transaction, insert_events
 from otherone.store.lifecycle import LifecycleStatements
 from otherone.store.records import EntryRow
 from otherone.store.rows import entry_values
-from otherone.store.schema import sessions
 from otherone.store.statements import TurnStatements
 
 Insert = postgresql.Insert | sqlite.Insert
@@ -47,10 +46,6 @@ class StoreBase:
         if self.engine.dialect.name == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)
-
-    @staticmethod
-    def _session_key(partition_key: str, session_id: str) -> ColumnElement[bool]:
-        return (sessions.c.partition_key == partition_key) & (sessions.c.session_id == session_id)
 
     def _inserted_keys(
         self, conn: Connection, partition_key: str, session_id: str, rows: Iterable[EntryRow]
