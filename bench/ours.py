@@ -47,8 +47,9 @@ MODEL_ACTIVITY = "otherone.call_model"
 
 
 @tool
-def tick(n: int) -> dict[str, int]:
-    """Count one step."""
+async def tick(n: int) -> dict[str, int]:
+    """Count one step. ``async`` as every contender's tool (the floor's trivial activity is):
+    a plain ``def`` tool runs in a thread, a hop the floor would not pay."""
     return {"n": n}
 
 

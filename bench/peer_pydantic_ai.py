@@ -100,8 +100,8 @@ counter = Agent(FunctionModel(count_model), name="counter", capabilities=[Tempor
 
 
 @counter.tool_plain
-def tick(n: int) -> dict[str, int]:
-    """Count one step."""
+async def tick(n: int) -> dict[str, int]:
+    """Count one step (``async``, as every contender's tool)."""
     return {"n": n}
 
 

@@ -8,6 +8,8 @@ model, SQLite store) and runs ``--runs`` sequential runs of ``--turns`` turns, t
   its return: what the floor's trivial activities do not spend; local activities too);
 - the store calls per run, by method (count, wall time and CPU time spent in each, in its
   thread): each call is a transaction (or a read) and a hop to a thread;
+- the hops of those calls (`ThreadHops`): from the event loop's asking to the thread's start,
+  and from the thread's end to the loop's going on (waiting for a core, the GIL, a wake-up);
 - the server requests per run that heartbeats cost (`RecordActivityTaskHeartbeat` calls);
 - the functions of the event-loop thread with the most own time (cProfile), or, with
   ``--sort cumulative``, with the most time below them. ``--out FILE`` keeps the raw profile
@@ -39,6 +41,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 from bench import ours
 from bench.common import Sizes
 from bench.paired import server_cpu_seconds
+from otherone.activities import shared
 from otherone.store import Store
 from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer
@@ -92,6 +95,48 @@ class StoreCalls:
         return timed
 
 
+class ThreadHops:
+    """Times the two hops of every store call an activity makes (`ActivityContext.io`, through
+    `otherone.activities.shared.in_thread`): from the event loop's asking to the call's start in
+    its thread, and from its end there to the event loop's going on. Neither is CPU work of the
+    call: it is waiting for a thread to wake, for a core, for the GIL."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.to_thread = 0.0
+        self.back = 0.0
+        self._saved: Callable[..., Any] | None = None
+
+    def install(self) -> None:
+        self._saved = original = shared.in_thread
+
+        async def timed(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            stamps: list[float] = []
+
+            def stamped(*inner: Any, **named: Any) -> Any:
+                stamps.append(time.perf_counter())
+                try:
+                    return function(*inner, **named)
+                finally:
+                    stamps.append(time.perf_counter())
+
+            asked = time.perf_counter()
+            try:
+                return await original(stamped, *args, **kwargs)
+            finally:
+                if len(stamps) == 2:  # not a call cancelled before its thread took it
+                    self.count += 1
+                    self.to_thread += stamps[0] - asked
+                    self.back += time.perf_counter() - stamps[1]
+
+        shared.in_thread = timed  # `ActivityContext.io` looks it up at each call
+
+    def uninstall(self) -> None:
+        if self._saved is not None:
+            shared.in_thread = self._saved
+            self._saved = None
+
+
 class ActivityBodies(Interceptor):
     """Counts and times activity bodies by activity type (a worker interceptor: it sees every
     attempt, local activities too, from after the input is decoded to the body's return)."""
@@ -138,6 +183,7 @@ def _heartbeats() -> Counter[str]:
 
 async def profile(args: argparse.Namespace) -> str:
     calls = StoreCalls()
+    hops = ThreadHops()
     bodies = ActivityBodies()
     beats = _heartbeats()
     out = io.StringIO()
@@ -148,6 +194,7 @@ async def profile(args: argparse.Namespace) -> str:
         async with ours.running(client, queue, config, interceptors=[bodies]) as bench:
             await bench.run("counter")  # warm-up: imports, caches
             calls.install()
+            hops.install()
             bodies.enabled = True
             beats.clear()
             profiler = cProfile.Profile()
@@ -162,6 +209,7 @@ async def profile(args: argparse.Namespace) -> str:
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             server_cpu = server_cpu_seconds(server.pid) - server_cpu
             calls.uninstall()
+            hops.uninstall()
             bodies.enabled = False
     runs = args.runs
     at_once = f", {args.concurrent} at a time" if args.concurrent > 1 else ""
@@ -184,6 +232,7 @@ async def profile(args: argparse.Namespace) -> str:
         wall_ms = calls.seconds[name] / runs * 1000
         cpu_ms = calls.cpu_seconds[name] / runs * 1000
         print(f"  {name:<28} {count / runs:6.1f}  {wall_ms:7.1f} ms  {cpu_ms:7.1f} ms", file=out)
+    print(hop_line(hops, runs), file=out)
     print(f"heartbeats per run: {beats['heartbeats'] / runs:.1f}", file=out)
     if not args.cprofile:
         return out.getvalue()
@@ -192,6 +241,18 @@ async def profile(args: argparse.Namespace) -> str:
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats(args.sort).print_stats(args.top)
     return out.getvalue()
+
+
+def hop_line(hops: ThreadHops, runs: int) -> str:
+    """One line on the hops: per run, and per call each way."""
+    if not hops.count:
+        return "thread hops of store calls per run: 0"
+    each_to, each_back = hops.to_thread / hops.count * 1000, hops.back / hops.count * 1000
+    return (
+        f"thread hops of store calls per run: {hops.count / runs:.1f}, each {each_to:.2f} ms to"
+        f" the thread + {each_back:.2f} ms back ({(hops.to_thread + hops.back) / runs * 1000:.1f}"
+        " ms per run of waiting, on the activities' critical path)"
+    )
 
 
 def main() -> None:

@@ -14,8 +14,9 @@ from bench import server_work, spy, store_calls
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
-from bench.profile import StoreCalls
+from bench.profile import StoreCalls, ThreadHops, hop_line
 from bench.report import Cell, paired_table, workload_rows
+from otherone.activities import shared
 from otherone.store import Store
 
 
@@ -104,6 +105,23 @@ def test_the_profile_counts_the_store_calls_of_every_part_of_the_store(store: St
     assert calls.count["put_tool_result_and_events"] == 2 and calls.count["session_holder"] == 1
     assert "turn_context" not in vars(Store) and "put_tool_result" in vars(Store)
     assert not hasattr(Store.put_tool_result, "__wrapped__")
+
+
+async def test_the_profile_times_the_hops_of_store_calls_to_their_thread_and_back() -> None:
+    """`make profile`'s hop line: each store call an activity makes through
+    `shared.in_thread` is timed to its thread and back, and the original is put back after."""
+    original = shared.in_thread
+    hops = ThreadHops()
+    hops.install()
+    try:
+        assert await shared.in_thread(lambda value: value + 1, 41) == 42
+        assert await shared.in_thread(lambda: "twice") == "twice"
+    finally:
+        hops.uninstall()
+    assert shared.in_thread is original
+    assert hops.count == 2 and hops.to_thread > 0 and hops.back > 0
+    assert hop_line(hops, runs=1).startswith("thread hops of store calls per run: 2.0, each ")
+    assert hop_line(ThreadHops(), runs=1) == "thread hops of store calls per run: 0"
 
 
 def test_sampled_stacks_are_told_apart_by_where_the_event_loop_was(tmp_path: Path) -> None:
