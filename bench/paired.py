@@ -330,8 +330,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             client, meter, 60, max(2, args.rounds // 2), args.peers
         )
     if "concurrent" in parts:
-        # Half the rounds, not a third: a round's ratio swings ±0.2 (the server's timers of one
-        # contender's runs come due during another's), so four rounds left the median to chance.
+        # Half the rounds, not a third: a round's ratio swings by ±0.2 (the load moves; timer
+        # tasks one contender's runs leave come due during another's), and with four rounds
+        # the median was left to chance (0.60-1.12 in one run).
         result["concurrent"] = await concurrent(
             client, meter, args.concurrent, max(2, args.rounds // 2), peers=args.peers
         )
