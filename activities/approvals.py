@@ -214,7 +214,7 @@ async def with_approvals(context: ActivityContext, ref: RunRef, turn: ModelTurn)
     # An audit record (and what `pending_approvals` reads): stored whatever the run's event
     # visibility, through the retrying store path. A retried model call writes it again; readers
     # key requests by (run, call id).
-    await context.io(context.store.append_events, ref, requested_events(turn))
+    await context.brief_io(context.store.append_events, ref, requested_events(turn))
     return turn
 
 
@@ -246,7 +246,7 @@ async def record_decision(context: ActivityContext, input: RecordDecisionInput) 
         body["reason"] = outcome.reason
     if outcome.text is not None:
         body["text"] = outcome.text[:EVENT_ARGUMENTS_CHARS]
-    await context.io(context.store.append_events, input.ref, [body])
+    await context.brief_io(context.store.append_events, input.ref, [body])
 
 
 def _check_arguments(context: ActivityContext, tool_name: str, arguments: str) -> None:

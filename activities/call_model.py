@@ -76,7 +76,7 @@ async def _call_model(
 ) -> ModelTurn:
     ref = input.run_ref
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
-    done, rows, summary = await context.io(_prepare_context, context, input, assistant_key)
+    done, rows, summary = await context.brief_io(_prepare_context, context, input, assistant_key)
     events.add(*call_completed_events(input.pending))
     if done is not None:
         # A retry after the turn was already stored: never call the model twice.

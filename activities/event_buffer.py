@@ -73,12 +73,12 @@ class EventBuffer:
 
     async def write_with(self, together: Callable[[list[dict[str, Any]]], T]) -> T:
         """Write what is queued in the same transaction as the caller's own write
-        (``together(bodies)``: e.g. the turn's entry), through `ActivityContext.io` (outages
+        (``together(bodies)``: e.g. the turn's entry), through `ActivityContext.brief_io` (outages
         are ridden out, a refused write fails the attempt as any store write does)."""
         await self.settle()
         bodies = self.take()
         try:
-            return await self.context.io(together, bodies)
+            return await self.context.brief_io(together, bodies)
         except BaseException as error:
             self.lost(bodies, error)
             raise

@@ -119,7 +119,10 @@ async def _start(
     store = context.store
     starting = asyncio.ensure_future(
         context.io_with_events(
-            ref, [started], lambda bodies: store.start_run(lease, record, ref, bodies or [])
+            ref,
+            [started],
+            lambda bodies: store.start_run(lease, record, ref, bodies or []),
+            brief=True,
         )
     )
     try:

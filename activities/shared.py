@@ -14,7 +14,7 @@ import contextlib
 import contextvars
 import functools
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -37,6 +37,7 @@ from otherone.contracts import PendingEntry, RunRef
 from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
+from otherone.store.errors import DatabaseLocked
 from otherone.store.events import EntryEvents
 from otherone.store.memory import MemoryStore
 
@@ -137,13 +138,31 @@ class ActivityContext:
         non-retryable `storage_error`. Messages and logs name the driver's error, never the
         statement or its parameters (user data).
         """
+        return await self._ridden_out(in_thread, function, *args, **kwargs)
+
+    async def brief_io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`io` for a store call whose work is small and bounded (a turn's rows and events, a
+        run's start or end): made on the event loop when the store allows it
+        (`store_call`), which on SQLite costs less than the hop to a thread and back."""
+        return await self._ridden_out(
+            functools.partial(store_call, self.store), function, *args, **kwargs
+        )
+
+    async def _ridden_out(
+        self,
+        call: Callable[..., Awaitable[T]],
+        function: Callable[..., T],
+        *args: Any,
+        **kwargs: Any,
+    ) -> T:
+        """``call(function, ...)``, outages ridden out as `io` says."""
         delay, waited = STORE_RETRY_FIRST_DELAY, 0.0
         # Heartbeating once a call or an outage lasts (also while a call hangs in its thread):
         # the activity's heartbeat timeout must not end the attempt while the store is merely
         # slow or down. A quick call sends none (a heartbeat is a server request).
         while True:
             try:
-                return await in_thread(function, *args, **kwargs)
+                return await call(function, *args, **kwargs)
             except OtheroneError:
                 raise
             except Exception as error:
@@ -217,7 +236,7 @@ class ActivityContext:
         """Write ``visible`` events (one transaction); a failure is counted, never raised."""
         batch = self.with_lost_marker(ref, visible)
         try:
-            await asyncio.to_thread(self.store.append_events, ref, batch)
+            await store_call(self.store, self.store.append_events, ref, batch)
         except Exception as error:
             self.count_lost(ref, batch, error)
 
@@ -281,10 +300,12 @@ class ActivityContext:
         ref: RunRef,
         bodies: Sequence[dict[str, Any]],
         together: Callable[[list[dict[str, Any]] | None], T],
+        *,
+        brief: bool = False,
     ) -> T:
-        """``together(batch)`` through `io`: the caller's writes and ``bodies`` in one
-        transaction, ``batch`` being those of ``bodies`` the run's visibility lets through (in
-        their order), after an `events_lost` marker if one is owed.
+        """``together(batch)`` through `io` (`brief_io` if ``brief``): the caller's writes and
+        ``bodies`` in one transaction, ``batch`` being those of ``bodies`` the run's visibility
+        lets through (in their order), after an `events_lost` marker if one is owed.
 
         Events stay observation only. A write the store refuses (not an outage: `io`) is made
         again without any event (``together(None)``: the caller leaves out every event, its
@@ -292,8 +313,9 @@ class ActivityContext:
         caller's own writes. An outage fails the attempt as any store write does: its retry
         writes the (keyed) events, so only the marker taken along is owed again."""
         batch = self.with_lost_marker(ref, self.visible(ref, bodies))
+        io = self.brief_io if brief else self.io
         try:
-            return await self.io(together, batch)
+            return await io(together, batch)
         except ApplicationError as error:
             if not error.non_retryable:
                 self._owe_marker_again(ref, batch)
@@ -304,7 +326,7 @@ class ActivityContext:
         except BaseException:
             self._owe_marker_again(ref, batch)
             raise
-        result = await self.io(together, None)
+        result = await io(together, None)
         if batch:
             self.count_lost(ref, batch, refused)
         return result
@@ -438,6 +460,18 @@ def _heartbeat_if_running() -> None:
     with contextlib.suppress(RuntimeError):
         if not activity.info().is_local:
             activity.heartbeat()
+
+
+async def store_call(store: Store, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function(*args, **kwargs)``, a call of ``store`` with bounded work: on the event loop
+    when the store allows it (`Store.call_without_waiting`: SQLite, where the call takes a
+    fraction of a millisecond, less than the hop to a thread and back), else in a thread
+    (`in_thread`). Also in a thread when another connection holds the lock the call needs:
+    waiting for it there leaves the event loop free."""
+    if store.calls_without_waiting:
+        with contextlib.suppress(DatabaseLocked):
+            return store.call_without_waiting(function, *args, **kwargs)
+    return await in_thread(function, *args, **kwargs)
 
 
 async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -1,4 +1,5 @@
-"""SQLAlchemy store (synchronous; activities call it through `asyncio.to_thread`).
+"""SQLAlchemy store (synchronous; activities call it in a thread, or on SQLite a turn's brief
+calls on their event loop: `StoreBase.call_without_waiting`).
 
 Every write an activity makes is idempotent, keyed by something stable across activity retries
 (an entry key derived from run id + turn, a tool call id, a compaction or artifact id), because
@@ -95,7 +96,8 @@ class Store(TranscriptStore, RunStore):
             raise StoreError(f"cannot migrate the database: {error}") from error
 
     def close(self) -> None:
-        self.engine.dispose()
+        self._close_no_wait()
+        self._engine.dispose()
 
     # snapshots ---------------------------------------------------------------------------
 

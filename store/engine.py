@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
-from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import NullPool, SingletonThreadPool
 
 from otherone.errors import ConfigurationError
 from otherone.store.locations import default_database_url as default_database_url
@@ -63,6 +63,34 @@ def create_store_engine(url: str | URL) -> Engine:
     return engine
 
 
+def sqlite_no_wait_engine(url: URL) -> Engine:
+    """One SQLite connection per thread that never waits: a statement that needs a lock another
+    connection holds fails at once (`is_sqlite_busy`) instead of waiting up to the busy
+    timeout, and committing never checkpoints the WAL (``wal_autocheckpoint=0``: the caller
+    checkpoints elsewhere). So a call made with it takes as long as its own work, which is what
+    a call made on an event loop needs (`StoreBase.call_without_waiting`)."""
+    _make_parent_dir(url)
+    engine = create_engine(
+        url,
+        poolclass=SingletonThreadPool,
+        # Closed by `Engine.dispose` from whichever thread closes the store.
+        connect_args={"check_same_thread": False, "timeout": 0},
+    )
+    event.listen(engine, "connect", _no_wait_pragmas)
+    return engine
+
+
+def is_sqlite_busy(error: BaseException) -> bool:
+    """Whether ``error`` is SQLite's "database is locked" (another connection holds a lock
+    the statement needs); nothing was written, the same call may be made again."""
+    cause = error.orig if isinstance(error, DBAPIError) else error
+    if not isinstance(cause, sqlite3.OperationalError):
+        return False
+    # The extended codes (BUSY_SNAPSHOT, BUSY_RECOVERY...) carry the primary one in the low byte.
+    primary = getattr(cause, "sqlite_errorcode", 0) & 0xFF
+    return primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def sqlite_locking_engine(url: URL) -> Engine:
     """A one-connection SQLite engine whose transactions start with ``BEGIN IMMEDIATE``.
 
@@ -89,6 +117,16 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA busy_timeout=30000")
     _enable_wal(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _no_wait_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # The journal mode is the file's (the store's own engine set WAL when it first connected);
+    # setting it here could wait for the file, which is what this connection must not do.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=0")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA wal_autocheckpoint=0")
     cursor.close()
 
 

@@ -20,3 +20,9 @@ class SessionBusyError(OtheroneError):
         super().__init__(f"session '{session_id}' is in use by run '{holder}'")
         self.session_id = session_id
         self.holder = holder
+
+
+class DatabaseLocked(Exception):
+    """A call that must not wait met a lock another connection holds; nothing was written
+    (`StoreBase.call_without_waiting`). Never leaves the worker: the call is made again in a
+    thread, where waiting is fine."""

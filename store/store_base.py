@@ -4,15 +4,22 @@ together)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 
 from otherone.contracts import RunRef
 from otherone.store.context_cache import ContextCache
+from otherone.store.engine import is_sqlite_busy, sqlite_no_wait_engine
+from otherone.store.errors import DatabaseLocked
 from otherone.store.events import in_event_transaction, insert_events
 from otherone.store.lifecycle import LifecycleStatements
 from otherone.store.records import EntryRow
@@ -22,14 +29,100 @@ from otherone.store.statements import TurnStatements
 Insert = postgresql.Insert | sqlite.Insert
 _T = TypeVar("_T")
 
+logger = logging.getLogger(__name__)
+
+#: Calls without waiting between two WAL checkpoints (their connection makes none itself; a
+#: call writes a few pages, SQLite's own checkpoints come every 1,000).
+CHECKPOINT_EVERY_CALLS = 100
+
 
 class StoreBase:
     """The engine and the statements; helpers of the parts' transactions."""
 
     def __init__(self, engine: Engine, *, contexts: ContextCache | None = None) -> None:
-        self.engine = engine
+        self._engine = engine
         #: Sessions' entries as this process last read them (`turn_context`).
         self.contexts = ContextCache() if contexts is None else contexts
+        #: Set on a thread while `call_without_waiting` runs a call there.
+        self._no_wait = threading.local()
+        self._calls_since_checkpoint = 0
+        self._checkpoint: Future[None] | None = None
+
+    @property
+    def engine(self) -> Engine:
+        """The engine the store's statements run on: the store's own (pooled; a lock another
+        connection holds is waited for), or within `call_without_waiting` the calling
+        thread's connection that never waits."""
+        if getattr(self._no_wait, "active", False):
+            return self._no_wait_engine
+        return self._engine
+
+    @property
+    def calls_without_waiting(self) -> bool:
+        """Whether `call_without_waiting` can be used: on SQLite (a local file: a call is a
+        fraction of a millisecond of work), not on PostgreSQL (every call a network round trip,
+        made in a thread)."""
+        return self._engine.dialect.name == "sqlite"
+
+    def call_without_waiting(self, function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``function(*args, **kwargs)`` on the calling thread (an event loop's: no hop to a
+        thread), the store's statements it makes on a connection that never waits for a lock
+        (`sqlite_no_wait_engine`). Raises `DatabaseLocked` when another connection holds a
+        lock the call needs: its transaction was rolled back, nothing was written, and the
+        same call can be made again where waiting is fine (in a thread, on `engine`).
+
+        Only for SQLite (`calls_without_waiting`), and for calls with bounded work: the calling
+        thread runs all of it."""
+        if not self.calls_without_waiting:
+            raise ValueError("calls without waiting are for SQLite stores")
+        self._no_wait.active = True
+        try:
+            return function(*args, **kwargs)
+        except DBAPIError as error:
+            if is_sqlite_busy(error):
+                raise DatabaseLocked from None
+            raise
+        finally:
+            self._no_wait.active = False
+            self._checkpoint_now_and_then()
+
+    @cached_property
+    def _no_wait_engine(self) -> Engine:
+        return sqlite_no_wait_engine(self._engine.url)
+
+    @cached_property
+    def _checkpointer(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="otherone-wal-checkpoint")
+
+    def _checkpoint_now_and_then(self) -> None:
+        """Every `CHECKPOINT_EVERY_CALLS` calls without waiting, a passive WAL checkpoint in a
+        thread of its own: copying the WAL into the database file (and syncing it) can take
+        milliseconds, too long for an event loop; without checkpoints the WAL would grow."""
+        self._calls_since_checkpoint += 1
+        if self._calls_since_checkpoint < CHECKPOINT_EVERY_CALLS:
+            return
+        if self._checkpoint is not None and not self._checkpoint.done():
+            return  # the last one is still copying: the next call asks again
+        self._calls_since_checkpoint = 0
+        # RuntimeError: the store is closing (its last connection's close checkpoints).
+        with contextlib.suppress(RuntimeError):
+            self._checkpoint = self._checkpointer.submit(self._checkpoint_wal)
+
+    def _checkpoint_wal(self) -> None:
+        # PASSIVE: copies what no reader still needs, never waits for readers or writers.
+        try:
+            with self._engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+        except Exception as error:  # the next one tries again; SQLite's own ones still run
+            logger.warning("WAL checkpoint failed: %s", type(error).__name__)
+
+    def _close_no_wait(self) -> None:
+        """Stop checkpointing (after the one under way) and close the connections that never
+        wait, if any were made."""
+        if "_checkpointer" in self.__dict__:
+            self._checkpointer.shutdown(wait=True)
+        if "_no_wait_engine" in self.__dict__:
+            self._no_wait_engine.dispose()
 
     @cached_property
     def _turn(self) -> TurnStatements:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from otherone.activities.providers.base import (
     StreamEvent,
 )
 from otherone.store import EntryRow, Store
+from otherone.store.errors import DatabaseLocked
 from otherone.store.schema import entries
 
 
@@ -23,9 +25,11 @@ class GateStore(Store):
     """A real store whose method ``held`` waits at a gate (by default `save_snapshot`, the
     first write of `prepare_run`).
 
-    Store calls run in worker threads, hence threading events: ``entered`` is set when the call
-    arrives, ``release`` lets it go on (after ``bound`` seconds at the latest, so a failing test
-    never hangs a thread).
+    A store call that waits does so in a worker thread, hence threading events: ``entered`` is
+    set when the call arrives, ``release`` lets it go on (after ``bound`` seconds at the latest,
+    so a failing test never hangs a thread). A call made on the event loop (SQLite's brief
+    calls: `Store.call_without_waiting`) meets the gate as it would another connection's lock:
+    `DatabaseLocked`, and the call is made again in a thread, where it waits.
     """
 
     def __init__(self, url: str, held: str = "save_snapshot", *, bound: float = 30) -> None:
@@ -35,11 +39,21 @@ class GateStore(Store):
         original = getattr(self, held)
 
         def gated(*args: Any, **kwargs: Any) -> Any:
+            if _on_event_loop():
+                raise DatabaseLocked
             self.entered.set()
             self.release.wait(bound)
             return original(*args, **kwargs)
 
         setattr(self, held, gated)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def unpaired_tool_calls(messages: list[dict[str, Any]]) -> list[str]:

@@ -487,12 +487,18 @@ async def open_approvals(api: ApiEnv, run_id: str) -> list[dict[str, Any]]:
 async def test_approvals_are_listed_and_decided(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    async with api_env(client, task_queue, approvals_config(), tmp_path) as api:
+    # Two calls, so that the run still waits (for "later") once "note" is decided: a decision
+    # that reaches a run which has ended meanwhile gets another answer than approval_conflict.
+    config = approvals_config(calls=("note", "later"))
+    async with api_env(client, task_queue, config, tmp_path) as api:
         approved = await start(api, run_body("mailer", "note bo"))
-        [request] = await open_approvals(api, approved)
-        assert request["call_id"] == "note" and request["tool_name"] == "send_note"
+        requests = {r["call_id"]: r for r in await open_approvals(api, approved)}
+        assert sorted(requests) == ["later", "note"]
+        request = requests["note"]
+        assert request["tool_name"] == "send_note"
         assert request["run_id"] == approved and request["decision"] is None
-        assert [r["call_id"] for r in (await api.http.get("/v1/approvals")).json()] == ["note"]
+        listed = (await api.http.get("/v1/approvals")).json()
+        assert sorted(r["call_id"] for r in listed) == ["later", "note"]
         path = f"/v1/runs/{approved}/approvals/note"
         no_reason = await api.http.post(path, json={"decision": "deny"})
         assert_problem(no_reason, 422, "invalid_request", "reason")
@@ -514,6 +520,10 @@ async def test_approvals_are_listed_and_decided(
         assert again.status_code == 200  # the same decision again is accepted
         other = await api.http.post(path, json={"decision": "deny", "reason": "no"})
         assert_problem(other, 409, "approval_conflict")
+        later = await api.http.post(
+            f"/v1/runs/{approved}/approvals/later", json={"decision": "approve"}
+        )
+        assert later.status_code == 200, later.text
         assert (await result(api, approved))["output"]["value"] == "Done."
 
         denied = await start(api, run_body("mailer", "note bo again"))
@@ -522,6 +532,10 @@ async def test_approvals_are_listed_and_decided(
             f"/v1/runs/{denied}/approvals/note", json={"decision": "deny", "reason": "not now"}
         )
         assert refused.status_code == 200, refused.text
+        later = await api.http.post(
+            f"/v1/runs/{denied}/approvals/later", json={"decision": "approve"}
+        )
+        assert later.status_code == 200, later.text
         assert (await result(api, denied))["outcome"] == "completed"
         decided_events = [
             event.event

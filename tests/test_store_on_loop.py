@@ -1,0 +1,143 @@
+"""Store calls made on the event loop (SQLite): never waiting there, never growing the WAL.
+
+A model turn's store calls run on the worker's event loop when the store is a SQLite file
+(`otherone.activities.shared.store_call`): there they take a fraction of a millisecond, less
+than the hop to a thread and back. What must hold for that to be safe: a lock another
+connection holds is never waited for on the loop (the call is made again in a thread, nothing
+written twice), and since those calls never checkpoint the WAL themselves, the store does it
+in a thread of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from otherone.activities.shared import store_call
+from otherone.contracts import RunRef
+from otherone.store import Store
+from otherone.store.errors import DatabaseLocked
+from otherone.store.store_base import CHECKPOINT_EVERY_CALLS
+from tests.harness import wait_until
+
+#: A body big enough that a checkpoint visibly grows the database file.
+BIG = "x" * 4096
+
+
+def _ref(root: str) -> RunRef:
+    return RunRef(
+        run_id=root,
+        root_run_id=root,
+        agent_id="assistant",
+        partition_key="tenant-a",
+        session_id="s-1",
+        snapshot_version="v1",
+    )
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[tuple[Store, Path]]:
+    path = tmp_path / "store.db"
+    store = Store.open(f"sqlite:///{path}")
+    try:
+        yield store, path
+    finally:
+        store.close()
+
+
+def _hold_write_lock(path: Path) -> sqlite3.Connection:
+    """Another process's writer, mid-transaction: the database's write lock is taken."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_a_call_without_waiting_meets_a_held_lock_at_once_and_writes_nothing(
+    sqlite_store: tuple[Store, Path],
+) -> None:
+    store, path = sqlite_store
+
+    def settings() -> tuple[int, int]:
+        with store.engine.connect() as conn:
+            wait = conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one()
+            checkpoints = conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one()
+        return wait, checkpoints
+
+    # Its connection neither waits for a lock nor checkpoints (the store's own ones do both).
+    assert store.call_without_waiting(settings) == (0, 0)
+    assert settings() == (30000, 1000)
+    holder = _hold_write_lock(path)
+    try:
+        with pytest.raises(DatabaseLocked):
+            store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "a"}])
+    finally:
+        holder.rollback()
+        holder.close()
+    assert store.read_events("root-1") == []
+    # Made again once the lock is free: written once, with the first sequence number.
+    assert store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "a"}]) == [1]
+    assert [record.event["type"] for record in store.read_events("root-1")] == ["a"]
+
+
+async def test_a_held_lock_is_waited_for_in_a_thread_while_the_loop_goes_on(
+    sqlite_store: tuple[Store, Path],
+) -> None:
+    store, path = sqlite_store
+    holder = _hold_write_lock(path)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.005)
+
+    ticker = asyncio.create_task(tick())
+    call = asyncio.create_task(
+        store_call(store, store.append_events, _ref("root-1"), [{"type": "a"}])
+    )
+    try:
+        # The loop keeps running while the call waits for the lock (in its thread).
+        await wait_until(lambda: ticks >= 20, within=10, message="the loop to go on")
+        assert not call.done()
+        holder.commit()
+        assert await asyncio.wait_for(call, 30) == [1]
+    finally:
+        ticker.cancel()
+        holder.close()
+    assert [record.event["type"] for record in store.read_events("root-1")] == ["a"]
+
+
+async def test_calls_without_waiting_have_the_wal_checkpointed_in_a_thread(
+    sqlite_store: tuple[Store, Path],
+) -> None:
+    store, path = sqlite_store
+    before = path.stat().st_size
+    ref = _ref("root-1")
+    for _ in range(CHECKPOINT_EVERY_CALLS - 1):
+        await store_call(store, store.append_events, ref, [{"type": "big", "text": BIG}])
+    # Those calls' connection never checkpoints: everything is still in the WAL.
+    assert path.stat().st_size == before
+    wal = path.with_name(f"{path.name}-wal")
+    assert wal.stat().st_size > (CHECKPOINT_EVERY_CALLS - 1) * len(BIG)
+    await store_call(store, store.append_events, ref, [{"type": "big", "text": BIG}])
+    await wait_until(
+        lambda: path.stat().st_size > before + (CHECKPOINT_EVERY_CALLS - 1) * len(BIG),
+        within=30,
+        message="the checkpoint to copy the WAL into the database file",
+    )
+    assert len(store.read_events("root-1")) == CHECKPOINT_EVERY_CALLS
+
+
+async def test_postgresql_calls_are_made_in_a_thread(store: Store) -> None:
+    on_sqlite = store.engine.dialect.name == "sqlite"
+    assert store.calls_without_waiting is on_sqlite
+    if not on_sqlite:
+        with pytest.raises(ValueError, match="SQLite"):
+            store.call_without_waiting(store.read_events, "root-1")
+    # Either way `store_call` makes the call.
+    assert await store_call(store, store.append_events, _ref("root-1"), [{"type": "a"}]) == [1]
