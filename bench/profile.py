@@ -6,10 +6,12 @@ model, SQLite store) and runs ``--runs`` sequential runs of ``--turns`` turns, t
 - per run: wall time, this process's CPU (worker + client) and the server's CPU;
 - the activity bodies per run, by activity type (count and wall time from the body's start to
   its return: what the floor's trivial activities do not spend; local activities too);
-- the store calls per run, by method (count, wall time and CPU time spent in each, in its
-  thread): each call is a transaction (or a read) and a hop to a thread;
-- the hops of those calls (`ThreadHops`): from the event loop's asking to the thread's start,
-  and from the thread's end to the loop's going on (waiting for a core, the GIL, a wake-up);
+- the store calls per run, by method (count, wall time and CPU time spent in each, in the
+  thread that made it): each call is a transaction (or a read); on SQLite a turn's brief calls
+  are made on the event loop (`otherone.activities.shared.store_call`), the others in a thread;
+- the hops of the calls made in a thread (`ThreadHops`): from the event loop's asking to the
+  thread's start, and from the thread's end to the loop's going on (waiting for a core, the
+  GIL, a wake-up);
 - the server requests per run that heartbeats cost (`RecordActivityTaskHeartbeat` calls);
 - the functions of the event-loop thread with the most own time (cProfile), or, with
   ``--sort cumulative``, with the most time below them. ``--out FILE`` keeps the raw profile
@@ -48,6 +50,7 @@ from otherone.worker.devserver import DevServer
 
 #: Store methods the activities call (the public ones, of `Store` and the parts it is made of:
 #: `otherone.store.transcript`, `otherone.store.run_store`; private helpers run inside them).
+#: Not `call_without_waiting`: it makes one of the others, which counts the call.
 STORE_METHODS = sorted(
     {
         name
@@ -55,6 +58,7 @@ STORE_METHODS = sorted(
         for name, value in vars(part).items()
         if not name.startswith("_") and inspect.isfunction(value)
     }
+    - {"call_without_waiting"}
 )
 
 
