@@ -76,7 +76,10 @@ async def _call_model(
 ) -> ModelTurn:
     ref = input.run_ref
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
-    done, rows, summary = await context.brief_io(_prepare_context, context, input, assistant_key)
+    # Stored (oversized) tool results are copied into the transcript here: large data, which
+    # a thread handles; a turn's usual start is brief enough for the event loop.
+    io = context.io if tool_result_ids(input.pending) else context.brief_io
+    done, rows, summary = await io(_prepare_context, context, input, assistant_key)
     events.add(*call_completed_events(input.pending))
     if done is not None:
         # A retry after the turn was already stored: never call the model twice.

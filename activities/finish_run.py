@@ -48,7 +48,9 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     record = input.record
     call_result = None
     if record is not None and record.parent_run_id is not None:  # a child (no hop for a root)
-        call_result = await context.brief_io(_caller_result, store, record)
+        # A child's output kept as an artifact is read back here: large data, for a thread.
+        big = record.output is not None and record.output.is_reference
+        call_result = await (context.io if big else context.brief_io)(_caller_result, store, record)
     entry_events = context.deferred_events(ref, input.pending)
     set_aside: list[dict[str, Any]] = []  # the entries' events, when the store refused events
 
@@ -76,7 +78,9 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
 
     # The last entries, the lease, the record, the caller's result and the events: one
     # transaction (`Store.end_run`).
-    await context.io_with_events(ref, [*before, *after], write, brief=True)
+    # Brief unless stored (oversized) tool results are copied into the transcript here.
+    brief = not tool_result_ids(input.pending)
+    await context.io_with_events(ref, [*before, *after], write, brief=brief)
     if set_aside:
         context.count_lost(ref, set_aside, StoreError("the run's events were refused"))
     if record is not None:

@@ -75,6 +75,7 @@ class StoreBase:
         thread runs all of it."""
         if not self.calls_without_waiting:
             raise ValueError("calls without waiting are for SQLite stores")
+        outer = getattr(self._no_wait, "active", False)  # a nested call leaves it as it was
         self._no_wait.active = True
         try:
             return function(*args, **kwargs)
@@ -83,7 +84,7 @@ class StoreBase:
                 raise DatabaseLocked from None
             raise
         finally:
-            self._no_wait.active = False
+            self._no_wait.active = outer
             self._checkpoint_now_and_then()
 
     @cached_property

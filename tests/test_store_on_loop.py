@@ -141,3 +141,16 @@ async def test_postgresql_calls_are_made_in_a_thread(store: Store) -> None:
             store.call_without_waiting(store.read_events, "root-1")
     # Either way `store_call` makes the call.
     assert await store_call(store, store.append_events, _ref("root-1"), [{"type": "a"}]) == [1]
+
+
+def test_a_nested_call_without_waiting_leaves_the_outer_one_without_waiting(
+    sqlite_store: tuple[Store, Path],
+) -> None:
+    store, _ = sqlite_store
+
+    def outer() -> int:
+        store.call_without_waiting(store.read_events, "root-1")
+        with store.engine.connect() as conn:
+            return int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
+
+    assert store.call_without_waiting(outer) == 0
