@@ -111,7 +111,7 @@ def _insert_events(
     root = ref.root_run_id
     if postgres:
         turn.event_lock.rows(conn, {"namespace": EVENT_LOCK_NAMESPACE, "root": root})
-    keyed = _unstored(conn, root, bodies)
+    keyed = _unstored(conn, turn, root, bodies)
     if not keyed:
         return []
     last = turn.last_sequence.rows(conn, {"root_run_id": root})[0][0]
@@ -138,7 +138,7 @@ def _insert_events(
 
 
 def _unstored(
-    conn: Connection, root_run_id: str, bodies: Sequence[dict[str, Any]]
+    conn: Connection, turn: TurnStatements, root_run_id: str, bodies: Sequence[dict[str, Any]]
 ) -> list[tuple[str | None, dict[str, Any]]]:
     """``bodies`` with their `EVENT_KEY` taken off (key, body), less the keyed ones the tree
     already has (or that came earlier in ``bodies``). Read in the appending transaction: a
@@ -147,12 +147,9 @@ def _unstored(
     keys = [str(body[EVENT_KEY]) for body in bodies if EVENT_KEY in body]
     if not keys:
         return [(None, body) for body in bodies]
-    query = select(events.c.event_key).where(
-        (events.c.root_run_id == root_run_id)
-        & events.c.event_key.is_not(None)  # (lets PostgreSQL use the partial index)
-        & events.c.event_key.in_(keys)
-    )
-    stored = set(conn.execute(query).scalars())
+    values = {"root_run_id": root_run_id}
+    values.update((f"event_key_{index}", key) for index, key in enumerate(keys))
+    stored = {row[0] for row in turn.stored_event_keys(len(keys)).rows(conn, values)}
     kept: list[tuple[str | None, dict[str, Any]]] = []
     for body in bodies:
         if EVENT_KEY not in body:

@@ -8,9 +8,10 @@ place of values; one change of form: a retried tool result's upsert sets the col
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Dialect, bindparam, func, select, text
+from sqlalchemy import Dialect, Select, bindparam, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from otherone.store.prepared import Prepared
@@ -158,22 +159,45 @@ class TurnStatements:
             text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:root))"), dialect
         )
         self.event_notify = Prepared(text("SELECT pg_notify(:channel, :root)"), dialect)
-        self._tool_results: dict[int, Prepared] = {}
+        self._by_count: dict[tuple[str, int], Prepared] = {}
 
     def tool_results(self, count: int) -> Prepared:
         """The read of ``count`` tool results (``tool_call_id_0`` ...), prepared once per count
         up to `MAX_PREPARED_IDS`."""
-        prepared = self._tool_results.get(count)
+        return self._per_count(
+            "tool_results",
+            count,
+            lambda: select(tool_results.c.tool_call_id, tool_results.c.content).where(
+                (tool_results.c.partition_key == bindparam("partition_key"))
+                & (tool_results.c.run_id == bindparam("run_id"))
+                & tool_results.c.tool_call_id.in_(_numbered("tool_call_id", count))
+            ),
+        )
+
+    def stored_event_keys(self, count: int) -> Prepared:
+        """Which of ``count`` event keys (``event_key_0`` ...) the tree of ``root_run_id``
+        holds, prepared once per count up to `MAX_PREPARED_IDS` (a run's start and end ask)."""
+        return self._per_count(
+            "stored_event_keys",
+            count,
+            lambda: select(events.c.event_key).where(
+                (events.c.root_run_id == bindparam("root_run_id"))
+                & events.c.event_key.is_not(None)  # (lets PostgreSQL use the partial index)
+                & events.c.event_key.in_(_numbered("event_key", count))
+            ),
+        )
+
+    def _per_count(self, name: str, count: int, statement: Callable[[], Select[Any]]) -> Prepared:
+        """``statement()`` prepared, kept per (name, count) for counts up to
+        `MAX_PREPARED_IDS` (larger ones are rare: prepared for the call only)."""
+        prepared = self._by_count.get((name, count))
         if prepared is None:
-            ids: list[Any] = [bindparam(f"tool_call_id_{index}") for index in range(count)]
-            prepared = Prepared(
-                select(tool_results.c.tool_call_id, tool_results.c.content).where(
-                    (tool_results.c.partition_key == bindparam("partition_key"))
-                    & (tool_results.c.run_id == bindparam("run_id"))
-                    & tool_results.c.tool_call_id.in_(ids)
-                ),
-                self.dialect,
-            )
+            prepared = Prepared(statement(), self.dialect)
             if count <= MAX_PREPARED_IDS:
-                self._tool_results[count] = prepared  # (a race builds it twice: harmless)
+                self._by_count[name, count] = prepared  # (a race builds it twice: harmless)
         return prepared
+
+
+def _numbered(name: str, count: int) -> list[Any]:
+    """``count`` bind parameters ``name_0`` ... for an ``IN`` list."""
+    return [bindparam(f"{name}_{index}") for index in range(count)]

@@ -58,13 +58,14 @@ VALUES: dict[str, Any] = {
     "root": "root-1",
     "channel": "c",
     **{f"tool_call_id_{index}": f"t{index}" for index in range(3)},
+    **{f"event_key_{index}": f"k{index}" for index in range(2)},
 }
 
 
 def _statements(dialect: Any) -> list[Prepared]:
     turn = TurnStatements(dialect)
     found = [value for value in vars(turn).values() if isinstance(value, Prepared)]
-    return [*found, turn.tool_results(3)]
+    return [*found, turn.tool_results(3), turn.stored_event_keys(2)]
 
 
 @pytest.mark.parametrize("dialect", [postgresql.psycopg.dialect(), sqlite.dialect()])
