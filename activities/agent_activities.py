@@ -27,7 +27,8 @@ from otherone.activities import finish_run as finish
 from otherone.activities import prepare_call as agent_call
 from otherone.activities import prepare_run as prepare
 from otherone.activities import run_tool as tool
-from otherone.activities.shared import ActivityContext, heartbeating
+from otherone.activities.shared import ActivityContext
+from otherone.activities.store_calls import heartbeating
 from otherone.contracts import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_DESCRIBE_RUNS,

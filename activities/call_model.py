@@ -43,14 +43,9 @@ from otherone.activities.providers.base import (
     ModelRequest,
     ProviderError,
 )
-from otherone.activities.shared import (
-    ActivityContext,
-    failure,
-    heartbeating,
-    pending_rows,
-    tool_result_ids,
-)
+from otherone.activities.shared import ActivityContext, failure, pending_rows, tool_result_ids
 from otherone.activities.spawn_tools import spawn_tool_definitions
+from otherone.activities.store_calls import heartbeating
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.definitions import AgentDefinition

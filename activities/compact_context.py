@@ -17,7 +17,8 @@ from otherone.activities.providers.base import (
     TextDelta,
     UsageReport,
 )
-from otherone.activities.shared import ActivityContext, failure, heartbeating
+from otherone.activities.shared import ActivityContext, failure
+from otherone.activities.store_calls import heartbeating
 from otherone.contracts import ModelCallInput
 from otherone.definitions import ModelOverrides
 from otherone.errors import FailureCode

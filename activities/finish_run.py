@@ -10,12 +10,8 @@ from typing import Any
 from temporalio import activity
 
 from otherone.activities.decided_events import call_completed_events
-from otherone.activities.shared import (
-    ActivityContext,
-    describe_store_error,
-    pending_rows,
-    tool_result_ids,
-)
+from otherone.activities.shared import ActivityContext, pending_rows, tool_result_ids
+from otherone.activities.store_calls import describe_store_error
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus

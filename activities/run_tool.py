@@ -18,7 +18,8 @@ from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.mcp_calls import McpToolCall
 from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY
 from otherone.activities.model_stream import valid_unicode
-from otherone.activities.shared import ActivityContext, heartbeating
+from otherone.activities.shared import ActivityContext
+from otherone.activities.store_calls import heartbeating
 from otherone.activities.tool_events import result_error, tool_completed_body, tool_started_body
 from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
 from otherone.mcp_servers import MCP_PREFIX

@@ -1,6 +1,7 @@
 """What every activity of a run shares: the worker's store, providers and snapshots
-(`ActivityContext`), store I/O that rides out outages, event emission, heartbeating and how
-failures are classified for the workflow.
+(`ActivityContext`), store I/O that rides out outages (made through
+`otherone.activities.store_calls`), event emission and how failures are classified for the
+workflow.
 
 Each activity classifies its failures for the workflow: `ApplicationError(type=<FailureCode>)`,
 retryable or not, so Temporal owns retries and the workflow decides outcomes. Every write is
@@ -10,19 +11,17 @@ idempotent under activity retries.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import functools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-import sqlalchemy.exc
 from pydantic import JsonValue
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from otherone.activities import store_calls
 from otherone.activities.context import tool_error_content
 from otherone.activities.decided_events import owed_decided_bodies
 from otherone.activities.mcp_sessions import McpSessions
@@ -30,6 +29,12 @@ from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.providers import default_providers
 from otherone.activities.providers.base import ModelProvider
 from otherone.activities.run_refs import RunRefs
+from otherone.activities.store_calls import (
+    describe_store_error,
+    heartbeat_if_running,
+    is_outage,
+    store_call,
+)
 from otherone.activities.tool_events import deferred_tool_events
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig, RuntimeSnapshot
@@ -37,13 +42,11 @@ from otherone.contracts import PendingEntry, RunRef
 from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
-from otherone.store.errors import DatabaseLocked
 from otherone.store.events import EntryEvents
 from otherone.store.memory import MemoryStore
 
 T = TypeVar("T")
 
-HEARTBEAT_EVERY_SECONDS = 1.0
 #: A store call is retried in place for this long (a database restart) before the attempt fails.
 STORE_OUTAGE_PATIENCE = timedelta(minutes=2)
 STORE_RETRY_FIRST_DELAY = 0.25
@@ -138,7 +141,7 @@ class ActivityContext:
         non-retryable `storage_error`. Messages and logs name the driver's error, never the
         statement or its parameters (user data).
         """
-        return await self._ridden_out(in_thread, function, *args, **kwargs)
+        return await self._ridden_out(store_calls.in_thread, function, *args, **kwargs)
 
     async def brief_io(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`io` for a store call whose work is small and bounded (a turn's rows and events, a
@@ -179,7 +182,7 @@ class ActivityContext:
                 activity.logger.warning(
                     "store unavailable, retrying in %.1fs: %s", delay, described
                 )
-            _heartbeat_if_running()  # an outage being ridden out: still alive
+            heartbeat_if_running()  # an outage being ridden out: still alive
             await asyncio.sleep(delay)
             waited += delay
             delay = min(delay * 2, STORE_RETRY_MAX_DELAY)
@@ -338,28 +341,6 @@ class ActivityContext:
             self._lost_events[ref.run_id] = self._lost_events.get(ref.run_id, 0) + lost
 
 
-def is_outage(error: BaseException) -> bool:
-    """A database that is down, restarting or briefly busy — worth waiting for — as opposed to
-    a statement it refuses (invalid data, a violated constraint, a bug), which it would refuse
-    again however long we waited."""
-    if isinstance(error, sqlalchemy.exc.DBAPIError):
-        return error.connection_invalidated or isinstance(
-            error, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
-        )
-    return isinstance(
-        error, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError | OSError
-    )
-
-
-def describe_store_error(error: BaseException) -> str:
-    """The driver's error class and its primary message, without the statement or parameters
-    SQLAlchemy adds to its own messages (they hold user data)."""
-    cause = error.orig if isinstance(error, sqlalchemy.exc.DBAPIError) else error
-    primary = getattr(getattr(cause, "diag", None), "message_primary", None)
-    text = primary or (str(cause).strip().splitlines() or [""])[0]
-    return f"{type(cause).__name__}: {text[:200]}" if text else type(cause).__name__
-
-
 def write_pending(context: ActivityContext, ref: RunRef, pending: tuple[PendingEntry, ...]) -> int:
     """Write ``pending`` (`materialise`), with the events inline tool results among them left
     to their entries (one transaction); returns the entries written."""
@@ -450,64 +431,3 @@ def _visible(ref: RunRef, body: dict[str, Any]) -> bool:
     if ref.depth == 0 or ref.event_visibility == "all":
         return True
     return ref.event_visibility == "lifecycle_only" and body.get("type") in LIFECYCLE_EVENTS
-
-
-def _heartbeat_if_running() -> None:
-    """Heartbeat when called inside an activity (store helpers also run in tests directly).
-
-    Not in a local activity (prepare_run, finish_run): it has no heartbeats, and Temporal's
-    core would log a warning for each one."""
-    with contextlib.suppress(RuntimeError):
-        if not activity.info().is_local:
-            activity.heartbeat()
-
-
-async def store_call(store: Store, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``function(*args, **kwargs)``, a call of ``store`` with bounded work: on the event loop
-    when the store allows it (`Store.call_without_waiting`: SQLite, where the call takes a
-    fraction of a millisecond, less than the hop to a thread and back), else in a thread
-    (`in_thread`). Also in a thread when another connection holds the lock the call needs:
-    waiting for it there leaves the event loop free."""
-    if store.calls_without_waiting:
-        with contextlib.suppress(DatabaseLocked):
-            return store.call_without_waiting(function, *args, **kwargs)
-    return await in_thread(function, *args, **kwargs)
-
-
-async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``function`` in the default thread pool (like `asyncio.to_thread`); heartbeating only
-    if it takes longer than `HEARTBEAT_EVERY_SECONDS`. No task per call: a store call is
-    ~1 ms, and a task plus a heartbeat request each time cost more than the call."""
-    loop = asyncio.get_running_loop()
-    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    async with heartbeating():  # a timer until the first heartbeat is due: nothing per call
-        return await loop.run_in_executor(None, call)
-
-
-@contextlib.asynccontextmanager
-async def heartbeating(first_after: float = HEARTBEAT_EVERY_SECONDS) -> AsyncIterator[None]:
-    """Heartbeat while the body runs, so cancellation reaches it and stalls are detected.
-
-    The first heartbeat goes out after ``first_after`` seconds, then one every
-    `HEARTBEAT_EVERY_SECONDS`: a body that ends sooner sends none (it is done before a
-    cancellation or a stall would matter), which saves a server request per activity.
-    """
-
-    async def beat() -> None:
-        while True:
-            _heartbeat_if_running()
-            await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
-
-    # A timer, not a task, until the first heartbeat is due: a body that ends sooner (most
-    # do) costs no task, and leaving it does not wait for one to stop.
-    loop = asyncio.get_running_loop()
-    beating: list[asyncio.Task[None]] = []
-    timer = loop.call_later(first_after, lambda: beating.append(loop.create_task(beat())))
-    try:
-        yield
-    finally:
-        timer.cancel()
-        for task in beating:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

@@ -8,7 +8,7 @@ model, SQLite store) and runs ``--runs`` sequential runs of ``--turns`` turns, t
   its return: what the floor's trivial activities do not spend; local activities too);
 - the store calls per run, by method (count, wall time and CPU time spent in each, in the
   thread that made it): each call is a transaction (or a read); on SQLite a turn's brief calls
-  are made on the event loop (`otherone.activities.shared.store_call`), the others in a thread;
+  are made on the event loop (`otherone.activities.store_calls.store_call`), the others in a thread;
 - the hops of the calls made in a thread (`ThreadHops`): from the event loop's asking to the
   thread's start, and from the thread's end to the loop's going on (waiting for a core, the
   GIL, a wake-up);
@@ -43,7 +43,7 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 from bench import ours
 from bench.common import Sizes
 from bench.paired import server_cpu_seconds
-from otherone.activities import shared
+from otherone.activities import store_calls
 from otherone.store import Store
 from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer
@@ -100,10 +100,10 @@ class StoreCalls:
 
 
 class ThreadHops:
-    """Times the two hops of every store call an activity makes (`ActivityContext.io`, through
-    `otherone.activities.shared.in_thread`): from the event loop's asking to the call's start in
-    its thread, and from its end there to the event loop's going on. Neither is CPU work of the
-    call: it is waiting for a thread to wake, for a core, for the GIL."""
+    """Times the two hops of every store call an activity makes in a thread (through
+    `otherone.activities.store_calls.in_thread`): from the event loop's asking to the call's
+    start in its thread, and from its end there to the event loop's going on. Neither is CPU
+    work of the call: it is waiting for a thread to wake, for a core, for the GIL."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -112,7 +112,7 @@ class ThreadHops:
         self._saved: Callable[..., Any] | None = None
 
     def install(self) -> None:
-        self._saved = original = shared.in_thread
+        self._saved = original = store_calls.in_thread
 
         async def timed(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             stamps: list[float] = []
@@ -133,11 +133,11 @@ class ThreadHops:
                     self.to_thread += stamps[0] - asked
                     self.back += time.perf_counter() - stamps[1]
 
-        shared.in_thread = timed  # `ActivityContext.io` looks it up at each call
+        store_calls.in_thread = timed  # `ActivityContext.io`, `store_call` look it up per call
 
     def uninstall(self) -> None:
         if self._saved is not None:
-            shared.in_thread = self._saved
+            store_calls.in_thread = self._saved
             self._saved = None
 
 

@@ -16,7 +16,7 @@ from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
 from bench.profile import StoreCalls, ThreadHops, hop_line
 from bench.report import Cell, paired_table, workload_rows
-from otherone.activities import shared
+from otherone.activities import store_calls as activity_store_calls
 from otherone.store import Store
 
 
@@ -109,16 +109,17 @@ def test_the_profile_counts_the_store_calls_of_every_part_of_the_store(store: St
 
 async def test_the_profile_times_the_hops_of_store_calls_to_their_thread_and_back() -> None:
     """`make profile`'s hop line: each store call an activity makes through
-    `shared.in_thread` is timed to its thread and back, and the original is put back after."""
-    original = shared.in_thread
+    `otherone.activities.store_calls.in_thread` is timed to its thread and back, and the
+    original is put back after."""
+    original = activity_store_calls.in_thread
     hops = ThreadHops()
     hops.install()
     try:
-        assert await shared.in_thread(lambda value: value + 1, 41) == 42
-        assert await shared.in_thread(lambda: "twice") == "twice"
+        assert await activity_store_calls.in_thread(lambda value: value + 1, 41) == 42
+        assert await activity_store_calls.in_thread(lambda: "twice") == "twice"
     finally:
         hops.uninstall()
-    assert shared.in_thread is original
+    assert activity_store_calls.in_thread is original
     assert hops.count == 2 and hops.to_thread > 0 and hops.back > 0
     assert hop_line(hops, runs=1).startswith("thread hops of store calls per run: 2.0, each ")
     assert hop_line(ThreadHops(), runs=1) == "thread hops of store calls per run: 0"

@@ -1,7 +1,7 @@
 """Store calls made on the event loop (SQLite): never waiting there, never growing the WAL.
 
 A model turn's store calls run on the worker's event loop when the store is a SQLite file
-(`otherone.activities.shared.store_call`): there they take a fraction of a millisecond, less
+(`otherone.activities.store_calls.store_call`): there they take a fraction of a millisecond, less
 than the hop to a thread and back. What must hold for that to be safe: a lock another
 connection holds is never waited for on the loop (the call is made again in a thread, nothing
 written twice), and since those calls never checkpoint the WAL themselves, the store does it
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from otherone.activities.shared import store_call
+from otherone.activities.store_calls import store_call
 from otherone.contracts import RunRef
 from otherone.store import Store
 from otherone.store.errors import DatabaseLocked

@@ -17,7 +17,7 @@ import sqlalchemy.exc
 from sqlalchemy import Connection, insert, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
-from otherone.activities.shared import is_outage
+from otherone.activities.store_calls import is_outage
 from otherone.contracts import RunRef
 from otherone.store import Store
 from otherone.store.prepared import Prepared

@@ -1,0 +1,106 @@
+"""How activities call the store and keep heartbeating: on the event loop when a call is brief
+and the store allows it, else in a thread (`store_call`, `in_thread`); which failures are a
+database outage worth waiting for (`is_outage`) and how they are described without user data;
+heartbeats only once a body lasts (`heartbeating`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import sqlalchemy.exc
+from temporalio import activity
+
+from otherone.store import Store
+from otherone.store.errors import DatabaseLocked
+
+T = TypeVar("T")
+
+HEARTBEAT_EVERY_SECONDS = 1.0
+
+
+def is_outage(error: BaseException) -> bool:
+    """A database that is down, restarting or briefly busy — worth waiting for — as opposed to
+    a statement it refuses (invalid data, a violated constraint, a bug), which it would refuse
+    again however long we waited."""
+    if isinstance(error, sqlalchemy.exc.DBAPIError):
+        return error.connection_invalidated or isinstance(
+            error, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
+        )
+    return isinstance(
+        error, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError | OSError
+    )
+
+
+def describe_store_error(error: BaseException) -> str:
+    """The driver's error class and its primary message, without the statement or parameters
+    SQLAlchemy adds to its own messages (they hold user data)."""
+    cause = error.orig if isinstance(error, sqlalchemy.exc.DBAPIError) else error
+    primary = getattr(getattr(cause, "diag", None), "message_primary", None)
+    text = primary or (str(cause).strip().splitlines() or [""])[0]
+    return f"{type(cause).__name__}: {text[:200]}" if text else type(cause).__name__
+
+
+def heartbeat_if_running() -> None:
+    """Heartbeat when called inside an activity (store helpers also run in tests directly).
+
+    Not in a local activity (prepare_run, finish_run): it has no heartbeats, and Temporal's
+    core would log a warning for each one."""
+    with contextlib.suppress(RuntimeError):
+        if not activity.info().is_local:
+            activity.heartbeat()
+
+
+async def store_call(store: Store, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function(*args, **kwargs)``, a call of ``store`` with bounded work: on the event loop
+    when the store allows it (`Store.call_without_waiting`: SQLite, where the call takes a
+    fraction of a millisecond, less than the hop to a thread and back), else in a thread
+    (`in_thread`). Also in a thread when another connection holds the lock the call needs:
+    waiting for it there leaves the event loop free."""
+    if store.calls_without_waiting:
+        with contextlib.suppress(DatabaseLocked):
+            return store.call_without_waiting(function, *args, **kwargs)
+    return await in_thread(function, *args, **kwargs)
+
+
+async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function`` in the default thread pool (like `asyncio.to_thread`); heartbeating only
+    if it takes longer than `HEARTBEAT_EVERY_SECONDS`. No task per call: a store call is
+    ~1 ms, and a task plus a heartbeat request each time cost more than the call."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    async with heartbeating():  # a timer until the first heartbeat is due: nothing per call
+        return await loop.run_in_executor(None, call)
+
+
+@contextlib.asynccontextmanager
+async def heartbeating(first_after: float = HEARTBEAT_EVERY_SECONDS) -> AsyncIterator[None]:
+    """Heartbeat while the body runs, so cancellation reaches it and stalls are detected.
+
+    The first heartbeat goes out after ``first_after`` seconds, then one every
+    `HEARTBEAT_EVERY_SECONDS`: a body that ends sooner sends none (it is done before a
+    cancellation or a stall would matter), which saves a server request per activity.
+    """
+
+    async def beat() -> None:
+        while True:
+            heartbeat_if_running()
+            await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+
+    # A timer, not a task, until the first heartbeat is due: a body that ends sooner (most
+    # do) costs no task, and leaving it does not wait for one to stop.
+    loop = asyncio.get_running_loop()
+    beating: list[asyncio.Task[None]] = []
+    timer = loop.call_later(first_after, lambda: beating.append(loop.create_task(beat())))
+    try:
+        yield
+    finally:
+        timer.cancel()
+        for task in beating:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
