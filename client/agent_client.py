@@ -56,6 +56,7 @@ from otherone.client.root_starts import (
     root_search_attributes,
     start_details,
     start_summary,
+    with_session_id,
 )
 from otherone.client.root_starts import legacy_root_run_id as legacy_root_run_id
 from otherone.client.root_starts import root_run_id as root_run_id
@@ -205,6 +206,7 @@ class AgentClient:
             await self._check_fingerprint(legacy, request.idempotency_key, fingerprint)
             return legacy
         await check_session_free(self.store, request, run_id)
+        request = with_session_id(request)  # after the fingerprint: no part of it
         # A key used before (finished run) is refused; the fingerprint check below decides.
         with contextlib.suppress(WorkflowAlreadyStartedError):
             await self.temporal.start_workflow(

@@ -99,6 +99,22 @@ def start_details(request: AgentRunRequest, config: RuntimeConfig | None) -> str
     return "  \n".join(lines)
 
 
+def with_session_id(request: AgentRunRequest) -> AgentRunRequest:
+    """``request``, naming a new session (``session-<uuid4>``) when it names none.
+
+    Chosen by the client rather than by the run (which does the same for a start that names
+    none, e.g. `temporal workflow start`) so that the start itself sets the run's
+    `OtheroneSessionId` search attribute and the Web UI details show the session: no upsert in
+    the run's history (one event and one visibility write fewer per run, issue 17). Only once
+    the idempotency fingerprint is taken: a repeated start of the same key is still the same
+    request.
+    """
+    if request.session.session_id:
+        return request
+    session = request.session.model_copy(update={"session_id": f"session-{uuid.uuid4()}"})
+    return request.model_copy(update={"session": session})
+
+
 async def check_session_free(store: Store | None, request: AgentRunRequest, run_id: str) -> None:
     """With the store: a session another live run writes to refuses the start
     (`SessionBusyError`), and no workflow is left behind. (Two starts racing for a free

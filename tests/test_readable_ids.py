@@ -37,6 +37,7 @@ from otherone.contracts import (
 )
 from otherone.errors import IdempotencyConflictError
 from otherone.runs import AgentRunResult, RunOutcome
+from otherone.search_attributes import SESSION_ID
 from tests.harness import agent_env, scripted_config
 from tests.providers import RecordingProvider
 from tests.test_agent_calls import COORDINATOR, WORKER, agent_call, calls, team
@@ -268,6 +269,44 @@ async def test_the_same_key_for_another_agent_is_a_conflict(
         description = await env.agents.describe_run(result.run_id)
     assert result.run_id.startswith("Invoice-42-") and result.text == "first"
     assert await description.static_summary() == "agent: x"
+
+
+async def test_a_new_session_is_named_by_the_start_not_by_an_upsert(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A request naming no session gets a new one from the client: the start carries its
+    `OtheroneSessionId` (listable at once), the Web UI details show it, and the run's history
+    has no search-attribute upsert for it."""
+    config = scripted_config({"agent": ["once"]})
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        first = await env.agents.run(build_request(entry_agent="agent", input="x"))
+        handle = client.get_workflow_handle(first.run_id)
+        description = await handle.describe()
+        history = await handle.fetch_history()
+        again = await env.agents.run(
+            build_request(entry_agent="agent", input="y", session={"session_id": first.session_id})
+        )
+    session = description.typed_search_attributes.get(SESSION_ID)
+    assert first.outcome is RunOutcome.COMPLETED and first.session_id == session
+    assert session is not None and re.fullmatch(r"session-[0-9a-f-]{36}", session)
+    assert f"**session** `{session}`" in (await description.static_details() or "")
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert SESSION_ID.name in started.search_attributes.indexed_fields
+    upserts = [
+        event.upsert_workflow_search_attributes_event_attributes.search_attributes
+        for event in history.events
+        if event.HasField("upsert_workflow_search_attributes_event_attributes")
+    ]
+    upserted = [name for upsert in upserts for name in upsert.indexed_fields]
+    assert SESSION_ID.name not in upserted
+    # A real session: the next run that names it continues its transcript.
+    assert again.session_id == session and again.outcome is RunOutcome.COMPLETED
+    assert [entry.content for entry in env.store.load_entries("local", session)] == [
+        "x",
+        "once",
+        "y",
+        "once",
+    ]
 
 
 async def test_a_child_has_a_readable_id_and_web_ui_details(
