@@ -6,6 +6,10 @@ worker in this process on one server, and their runs alternate (floor, ours, our
 each round's ratio compares runs made seconds apart, and the result is the median of the rounds'
 ratios.
 
+- ``turns_1``: one-turn runs, one at a time, `ONE_TURN_ROUNDS_FACTOR` times the rounds: what a
+  run costs besides its turns (its start, prepare, first and last workflow tasks, finish, the
+  client's start and result). A few milliseconds a run vanish in a 10-turn median, whose rounds
+  spread by ±0.1; here they are a tenth of the run.
 - ``turns_10`` / ``turns_60``: one run at a time; per turn = the run's wall time ÷ its turns
   (each run also does its prepare and finish: the floor's runs the same activities, see
   `bench.floor`). Also the CPU time of this process (workers + client) and of the server per run.
@@ -52,7 +56,9 @@ from otherone.worker.sandbox import workflow_sandbox_from_env
 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 Run = Callable[[], Awaitable[Any]]
-PARTS = ("turns_10", "turns_60", "concurrent", "history")
+PARTS = ("turns_1", "turns_10", "turns_60", "concurrent", "history")
+#: One-turn runs are short (~30-40 ms): this many times the rounds of the other parts.
+ONE_TURN_ROUNDS_FACTOR = 6
 
 
 def server_cpu_seconds(pid: int | None) -> float:
@@ -323,6 +329,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     result["peers"] = sorted(PEER_MODULES) if args.peers else []
     result["ours_sandboxed"] = ours_sandboxed()
     parts = set(args.parts.split(","))
+    if "turns_1" in parts:
+        rounds = args.rounds * ONE_TURN_ROUNDS_FACTOR
+        result["turns_1"] = await sequential(client, meter, 1, rounds, args.peers)
     if "turns_10" in parts:
         result["turns_10"] = await sequential(client, meter, 10, args.rounds, args.peers)
     if "turns_60" in parts:

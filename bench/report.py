@@ -237,6 +237,14 @@ def _per_round(values: list[float]) -> str:
     return " ".join(f"{value:.2f}" for value in values)
 
 
+def _spread(values: list[float]) -> str:
+    """Many rounds in brief: their range and the middle half's."""
+    ordered = sorted(values)
+    quarter = len(ordered) // 4
+    middle = ordered[quarter : len(ordered) - quarter] or ordered
+    return f"{ordered[0]:.2f}-{ordered[-1]:.2f} (middle half {middle[0]:.2f}-{middle[-1]:.2f})"
+
+
 def _cpu_pair(r: Result) -> str:
     return f"{_ms(r['cpu_ms_per_run'])} / {_ms(r['server_cpu_ms_per_run'])} ms"
 
@@ -249,6 +257,19 @@ def paired_table(result: Result) -> str:
         "| measure | floor | ours | ours÷floor (median of rounds) | per round | target | met |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
+    if "turns_1" in result:
+        r = result["turns_1"]
+        lines.append(
+            f"| per run, 1 turn ({r['rounds']} rounds; no target: the per-run part) "
+            f"| {_ms(r['floor']['per_turn_ms'])} ms | {_ms(r['ours']['per_turn_ms'])} ms "
+            f"| {r['ratio']:.2f}x | {_spread(r['ratio_per_round'])} | | |"
+        )
+        lines.append(
+            "| CPU per 1-turn run: worker+client / server "
+            f"| {_cpu_pair(r['floor'])} | {_cpu_pair(r['ours'])} "
+            f"| {r['ours']['cpu_ms_per_run'] / r['floor']['cpu_ms_per_run']:.2f}x "
+            "(worker+client) | | | |"
+        )
     for key in ("turns_10", "turns_60"):
         if key in result:
             r = result[key]
@@ -318,7 +339,9 @@ PAIRED_NAMES = {
 def _peers_table(result: Result) -> list[str]:
     """Every contender of the same paired run, as a ratio to the floor's run of each round
     (per turn and history: lower is better; throughput: higher is better)."""
-    parts = [result[key] for key in ("turns_10", "turns_60", "concurrent") if key in result]
+    parts = [
+        result[key] for key in ("turns_1", "turns_10", "turns_60", "concurrent") if key in result
+    ]
     optional = [
         name
         for name in ("floor_sandboxed", *result.get("peers", []))
@@ -332,6 +355,7 @@ def _peers_table(result: Result) -> list[str]:
         "| --- |" + " --- |" * len(names),
     ]
     measures = (
+        ("turns_1", "per run, 1 turn (lower is better)"),
         ("turns_10", "per turn, 10 turns (lower is better)"),
         ("turns_60", "per turn, 60 turns (lower is better)"),
         ("concurrent", "throughput, concurrent runs (higher is better)"),

@@ -72,8 +72,11 @@ async def test_the_paired_measurement_runs_at_smoke_size(client: Client) -> None
     assert history_result["ours"]["bytes"] > 0 and history_result["floor"]["events"] > 0
     scale_result = await scale(client, 3)
     assert scale_result["completed"] == 3 and scale_result["rss_mb_peak"] > 0
+    one_turn = await sequential(client, meter, turns=1, rounds=4)
+    assert len(one_turn["ratio_per_round"]) == 4
     table = paired_table(
         {
+            "turns_1": one_turn,
             "turns_10": sequential_result,
             "concurrent": concurrent_result,
             "history": history_result,
@@ -81,6 +84,7 @@ async def test_the_paired_measurement_runs_at_smoke_size(client: Client) -> None
         }
     )
     assert "per turn, 2 turns" in table and "RSS" in table and "protobuf bytes" in table
+    assert "per run, 1 turn (4 rounds" in table and "(middle half " in table
 
 
 def test_the_store_calls_benchmark_plays_a_run(store: Store) -> None:
