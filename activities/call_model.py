@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from datetime import timedelta
 from typing import Any
@@ -45,7 +46,7 @@ from otherone.activities.providers.base import (
 )
 from otherone.activities.shared import ActivityContext, failure, pending_rows, tool_result_ids
 from otherone.activities.spawn_tools import spawn_tool_definitions
-from otherone.activities.store_calls import heartbeating
+from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.definitions import AgentDefinition
@@ -72,8 +73,12 @@ async def _call_model(
     ref = input.run_ref
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
     # Stored (oversized) tool results are copied into the transcript here: large data, which
-    # a thread handles; a turn's usual start is brief enough for the event loop.
-    io = context.io if tool_result_ids(input.pending) else context.brief_io
+    # a thread handles, as a long user message; a turn's usual start is brief enough for the
+    # event loop.
+    brief = not tool_result_ids(input.pending) and brief_write(
+        *(entry.content for entry in input.pending)
+    )
+    io = context.brief_io if brief else context.io
     done, rows, summary = await io(_prepare_context, context, input, assistant_key)
     events.add(*call_completed_events(input.pending))
     if done is not None:
@@ -129,6 +134,7 @@ async def _call_model(
             lambda bodies: store.append_entries_and_events(
                 ref.partition_key, ref.session_id, [row], ref, bodies
             ),
+            brief=brief_write(*_written_texts(turn)),
         )
     except BaseException as error:
         # Every `model_started` gets its `model_completed`: a failed or cancelled call too.
@@ -285,6 +291,14 @@ def _assistant_row(key: str, ref: RunRef, turn: ModelTurn) -> EntryRow:
         run_id=ref.run_id,
         meta={REASONING_KEY: list(turn.reasoning)} if turn.reasoning else None,
     )
+
+
+def _written_texts(turn: ModelTurn) -> list[str]:
+    """The texts of the turn's stored entry: its answer, its calls' arguments, its reasoning."""
+    texts = [turn.content, *(call.arguments for call in turn.tool_calls)]
+    if turn.reasoning:
+        texts.append(json.dumps(list(turn.reasoning)))
+    return texts
 
 
 def _usage(turn: ModelTurn) -> dict[str, Any]:

@@ -71,14 +71,18 @@ class EventBuffer:
         self._late = None
         self.write_soon()
 
-    async def write_with(self, together: Callable[[list[dict[str, Any]]], T]) -> T:
+    async def write_with(
+        self, together: Callable[[list[dict[str, Any]]], T], *, brief: bool = True
+    ) -> T:
         """Write what is queued in the same transaction as the caller's own write
-        (``together(bodies)``: e.g. the turn's entry), through `ActivityContext.brief_io` (outages
-        are ridden out, a refused write fails the attempt as any store write does)."""
+        (``together(bodies)``: e.g. the turn's entry), through `ActivityContext.brief_io`, or
+        `ActivityContext.io` when not ``brief`` (a large write: in a thread). Outages are ridden
+        out, a refused write fails the attempt as any store write does."""
         await self.settle()
         bodies = self.take()
+        io = self.context.brief_io if brief else self.context.io
         try:
-            return await self.context.brief_io(together, bodies)
+            return await io(together, bodies)
         except BaseException as error:
             self.lost(bodies, error)
             raise

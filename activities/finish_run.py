@@ -11,7 +11,7 @@ from temporalio import activity
 
 from otherone.activities.decided_events import call_completed_events
 from otherone.activities.shared import ActivityContext, pending_rows, tool_result_ids
-from otherone.activities.store_calls import describe_store_error
+from otherone.activities.store_calls import brief_write, describe_store_error
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
@@ -74,8 +74,9 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
 
     # The last entries, the lease, the record, the caller's result and the events: one
     # transaction (`Store.end_run`).
-    # Brief unless stored (oversized) tool results are copied into the transcript here.
-    brief = not tool_result_ids(input.pending)
+    # Brief unless stored (oversized) tool results are copied into the transcript here, or the
+    # output or the last entries are long texts.
+    brief = not tool_result_ids(input.pending) and brief_write(*_written_texts(input))
     await context.io_with_events(ref, [*before, *after], write, brief=brief)
     if set_aside:
         context.count_lost(ref, set_aside, StoreError("the run's events were refused"))
@@ -162,6 +163,15 @@ def _keyed(ref: RunRef, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
         {**body, EVENT_KEY: event_key(ref.run_id, FINISH, "call", str(body.get("call_id")))}
         for body in bodies
     ]
+
+
+def _written_texts(input: FinishRunInput) -> list[str | None]:
+    """The long texts `Store.end_run` may write: the last entries and the run's output."""
+    texts = [entry.content for entry in input.pending]
+    output = input.record.output if input.record is not None else None
+    if output is not None and not output.is_reference:
+        texts.append(output.text)
+    return texts
 
 
 def _terminal_event(input: FinishRunInput) -> dict[str, Any]:

@@ -14,15 +14,19 @@ import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from temporalio.client import Client
 
-from otherone.activities.store_calls import store_call
+from otherone.activities.store_calls import BRIEF_WRITE_CHARS, store_call
+from otherone.client import build_request
 from otherone.contracts import RunRef
+from otherone.runs import RunOutcome
 from otherone.store import Store
 from otherone.store.errors import DatabaseLocked
 from otherone.store.store_base import CHECKPOINT_EVERY_CALLS
-from tests.harness import wait_until
+from tests.harness import agent_env, scripted_config, wait_until
 
 #: A body big enough that a checkpoint visibly grows the database file.
 BIG = "x" * 4096
@@ -154,3 +158,65 @@ def test_a_nested_call_without_waiting_leaves_the_outer_one_without_waiting(
             return int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
 
     assert store.call_without_waiting(outer) == 0
+
+
+class WhereStore(Store):
+    """A real store that records, for a turn's two calls and a run's end, whether each was made
+    on the event loop (True) or in a thread."""
+
+    RECORDED = ("turn_context", "append_entries_and_events", "end_run")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_loop: dict[str, list[bool]] = {name: [] for name in self.RECORDED}
+        for name in self.RECORDED:
+            setattr(self, name, self._recording(name, getattr(self, name)))
+
+    def _recording(self, name: str, method: Any) -> Any:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                asyncio.get_running_loop()
+                self.on_loop[name].append(True)
+            except RuntimeError:
+                self.on_loop[name].append(False)
+            return method(*args, **kwargs)
+
+        return recorded
+
+    def taken(self) -> dict[str, list[bool]]:
+        found = {name: list(calls) for name, calls in self.on_loop.items()}
+        for calls in self.on_loop.values():
+            calls.clear()
+        return found
+
+
+async def test_large_texts_are_written_in_a_thread_and_small_ones_on_the_loop(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A write carrying more than `BRIEF_WRITE_CHARS` (a long answer, a long user message)
+    would hold the worker's event loop, and every other run on it, for milliseconds: it goes
+    through a thread (a long answer is also the run's output, written again by its end); a
+    turn's usual writes stay on the loop. Either way all of it is stored."""
+    long = "y" * (BRIEF_WRITE_CHARS + 1)
+    config = scripted_config({"brief": ["ok"], "verbose": [long]})
+    store = WhereStore.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+            runs = []
+            for agent, text in (("brief", "hi"), ("verbose", "hi"), ("brief", long)):
+                result = await env.agents.run(build_request(entry_agent=agent, input=text))
+                runs.append((result, store.taken()))
+        stored = [
+            [entry.content for entry in store.load_entries("local", result.session_id)]
+            for result, _ in runs
+        ]
+    finally:
+        store.close()
+    assert all(result.outcome is RunOutcome.COMPLETED for result, _ in runs)
+    assert [calls for _, calls in runs] == [
+        {"turn_context": [True], "append_entries_and_events": [True], "end_run": [True]},
+        {"turn_context": [True], "append_entries_and_events": [False], "end_run": [False]},
+        {"turn_context": [False], "append_entries_and_events": [True], "end_run": [True]},
+    ]
+    assert runs[1][0].text == long
+    assert stored == [["hi", "ok"], ["hi", long], [long, "ok"]]
