@@ -73,10 +73,13 @@ async def _call_model(
     ref = input.run_ref
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
     # Stored (oversized) tool results are copied into the transcript here: large data, which
-    # a thread handles, as a long user message; a turn's usual start is brief enough for the
+    # a thread handles, as a long user message or a session this worker has not read yet (all
+    # its entries since its last compaction); a turn's usual start is brief enough for the
     # event loop.
-    brief = not tool_result_ids(input.pending) and brief_write(
-        *(entry.content for entry in input.pending)
+    brief = (
+        not tool_result_ids(input.pending)
+        and brief_write(*(entry.content for entry in input.pending))
+        and context.store.contexts.holds((ref.partition_key, ref.session_id))
     )
     io = context.brief_io if brief else context.io
     done, rows, summary = await io(_prepare_context, context, input, assistant_key)

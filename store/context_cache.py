@@ -135,6 +135,12 @@ class ContextCache:
                 self._contexts.move_to_end(key)
             return context
 
+    def holds(self, key: tuple[str, str]) -> bool:
+        """Whether a context of the session is cached (as last read or written by this
+        process): its next read is then of the newer entries only. (Not counted as a use.)"""
+        with self._lock:
+            return key in self._contexts
+
     def put(self, key: tuple[str, str], context: SessionContext) -> None:
         with self._lock:
             self._discard(key)

@@ -124,9 +124,10 @@ def acquire(
     conn: Connection,
     statements: LifecycleStatements,
     lease: SessionLease,
-) -> None:
+) -> bool:
     """Take ``lease`` in the caller's transaction (`Store.acquire_session`); raises
-    `SessionBusyError` when another live run holds it."""
+    `SessionBusyError` when another live run holds it. True when the session was created
+    now."""
     values = {
         "partition_key": lease.partition_key,
         "session_id": lease.session_id,
@@ -138,7 +139,7 @@ def acquire(
     for _ in range(2):
         now = utc_now()
         if statements.take_lease.rows(conn, {**values, "now": now}):
-            return
+            return False
         created = {
             "partition_key": lease.partition_key,
             "session_id": lease.session_id,
@@ -149,7 +150,7 @@ def acquire(
             "lease_until": values["until"],
         }
         if statements.create_session.rows(conn, created):
-            return
+            return True
     found = statements.lease_holder.rows(conn, values)
     holder = found[0][0] if found else None
     raise SessionBusyError(lease.session_id, holder or "another run")

@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, Connection, select
 
 from otherone.contracts import RunRef
 from otherone.runs import RunRecord
+from otherone.store.context_cache import SessionContext
 from otherone.store.events import in_event_transaction, insert_events
 from otherone.store.lifecycle import RunEnd, SessionLease, acquire, release, upsert_record
 from otherone.store.records import SessionInfo, aware
@@ -60,15 +61,21 @@ class RunStore(StoreBase):
     ) -> None:
         """A run's start in one transaction: take ``lease`` (as `acquire_session`: raises
         `SessionBusyError`, and nothing is written, when another live run holds it), store
-        ``record`` (`upsert_run_record`) and append ``bodies`` (`append_events`)."""
+        ``record`` (`upsert_run_record`) and append ``bodies`` (`append_events`).
+
+        A session created now has no entries: its (empty) context goes into `contexts`, so its
+        first turn knows it without a read (`ContextCache.holds`)."""
         statements, turn = self._lifecycle, self._turn
 
-        def write(conn: Connection) -> None:
-            acquire(conn, statements, lease)
+        def write(conn: Connection) -> bool:
+            created = acquire(conn, statements, lease)
             upsert_record(conn, statements, record)
             insert_events(conn, turn, ref, bodies)
+            return created
 
-        in_event_transaction(self.engine, write)
+        if in_event_transaction(self.engine, write):
+            key = (lease.partition_key, lease.session_id)
+            self.contexts.put(key, SessionContext.of(0, [], None))
 
     def end_run(self, end: RunEnd) -> int:
         """A run's end in one transaction (what `RunEnd` lists, in its order); returns the

@@ -220,3 +220,28 @@ async def test_large_texts_are_written_in_a_thread_and_small_ones_on_the_loop(
     ]
     assert runs[1][0].text == long
     assert stored == [["hi", "ok"], ["hi", long], [long, "ok"]]
+
+
+async def test_a_session_this_worker_has_not_read_is_read_in_a_thread(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A turn of a session the worker holds no context of reads all its entries since the last
+    compaction (milliseconds for a long session): in a thread. A session its run created is
+    known to be empty, and a session read once is cached: their turns stay on the loop."""
+    config = scripted_config({"agent": ["ok"]})
+    store = WhereStore.open(f"sqlite:///{tmp_path / 'store.db'}")
+    calls = []
+    try:
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+            first = await env.agents.run(build_request(entry_agent="agent", input="one"))
+            calls.append(store.taken()["turn_context"])
+            key, again = ("local", first.session_id), {"session_id": first.session_id}
+            store.contexts.discard(key)  # as after a restart, or evicted by other sessions
+            for text in ("two", "three"):
+                await env.agents.run(build_request(entry_agent="agent", input=text, session=again))
+                calls.append(store.taken()["turn_context"])
+        stored = [entry.content for entry in store.load_entries(*key)]
+    finally:
+        store.close()
+    assert calls == [[True], [False], [True]]
+    assert stored == ["one", "ok", "two", "ok", "three", "ok"]
