@@ -19,7 +19,7 @@ from otherone.activities.mcp_calls import McpToolCall
 from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY
 from otherone.activities.model_stream import valid_unicode
 from otherone.activities.shared import ActivityContext
-from otherone.activities.store_calls import heartbeating
+from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.activities.tool_events import result_error, tool_completed_body, tool_started_body
 from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
 from otherone.mcp_servers import MCP_PREFIX
@@ -200,6 +200,7 @@ async def _store_tool_result(
         lambda bodies: store.put_tool_result_and_events(
             ref, call.id, bodies, tool_name=call.name, content=content, error_kind=error_kind
         ),
+        brief=brief_write(content),  # a result up to max_result_bytes: large ones in a thread
     )
     return ToolOutcome(
         tool_call_id=call.id, name=call.name, error_kind=kind, error=error, result_bytes=size

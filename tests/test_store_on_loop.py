@@ -11,6 +11,7 @@ in a thread of its own.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +23,12 @@ from temporalio.client import Client
 from otherone.activities.store_calls import BRIEF_WRITE_CHARS, store_call
 from otherone.client import build_request
 from otherone.contracts import RunRef
+from otherone.definitions import AgentDefinition
 from otherone.runs import RunOutcome
 from otherone.store import Store
 from otherone.store.errors import DatabaseLocked
 from otherone.store.store_base import CHECKPOINT_EVERY_CALLS
+from otherone.tools import tool
 from tests.harness import agent_env, scripted_config, wait_until
 
 #: A body big enough that a checkpoint visibly grows the database file.
@@ -164,7 +167,12 @@ class WhereStore(Store):
     """A real store that records, for a turn's two calls and a run's end, whether each was made
     on the event loop (True) or in a thread."""
 
-    RECORDED = ("turn_context", "append_entries_and_events", "end_run")
+    RECORDED = (
+        "turn_context",
+        "append_entries_and_events",
+        "end_run",
+        "put_tool_result_and_events",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -188,6 +196,9 @@ class WhereStore(Store):
         for calls in self.on_loop.values():
             calls.clear()
         return found
+
+
+NONE: dict[str, list[bool]] = {"put_tool_result_and_events": []}
 
 
 async def test_large_texts_are_written_in_a_thread_and_small_ones_on_the_loop(
@@ -214,9 +225,9 @@ async def test_large_texts_are_written_in_a_thread_and_small_ones_on_the_loop(
         store.close()
     assert all(result.outcome is RunOutcome.COMPLETED for result, _ in runs)
     assert [calls for _, calls in runs] == [
-        {"turn_context": [True], "append_entries_and_events": [True], "end_run": [True]},
-        {"turn_context": [True], "append_entries_and_events": [False], "end_run": [False]},
-        {"turn_context": [False], "append_entries_and_events": [True], "end_run": [True]},
+        {**NONE, "turn_context": [True], "append_entries_and_events": [True], "end_run": [True]},
+        {**NONE, "turn_context": [True], "append_entries_and_events": [False], "end_run": [False]},
+        {**NONE, "turn_context": [False], "append_entries_and_events": [True], "end_run": [True]},
     ]
     assert runs[1][0].text == long
     assert stored == [["hi", "ok"], ["hi", long], [long, "ok"]]
@@ -245,3 +256,40 @@ async def test_a_session_this_worker_has_not_read_is_read_in_a_thread(
         store.close()
     assert calls == [[True], [False], [True]]
     assert stored == ["one", "ok", "two", "ok", "three", "ok"]
+
+
+async def test_a_large_tool_result_is_stored_in_a_thread(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A tool result too big to travel inline is stored by the tool activity: on the event loop
+    up to `BRIEF_WRITE_CHARS`, in a thread beyond (results go up to `max_result_bytes`)."""
+
+    @tool
+    def bulky(size: int) -> str:
+        """A result of ``size`` characters."""
+        return "z" * size
+
+    sizes = {"c1": 10_000, "c2": BRIEF_WRITE_CHARS + 1}  # both above the inline limit (2 KB)
+    turns = [
+        {"tool_calls": [{"name": "bulky", "arguments": {"size": size}, "id": call_id}]}
+        for call_id, size in sizes.items()
+    ]
+    config = scripted_config(
+        {"agent": [*turns, "done"]},
+        agents=[AgentDefinition(id="agent", description="agent", tools=["bulky"])],
+        tools=[bulky],
+    )
+    store = WhereStore.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+            result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        results = {
+            entry.tool_call_id: entry.content
+            for entry in store.load_entries("local", result.session_id)
+            if entry.role == "tool"
+        }
+    finally:
+        store.close()
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "done"
+    assert store.on_loop["put_tool_result_and_events"] == [True, False]
+    assert {call_id: len(json.loads(content)) for call_id, content in results.items()} == sizes
