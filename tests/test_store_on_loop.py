@@ -164,8 +164,9 @@ def test_a_nested_call_without_waiting_leaves_the_outer_one_without_waiting(
 
 
 class WhereStore(Store):
-    """A real store that records, for a turn's two calls and a run's end, whether each was made
-    on the event loop (True) or in a thread."""
+    """A real store that records, for each of `RECORDED` (a turn's start and answer, a run's
+    end, a stored tool result), whether a call was made on the event loop (True) or in a
+    thread."""
 
     RECORDED = (
         "turn_context",
@@ -198,7 +199,8 @@ class WhereStore(Store):
         return found
 
 
-NONE: dict[str, list[bool]] = {"put_tool_result_and_events": []}
+#: The runs of the first test call no tool.
+NO_TOOL: dict[str, list[bool]] = {"put_tool_result_and_events": []}
 
 
 async def test_large_texts_are_written_in_a_thread_and_small_ones_on_the_loop(
@@ -225,9 +227,19 @@ async def test_large_texts_are_written_in_a_thread_and_small_ones_on_the_loop(
         store.close()
     assert all(result.outcome is RunOutcome.COMPLETED for result, _ in runs)
     assert [calls for _, calls in runs] == [
-        {**NONE, "turn_context": [True], "append_entries_and_events": [True], "end_run": [True]},
-        {**NONE, "turn_context": [True], "append_entries_and_events": [False], "end_run": [False]},
-        {**NONE, "turn_context": [False], "append_entries_and_events": [True], "end_run": [True]},
+        {**NO_TOOL, "turn_context": [True], "append_entries_and_events": [True], "end_run": [True]},
+        {
+            **NO_TOOL,
+            "turn_context": [True],
+            "append_entries_and_events": [False],
+            "end_run": [False],
+        },
+        {
+            **NO_TOOL,
+            "turn_context": [False],
+            "append_entries_and_events": [True],
+            "end_run": [True],
+        },
     ]
     assert runs[1][0].text == long
     assert stored == [["hi", "ok"], ["hi", long], [long, "ok"]]
