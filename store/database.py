@@ -225,7 +225,7 @@ class Store(TranscriptStore, RunStore):
             return []
         turn = self._turn
         return in_event_transaction(
-            self.engine, lambda conn: insert_events(conn, turn, ref, bodies)
+            self._transaction, lambda conn: insert_events(conn, turn, ref, bodies)
         )
 
     def prune_events(self, older_than: datetime) -> int:

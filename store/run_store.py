@@ -73,7 +73,7 @@ class RunStore(StoreBase):
             insert_events(conn, turn, ref, bodies)
             return created
 
-        if in_event_transaction(self.engine, write):
+        if in_event_transaction(self._transaction, write):
             key = (lease.partition_key, lease.session_id)
             self.contexts.put(key, SessionContext.of(0, [], None))
 
@@ -107,7 +107,7 @@ class RunStore(StoreBase):
             insert_events(conn, turn, ref, [*end.events_before, *entry_events, *end.events_after])
             return len(written)
 
-        return in_event_transaction(self.engine, write)
+        return in_event_transaction(self._transaction, write)
 
     def session_holder(self, partition_key: str, session_id: str) -> str | None:
         """The run holding the session's writer lease now (None: free, expired or unknown)."""

@@ -9,6 +9,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 
 from otherone.contracts import RunRef
 from otherone.store.context_cache import ContextCache
-from otherone.store.engine import is_sqlite_busy, sqlite_no_wait_engine
+from otherone.store.engine import is_sqlite_busy, sqlite_held_engine, sqlite_no_wait_engine
 from otherone.store.errors import DatabaseLocked
 from otherone.store.events import in_event_transaction, insert_events
 from otherone.store.lifecycle import LifecycleStatements
@@ -36,6 +37,23 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_EVERY_CALLS = 100
 
 
+class _Transaction:
+    """``with``: `Connection.begin` on a connection, giving the connection (`Engine.begin` does
+    so for a connection it checks out)."""
+
+    __slots__ = ("_conn", "_transaction")
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> Connection:
+        self._transaction = self._conn.begin()
+        return self._conn
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._transaction.__exit__(*exc_info)
+
+
 class StoreBase:
     """The engine and the statements; helpers of the parts' transactions."""
 
@@ -47,6 +65,10 @@ class StoreBase:
         self._no_wait = threading.local()
         self._calls_since_checkpoint = 0
         self._checkpoint: Future[None] | None = None
+        #: The connections threads keep for their transactions (`transaction`), to close.
+        self._held: list[Connection] = []
+        self._held_lock = threading.Lock()
+        self._held_closed = False
 
     @property
     def engine(self) -> Engine:
@@ -91,6 +113,33 @@ class StoreBase:
     def _no_wait_engine(self) -> Engine:
         return sqlite_no_wait_engine(self._engine.url)
 
+    def _transaction(self) -> AbstractContextManager[Connection]:
+        """A transaction on `engine` (committed when the block ends, rolled back if it raises).
+        Within `call_without_waiting` it runs on a connection the calling thread keeps
+        (`sqlite_held_engine`), not one checked out of a pool for it. Not nested."""
+        if not getattr(self._no_wait, "active", False) or self._held_closed:
+            return self.engine.begin()
+        conn: Connection | None = getattr(self._no_wait, "held", None)
+        if conn is None or conn.invalidated:  # (invalidated: a lost file, see `prepared.run`)
+            conn = self._hold_connection()
+        return _Transaction(conn)
+
+    def _hold_connection(self) -> Connection:
+        """A new connection for the calling thread to keep; closed with the store."""
+        stale: Connection | None = getattr(self._no_wait, "held", None)
+        conn = self._held_engine.connect()
+        with self._held_lock:
+            if stale is not None:
+                self._held.remove(stale)
+                stale.close()
+            self._held.append(conn)
+        self._no_wait.held = conn
+        return conn
+
+    @cached_property
+    def _held_engine(self) -> Engine:
+        return sqlite_held_engine(self._engine.url)
+
     @cached_property
     def _checkpointer(self) -> ThreadPoolExecutor:
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix="otherone-wal-checkpoint")
@@ -122,6 +171,11 @@ class StoreBase:
         wait, if any were made."""
         if "_checkpointer" in self.__dict__:
             self._checkpointer.shutdown(wait=True)
+        with self._held_lock:
+            self._held_closed = True  # a later call takes a pooled connection, as before
+            for conn in self._held:
+                conn.close()
+            self._held.clear()
         if "_no_wait_engine" in self.__dict__:
             self._no_wait_engine.dispose()
 
@@ -174,4 +228,4 @@ class StoreBase:
             insert_events(conn, self._turn, ref, bodies)
             return done
 
-        return in_event_transaction(self.engine, work_and_events)
+        return in_event_transaction(self._transaction, work_and_events)

@@ -58,7 +58,7 @@ class TranscriptStore(StoreBase):
             insert_entry_events(conn, self._turn, events, written)
             return len(written)
 
-        return in_event_transaction(self.engine, write)
+        return in_event_transaction(self._transaction, write)
 
     def append_entries_and_events(
         self,
@@ -114,7 +114,7 @@ class TranscriptStore(StoreBase):
             insert_entry_events(conn, turn, events, written)
             return None, compaction, context
 
-        answer, compaction, context = in_event_transaction(self.engine, start)
+        answer, compaction, context = in_event_transaction(self._transaction, start)
         if context is None:
             return answer, None, []
         self.contexts.put(key, context)  # once committed: the pending entries are in it

@@ -14,6 +14,7 @@ import asyncio
 import json
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,50 @@ def test_a_nested_call_without_waiting_leaves_the_outer_one_without_waiting(
             return int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
 
     assert store.call_without_waiting(outer) == 0
+
+
+def test_a_thread_keeps_one_connection_for_its_transactions_without_waiting(
+    sqlite_store: tuple[Store, Path],
+) -> None:
+    """Checking a connection out of a pool for each on-loop transaction cost more than the
+    transaction's statements: a thread keeps one, which never waits, until the store closes."""
+    store, path = sqlite_store
+
+    def driver_connection() -> Any:
+        with store._transaction() as conn:
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one() == 0
+            return conn.connection.dbapi_connection
+
+    first = store.call_without_waiting(driver_connection)
+    store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "a"}])
+    holder = _hold_write_lock(path)
+    try:
+        with pytest.raises(DatabaseLocked):
+            store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "b"}])
+    finally:
+        holder.rollback()
+        holder.close()
+    # Rolled back, not lost: the same connection goes on.
+    assert store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "b"}]) == [2]
+    assert store.call_without_waiting(driver_connection) is first
+    # Outside a call without waiting (and in another thread) transactions take pooled ones.
+    with store._transaction() as conn:
+        assert conn.connection.dbapi_connection is not first
+    other = ThreadPoolExecutor(1)
+    try:
+        in_thread = other.submit(store.call_without_waiting, driver_connection).result(30)
+    finally:
+        other.shutdown()
+    assert in_thread is not first
+    # A connection SQLAlchemy gave up on (a lost file) is replaced.
+    store.call_without_waiting(lambda: store._no_wait.held.invalidate())
+    replacement = store.call_without_waiting(driver_connection)
+    assert replacement is not first
+    assert [e.event["type"] for e in store.read_events("root-1")] == ["a", "b"]
+    store.close()
+    for kept in (replacement, in_thread):
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            kept.execute("SELECT 1")
 
 
 class WhereStore(Store):
