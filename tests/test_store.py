@@ -27,13 +27,14 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from otherone.contracts import RunRef
+from otherone.contracts import EventRecord, RunRef
 from otherone.errors import ConfigurationError
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import AgentFailure, AgentOutput, RunRecord, RunStatus, RunUsage
 from otherone.store import EntryRow, SessionBusyError, Store, StoreError
 from otherone.store.events import EVENT_APPEND_ATTEMPTS, EntryEvents
 from otherone.store.migrate import BASELINE_REVISION, VERSION_TABLE, alembic_config, head_revision
+from otherone.store.records import aware
 from otherone.store.schema import PARTITIONED_TABLES, events, memory_points, metadata
 from otherone.toml_config import load_config
 from otherone.worker.retention import prune_once
@@ -433,6 +434,38 @@ def test_events_have_one_sequence_per_root(store: Store) -> None:
     assert [r.sequence for r in store.read_events("root-1", after=1, limit=1)] == [2]
     assert [r.sequence for r in store.read_events("root-1", partition_key="tenant-a")] == [1, 2, 3]
     assert store.read_events("root-1", partition_key="tenant-b") == []
+
+
+def test_an_event_is_stored_as_its_record_writes_itself(store: Store) -> None:
+    """The store builds an event's JSON itself (not through `EventRecord`, for speed): it must
+    be exactly what the record's own serialisation gives, every field of it."""
+    body = {
+        "type": "model_completed",
+        "turn": 2,
+        "usage": {"input_tokens": 7, "cost": 0.25},
+        "text": 'héllo \u2713 "quoted"\n',
+        "missing": None,
+        "calls": [{"id": "c1", "arguments": "{}"}],
+    }
+    store.append_events(_ref("root-1", "child"), [body])
+    with store.engine.connect() as conn:
+        stored = conn.execute(select(events.c.body, events.c.created_at)).one()
+    record = EventRecord.model_validate_json(stored.body)
+    assert stored.body == record.model_dump_json()
+    assert json.loads(stored.body).keys() == EventRecord.model_fields.keys()
+    assert (record.run_id, record.root_run_id, record.depth, record.event) == (
+        "child",
+        "root-1",
+        0,
+        body,
+    )
+    assert record.timestamp == aware(stored.created_at)
+    assert len({r.event_id for r in _many_events(store)}) == 50
+
+
+def _many_events(store: Store) -> list[EventRecord]:
+    store.append_events(_ref("root-2"), [{"type": "x"}] * 50)
+    return store.read_events("root-2")
 
 
 def test_events_mentioning_a_value_are_found_without_reading_the_tree(store: Store) -> None:
