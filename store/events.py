@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 from sqlalchemy import Connection, delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
@@ -170,21 +170,26 @@ def _unstored(
 def envelope_json(ref: RunRef, sequence: int, timestamp: datetime, body: dict[str, Any]) -> str:
     """The stored JSON of an `EventRecord` (schema version 1) around ``body``: what
     ``EventRecord(...).model_dump_json()`` gives, byte for byte, in less than half the time
-    (no model built and validated for each event; a turn writes five)."""
-    return to_json(
-        {
-            "schema_version": 1,
-            "event_id": _event_id(),
-            "sequence": sequence,
-            "timestamp": timestamp,
-            "root_run_id": ref.root_run_id,
-            "run_id": ref.run_id,
-            "parent_run_id": ref.parent_run_id,
-            "agent_id": ref.agent_id,
-            "depth": ref.depth,
-            "event": body,
-        }
-    ).decode()
+    (no model built and validated for each event; a turn writes five). A body that is not
+    JSON raises the record's `ValidationError`, naming the field."""
+    envelope = {
+        "schema_version": 1,
+        "event_id": _event_id(),
+        "sequence": sequence,
+        "timestamp": timestamp,
+        "root_run_id": ref.root_run_id,
+        "run_id": ref.run_id,
+        "parent_run_id": ref.parent_run_id,
+        "agent_id": ref.agent_id,
+        "depth": ref.depth,
+        "event": body,
+    }
+    try:
+        # inf and NaN as null: what the record's serialisation writes (valid JSON for readers).
+        return to_json(envelope, inf_nan_mode="null").decode()
+    except PydanticSerializationError:
+        EventRecord.model_validate(envelope)  # raises, saying which field
+        raise
 
 
 def _event_id() -> str:

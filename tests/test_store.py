@@ -461,6 +461,9 @@ def test_an_event_is_stored_as_its_record_writes_itself(store: Store) -> None:
     )
     assert record.timestamp == aware(stored.created_at)
     assert len({r.event_id for r in _many_events(store)}) == 50
+    # Not JSON numbers: stored as null, as the record writes them.
+    store.append_events(_ref("root-3"), [{"type": "x", "ratio": float("nan")}])
+    assert store.read_events("root-3")[0].event == {"type": "x", "ratio": None}
 
 
 def _many_events(store: Store) -> list[EventRecord]:
