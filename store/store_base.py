@@ -65,7 +65,7 @@ class StoreBase:
         self._no_wait = threading.local()
         self._calls_since_checkpoint = 0
         self._checkpoint: Future[None] | None = None
-        #: The connections threads keep for their transactions (`transaction`), to close.
+        #: The connections threads keep for their transactions (`_transaction`), to close.
         self._held: list[Connection] = []
         self._held_lock = threading.Lock()
         self._held_closed = False
