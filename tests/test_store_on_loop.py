@@ -11,6 +11,7 @@ in a thread of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -64,6 +65,17 @@ def _hold_write_lock(path: Path) -> sqlite3.Connection:
     return holder
 
 
+@contextlib.contextmanager
+def _write_lock_held(path: Path) -> Iterator[None]:
+    """`_hold_write_lock` for the block; given back (rolled back) after it."""
+    holder = _hold_write_lock(path)
+    try:
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
 def test_a_call_without_waiting_meets_a_held_lock_at_once_and_writes_nothing(
     sqlite_store: tuple[Store, Path],
 ) -> None:
@@ -78,13 +90,8 @@ def test_a_call_without_waiting_meets_a_held_lock_at_once_and_writes_nothing(
     # Its connection neither waits for a lock nor checkpoints (the store's own ones do both).
     assert store.call_without_waiting(settings) == (0, 0)
     assert settings() == (30000, 1000)
-    holder = _hold_write_lock(path)
-    try:
-        with pytest.raises(DatabaseLocked):
-            store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "a"}])
-    finally:
-        holder.rollback()
-        holder.close()
+    with _write_lock_held(path), pytest.raises(DatabaseLocked):
+        store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "a"}])
     assert store.read_events("root-1") == []
     # Made again once the lock is free: written once, with the first sequence number.
     assert store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "a"}]) == [1]
@@ -178,13 +185,8 @@ def test_a_thread_keeps_one_connection_for_its_transactions_without_waiting(
 
     first = store.call_without_waiting(driver_connection)
     store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "a"}])
-    holder = _hold_write_lock(path)
-    try:
-        with pytest.raises(DatabaseLocked):
-            store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "b"}])
-    finally:
-        holder.rollback()
-        holder.close()
+    with _write_lock_held(path), pytest.raises(DatabaseLocked):
+        store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "b"}])
     # Rolled back, not lost: the same connection goes on.
     assert store.call_without_waiting(store.append_events, _ref("root-1"), [{"type": "b"}]) == [2]
     assert store.call_without_waiting(driver_connection) is first
