@@ -12,6 +12,10 @@ model, SQLite store) and runs ``--runs`` sequential runs of ``--turns`` turns, t
 - the hops of the calls made in a thread (`ThreadHops`): from the event loop's asking to the
   thread's start, and from the thread's end to the loop's going on (waiting for a core, the
   GIL, a wake-up);
+- the store's statements per run (`StoreStatements`): each prepared statement by what it does
+  and on which table, the commits and the transactions, with the CPU time of the thread that
+  ran them (a transaction's time less its statements' and commit's is its Python and its
+  connection handling);
 - the server requests per run that heartbeats cost (`RecordActivityTaskHeartbeat` calls);
 - the functions of the event-loop thread with the most own time (cProfile), or, with
   ``--sort cumulative``, with the most time below them. ``--out FILE`` keeps the raw profile
@@ -26,17 +30,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import functools
 import inspect
 import io
 import os
 import pstats
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy.engine.base import Connection
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
@@ -44,7 +51,8 @@ from bench import ours
 from bench.common import Sizes
 from bench.paired import server_cpu_seconds
 from otherone.activities import store_calls
-from otherone.store import Store
+from otherone.store import Store, prepared
+from otherone.store.store_base import StoreBase
 from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer
 
@@ -141,6 +149,88 @@ class ThreadHops:
             self._saved = None
 
 
+class StoreStatements:
+    """Counts and times (CPU of the calling thread) the store's prepared statements
+    (`otherone.store.prepared.run`: a turn's hot path), the commits and the transactions
+    (`StoreBase._transaction`, from its start to its end). Each measurement costs ~1 µs of its
+    own, counted in the transaction's time."""
+
+    COMMIT = "COMMIT"
+    TRANSACTION = "transactions (all of each, statements and commit too)"
+
+    def __init__(self) -> None:
+        self.count: Counter[str] = Counter()
+        self.cpu_seconds: defaultdict[str, float] = defaultdict(float)
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def install(self) -> None:
+        run, commit, transaction = prepared.run, Connection._commit_impl, StoreBase._transaction
+
+        def timed_run(conn: Any, sql: str, params: Any, *, many: bool = False) -> Any:
+            with self._timed(statement_label(sql)):
+                return run(conn, sql, params, many=many)
+
+        def timed_commit(conn: Connection) -> None:
+            with self._timed(self.COMMIT):
+                commit(conn)
+
+        def timed_transaction(store: StoreBase) -> Any:
+            return self._timed(self.TRANSACTION, around=transaction(store))
+
+        for owner, name, value in (
+            (prepared, "run", timed_run),
+            (Connection, "_commit_impl", timed_commit),
+            (StoreBase, "_transaction", timed_transaction),
+        ):
+            self._saved.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, value)
+
+    def uninstall(self) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+    @contextlib.contextmanager
+    def _timed(self, label: str, around: Any = None) -> Any:
+        started = time.thread_time()
+        try:
+            if around is None:
+                yield None
+            else:
+                with around as value:
+                    yield value
+        finally:
+            self.count[label] += 1
+            self.cpu_seconds[label] += time.thread_time() - started
+
+    def lines(self, runs: int) -> list[str]:
+        """Per run: count, CPU ms and µs each, the most expensive first."""
+        lines = ["store statements per run (count, CPU ms of its thread, µs each):"]
+        for label, seconds in sorted(self.cpu_seconds.items(), key=lambda item: -item[1]):
+            count = self.count[label]
+            per_run, each = seconds / runs * 1000, seconds / count * 1e6
+            lines.append(f"  {label:<60} {count / runs:6.1f}  {per_run:7.2f} ms  {each:6.0f} µs")
+        return lines
+
+
+_TABLE = re.compile(r"\b(?:INTO|FROM|UPDATE)\s+(\w+)", re.IGNORECASE)
+
+
+def statement_label(sql: str) -> str:
+    """What a statement does and to which table, in a few words: ``INSERT otherone_events``,
+    ``SELECT max(otherone_events.sequence) FROM otherone_events``."""
+    words = " ".join(sql.split())
+    verb = words.split(" ", 1)[0].upper()
+    found = _TABLE.search(words)
+    if found is None:  # (PostgreSQL's lock and notify calls)
+        return words[:40]
+    table = found.group(1)
+    if verb != "SELECT":
+        return f"{verb} {table}"
+    first = words[len("SELECT ") :].split(",")[0].split(" FROM ")[0].split(" AS ")[0]
+    return f"SELECT {first} FROM {table}"
+
+
 class ActivityBodies(Interceptor):
     """Counts and times activity bodies by activity type (a worker interceptor: it sees every
     attempt, local activities too, from after the input is decoded to the body's return)."""
@@ -187,6 +277,7 @@ def _heartbeats() -> Counter[str]:
 
 async def profile(args: argparse.Namespace) -> str:
     calls = StoreCalls()
+    statements = StoreStatements()
     hops = ThreadHops()
     bodies = ActivityBodies()
     beats = _heartbeats()
@@ -198,6 +289,7 @@ async def profile(args: argparse.Namespace) -> str:
         async with ours.running(client, queue, config, interceptors=[bodies]) as bench:
             await bench.run("counter")  # warm-up: imports, caches
             calls.install()
+            statements.install()
             hops.install()
             bodies.enabled = True
             beats.clear()
@@ -213,6 +305,7 @@ async def profile(args: argparse.Namespace) -> str:
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             server_cpu = server_cpu_seconds(server.pid) - server_cpu
             calls.uninstall()
+            statements.uninstall()
             hops.uninstall()
             bodies.enabled = False
     runs = args.runs
@@ -236,6 +329,7 @@ async def profile(args: argparse.Namespace) -> str:
         wall_ms = calls.seconds[name] / runs * 1000
         cpu_ms = calls.cpu_seconds[name] / runs * 1000
         print(f"  {name:<28} {count / runs:6.1f}  {wall_ms:7.1f} ms  {cpu_ms:7.1f} ms", file=out)
+    print("\n".join(statements.lines(runs)), file=out)
     print(hop_line(hops, runs), file=out)
     print(f"heartbeats per run: {beats['heartbeats'] / runs:.1f}", file=out)
     if not args.cprofile:

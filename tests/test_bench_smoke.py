@@ -14,7 +14,7 @@ from bench import server_work, spy, store_calls
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
-from bench.profile import StoreCalls, ThreadHops, hop_line
+from bench.profile import StoreCalls, StoreStatements, ThreadHops, hop_line, statement_label
 from bench.report import Cell, paired_table, workload_rows
 from otherone.activities import store_calls as activity_store_calls
 from otherone.store import Store
@@ -109,6 +109,36 @@ def test_the_profile_counts_the_store_calls_of_every_part_of_the_store(store: St
     assert calls.count["put_tool_result_and_events"] == 2 and calls.count["session_holder"] == 1
     assert "turn_context" not in vars(Store) and "put_tool_result" in vars(Store)
     assert not hasattr(Store.put_tool_result, "__wrapped__")
+
+
+def test_the_profile_times_the_store_statements_commits_and_transactions(store: Store) -> None:
+    """`make profile`'s statement lines: every prepared statement of a turn's store calls, by
+    what it does and to which table, the commits and the transactions, counted per call and
+    timed; the originals are put back after."""
+    from sqlalchemy.engine.base import Connection
+
+    from otherone.store import prepared
+    from otherone.store.store_base import StoreBase
+
+    original = prepared.run, StoreBase._transaction, Connection._commit_impl
+    statements = StoreStatements()
+    statements.install()
+    try:
+        store_calls.play(store, 2)
+    finally:
+        statements.uninstall()
+    assert (prepared.run, StoreBase._transaction, Connection._commit_impl) == original
+    counted = statements.count
+    # Each turn: its start, its answer and its tool result, each one transaction.
+    assert counted[StoreStatements.TRANSACTION] == 6
+    assert counted[StoreStatements.COMMIT] >= 6
+    assert counted["INSERT otherone_entries"] >= 4  # the user's, each turn's pending and answer
+    assert counted["SELECT max(otherone_events.sequence) FROM otherone_events"] >= 2  # answers
+    assert all(seconds >= 0 for seconds in statements.cpu_seconds.values())
+    lines = statements.lines(runs=2)
+    assert lines[0].startswith("store statements per run") and len(lines) == len(counted) + 1
+    notify = "SELECT pg_notify(:channel, :root)"
+    assert statement_label(notify) == notify  # no table: the statement itself
 
 
 async def test_the_profile_times_the_hops_of_store_calls_to_their_thread_and_back() -> None:
