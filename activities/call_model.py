@@ -35,6 +35,7 @@ from otherone.activities.context import (
 from otherone.activities.decided_events import call_completed_events
 from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.handoffs import handoff_tool_definition
+from otherone.activities.lost_attempts import lost_model_attempts, model_completed_key
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
 from otherone.activities.output import apply_result_contract
@@ -88,6 +89,9 @@ async def _call_model(
         # A retry after the turn was already stored: never call the model twice.
         done = await with_approvals(context, ref, _with_output(done, input))
         return await _returnable(context, done, input)
+    # An earlier attempt's worker died mid-call: its `model_started` gets its end first.
+    attempt = activity.info().attempt
+    events.add(*await lost_model_attempts(context, ref, input.turn, attempt))
     snapshot = await context.snapshot(ref.snapshot_version)
     agent = snapshot.agent(ref.agent_id)
     profile = snapshot.models[input.model_profile_id]
@@ -104,7 +108,7 @@ async def _call_model(
         agent_id=agent.id,
         run_id=ref.run_id,
         turn=input.turn - input.turn_offset,  # the agent's own turn (after a handoff)
-        attempt=activity.info().attempt,
+        attempt=attempt,
         messages=[],
         tools=tools,
         settings=generation_settings(profile, agent),
@@ -141,8 +145,9 @@ async def _call_model(
         )
     except BaseException as error:
         # Every `model_started` gets its `model_completed`: a failed or cancelled call too.
+        # Keyed, as the end a later attempt would store for this one if it seemed lost.
         ended = "cancelled" if isinstance(error, asyncio.CancelledError) else str(error)
-        events.add({**completed, "error": ended})
+        events.add({**completed, "error": ended, **model_completed_key(ref, input.turn, attempt)})
         raise
     turn = turn.model_copy(update={"reasoning": ()})  # kept in the store, not in history
     if compaction is not None:  # the summary was a model call of the run too

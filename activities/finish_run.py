@@ -10,6 +10,7 @@ from typing import Any
 from temporalio import activity
 
 from otherone.activities.decided_events import call_completed_events
+from otherone.activities.lost_attempts import lost_model_attempts_at_end
 from otherone.activities.shared import ActivityContext, pending_rows, tool_result_ids
 from otherone.activities.store_calls import brief_write, describe_store_error
 from otherone.config import AGENT_CALL_TOOL
@@ -39,6 +40,9 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     ref, store = input.ref, context.store
     before = await context.decided_bodies(ref, input.events, once=FINISH)
     before += _keyed(ref, call_completed_events(input.pending))
+    if input.status is not RunStatus.COMPLETED:
+        # Ended while a model attempt's worker was dead, before a retry could close it.
+        before += await lost_model_attempts_at_end(context, ref)
     terminal = {**_terminal_event(input), EVENT_KEY: event_key(ref.run_id, FINISH)}
     after = context.visible(ref, [terminal])
     record = input.record

@@ -15,6 +15,7 @@ from temporalio import activity
 from otherone.activities.artifacts import store_blob
 from otherone.activities.context import tool_error_content
 from otherone.activities.event_buffer import EventBuffer
+from otherone.activities.lost_attempts import lost_tool_attempts, tool_completed_key
 from otherone.activities.mcp_calls import McpToolCall
 from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY
 from otherone.activities.model_stream import valid_unicode
@@ -50,7 +51,10 @@ async def _run_tool(
             error_kind=ToolErrorKind.FATAL,
             error=f"tool '{call.name}' is not registered on this worker",
         )
-    events.add(tool_started_body(call))  # written within `LATE_WRITE_SECONDS`, or at the end
+    # Written within `LATE_WRITE_SECONDS`, or at the end; after the ends of earlier attempts
+    # a killed worker left open.
+    lost = await lost_tool_attempts(context, ref, call, info.attempt)
+    events.add(*lost, tool_started_body(call, info.attempt))
     tool_context = ToolContext(
         tool_call_id=call.id,
         tool_name=call.name,
@@ -87,7 +91,9 @@ async def _run_mcp_tool(
             error_kind=ToolErrorKind.PERMISSION_DENIED,
             error=f"tool '{call.name}' is not among this run's MCP tools",
         )
-    events.add(tool_started_body(call))
+    attempt = activity.info().attempt
+    events.add(*await lost_tool_attempts(context, ref, call, attempt))
+    events.add(tool_started_body(call, attempt))
 
     async def emit(body: dict[str, Any]) -> None:
         await events.add_now(body)  # progress: people are watching
@@ -99,7 +105,7 @@ async def _run_mcp_tool(
     runner = McpToolCall(context.mcp, emit=emit, save_blob=save_blob, heartbeating=heartbeating)
 
     async def work() -> ToolOutcome:
-        kind, content = await runner.run(call, target, schema, activity.info().attempt)
+        kind, content = await runner.run(call, target, schema, attempt)
         return await _store_tool_result(context, input, kind, valid_unicode(content), events)
 
     return await _ended(input, work(), events)
@@ -118,7 +124,15 @@ async def _ended(
             if isinstance(error, asyncio.CancelledError)
             else f"attempt failed: {type(error).__name__}: {error}"
         )
-        events.add(tool_completed_body(input.call, ended))  # written by `EventBuffer.close`
+        # Written by `EventBuffer.close`; keyed, as the end a later attempt would store for
+        # this one if it seemed lost (`otherone.activities.lost_attempts`).
+        attempt = activity.info().attempt
+        events.add(
+            {
+                **tool_completed_body(input.call, ended, attempt),
+                **tool_completed_key(input.run_ref, input.call, attempt),
+            }
+        )
         raise
 
 
@@ -160,7 +174,7 @@ async def _store_tool_result(
     content: str,
     events: EventBuffer,
 ) -> ToolOutcome:
-    ref, call = input.run_ref, input.call
+    ref, call, attempt = input.run_ref, input.call, activity.info().attempt
     size = len(content.encode())
     error = result_error(content) if kind is not None else None
     if size > input.result_limit_bytes:
@@ -180,9 +194,11 @@ async def _store_tool_result(
             oversized=True,
             error=f"{_oversized(size, input)}; stored as artifact {artifact.artifact_id}",
         )
-        events.add(tool_completed_body(call, outcome.error))
+        events.add(tool_completed_body(call, outcome.error, attempt))
         return outcome
-    if await _inline(context, input, size) and events.drop_unwritten(tool_started_body(call)):
+    if await _inline(context, input, size) and events.drop_unwritten(
+        tool_started_body(call, attempt)
+    ):
         # Small, and nothing of the call stored yet: the result goes back in the outcome, and
         # its entry and events are written by whoever writes the run's next entries (no store
         # write on the tool's path). `PendingEntry.tool_arguments`, `deferred_tool_events`.
@@ -194,7 +210,7 @@ async def _store_tool_result(
             content=content,
         )
     # The result, `tool_completed` and whatever else is queued: one transaction.
-    events.add(tool_completed_body(call, error))
+    events.add(tool_completed_body(call, error, attempt))
     store, error_kind = context.store, kind.value if kind else None
     await events.write_with(
         lambda bodies: store.put_tool_result_and_events(

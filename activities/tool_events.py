@@ -14,13 +14,18 @@ from otherone.workflows.outcomes import tool_completed_event, tool_started_event
 EVENT_ARGUMENTS_CHARS = 2000
 
 
-def tool_started_body(call: ToolCallSpec) -> dict[str, Any]:
-    """`tool_started` as the tool activity stores it: with the arguments (cut)."""
-    return {**tool_started_event(call), "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS]}
+def tool_started_body(call: ToolCallSpec, attempt: int | None = None) -> dict[str, Any]:
+    """`tool_started` as the tool activity stores it: with the arguments (cut) and, when the
+    activity writes it itself, its attempt (a retry's events then tell the attempts apart)."""
+    body = {**tool_started_event(call), "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS]}
+    return body if attempt is None else {**body, "attempt": attempt}
 
 
-def tool_completed_body(call: ToolCallSpec, error: str | None) -> dict[str, Any]:
-    return dict(tool_completed_event(call, error))
+def tool_completed_body(
+    call: ToolCallSpec, error: str | None, attempt: int | None = None
+) -> dict[str, Any]:
+    body = dict(tool_completed_event(call, error))
+    return body if attempt is None else {**body, "attempt": attempt}
 
 
 def result_error(content: str) -> str | None:

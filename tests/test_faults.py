@@ -16,7 +16,9 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from otherone.activities.lost_attempts import LOST_ATTEMPT
 from otherone.client.agent_client import AgentClient, build_request
+from otherone.contracts import EventRecord
 from otherone.definitions import AgentDefinition
 from otherone.runs import DEFAULT_PARTITION, RunOutcome, RunStatus
 from otherone.store import Store
@@ -58,6 +60,38 @@ def has_event(store: Store, root: str, run_id: str, kind: str) -> bool:
         e.run_id == run_id and e.event["type"] == kind
         for e in store.read_events(root, limit=10_000)
     )
+
+
+def unpaired_attempts(events: list[EventRecord]) -> list[str]:
+    """Each model attempt (run, turn, attempt) has one `model_started` then one
+    `model_completed`; each tool call's events alternate `tool_started`, `tool_completed` (one
+    pair per attempt), beginning with a start and ending with an end."""
+    models: dict[tuple[str, object, object], list[str]] = {}
+    tools: dict[tuple[str, object], list[str]] = {}
+    for record in events:
+        body = record.event
+        if body["type"] in ("model_started", "model_completed"):
+            key = (record.run_id, body.get("turn"), body.get("attempt"))
+            models.setdefault(key, []).append(body["type"])
+        elif body["type"] in ("tool_started", "tool_completed"):
+            tools.setdefault((record.run_id, body.get("tool_call_id")), []).append(body["type"])
+    wrong = [f"{key}: {kinds}" for key, kinds in models.items() if kinds != MODEL_PAIR]
+    return wrong + [
+        f"{key}: {kinds}" for key, kinds in tools.items() if kinds != TOOL_PAIR * (len(kinds) // 2)
+    ]
+
+
+MODEL_PAIR = ["model_started", "model_completed"]
+TOOL_PAIR = ["tool_started", "tool_completed"]
+
+
+def lost_ends(events: list[EventRecord], run_id: str) -> list[tuple[str, object]]:
+    """The ends a retry stored for the attempts its killed worker left open."""
+    return [
+        (e.event["type"], e.event.get("attempt"))
+        for e in events
+        if e.run_id == run_id and e.event.get("error") == LOST_ATTEMPT
+    ]
 
 
 async def test_sigkill_mid_stream_mid_tool_and_mid_child_loses_and_repeats_nothing(
@@ -115,6 +149,46 @@ async def test_sigkill_mid_stream_mid_tool_and_mid_child_loses_and_repeats_nothi
         assert [r.run_id for r in tree] == [boss.run_id, child]
         assert tree[1].status is RunStatus.COMPLETED
         assert tree[1].output is not None and tree[1].output.value == "".join(SLOW_CHUNKS)
+        # The events: every attempt the kill cut off got its end from the retry.
+        streamed_events = store.read_events(streamer.run_id, limit=10_000)
+        bought_events = store.read_events(buyer.run_id, limit=10_000)
+        tree_events = store.read_events(boss.run_id, limit=10_000)
+        for events in (streamed_events, bought_events, tree_events):
+            assert unpaired_attempts(events) == []
+        assert lost_ends(streamed_events, streamer.run_id) == [("model_completed", 1)]
+        assert lost_ends(bought_events, buyer.run_id) == [("tool_completed", 1)]
+        assert lost_ends(tree_events, child) == [("model_completed", 1)]
+    finally:
+        store.close()
+
+
+async def test_a_run_cancelled_while_its_streams_worker_is_dead_ends_the_lost_attempt(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """No retry closes the killed attempt here (the run is cancelled first): the run's end
+    does."""
+    address = temporal_env.client.service_client.config.target_host
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store.open(store_url)
+    agents = AgentClient(client, task_queue=task_queue, store=store)
+    try:
+        async with worker_process(address, task_queue, store_url, tmp_path) as first:
+            streamer = await agents.start(build_request(entry_agent="streamer", input="talk"))
+            await wait_until(
+                lambda: has_event(store, streamer.run_id, streamer.run_id, "model_delta"),
+                within=60,
+                message="the stream has begun",
+            )
+            first.send_signal(signal.SIGKILL)
+            await first.exit_code()
+        await streamer.cancel()
+        async with worker_process(address, task_queue, store_url, tmp_path):
+            result = await asyncio.wait_for(streamer.result(), 120)
+        assert result.outcome is RunOutcome.CANCELLED
+        events = store.read_events(streamer.run_id, limit=10_000)
+        assert unpaired_attempts(events) == []
+        assert lost_ends(events, streamer.run_id) == [("model_completed", 1)]
+        assert events[-1].event["type"] == "run_cancelled"
     finally:
         store.close()
 

@@ -27,6 +27,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from otherone.activities.lost_attempts import LOST_ATTEMPT, model_completed_key
 from otherone.contracts import EventRecord, RunRef
 from otherone.errors import ConfigurationError
 from otherone.examples import EXAMPLE_CONFIG
@@ -464,6 +465,20 @@ def test_an_event_is_stored_as_its_record_writes_itself(store: Store) -> None:
     # Not JSON numbers: stored as null, as the record writes them.
     store.append_events(_ref("root-3"), [{"type": "x", "ratio": float("nan")}])
     assert store.read_events("root-3")[0].event == {"type": "x", "ratio": None}
+
+
+def test_an_attempts_late_end_after_a_retry_closed_it_is_not_stored_again(store: Store) -> None:
+    """A retry stores the end of an attempt that looked lost; when that attempt was alive after
+    all (a stalled worker) and stores its own end late, the shared key keeps one end."""
+    ref = _ref("root-lost")
+    store.append_events(ref, [{"type": "model_started", "turn": 1, "attempt": 1}])
+    for error in (LOST_ATTEMPT, "cancelled"):
+        end = {"type": "model_completed", "turn": 1, "attempt": 1, "error": error}
+        store.append_events(ref, [{**end, **model_completed_key(ref, 1, 1)}])
+    # The next attempt's own end has a key of its own.
+    store.append_events(ref, [{**end, "attempt": 2, **model_completed_key(ref, 1, 2)}])
+    stored = [(e.event.get("attempt"), e.event.get("error")) for e in store.read_events(ref.run_id)]
+    assert stored == [(1, None), (1, LOST_ATTEMPT), (2, "cancelled")]
 
 
 def _many_events(store: Store) -> list[EventRecord]:
