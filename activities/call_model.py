@@ -144,6 +144,8 @@ async def _call_model(
             brief=brief_write(*_written_texts(turn)),
         )
     except BaseException as error:
+        if events.written_when_cancelled:
+            raise  # the answer and its `model_completed` were stored all the same
         # Every `model_started` gets its `model_completed`: a failed or cancelled call too.
         # Keyed, as the end a later attempt would store for this one if it seemed lost.
         ended = "cancelled" if isinstance(error, asyncio.CancelledError) else str(error)

@@ -44,6 +44,9 @@ class EventBuffer:
         self._tasks: set[asyncio.Task[None]] = set()
         #: Whether a write of this buffer's events began (then later ones must follow it).
         self._began_writing = False
+        #: Whether `write_with`'s write committed although the attempt was cancelled meanwhile
+        #: (its events, the attempt's end among them, are stored: the attempt adds no other end).
+        self.written_when_cancelled = False
 
     def add(self, *bodies: dict[str, Any]) -> None:
         """Queue ``bodies`` (the run's visibility applies); written within the bound."""
@@ -77,14 +80,26 @@ class EventBuffer:
         """Write what is queued in the same transaction as the caller's own write
         (``together(bodies)``: e.g. the turn's entry), through `ActivityContext.brief_io`, or
         `ActivityContext.io` when not ``brief`` (a large write: in a thread). Outages are ridden
-        out, a refused write fails the attempt as any store write does."""
+        out, a refused write fails the attempt as any store write does. A cancellation while
+        the write runs in a thread waits for it to end (`ActivityContext.io_to_its_end`) and
+        says whether it committed (`written_when_cancelled`)."""
         await self.settle()
         bodies = self.take()
-        io = self.context.brief_io if brief else self.context.io
+        written = False
+
+        def write(batch: list[dict[str, Any]]) -> T:
+            nonlocal written
+            done = together(batch)
+            written = True  # returned: committed
+            return done
+
         try:
-            return await io(together, bodies)
+            return await self.context.io_to_its_end(write, bodies, brief=brief)
         except BaseException as error:
-            self.lost(bodies, error)
+            if written:  # cancelled while the write went on in its thread, which committed
+                self.written_when_cancelled = True
+            else:
+                self.lost(bodies, error)
             raise
 
     def drop_unwritten(self, *bodies: dict[str, Any]) -> bool:

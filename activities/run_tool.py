@@ -119,6 +119,8 @@ async def _ended(
     try:
         return await work
     except BaseException as error:
+        if events.written_when_cancelled:
+            raise  # the result and its `tool_completed` were stored all the same
         ended = (
             "cancelled"
             if isinstance(error, asyncio.CancelledError)

@@ -151,6 +151,19 @@ class ActivityContext:
             functools.partial(store_call, self.store), function, *args, **kwargs
         )
 
+    async def io_to_its_end(
+        self, function: Callable[..., T], *args: Any, brief: bool = False, **kwargs: Any
+    ) -> T:
+        """`brief_io` (``brief``) or `io`, whose thread, if the call needs one, is awaited to its
+        end even when the caller is cancelled meanwhile (`store_calls.in_thread_to_its_end`):
+        for a write whose outcome the caller must know (an attempt's end is stored once)."""
+        call = (
+            functools.partial(store_calls.store_call_to_its_end, self.store)
+            if brief
+            else store_calls.in_thread_to_its_end
+        )
+        return await self._ridden_out(call, function, *args, **kwargs)
+
     async def _ridden_out(
         self,
         call: Callable[..., Awaitable[T]],

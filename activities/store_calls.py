@@ -77,6 +77,17 @@ async def store_call(store: Store, function: Callable[..., T], *args: Any, **kwa
     return await in_thread(function, *args, **kwargs)
 
 
+async def store_call_to_its_end(
+    store: Store, function: Callable[..., T], *args: Any, **kwargs: Any
+) -> T:
+    """`store_call`, its thread (if it needs one) awaited to its end even when the caller is
+    cancelled meanwhile (`in_thread_to_its_end`)."""
+    if store.calls_without_waiting:
+        with contextlib.suppress(DatabaseLocked):
+            return store.call_without_waiting(function, *args, **kwargs)
+    return await in_thread_to_its_end(function, *args, **kwargs)
+
+
 async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``function`` in the default thread pool (like `asyncio.to_thread`); heartbeating only
     if it takes longer than `HEARTBEAT_EVERY_SECONDS`. No task per call: a store call is
@@ -85,6 +96,25 @@ async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
     async with heartbeating():  # a timer until the first heartbeat is due: nothing per call
         return await loop.run_in_executor(None, call)
+
+
+async def in_thread_to_its_end(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`in_thread`, except that a cancellation (raised all the same) first waits for the call
+    to end: a thread cannot be stopped, and a caller whose write may commit after it was
+    cancelled must know whether it did (an attempt's last write: `EventBuffer.write_with`).
+    The wait is as long as the store call's own bounds (its driver's timeouts)."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    async with heartbeating():
+        future = loop.run_in_executor(None, call)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            activity.logger.info("cancelled during a store write: waiting for it to end")
+            while not future.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({future})
+            raise
 
 
 @contextlib.asynccontextmanager

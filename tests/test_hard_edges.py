@@ -380,6 +380,51 @@ async def test_cancel_ends_the_run_within_seconds_while_the_store_hangs_on_finis
     assert took < FINISH_GRACE.total_seconds() + 5
 
 
+def has_error_end(store: Store, run_id: str) -> bool:
+    return any(
+        e.event["type"] == "model_completed" and e.event.get("error")
+        for e in store.read_events(run_id, limit=10_000)
+    )
+
+
+async def test_an_answer_whose_write_commits_after_a_cancel_ends_its_attempt_once(
+    client: Client, task_queue: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run is cancelled while the answer's write waits in its thread (held at a gate); the
+    write then commits. The attempt has one end (the stored `model_completed`, not also a
+    `cancelled` one) and no event is reported lost."""
+    caplog.set_level(logging.INFO, logger="temporalio.activity")
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="append_entries_and_events")
+    config = scripted_config({"agent": ["the answer"]})
+    try:
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+            handle = await env.agents.start(build_request(entry_agent="agent", input="go"))
+            assert await asyncio.to_thread(store.entered.wait, 20)
+            await handle.cancel()
+            # The attempt has taken the cancel: it says it waits for its write (or, were it
+            # not to wait, it would store its `cancelled` end at once).
+            await wait_until(
+                lambda: (
+                    "cancelled during a store write" in caplog.text
+                    or has_error_end(store, handle.run_id)
+                ),
+                within=20,
+                message="the cancel has reached the attempt during its write",
+            )
+            store.release.set()
+            result = await asyncio.wait_for(handle.result(), 30)
+            events = [e async for e in env.agents.events(handle.run_id)]
+    finally:
+        store.release.set()
+        store.close()
+    assert result.outcome is RunOutcome.CANCELLED
+    kinds = [(e.event["type"], e.event.get("error")) for e in events]
+    assert ("model_completed", None) in kinds
+    assert [kind for kind in kinds if kind[0] == "model_completed"] == [("model_completed", None)]
+    assert not any(kind == "events_lost" for kind, _ in kinds)
+    assert unpaired(events) == []
+
+
 async def test_a_stored_end_is_kept_when_handlers_outlive_the_finish_grace(
     client: Client, task_queue: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
