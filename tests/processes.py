@@ -14,13 +14,16 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from otherone.client.agent_client import AgentClient
 from otherone.examples import EXAMPLE_CONFIG
+from otherone.store import Store
 from tests.harness import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +34,31 @@ WORKER_BANNER = "worker on task queue"
 def address_of(env: WorkflowEnvironment) -> str:
     """The address of ``env``'s Temporal server, as processes are given it."""
     return env.client.service_client.config.target_host
+
+
+@dataclass
+class SharedStore:
+    """What a test shares with the worker processes it starts (and kills): the dev server's
+    address, a SQLite store's URL, that store opened in the test and a client reading it."""
+
+    address: str
+    url: str
+    store: Store
+    agents: AgentClient
+
+
+@contextlib.contextmanager
+def shared_store(
+    env: WorkflowEnvironment, client: Client, task_queue: str, workdir: Path
+) -> Iterator[SharedStore]:
+    """A `SharedStore` in ``workdir`` (the store closed when the block ends)."""
+    url = f"sqlite:///{workdir / 'store.db'}"
+    store = Store.open(url)
+    try:
+        agents = AgentClient(client, task_queue=task_queue, store=store)
+        yield SharedStore(address_of(env), url, store, agents)
+    finally:
+        store.close()
 
 
 def cli_env(

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.activities.lost_attempts import LOST_ATTEMPT
-from otherone.client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import build_request
 from otherone.contracts import EventRecord
 from otherone.definitions import AgentDefinition
 from otherone.runs import DEFAULT_PARTITION, RunOutcome, RunStatus
@@ -27,7 +27,7 @@ from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer, free_port
 from tests.fault_worker import SLOW_CHUNKS, effect_file, fault_config
 from tests.harness import agent_env, scripted_config, wait_until
-from tests.processes import BackgroundProcess, worker_module
+from tests.processes import BackgroundProcess, shared_store, worker_module
 from tests.store_fixtures import ThrowawayCluster, postgres_bindir, running_in_ci
 
 pytestmark = pytest.mark.timeout(240)
@@ -97,11 +97,8 @@ def lost_ends(events: list[EventRecord], run_id: str) -> list[tuple[str, object]
 async def test_sigkill_mid_stream_mid_tool_and_mid_child_loses_and_repeats_nothing(
     temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    address = temporal_env.client.service_client.config.target_host
-    store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = Store.open(store_url)
-    agents = AgentClient(client, task_queue=task_queue, store=store)
-    try:
+    with shared_store(temporal_env, client, task_queue, tmp_path) as shared:
+        address, store_url, store, agents = shared.address, shared.url, shared.store, shared.agents
         async with worker_process(address, task_queue, store_url, tmp_path) as first:
             streamer = await agents.start(build_request(entry_agent="streamer", input="talk"))
             buyer = await agents.start(build_request(entry_agent="buyer", input="buy A"))
@@ -158,8 +155,6 @@ async def test_sigkill_mid_stream_mid_tool_and_mid_child_loses_and_repeats_nothi
         assert lost_ends(streamed_events, streamer.run_id) == [("model_completed", 1)]
         assert lost_ends(bought_events, buyer.run_id) == [("tool_completed", 1)]
         assert lost_ends(tree_events, child) == [("model_completed", 1)]
-    finally:
-        store.close()
 
 
 async def test_a_run_cancelled_while_its_streams_worker_is_dead_ends_the_lost_attempt(
@@ -167,11 +162,8 @@ async def test_a_run_cancelled_while_its_streams_worker_is_dead_ends_the_lost_at
 ) -> None:
     """No retry closes the killed attempt here (the run is cancelled first): the run's end
     does."""
-    address = temporal_env.client.service_client.config.target_host
-    store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = Store.open(store_url)
-    agents = AgentClient(client, task_queue=task_queue, store=store)
-    try:
+    with shared_store(temporal_env, client, task_queue, tmp_path) as shared:
+        address, store_url, store, agents = shared.address, shared.url, shared.store, shared.agents
         async with worker_process(address, task_queue, store_url, tmp_path) as first:
             streamer = await agents.start(build_request(entry_agent="streamer", input="talk"))
             await wait_until(
@@ -189,8 +181,6 @@ async def test_a_run_cancelled_while_its_streams_worker_is_dead_ends_the_lost_at
         assert unpaired_attempts(events) == []
         assert lost_ends(events, streamer.run_id) == [("model_completed", 1)]
         assert events[-1].event["type"] == "run_cancelled"
-    finally:
-        store.close()
 
 
 async def test_a_run_survives_a_temporal_server_restart(tmp_path: Path, task_queue: str) -> None:

@@ -13,11 +13,10 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from otherone.client.agent_client import AgentClient, build_request
+from otherone.client.agent_client import build_request
 from otherone.runs import RunOutcome
-from otherone.store import Store
 from tests.harness import wait_until
-from tests.processes import BackgroundProcess, worker_module
+from tests.processes import BackgroundProcess, shared_store, worker_module
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,11 +49,8 @@ def alive(pid: int) -> bool:
 async def test_sigkill_during_mcp_calls_retries_or_reports_and_leaks_no_server(
     temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    address = temporal_env.client.service_client.config.target_host
-    store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = Store.open(store_url)
-    agents = AgentClient(client, task_queue=task_queue, store=store)
-    try:
+    with shared_store(temporal_env, client, task_queue, tmp_path) as shared:
+        address, store_url, store, agents = shared.address, shared.url, shared.store, shared.agents
         async with worker_process(address, task_queue, store_url, tmp_path) as first:
             steady = await agents.start(build_request(entry_agent="steady", input="wait"))
             once = await agents.start(build_request(entry_agent="once", input="wait"))
@@ -109,5 +105,3 @@ async def test_sigkill_during_mcp_calls_retries_or_reports_and_leaks_no_server(
         ]
         assert once_row.error_kind == "recoverable"
         assert "mcp.once.wait_for_release" in json.loads(once_row.content)["error"]
-    finally:
-        store.close()
