@@ -53,6 +53,7 @@ from otherone.contracts import (
     ToolCallInput,
     ToolOutcome,
 )
+from otherone.runs import RunRecord
 from otherone.worker.telemetry import annotate_run
 
 
@@ -114,9 +115,9 @@ class AgentActivities:
             return await agent_call.prepare_call(self.context, input)
 
     @activity.defn(name=ACTIVITY_FINISH_RUN)
-    async def finish_run(self, input: FinishRunInput) -> None:
+    async def finish_run(self, input: FinishRunInput) -> RunRecord | None:
         async with heartbeating():
-            await finish.finish_run(self.context, input)
+            return await finish.finish_run(self.context, input)
 
     @activity.defn(name=ACTIVITY_RECORD_DECISION)
     async def record_approval_decision(self, input: RecordDecisionInput) -> None:

@@ -19,7 +19,7 @@ from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
 from otherone.store.errors import StoreError
 from otherone.store.events import EntryEvents
-from otherone.store.lifecycle import CallerResult, RunEnd
+from otherone.store.lifecycle import CallerResult, EndStored, RunEnd
 from otherone.store.records import EVENT_KEY, event_key
 
 #: What finish_run's event keys begin with (after the run id).
@@ -33,10 +33,13 @@ OUTCOME_FOR_STATUS = {
 }
 
 
-async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
+async def finish_run(context: ActivityContext, input: FinishRunInput) -> RunRecord | None:
     """Every write is idempotent and every event keyed (`EVENT_KEY`): as a local activity,
     finish_run runs again from the start when its workflow task fails (a worker killed or shut
-    down before the task completed), and must then store nothing twice."""
+    down before the task completed), and must then store nothing twice.
+
+    Returns the run's record when a different end was stored before (kept: a run ends once;
+    `RunEnd`), for the workflow to end the way the store says; else None."""
     ref, store = input.ref, context.store
     before = await context.decided_bodies(ref, input.events, once=FINISH)
     before += _keyed(ref, call_completed_events(input.pending))
@@ -54,7 +57,7 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     entry_events = context.deferred_events(ref, input.pending)
     set_aside: list[dict[str, Any]] = []  # the entries' events, when the store refused events
 
-    def write(batch: list[dict[str, Any]] | None) -> int:
+    def write(batch: list[dict[str, Any]] | None) -> EndStored:
         # ``batch``: the visible events of ``before`` then ``after`` (maybe led by a marker);
         # None: the store refused them, write the rest without any (`io_with_events`).
         events = entry_events
@@ -81,11 +84,20 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> None:
     # Brief unless stored (oversized) tool results are copied into the transcript here, or the
     # output or the last entries are long texts.
     brief = not tool_result_ids(input.pending) and brief_write(*_written_texts(input))
-    await context.io_with_events(ref, [*before, *after], write, brief=brief)
+    stored = await context.io_with_events(ref, [*before, *after], write, brief=brief)
     if set_aside:
         context.count_lost(ref, set_aside, StoreError("the run's events were refused"))
+    if stored.earlier_end is not None:
+        activity.logger.warning(
+            "run %s ended %s before; that end is kept, not %s",
+            ref.run_id,
+            stored.earlier_end.status.value,
+            input.status.value,
+        )
+        return stored.earlier_end
     if record is not None:
         await announce_to_caller(context, ref, record)
+    return None
 
 
 def _set_aside(events: EntryEvents, aside: list[dict[str, Any]]) -> EntryEvents:

@@ -197,12 +197,26 @@ class CallerResult:
 
 
 @dataclass(frozen=True)
+class EndStored:
+    """What `Store.end_run` did: the entries it wrote now, and the run's ``earlier_end`` when
+    another end of the run was stored before (then kept: a run ends once)."""
+
+    entries: int
+    earlier_end: RunRecord | None = None
+
+
+@dataclass(frozen=True)
 class RunEnd:
     """What `Store.end_run` writes in one transaction, in this order: the events decided
     before the end (``events_before``); the run's last entries (``pending_rows`` given the
     stored results of ``tool_call_ids``) with the events ``entry_events`` gives for those
     written now; the session's lease given back (``release_session``); the run's ``record``;
-    a child's result for its caller (``call_result``); then ``events_after`` (the run's end)."""
+    a child's result for its caller (``call_result``); then ``events_after`` (the run's end).
+
+    A run ends once: when its record already holds a different end (stored by an earlier
+    finish whose workflow task then failed, e.g. a cancellation arrived meanwhile and the
+    workflow, run again, took the cancelled path), only the entries are written; that end is
+    kept and returned (`EndStored.earlier_end`)."""
 
     ref: RunRef
     tool_call_ids: Sequence[str] = ()

@@ -13,7 +13,14 @@ from otherone.contracts import RunRef
 from otherone.runs import RunRecord
 from otherone.store.context_cache import SessionContext
 from otherone.store.events import in_event_transaction, insert_events
-from otherone.store.lifecycle import RunEnd, SessionLease, acquire, release, upsert_record
+from otherone.store.lifecycle import (
+    EndStored,
+    RunEnd,
+    SessionLease,
+    acquire,
+    release,
+    upsert_record,
+)
 from otherone.store.records import SessionInfo, aware
 from otherone.store.rows import (
     run_record_from_mapping,
@@ -77,18 +84,24 @@ class RunStore(StoreBase):
             key = (lease.partition_key, lease.session_id)
             self.contexts.put(key, SessionContext.of(0, [], None))
 
-    def end_run(self, end: RunEnd) -> int:
-        """A run's end in one transaction (what `RunEnd` lists, in its order); returns the
+    def end_run(self, end: RunEnd) -> EndStored:
+        """A run's end in one transaction (what `RunEnd` lists, in its order); says the
         entries written (an entry already there, from an earlier attempt, brought its events
-        with it). Every part is idempotent: a local activity may run it again whole."""
+        with it) and an earlier, different end kept instead of this one. Every part is
+        idempotent: a local activity may run it again whole."""
         ref, statements, turn = end.ref, self._lifecycle, self._turn
 
-        def write(conn: Connection) -> int:
+        def write(conn: Connection) -> EndStored:
             stored = self._tool_results(conn, ref.partition_key, ref.run_id, end.tool_call_ids)
             rows = end.pending_rows(stored)
             written = self._inserted_keys(conn, ref.partition_key, ref.session_id, rows)
             if end.release_session:
                 release(conn, statements, ref.partition_key, ref.session_id, ref.run_id)
+            entry_events = end.entry_events.bodies_for(written) if end.entry_events else []
+            earlier = self._earlier_end(conn, end.record)
+            if earlier is not None:
+                insert_events(conn, turn, ref, entry_events)
+                return EndStored(len(written), earlier)
             if end.record is not None:
                 upsert_record(conn, statements, end.record)
             result = end.call_result
@@ -102,12 +115,26 @@ class RunStore(StoreBase):
                     None,
                 )
                 turn.upsert_tool_result.rows(conn, values)
-            entry_events = end.entry_events.bodies_for(written) if end.entry_events else []
             # Last: on PostgreSQL, appending takes the tree's event lock until commit.
             insert_events(conn, turn, ref, [*end.events_before, *entry_events, *end.events_after])
-            return len(written)
+            return EndStored(len(written))
 
         return in_event_transaction(self._transaction, write)
+
+    def _earlier_end(self, conn: Connection, record: RunRecord | None) -> RunRecord | None:
+        """The run's stored record if it holds an end other than ``record``'s."""
+        if record is None or not record.status.is_terminal:
+            return None
+        query = select(run_records).where(
+            (run_records.c.partition_key == record.partition_key)
+            & (run_records.c.run_id == record.run_id)
+        )
+        row = conn.execute(query).first()
+        if row is None:
+            return None
+        stored = run_record_from_mapping(row._mapping)
+        ended_otherwise = stored.status.is_terminal and stored.status is not record.status
+        return stored if ended_otherwise else None
 
     def session_holder(self, partition_key: str, session_id: str) -> str | None:
         """The run holding the session's writer lease now (None: free, expired or unknown)."""

@@ -47,7 +47,13 @@ from otherone.definitions import (
     RuntimeLimits,
 )
 from otherone.errors import FailureCode, InvalidRequestError
-from otherone.runs import AgentCallRequest, AgentRunResult, RunOutcome
+from otherone.runs import (
+    DEFAULT_PARTITION,
+    AgentCallRequest,
+    AgentRunResult,
+    RunOutcome,
+    RunStatus,
+)
 from otherone.store import SessionBusyError, Store
 from otherone.tools import tool
 from otherone.worker.devserver import find_temporal_binary
@@ -379,6 +385,27 @@ async def test_cancel_ends_the_run_within_seconds_while_the_store_hangs_on_finis
         store.close()
     assert result.outcome is RunOutcome.CANCELLED
     assert took < FINISH_GRACE.total_seconds() + 5
+
+
+async def test_a_cancel_while_a_completed_runs_end_is_stored_leaves_it_completed(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The run has answered; its end (completed) is being stored when the cancel arrives.
+    Temporal refuses the workflow task that would complete the run (a new event came), and the
+    run, taken again, sees the cancel first: it must still end completed, as stored (it used to
+    return `cancelled` and overwrite the record while the events said `run_completed`)."""
+    async with cancelled_while_held(client, task_queue, tmp_path, "end_run") as run:
+        # The cancel is accepted (the server holds it while the workflow task that runs the
+        # finish is open): the end's write may go on.
+        run.store.release.set()
+        result = await asyncio.wait_for(run.handle.result(), 30)
+        events = [e async for e in run.env.agents.events(run.handle.run_id)]
+        record = run.store.get_run_record(DEFAULT_PARTITION, run.handle.run_id)
+    assert result.outcome is RunOutcome.COMPLETED
+    assert result.output is not None and result.output.value == "done"
+    assert record is not None and record.status is RunStatus.COMPLETED
+    ends = [e.event["type"] for e in events if e.event["type"].startswith("run_")]
+    assert ends == ["run_started", "run_completed"]
 
 
 def has_error_end(store: Store, run_id: str) -> bool:

@@ -27,7 +27,7 @@ from otherone.contracts import FinishRunInput, PendingEntry, PrepareRunInput, Ru
 from otherone.runs import RunRecord, RunStatus, RunUsage
 from otherone.store import EntryRow, SessionBusyError, Store
 from otherone.store.events import EntryEvents
-from otherone.store.lifecycle import CallerResult, RunEnd, SessionLease
+from otherone.store.lifecycle import CallerResult, EndStored, RunEnd, SessionLease
 from otherone.store.records import EVENT_KEY
 from tests.edge_seams import GateStore
 from tests.harness import scripted_config
@@ -219,8 +219,8 @@ def test_a_run_end_is_one_transaction_written_once(store: Store) -> None:
     assert store.read_events("root-1") == []
 
     completed = {"type": "run_completed", EVENT_KEY: "child-1:finish"}
-    assert store.end_run(end(completed)) == 1
-    assert store.end_run(end(completed)) == 0
+    assert store.end_run(end(completed)) == EndStored(1)
+    assert store.end_run(end(completed)) == EndStored(0)
     assert [row.entry_key for row in store.load_entries("p", "s-child")] == ["child-1:t1:tool"]
     assert store.session_holder("p", "s-child") is None
     ended = store.get_run_record("p", "child-1")
@@ -235,11 +235,43 @@ def test_a_run_end_is_one_transaction_written_once(store: Store) -> None:
     ]
 
 
+def test_a_run_ends_once_an_end_stored_before_is_kept(store: Store) -> None:
+    """A second, different end (a finish taken again on another path after its workflow task
+    failed) writes its entries but keeps the stored end: the record, the caller's result and
+    the events stay; the stored record is returned."""
+    store.start_run(_lease(CHILD), _record(CHILD, RunStatus.RUNNING), CHILD, [])
+    done = CallerResult("root-1", "call-1", AGENT_CALL_TOOL, '{"outcome": "completed"}')
+    late = EntryRow(entry_key="child-1:late", role="user", content="late", run_id="child-1")
+
+    def end(status: RunStatus, result: CallerResult, kind: str) -> RunEnd:
+        return RunEnd(
+            ref=CHILD,
+            pending_rows=lambda _stored: [late] if status is RunStatus.CANCELLED else [],
+            release_session=True,
+            record=_record(CHILD, status),
+            call_result=result,
+            events_before=[{"type": f"before_{kind}"}],
+            events_after=[{"type": kind}],
+        )
+
+    assert store.end_run(end(RunStatus.COMPLETED, done, "run_completed")) == EndStored(0)
+    cancelled = dataclasses.replace(done, content='{"outcome": "cancelled"}')
+    again = store.end_run(end(RunStatus.CANCELLED, cancelled, "run_cancelled"))
+    assert again.entries == 1
+    assert again.earlier_end is not None and again.earlier_end.status is RunStatus.COMPLETED
+    stored = store.get_run_record("p", "child-1")
+    assert stored is not None and stored.status is RunStatus.COMPLETED
+    assert store.get_tool_results("p", "root-1", ["call-1"]) == {"call-1": done.content}
+    kinds = [record.event["type"] for record in store.read_events("root-1")]
+    assert kinds == ["before_run_completed", "run_completed"]
+    assert [row.entry_key for row in store.load_entries("p", "s-child")] == ["child-1:late"]
+
+
 class EventRefusingStore(Store):
     """A real store that refuses (a constraint violation: not an outage) every run end that
     carries events of its own."""
 
-    def end_run(self, end: RunEnd) -> int:
+    def end_run(self, end: RunEnd) -> EndStored:
         if end.events_before or end.events_after:
             raise sqlalchemy.exc.IntegrityError("INSERT ...", {}, Exception("refused"))
         return super().end_run(end)

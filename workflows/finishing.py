@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         AgentOutput,
         AgentRunResult,
         RunOutcome,
+        RunRecord,
         RunStatus,
         RunUsage,
     )
@@ -64,7 +65,7 @@ async def finish_shielded(state: RunState, ending: Ending, ref: RunRef) -> Agent
     cancelled = ending.outcome is RunOutcome.CANCELLED
     result = await shielded(finishing, cancelled=cancelled)
     if result is None:
-        return _out_of_grace(state, ending)
+        return _out_of_grace(state, state.ending or ending)  # as stored, if it was
     return result
 
 
@@ -111,13 +112,18 @@ async def _finish(state: RunState, ending: Ending, ref: RunRef) -> AgentRunResul
     if state.plan is not None:
         state.take_queued(state.iteration + 1)  # keep late messages in the session
     try:
-        await _finish_activity(state, ref, ending)
+        earlier = await _finish_activity(state, ref, ending)
     except ActivityError as error:
         if not workflow.patched(BOUNDED_FINISH):
             raise
         reraise_cancellation(error)
         failure = failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR)
         return _unstored(state, ending, failure.message)
+    if earlier is not None:
+        # Another end was stored first (its workflow task then failed and this one took
+        # another path, e.g. a cancellation arrived meanwhile): a run ends once, as stored.
+        ending = _stored_ending(earlier)
+        state.ending, state.status = ending, earlier.status
     state.end_stored = True
     workflow.upsert_search_attributes([attrs.STATUS.value_set(state.status.value)])
     await workflow.wait_condition(workflow.all_handlers_finished)
@@ -167,7 +173,12 @@ def _result(state: RunState, ending: Ending) -> AgentRunResult:
     return run_result(state.input, state.session_id, ending, usage, budget_remaining)
 
 
-async def _finish_activity(state: RunState, ref: RunRef, ending: Ending) -> None:
+def _stored_ending(record: RunRecord) -> Ending:
+    outcome = next(o for o, status in STATUS_FOR_OUTCOME.items() if status is record.status)
+    return Ending(outcome, failure=record.failure, output=record.output)
+
+
+async def _finish_activity(state: RunState, ref: RunRef, ending: Ending) -> RunRecord | None:
     pending, state.pending = tuple(state.pending), []
     finish = FinishRunInput(
         ref=ref,
@@ -179,7 +190,7 @@ async def _finish_activity(state: RunState, ref: RunRef, ending: Ending) -> None
         output=ending.output,
         record=state.record(),
     )
-    await finish_run(finish, cancelled=ending.outcome is RunOutcome.CANCELLED)
+    return await finish_run(finish, cancelled=ending.outcome is RunOutcome.CANCELLED)
 
 
 async def shielded(

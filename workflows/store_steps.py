@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         RunRef,
     )
     from otherone.errors import FailureCode
+    from otherone.runs import RunRecord
     from otherone.workflows.outcomes import Ending, failure_from_activity_error
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
@@ -93,19 +94,21 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
     return plan
 
 
-async def finish_run(finish: FinishRunInput, *, cancelled: bool) -> None:
+async def finish_run(finish: FinishRunInput, *, cancelled: bool) -> RunRecord | None:
     """Flush pending entries, release the session lease (only if this run holds it), and
-    record the end."""
-    await _store_activity(
+    record the end; the run's record if a different end was stored before (that end is kept:
+    `otherone.store.lifecycle.RunEnd`). Older workers' finish_run returns nothing (None)."""
+    stored: RunRecord | None = await _store_activity(
         ACTIVITY_FINISH_RUN,
         finish,
-        result_type=None,
+        result_type=RunRecord | None,
         cancellation_type=ActivityCancellationType.TRY_CANCEL,
         summary=f"finish {finish.status.value}",
         # A cancelled run waits for its finish only FINISH_GRACE, a server timer; a local
         # activity in progress holds the workflow task (and so that timer) open.
         may_be_local=not cancelled,
     )
+    return stored
 
 
 async def hand_off(handoff: HandOffInput) -> RunPlan | HandOffResult:
@@ -128,7 +131,7 @@ async def _store_activity(
     name: str,
     input: Any,
     *,
-    result_type: type | None,
+    result_type: Any,
     cancellation_type: ActivityCancellationType,
     summary: str,
     may_be_local: bool = True,
