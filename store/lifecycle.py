@@ -214,8 +214,8 @@ class RunEnd:
     a child's result for its caller (``call_result``); then ``events_after`` (the run's end).
 
     A run ends once: when its record already holds a different end (stored by an earlier
-    finish whose workflow task then failed, e.g. a cancellation arrived meanwhile and the
-    workflow, run again, took the cancelled path), only the entries are written; that end is
+    finish whose workflow task then failed: a cancellation or a message arrived meanwhile and
+    the workflow, run again, took another path), only the entries are written; that end is
     kept and returned (`EndStored.earlier_end`)."""
 
     ref: RunRef

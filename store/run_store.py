@@ -122,7 +122,8 @@ class RunStore(StoreBase):
         return in_event_transaction(self._transaction, write)
 
     def _earlier_end(self, conn: Connection, record: RunRecord | None) -> RunRecord | None:
-        """The run's stored record if it holds an end other than ``record``'s."""
+        """The run's stored record if it holds an end other than ``record``'s (another status,
+        output or failure; the same end again is a finish run again whole)."""
         if record is None or not record.status.is_terminal:
             return None
         query = select(run_records).where(
@@ -133,7 +134,10 @@ class RunStore(StoreBase):
         if row is None:
             return None
         stored = run_record_from_mapping(row._mapping)
-        ended_otherwise = stored.status.is_terminal and stored.status is not record.status
+        end = (record.status, record.output, record.failure)
+        ended_otherwise = (
+            stored.status.is_terminal and (stored.status, stored.output, stored.failure) != end
+        )
         return stored if ended_otherwise else None
 
     def session_holder(self, partition_key: str, session_id: str) -> str | None:

@@ -408,6 +408,35 @@ async def test_a_cancel_while_a_completed_runs_end_is_stored_leaves_it_completed
     assert ends == ["run_started", "run_completed"]
 
 
+async def test_a_message_while_a_completed_runs_end_is_stored_leaves_the_stored_end(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A message arrives while the run's end (completed, "done") is being stored: Temporal
+    refuses the workflow task that would complete the run, and the run, taken again, sees the
+    message first and answers it. Its end stays the one stored: result, record and events all
+    say "done" (the result used to say the later answer while the events said "done")."""
+    store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="end_run")
+    config = scripted_config({"agent": ["done", "later"]})
+    try:
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+            handle = await env.agents.start(build_request(entry_agent="agent", input="go"))
+            assert await asyncio.to_thread(store.entered.wait, 20)
+            await handle.send_message("a late message")
+            store.release.set()
+            result = await asyncio.wait_for(handle.result(), 30)
+            events = [e async for e in env.agents.events(handle.run_id)]
+            record = store.get_run_record(DEFAULT_PARTITION, handle.run_id)
+    finally:
+        store.release.set()
+        store.close()
+    assert result.outcome is RunOutcome.COMPLETED
+    assert result.output is not None and result.output.value == "done"
+    assert record is not None and record.output == result.output
+    deltas = [e.event["content"] for e in events if e.event["type"] == "model_delta"]
+    assert "".join(deltas) == "done"
+    assert events[-1].event["type"] == "run_completed"
+
+
 def has_error_end(store: Store, run_id: str) -> bool:
     return any(
         e.event["type"] == "model_completed" and e.event.get("error")

@@ -24,7 +24,7 @@ from otherone.activities.shared import ActivityContext
 from otherone.client.agent_client import build_request
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, PendingEntry, PrepareRunInput, RunRef
-from otherone.runs import RunRecord, RunStatus, RunUsage
+from otherone.runs import AgentOutput, RunRecord, RunStatus, RunUsage
 from otherone.store import EntryRow, SessionBusyError, Store
 from otherone.store.events import EntryEvents
 from otherone.store.lifecycle import CallerResult, EndStored, RunEnd, SessionLease
@@ -265,6 +265,13 @@ def test_a_run_ends_once_an_end_stored_before_is_kept(store: Store) -> None:
     kinds = [record.event["type"] for record in store.read_events("root-1")]
     assert kinds == ["before_run_completed", "run_completed"]
     assert [row.entry_key for row in store.load_entries("p", "s-child")] == ["child-1:late"]
+    # Completed again with another output (a late message answered after the stored end): the
+    # stored end is kept too; the same end again is a re-run, not another end.
+    output = AgentOutput(type="text", value="x")
+    other = _record(CHILD, RunStatus.COMPLETED).model_copy(update={"output": output})
+    later = dataclasses.replace(end(RunStatus.COMPLETED, done, "run_completed"), record=other)
+    assert store.end_run(later).earlier_end == stored
+    assert store.end_run(end(RunStatus.COMPLETED, done, "run_completed")).earlier_end is None
 
 
 class EventRefusingStore(Store):
