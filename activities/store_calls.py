@@ -74,7 +74,7 @@ async def store_call(store: Store, function: Callable[..., T], *args: Any, **kwa
     if store.calls_without_waiting:
         with contextlib.suppress(DatabaseLocked):
             return store.call_without_waiting(function, *args, **kwargs)
-    return await in_thread(function, *args, **kwargs)
+    return await _thread_call(function, args, kwargs, to_its_end=False)
 
 
 async def store_call_to_its_end(
@@ -85,17 +85,14 @@ async def store_call_to_its_end(
     if store.calls_without_waiting:
         with contextlib.suppress(DatabaseLocked):
             return store.call_without_waiting(function, *args, **kwargs)
-    return await in_thread_to_its_end(function, *args, **kwargs)
+    return await _thread_call(function, args, kwargs, to_its_end=True)
 
 
 async def in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``function`` in the default thread pool (like `asyncio.to_thread`); heartbeating only
     if it takes longer than `HEARTBEAT_EVERY_SECONDS`. No task per call: a store call is
     ~1 ms, and a task plus a heartbeat request each time cost more than the call."""
-    loop = asyncio.get_running_loop()
-    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    async with heartbeating():  # a timer until the first heartbeat is due: nothing per call
-        return await loop.run_in_executor(None, call)
+    return await _thread_call(function, args, kwargs, to_its_end=False)
 
 
 async def in_thread_to_its_end(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -103,10 +100,24 @@ async def in_thread_to_its_end(function: Callable[..., T], *args: Any, **kwargs:
     to end: a thread cannot be stopped, and a caller whose write may commit after it was
     cancelled must know whether it did (an attempt's last write: `EventBuffer.write_with`).
     The wait is as long as the store call's own bounds (its driver's timeouts)."""
+    return await _thread_call(function, args, kwargs, to_its_end=True)
+
+
+async def _thread_call(
+    function: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    to_its_end: bool,
+) -> T:
+    """``function(*args, **kwargs)`` in the default thread pool, heartbeating once it lasts;
+    ``to_its_end``: a cancellation waits for the call to end before it is raised."""
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    async with heartbeating():
+    async with heartbeating():  # a timer until the first heartbeat is due: nothing per call
         future = loop.run_in_executor(None, call)
+        if not to_its_end:
+            return await future
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

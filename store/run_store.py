@@ -126,14 +126,9 @@ class RunStore(StoreBase):
         output or failure; the same end again is a finish run again whole)."""
         if record is None or not record.status.is_terminal:
             return None
-        query = select(run_records).where(
-            (run_records.c.partition_key == record.partition_key)
-            & (run_records.c.run_id == record.run_id)
-        )
-        row = conn.execute(query).first()
-        if row is None:
+        stored = _read_record(conn, record.partition_key, record.run_id)
+        if stored is None:
             return None
-        stored = run_record_from_mapping(row._mapping)
         end = (record.status, record.output, record.failure)
         ended_otherwise = (
             stored.status.is_terminal and (stored.status, stored.output, stored.failure) != end
@@ -179,12 +174,8 @@ class RunStore(StoreBase):
             upsert_record(conn, self._lifecycle, record)
 
     def get_run_record(self, partition_key: str, run_id: str) -> RunRecord | None:
-        query = select(run_records).where(
-            (run_records.c.partition_key == partition_key) & (run_records.c.run_id == run_id)
-        )
         with self.engine.connect() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else run_record_from_mapping(row._mapping)
+            return _read_record(conn, partition_key, run_id)
 
     def list_run_records(self, partition_key: str, root_run_id: str) -> list[RunRecord]:
         """Every record of a root's tree: by depth (the root first), then start time."""
@@ -202,3 +193,11 @@ class RunStore(StoreBase):
         )
         with self.engine.connect() as conn:
             return [run_record_from_mapping(row._mapping) for row in conn.execute(query)]
+
+
+def _read_record(conn: Connection, partition_key: str, run_id: str) -> RunRecord | None:
+    query = select(run_records).where(
+        (run_records.c.partition_key == partition_key) & (run_records.c.run_id == run_id)
+    )
+    row = conn.execute(query).first()
+    return None if row is None else run_record_from_mapping(row._mapping)
