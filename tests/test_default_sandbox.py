@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
@@ -41,6 +41,7 @@ from otherone.worker.telemetry import WorkerTelemetry
 from otherone.workflows import AgentRunWorkflow
 from tests.fault_worker import SLOW_CHUNKS, effect_file
 from tests.harness import agent_env, scripted_config, wait_until
+from tests.histories import recorded_history
 from tests.processes import worker_module
 from tests.providers import RecordingProvider
 from tests.test_faults import release_the_retried_tool
@@ -261,10 +262,6 @@ def has_event(store: Store, root: str, run_id: str, kind: str) -> bool:
     )
 
 
-def _history(path: Path) -> WorkflowHistory:
-    return WorkflowHistory.from_json(path.stem, path.read_text())
-
-
 @pytest.mark.parametrize("path", RECORDED, ids=lambda path: path.stem)
 async def test_recorded_history_replays_unsandboxed(path: Path) -> None:
     replayer = Replayer(
@@ -272,5 +269,5 @@ async def test_recorded_history_replays_unsandboxed(path: Path) -> None:
         data_converter=pydantic_data_converter,
         workflow_runner=workflow_runner(SHIPPED),
     )
-    result = await replayer.replay_workflow(_history(path))
+    result = await replayer.replay_workflow(recorded_history(path))
     assert result.replay_failure is None

@@ -6,23 +6,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from otherone.worker.app import sandbox_runner
 from otherone.workflows import AgentRunWorkflow
+from tests.histories import recorded_history
 from tests.histories.broken_workflow import ReorderedAgentRunWorkflow
 from tests.histories.scenarios import SCENARIOS
 
 HISTORIES = Path(__file__).parent / "histories"
 #: Histories of the current workflow code (`make record-histories`) and of earlier versions.
 RECORDED = sorted(HISTORIES.glob("*.json")) + sorted((HISTORIES / "legacy").glob("*.json"))
-
-
-def _history(path: Path) -> WorkflowHistory:
-    return WorkflowHistory.from_json(path.stem, path.read_text())
 
 
 def _replayer(*workflows: type) -> Replayer:
@@ -46,14 +42,14 @@ def test_every_scenario_is_checked_in_now_and_from_before() -> None:
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda path: path.stem)
 async def test_recorded_history_replays(path: Path) -> None:
-    result = await _replayer(AgentRunWorkflow).replay_workflow(_history(path))
+    result = await _replayer(AgentRunWorkflow).replay_workflow(recorded_history(path))
     assert result.replay_failure is None
 
 
 async def test_replayer_catches_a_nondeterministic_change() -> None:
     with pytest.raises(NondeterminismError):
         await _replayer(ReorderedAgentRunWorkflow).replay_workflow(
-            _history(HISTORIES / "tools_and_streaming.json")
+            recorded_history(HISTORIES / "tools_and_streaming.json")
         )
 
 
@@ -91,11 +87,12 @@ async def test_the_strict_sandbox_runs_its_own_copy_of_the_run_loop(
         workflow_runner=workflow_runner("passthrough"),
     )
     for name in ("single_agent.json", "tools_and_streaming.json"):
-        history = _history(HISTORIES / name)
+        history = recorded_history(HISTORIES / name)
         assert (await passthrough.replay_workflow(history)).replay_failure is None
     assert set(reached) == {"turns", "finishing", "run_state", "messages", "tool_steps"}
     reached.clear()
     for name in ("single_agent.json", "tools_and_streaming.json"):
-        result = await _replayer(AgentRunWorkflow).replay_workflow(_history(HISTORIES / name))
+        history = recorded_history(HISTORIES / name)
+        result = await _replayer(AgentRunWorkflow).replay_workflow(history)
         assert result.replay_failure is None
     assert reached == []

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
+
+from otherone.workflows import patches
 
 #: Store activities are quick; they retry on their own schedule (database restarts), within
 #: `STORE_TOTAL_TIMEOUT` in all (each attempt rides out a short outage in place).
@@ -40,7 +41,7 @@ PAIRED_EVENTS = "paired-activity-events"
 def paired_cancellation() -> ActivityCancellationType:
     """How model and tool activities are cancelled: waited for (so their end events are
     stored before the run's), except in histories from before that rule."""
-    if workflow.patched(PAIRED_EVENTS):
+    if patches.patched(PAIRED_EVENTS):
         return ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
     return ActivityCancellationType.TRY_CANCEL
 

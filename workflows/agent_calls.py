@@ -60,6 +60,8 @@ with workflow.unsafe.imports_passed_through():
         failure_from_activity_error,
     )
 
+from otherone.workflows import patches
+
 #: Patch id of the allowance rule that splits calls between children after a small reserve.
 GENEROUS_ALLOWANCES = "generous-allowances"
 #: Patch id: max_children_per_run is checked after the call's own checks (the seed's order), so
@@ -253,14 +255,14 @@ class AgentCaller:
         The seed's order: the call's own checks (`prepare_call`) first, then the budgets
         (children of this run, agent calls and runs of the tree).
         """
-        seed_order = workflow.patched(SEED_CALL_ORDER)
+        seed_order = patches.patched(SEED_CALL_ORDER)
         if not seed_order and self._started >= plan.limits.max_children_per_run:
             return _too_many_children(call_id, request, plan)
         child_id = child_run_id(
             ref.root_run_id,
             ref.run_id,
             call_id,
-            request.target if workflow.patched(READABLE_CHILD_IDS) else None,
+            request.target if patches.patched(READABLE_CHILD_IDS) else None,
         )
         try:
             call_plan = await self._prepare(plan, ref, call_id, request, child_id, spawned=spawned)
@@ -270,7 +272,7 @@ class AgentCaller:
             return failed_call(call_id, request.target, failure_from_activity_error(error))
         if seed_order and self._started >= plan.limits.max_children_per_run:
             return self._refused(_too_many_children(call_id, request, plan))
-        generous = workflow.patched(GENEROUS_ALLOWANCES)
+        generous = patches.patched(GENEROUS_ALLOWANCES)
         # A spawning caller goes on working while its child runs: it keeps a claimant's share.
         sharers = (claimants.left if generous else claimants.total) + (1 if spawned else 0)
         try:

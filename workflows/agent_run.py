@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import run_updates
+from otherone.workflows import patches, run_updates
 from otherone.workflows.finishing import finish_shielded, refused
 from otherone.workflows.run_input import (
     decode_input,
@@ -160,12 +160,13 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, input: RawValue) -> AgentRunResult:
+        patches.check_baseline()  # first: see `otherone.workflows.patches`
         state = self._state
         state.started_at = workflow.now()
         if self._invalid_input is not None:
             return refused(state, self._invalid_input)
         wrong_ids = id_problem(state.input)
-        if wrong_ids is not None and workflow.patched(RUN_ID_IS_WORKFLOW_ID):
+        if wrong_ids is not None and patches.patched(RUN_ID_IS_WORKFLOW_ID):
             return refused(state, wrong_ids)
         self._describe_self()
         if not state.session_id and state.input.carry is None:
@@ -188,7 +189,7 @@ class AgentRunWorkflow:
         missing = missing_search_attributes(
             self._state.input, workflow.info().typed_search_attributes
         )
-        if missing and workflow.patched(SELF_DESCRIBED):
+        if missing and patches.patched(SELF_DESCRIBED):
             workflow.upsert_search_attributes(missing)
 
     async def _execute(self) -> Ending:

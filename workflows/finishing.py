@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows import patches
 from otherone.workflows.activity_options import reraise_cancellation
 from otherone.workflows.run_input import refused_result
 from otherone.workflows.run_state import RunState
@@ -97,7 +98,7 @@ def _out_of_grace(state: RunState, ending: Ending) -> AgentRunResult:
         ending.outcome.value,
         grace,
     )
-    if workflow.patched(STORED_END_OUTLIVES_HANDLERS):
+    if patches.patched(STORED_END_OUTLIVES_HANDLERS):
         return _result(state, ending)
     return _unstored(state, ending, "finishing did not complete in time")  # older histories
 
@@ -114,7 +115,7 @@ async def _finish(state: RunState, ending: Ending, ref: RunRef) -> AgentRunResul
     try:
         earlier = await _finish_activity(state, ref, ending)
     except ActivityError as error:
-        if not workflow.patched(BOUNDED_FINISH):
+        if not patches.patched(BOUNDED_FINISH):
             raise
         reraise_cancellation(error)
         failure = failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR)
@@ -204,7 +205,7 @@ async def shielded(
     cancelled and None returned (also when the end was stored and only update or signal
     handlers were still running: the caller tells the two apart).
     """
-    bounded = workflow.patched(BOUNDED_FINISH)
+    bounded = patches.patched(BOUNDED_FINISH)
     while True:
         try:
             if bounded and cancelled:

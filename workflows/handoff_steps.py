@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows import patches
 from otherone.workflows.activity_options import (
     cancellation_swallowed,
     reraise_cancellation,
@@ -54,7 +55,7 @@ async def hand_off_step(state: RunState, plan: RunPlan, ref: RunRef) -> None:
     await workflow.wait_condition(settled)
     step = accepted.step
     # Checked on the summary path only, so other handoffs leave no marker.
-    counted = step.context == "summary" and workflow.patched(HANDOFF_SUMMARY_USAGE)
+    counted = step.context == "summary" and patches.patched(HANDOFF_SUMMARY_USAGE)
     if counted:
         assert state.ledger is not None
         # The summary is a model call of the run, reserved like a turn's: a spent budget

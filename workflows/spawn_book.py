@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows import patches
 from otherone.workflows.agent_calls import abnormal_child
 from otherone.workflows.spawn_results import ended_unseen, stub
 
@@ -140,7 +141,7 @@ class SpawnBook:
     def _watching(self, handles: tuple[str, ...]) -> bool:
         """Whether a wait on ``handles`` asks Temporal about carried children (checked only
         when there are some, so other waits leave no patch marker)."""
-        return bool(self._carried_open(handles)) and workflow.patched(WATCH_CARRIED_SPAWNS)
+        return bool(self._carried_open(handles)) and patches.patched(WATCH_CARRIED_SPAWNS)
 
     async def _wait_until_done(
         self, handles: tuple[str, ...], seconds: float | None, watch: bool

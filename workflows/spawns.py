@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows import patches
 from otherone.workflows.agent_calls import (
     AgentCallArgumentsError,
     AgentCaller,
@@ -167,7 +168,7 @@ class Spawner(SpawnBook):
         child terminated from outside never sends: ask Temporal before saying "running"
         (checked only for such a child, so other status calls leave no patch marker)."""
         carried = self._carried_open((handle,))
-        if carried and workflow.patched(STATUS_OF_CARRIED_SPAWNS):
+        if carried and patches.patched(STATUS_OF_CARRIED_SPAWNS):
             await self._describe(carried)
 
     def _known(self, handle: str) -> SpawnedCall:

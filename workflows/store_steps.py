@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows import patches
 from otherone.workflows.activity_options import (
     MODEL_CALL_TIMEOUT,
     MODEL_RETRY,
@@ -61,7 +62,7 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
     # lease, which a prepare still going on could otherwise take after the release.
     cancellation = (
         ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-        if workflow.patched(CANCELLABLE_PREPARE)
+        if patches.patched(CANCELLABLE_PREPARE)
         else ActivityCancellationType.TRY_CANCEL
     )
     try:
@@ -138,7 +139,7 @@ async def _store_activity(
 ) -> Any:
     """prepare_run / finish_run: a local activity on new histories (`LOCAL_PREPARE_FINISH`),
     which saves the round trips of an activity task through the server."""
-    if may_be_local and workflow.patched(LOCAL_PREPARE_FINISH):
+    if may_be_local and patches.patched(LOCAL_PREPARE_FINISH):
         try:
             return await workflow.execute_local_activity(
                 name,

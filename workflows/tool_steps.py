@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows import patches
 from otherone.workflows.activity_options import (
     HEARTBEAT_TIMEOUT,
     STORE_RETRY,
@@ -180,7 +181,7 @@ class ToolSteps:
         claimants = Claimants(agent_calls if parallel else 1)
         if parallel:
             limit = plan.limits.max_concurrent_tool_calls
-            if len(calls) - agent_calls > limit and workflow.patched(TOOL_CONCURRENCY_LIMIT):
+            if len(calls) - agent_calls > limit and patches.patched(TOOL_CONCURRENCY_LIMIT):
                 slots = asyncio.Semaphore(limit)
                 return await _all_steps(self._run_tool_in(slots, call, claimants) for call in calls)
             return await _all_steps(self._run_tool(call, claimants) for call in calls)
@@ -206,7 +207,7 @@ class ToolSteps:
             if (
                 steps
                 and cancellation_swallowed()
-                and workflow.patched(SKIP_CALLS_AFTER_CANCELLATION)
+                and patches.patched(SKIP_CALLS_AFTER_CANCELLATION)
             ):
                 steps[index] = not_run_entry(call)
             else:
@@ -333,7 +334,7 @@ class ToolSteps:
         )
         failed = result.failure.message if result.failure else None
         self._decided.add(tool_completed_event(call, failed))
-        stored = self._caller.stored_by_child(call.id) and workflow.patched(
+        stored = self._caller.stored_by_child(call.id) and patches.patched(
             CALL_RESULTS_BY_REFERENCE
         )
         return agent_call_entry(key, call, result, stored_by_child=stored)
@@ -402,7 +403,7 @@ def tool_key(run_id: str, iteration: int, index: int) -> str:
 def _failed_tool(call: ToolCallSpec, error: ActivityError) -> ToolOutcome:
     """A tool activity that failed for good: the run's end, or a tool error the model sees."""
     failure = failure_from_activity_error(error, default=FailureCode.TOOL_ERROR)
-    if call.name.startswith(MCP_PREFIX) and workflow.patched(MCP_FAILURES_TO_MODEL):
+    if call.name.startswith(MCP_PREFIX) and patches.patched(MCP_FAILURES_TO_MODEL):
         return ToolOutcome(
             tool_call_id=call.id,
             name=call.name,
@@ -429,7 +430,7 @@ async def _all_steps(steps: Iterable[Coroutine[Any, Any, ToolStep]]) -> list[Too
     try:
         return list(await asyncio.gather(*tasks))
     except asyncio.CancelledError:
-        if workflow.patched(WAIT_FOR_CANCELLED_TOOLS):
+        if patches.patched(WAIT_FOR_CANCELLED_TOOLS):
             await workflow.wait(tasks)
         raise
 

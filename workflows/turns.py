@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows import patches
 from otherone.workflows.activity_options import (
     cancellation_swallowed,
     reraise_cancellation,
@@ -126,7 +127,7 @@ async def _turn(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
 
 def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
     """A turn without tool calls: the run's ending, or None to go round once more."""
-    if cancellation_swallowed() and workflow.patched(STOP_WHEN_AN_ANSWER_OUTLIVES_CANCEL):
+    if cancellation_swallowed() and patches.patched(STOP_WHEN_AN_ANSWER_OUTLIVES_CANCEL):
         # The model answered instead of stopping when the run was cancelled: the answer is
         # in the session (the model call stored it), but the run ends cancelled and calls
         # no model again (for queued messages or an output retry).
@@ -158,7 +159,7 @@ async def _run_tools(
     # Until their results are pending, the calls are open: a run ending meanwhile answers
     # them (`finishing.answer_open_calls`), so the session never holds a call without a result.
     state.open_calls = (iteration, turn.tool_calls)
-    if cancellation_swallowed() and workflow.patched(STOP_WHEN_A_TURN_OUTLIVES_CANCEL):
+    if cancellation_swallowed() and patches.patched(STOP_WHEN_A_TURN_OUTLIVES_CANCEL):
         # The model call finished instead of stopping when the run was cancelled; its tool
         # calls are answered `cancelled` as the run ends, none runs (or waits for a person).
         raise asyncio.CancelledError()
@@ -177,7 +178,7 @@ async def _run_tools(
     state.open_calls, state.open_tools = None, None
     if ending is not None:
         raise RunEnded(ending)
-    if cancellation_swallowed() and workflow.patched(STOP_AFTER_CANCELLED_CHILDREN):
+    if cancellation_swallowed() and patches.patched(STOP_AFTER_CANCELLED_CHILDREN):
         raise asyncio.CancelledError()  # the run was cancelled while its children ended
 
 
@@ -210,7 +211,7 @@ def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:
     retries = state.output_retries
     if not retries.left or state.iteration >= plan.max_iterations:
         return False
-    if not workflow.patched(OUTPUT_RETRIES):
+    if not patches.patched(OUTPUT_RETRIES):
         return False
     state.pending.append(retries.retry(state.input.run_id, state.iteration, problem))
     state.decided.add(retries.event(state.iteration, problem))

@@ -15,6 +15,7 @@ from temporalio.client import Client
 
 from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
+from otherone.contracts.agent_calls import child_run_id
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.mcp_servers import McpServer
@@ -681,7 +682,7 @@ async def spawned_child(client: Client, task_queue: str, tmp: Path) -> str:
     )
     async with agent_env(client, task_queue, config, tmp) as env:
         result = await env.agents.run(build_request(entry_agent="a", input="go"))
-    return f"{result.run_id}/s1"
+    return child_run_id(result.run_id, result.run_id, "s1", "b")
 
 
 async def spawn_continue_as_new(client: Client, task_queue: str, tmp: Path) -> str:
