@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from otherone.contracts.agent_calls import child_run_id
 from otherone.workflows import patches
-from tests.histories import scenarios
+from tests.histories import recorded_history, scenarios
 
 WORKFLOWS = Path(patches.__file__).resolve().parent
 LEGACY = Path(__file__).parent / "histories" / "legacy"
@@ -46,10 +46,11 @@ def _change_versions(events: list[HistoryEvent]) -> list[list[str]]:
 async def test_a_new_run_and_its_child_record_one_patch_marker_each(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    """A run with a tool-less turn, an agent call and its end passes the checks of
-    `CANCELLABLE_PREPARE`, `LOCAL_PREPARE_FINISH`, `PAIRED_EVENTS`, `BOUNDED_FINISH`,
-    `SEED_CALL_ORDER`, `READABLE_CHILD_IDS` and `GENEROUS_ALLOWANCES`: one marker and one
-    `TemporalChangeVersion` upsert for them all."""
+    """A run with an agent call passes the checks of `CANCELLABLE_PREPARE`,
+    `LOCAL_PREPARE_FINISH`, `PAIRED_EVENTS`, `BOUNDED_FINISH`, `SEED_CALL_ORDER`,
+    `READABLE_CHILD_IDS`, `GENEROUS_ALLOWANCES` and `CALL_RESULTS_BY_REFERENCE` (eight markers
+    and eight upserts in `legacy/agent_call.markers.json`): one marker and one
+    `TemporalChangeVersion` upsert for them all now."""
     root = await scenarios.agent_call(client, task_queue, tmp_path)
     child = child_run_id(root, root, "to_b", "b")
     for run_id in (root, child):
@@ -59,12 +60,33 @@ async def test_a_new_run_and_its_child_record_one_patch_marker_each(
 
 
 def test_baseline_1_stands_for_the_patches_it_was_recorded_with() -> None:
-    """Never changed: runs that recorded `baseline-1` took the old path of every other patch."""
+    """Never changed: runs that recorded `baseline-1` took the old path of every other patch
+    (several of these ids are in no recorded history, so no replay would catch a swap)."""
     assert patches.BASELINE_1 == "baseline-1"
-    assert len(patches.BASELINE_1_PATCHES) == 22
-    assert {"bounded-finish", "local-prepare-finish", "readable-child-ids"} < (
-        patches.BASELINE_1_PATCHES
-    )
+    assert {
+        "bounded-finish",
+        "call-results-by-reference",
+        "cancellable-prepare",
+        "generous-allowances",
+        "handoff-summary-usage",
+        "local-prepare-finish",
+        "mcp-failures-to-model",
+        "output-retries",
+        "paired-activity-events",
+        "readable-child-ids",
+        "run-id-is-workflow-id",
+        "seed-call-order",
+        "self-described",
+        "skip-calls-after-cancellation",
+        "status-of-carried-spawns",
+        "stop-after-cancelled-children",
+        "stop-when-a-turn-outlives-cancel",
+        "stop-when-an-answer-outlives-cancel",
+        "stored-end-outlives-handlers",
+        "tool-concurrency-limit",
+        "wait-for-cancelled-tools",
+        "watch-carried-spawns",
+    } == patches.BASELINE_1_PATCHES
 
 
 def test_workflow_code_checks_patches_through_the_baseline() -> None:
@@ -72,7 +94,7 @@ def test_workflow_code_checks_patches_through_the_baseline() -> None:
     its own marker, and a baseline id misspelt in the set would too): each id of the set is a
     patch id constant some check names."""
     checked: set[str] = set()
-    for path in WORKFLOWS.glob("*.py"):
+    for path in WORKFLOWS.rglob("*.py"):
         if path.name == "patches.py":
             continue
         tree = ast.parse(path.read_text())
@@ -84,10 +106,13 @@ def test_workflow_code_checks_patches_through_the_baseline() -> None:
             if isinstance(target, ast.Name)
         }
         for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "temporalio.workflow":
+                names = {alias.name for alias in node.names}
+                assert "patched" not in names, f"{path.name}:{node.lineno}: use `patches.patched`"
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             owner = node.func.value
-            if node.func.attr in ("patched", "deprecate_patch"):
+            if node.func.attr == "patched":
                 assert isinstance(owner, ast.Name) and owner.id == "patches", (
                     f"{path.name}:{node.lineno}: check patches with `patches.patched`"
                 )
@@ -98,5 +123,18 @@ def test_workflow_code_checks_patches_through_the_baseline() -> None:
 
 
 def test_histories_recorded_with_a_marker_per_patch_are_kept() -> None:
-    markers = {path.name.split(".")[0] for path in LEGACY.glob("*.markers.json")}
-    assert {"single_agent", "agent_call", "spawn_await", "handoff_chain"} <= markers
+    """The recordings from before baseline 1 (replayed by `tests/test_replay.py`) hold the
+    per-patch markers, never `baseline-1`: they are what runs in flight at its deploy look like."""
+    recorded = {
+        path.name.removesuffix(".markers.json"): _patch_ids(recorded_history(path).events)
+        for path in LEGACY.glob("*.markers.json")
+    }
+    assert not [name for name, ids in recorded.items() if patches.BASELINE_1 in ids]
+    assert set(recorded["single_agent"]) == {
+        "cancellable-prepare",
+        "local-prepare-finish",
+        "paired-activity-events",
+        "bounded-finish",
+    }
+    assert len(recorded["agent_call"]) == 8
+    assert {"spawn_await", "handoff_chain.1", "output_retry"} <= set(recorded)
