@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from otherone.activities.approvals import human_tools, with_approvals
 from otherone.activities.artifacts import needs_offload, offload_turn
@@ -54,7 +55,10 @@ from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_instructions
 from otherone.store import EntryRow
+from otherone.store.errors import RunAlreadyEnded
 
+#: The error type of a turn refused because its run had already ended (`RunAlreadyEnded`).
+RUN_ALREADY_ENDED = "run_already_ended"
 #: Deltas are written to the event store at most this often (batching keeps the store calm).
 DELTA_FLUSH_SECONDS = 0.05
 
@@ -83,7 +87,16 @@ async def _call_model(
         and context.store.contexts.holds((ref.partition_key, ref.session_id))
     )
     io = context.brief_io if brief else context.io
-    done, rows, summary = await io(_prepare_context, context, input, assistant_key)
+    try:
+        done, rows, summary = await io(_prepare_context, context, input, assistant_key)
+    except RunAlreadyEnded as refused:
+        # Not retried: the workflow ends the run, and its finish finds the stored end.
+        raise ApplicationError(
+            refused.message,
+            type=RUN_ALREADY_ENDED,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
+        ) from None
     events.add(*call_completed_events(input.pending))
     if done is not None:
         # A retry after the turn was already stored: never call the model twice.
@@ -179,6 +192,8 @@ def _prepare_context(
         tool_result_ids(input.pending),
         lambda stored: pending_rows(ref, input.pending, stored),
         events=context.deferred_events(ref, input.pending),
+        # Only a turn that brings user messages can follow a stored end (`RunAlreadyEnded`).
+        unless_ended=any(entry.queued for entry in input.pending),
     )
     if existing is not None:
         return turn_from_entry(existing), [], None

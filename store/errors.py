@@ -22,6 +22,25 @@ class SessionBusyError(OtheroneError):
         self.holder = holder
 
 
+class RunAlreadyEnded(OtheroneError):
+    """A model turn found its run's end already stored, so it wrote nothing and called no model.
+
+    Only one race leads here: a user message arrives while the workflow task that stores a
+    completed run's end is open. Temporal refuses that task (a new event came), and the run,
+    taken again, sees the message before the answer and goes round once more, although its
+    end (record, events, released session) is stored. The turn is refused instead; the run's
+    second finish finds the stored end and keeps it, and the message stays in the session for
+    the next run there (as any message that arrives while a run ends)."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(
+            f"run '{run_id}' had already ended ({status}) when this turn started: the model "
+            "is not called; the turn's messages stay in the session, unanswered"
+        )
+        self.run_id = run_id
+        self.status = status
+
+
 class DatabaseLocked(Exception):
     """A call that must not wait met a lock another connection holds; nothing was written
     (`StoreBase.call_without_waiting`). Never leaves the worker: the call is made again in a

@@ -9,7 +9,9 @@ from typing import Any
 from sqlalchemy import Connection, Select, select
 
 from otherone.contracts import RunRef
+from otherone.runs import RunStatus
 from otherone.store.context_cache import SessionContext
+from otherone.store.errors import RunAlreadyEnded
 from otherone.store.events import EntryEvents, in_event_transaction, insert_entry_events
 from otherone.store.records import Compaction, EntryRow
 from otherone.store.rows import (
@@ -19,7 +21,7 @@ from otherone.store.rows import (
     entry_from_values,
     utc_now,
 )
-from otherone.store.schema import compactions, entries
+from otherone.store.schema import compactions, entries, run_records
 from otherone.store.store_base import StoreBase
 
 #: What a turn's start read: the stored answer, or the latest compaction and the entries after it.
@@ -83,12 +85,18 @@ class TranscriptStore(StoreBase):
         tool_call_ids: Sequence[str],
         pending_rows: Callable[[Mapping[str, str]], Sequence[EntryRow]],
         events: EntryEvents | None = None,
+        *,
+        unless_ended: bool = False,
     ) -> tuple[EntryRow | None, Compaction | None, list[EntryRow]]:
         """A model turn's start in one transaction: read the stored results of ``run_id``'s
         ``tool_call_ids``, append the turn's pending entries (``pending_rows(results)``) and the
         events ``events`` gives for those written now; then the stored answer under
         ``answer_key`` if there is one (a retried turn), else the latest compaction and the
         entries after it.
+
+        ``unless_ended`` (a turn that brings user messages): first `RunAlreadyEnded`, with
+        nothing written, when the run's stored record is terminal (see there); one read more,
+        on those turns only.
 
         The entries come from `contexts` as far as the database confirms them (the returned
         rows are shared with it: never change them); only newer ones are read.
@@ -98,6 +106,8 @@ class TranscriptStore(StoreBase):
         turn = self._turn
 
         def start(conn: Connection) -> _TurnStart:
+            if unless_ended:
+                _refuse_if_ended(conn, partition_key, run_id)
             stored = self._tool_results(conn, partition_key, run_id, tool_call_ids)
             rows = pending_rows(stored)
             written = self._inserted_keys(conn, partition_key, session_id, rows)
@@ -221,3 +231,12 @@ class TranscriptStore(StoreBase):
             .order_by(compactions.c.id.desc())
             .limit(1)
         )
+
+
+def _refuse_if_ended(conn: Connection, partition_key: str, run_id: str) -> None:
+    query = select(run_records.c.status).where(
+        (run_records.c.partition_key == partition_key) & (run_records.c.run_id == run_id)
+    )
+    status = conn.execute(query).scalar_one_or_none()
+    if status is not None and RunStatus(status).is_terminal:
+        raise RunAlreadyEnded(run_id, status)

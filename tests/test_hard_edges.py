@@ -23,6 +23,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
+from otherone.activities.call_model import RUN_ALREADY_ENDED
 from otherone.activities.providers.base import (
     ModelRequest,
     ProviderError,
@@ -413,8 +414,11 @@ async def test_a_message_while_a_completed_runs_end_is_stored_leaves_the_stored_
 ) -> None:
     """A message arrives while the run's end (completed, "done") is being stored: Temporal
     refuses the workflow task that would complete the run, and the run, taken again, sees the
-    message first and answers it. Its end stays the one stored: result, record and events all
-    say "done" (the result used to say the later answer while the events said "done")."""
+    message first and goes round once more. Its end stays the one stored: result, record and
+    events all say "done" (the result used to say the later answer while the events said
+    "done"); the turn for the message is refused before the model is called (it used to be
+    answered after the stored end, invisibly: "later" in the session, no events), and the
+    message stays in the session for the next run, as one that comes while a run ends."""
     store = GateStore(f"sqlite:///{tmp_path / 'store.db'}", held="end_run")
     config = scripted_config({"agent": ["done", "later"]})
     try:
@@ -426,6 +430,8 @@ async def test_a_message_while_a_completed_runs_end_is_stored_leaves_the_stored_
             result = await asyncio.wait_for(handle.result(), 30)
             events = [e async for e in env.agents.events(handle.run_id)]
             record = store.get_run_record(DEFAULT_PARTITION, handle.run_id)
+            entries = store.load_entries(DEFAULT_PARTITION, result.session_id)
+            history = await client.get_workflow_handle(handle.run_id).fetch_history()
     finally:
         store.release.set()
         store.close()
@@ -435,6 +441,18 @@ async def test_a_message_while_a_completed_runs_end_is_stored_leaves_the_stored_
     deltas = [e.event["content"] for e in events if e.event["type"] == "model_delta"]
     assert "".join(deltas) == "done"
     assert events[-1].event["type"] == "run_completed"
+    assert [(row.role, row.content) for row in entries] == [
+        ("user", "go"),
+        ("assistant", "done"),
+        ("user", "a late message"),
+    ]
+    refused = [
+        event.activity_task_failed_event_attributes.failure
+        for event in history.events
+        if event.HasField("activity_task_failed_event_attributes")
+    ]
+    assert [failure.application_failure_info.type for failure in refused] == [RUN_ALREADY_ENDED]
+    assert "had already ended (completed)" in refused[0].message
 
 
 def has_error_end(store: Store, run_id: str) -> bool:

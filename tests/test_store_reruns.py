@@ -26,6 +26,7 @@ from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, PendingEntry, PrepareRunInput, RunRef
 from otherone.runs import AgentOutput, RunRecord, RunStatus, RunUsage
 from otherone.store import EntryRow, SessionBusyError, Store
+from otherone.store.errors import RunAlreadyEnded
 from otherone.store.events import EntryEvents
 from otherone.store.lifecycle import CallerResult, EndStored, RunEnd, SessionLease
 from otherone.store.records import EVENT_KEY
@@ -272,6 +273,41 @@ def test_a_run_ends_once_an_end_stored_before_is_kept(store: Store) -> None:
     later = dataclasses.replace(end(RunStatus.COMPLETED, done, "run_completed"), record=other)
     assert store.end_run(later).earlier_end == stored
     assert store.end_run(end(RunStatus.COMPLETED, done, "run_completed")).earlier_end is None
+
+
+def test_a_turn_bringing_messages_after_the_stored_end_writes_nothing(store: Store) -> None:
+    """A turn with user messages (``unless_ended``) whose run's end is already stored (a
+    message came while the workflow task storing the end was open, which Temporal then
+    refused) raises `RunAlreadyEnded` before writing anything: no entry, no event. While the
+    run is live the same turn goes on; a turn without messages does not look."""
+    store.start_run(_lease(CHILD), _record(CHILD, RunStatus.RUNNING), CHILD, [])
+    late = EntryRow(entry_key="child-1:t2:user", role="user", content="late", run_id="child-1")
+    entry_events = EntryEvents(CHILD, lambda keys: [{"type": "entry", "n": len(keys)}])
+
+    def turn(key: str, *, unless_ended: bool = True) -> list[EntryRow]:
+        existing, _, rows = store.turn_context(
+            "p",
+            "s-child",
+            f"child-1:{key}:assistant",
+            "child-1",
+            [],
+            lambda _stored: [dataclasses.replace(late, entry_key=f"child-1:{key}:user")],
+            events=entry_events,
+            unless_ended=unless_ended,
+        )
+        assert existing is None
+        return rows
+
+    assert [row.content for row in turn("t1")] == ["late"]  # live: written, then read
+    store.end_run(
+        RunEnd(ref=CHILD, pending_rows=lambda _: [], record=_record(CHILD, RunStatus.COMPLETED))
+    )
+    before = (store.load_entries("p", "s-child"), store.read_events("root-1"))
+    with pytest.raises(RunAlreadyEnded, match="'child-1' had already ended \\(completed\\)"):
+        turn("t2")
+    assert (store.load_entries("p", "s-child"), store.read_events("root-1")) == before
+    # A turn that brings no user message is not one the race can make: it reads no record.
+    assert len(turn("t3", unless_ended=False)) == 2
 
 
 class EventRefusingStore(Store):
