@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from otherone.activities.mcp_results import validate_arguments
 from otherone.config import (
@@ -277,4 +277,11 @@ def _check_mcp_arguments(snapshot: RuntimeSnapshot, tool_name: str, arguments: s
 
 
 def _invalid(message: str) -> ApplicationError:
-    return ApplicationError(message, type="invalid_arguments", non_retryable=True)
+    # Benign: a person's mistake the decision's caller is told (422), not the worker's; the
+    # worker logs it on one line at debug level instead of with a traceback.
+    return ApplicationError(
+        message,
+        type="invalid_arguments",
+        non_retryable=True,
+        category=ApplicationErrorCategory.BENIGN,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -20,7 +21,7 @@ from fastapi import APIRouter, FastAPI, Header, Query, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.client import WorkflowExecutionStatus
 
@@ -51,6 +52,7 @@ from otherone.runs import (
     RunRecord,
     RuntimeContext,
 )
+from otherone.store.events import MAX_EVENT_SEQUENCE as MAX_SEQUENCE
 
 __all__ = ["ApiContext", "ApiToken", "close_streams", "create_app", "openapi_schema"]
 
@@ -76,6 +78,8 @@ class PendingResult(BaseModel):
 
 
 class Messages(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is a mistake, not ignored
+
     messages: list[str] = Field(
         min_length=1, description="User messages, taken at the run's next safe point."
     )
@@ -242,7 +246,9 @@ async def run_events(
         Literal["otherone", "ag-ui"],
         Query(description="`otherone`: our envelopes; `ag-ui`: AG-UI protocol events."),
     ] = "otherone",
-    after: Annotated[int, Query(ge=0, description="Start after this sequence.")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_SEQUENCE, description="Start after this sequence.")
+    ] = 0,
     last_event_id: Annotated[
         str | None,
         Header(alias="Last-Event-ID", description="Resume after this sequence (wins over after)."),
@@ -250,14 +256,16 @@ async def run_events(
 ) -> Response:
     """The whole tree's events (any run of it names the tree) as Server-Sent Events."""
     if last_event_id is not None and last_event_id.strip():
-        if not last_event_id.strip().isdigit():
+        text = last_event_id.strip()
+        # (isdigit alone would pass '²' and numbers no database column holds)
+        if not (text.isascii() and text.isdigit()) or int(text) > MAX_SEQUENCE:
             raise ApiError(
                 422,
                 "invalid_request",
-                "Last-Event-ID: must be an event sequence (an integer)",
+                f"Last-Event-ID: must be an event sequence (an integer 0-{MAX_SEQUENCE})",
                 field="Last-Event-ID",
             )
-        after = int(last_event_id.strip())
+        after = int(text)
     description = await agents.describe_run(run_id)
     runtime = api_runtime(request)
     root = description.root_id or run_id
@@ -435,26 +443,99 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
 
 
 class _BodyLimit:
-    """Refuse bodies over `MAX_BODY_BYTES` before reading them (a request holds at most a few
-    inputs of `MAX_INPUT_BYTES`); plain ASGI, so event streams pass untouched."""
+    """Refuse bodies over `MAX_BODY_BYTES` (a request holds at most a few inputs of
+    `MAX_INPUT_BYTES`): before reading them when a Content-Length says so, else (a chunked
+    body) as soon as more has arrived. A JSON body that is not strict JSON (NaN, Infinity,
+    bytes that are not UTF-8, nesting deeper than a parser goes) is refused here, naming the
+    body: the endpoints would take NaN as a number, and their parser gives 400s without a code.
+    Plain ASGI, so event streams pass untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            length = headers.get(b"content-length")
-            unbounded = length is None and b"transfer-encoding" in headers
-            if unbounded or (length is not None and not _at_most(length, MAX_BODY_BYTES)):
-                answer = problem(
-                    413,
-                    "payload_too_large",
-                    f"the body must be at most {MAX_BODY_BYTES} bytes, with a Content-Length",
-                )
-                await answer(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is not None and not _at_most(length, MAX_BODY_BYTES):
+            await _too_large(scope, receive, send)
+            return
+        body = await _read_body(receive, MAX_BODY_BYTES)
+        if body is None:
+            await _too_large(scope, receive, send)
+            return
+        refused = _not_strict_json(body) if _is_json(headers.get(b"content-type")) else None
+        if refused is not None:
+            await problem(422, "invalid_request", f"body: {refused}", field="body")(
+                scope, receive, send
+            )
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None once it passes ``limit`` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: nothing to serve
+            return b"".join(parts)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` giving ``body`` once, then what the connection says (a disconnect)."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
+    answer = problem(413, "payload_too_large", f"the body must be at most {MAX_BODY_BYTES} bytes")
+    await answer(scope, receive, send)
+
+
+def _is_json(content_type: bytes | None) -> bool:
+    media = (content_type or b"").split(b";")[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
+
+
+def _not_strict_json(body: bytes) -> str | None:
+    """Why ``body`` is not strict JSON (RFC 8259), or None when it is (or is empty: the
+    endpoint says what is missing)."""
+    if not body.strip():
+        return None
+    try:
+        json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    except RecursionError:
+        return "nested too deeply"
+    except json.JSONDecodeError as error:
+        return f"not valid JSON ({error.msg} at character {error.pos})"
+    except ValueError as error:  # `_refuse_constant`
+        return str(error)
+    return None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"not valid JSON ({name} is not a JSON number)")
 
 
 def _at_most(length: bytes, limit: int) -> bool:

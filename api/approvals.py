@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter
 from fastapi import Path as PathParam
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from otherone.api.dependencies import Agents, RunId
 from otherone.api.problems import ApiError
@@ -33,6 +33,8 @@ async def run_approvals(run_id: RunId, agents: Agents) -> list[ApprovalRequest]:
 
 
 class Decision(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is a mistake, not ignored
+
     decision: Literal["approve", "deny", "answer"]
     arguments: dict[str, JsonValue] | None = Field(
         None, description="approve: arguments instead of the model's (checked by the tool schema)"

@@ -20,6 +20,7 @@ from otherone.api.notify import EventNotifier
 from otherone.api.problems import ApiError
 from otherone.api.streams import TreeReaders
 from otherone.client.agent_client import DEFAULT_TASK_QUEUE, AgentClient
+from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition
 from otherone.store import Store
 
@@ -51,6 +52,10 @@ class ApiContext:
     #: `ApiToken`; empty: no authentication (bind to loopback only).
     tokens: Mapping[str, str | ApiToken] = field(default_factory=dict)
     agents: Sequence[AgentDefinition] = ()
+    #: The workers' configuration, when known: requests it cannot serve (an unknown agent,
+    #: limits that loosen its own) are refused at the start with 422, as the CLI refuses them,
+    #: instead of starting a run that fails at once.
+    config: RuntimeConfig | None = None
     ui_url: str | None = None
     heartbeat_seconds: float = 15.0
     #: Browser origins of front ends on other sites (CORS); the page at / needs none.
@@ -129,6 +134,7 @@ def _agents(request: Request, caller: Caller) -> AgentClient:
         store=context.store,
         partition_key=caller.partition,
         identity=caller.identity,
+        config=context.config,
     )
 
 

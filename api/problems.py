@@ -16,7 +16,7 @@ Every error answer has ``type`` (``urn:otherone:problem:<code>``), ``title``, ``
 | ``method_not_allowed`` | 405 | |
 | ``idempotency_conflict`` | 409 | the Idempotency-Key was used for a different request |
 | ``run_not_active`` | 409 | message or cancel for a run that has ended |
-| ``payload_too_large`` | 413 | a body over 4 MiB, or without a Content-Length |
+| ``payload_too_large`` | 413 | a body over 4 MiB |
 | ``unavailable`` | 503 | Temporal or the store cannot be reached, or no worker answered |
 | ``internal_error`` | 500 | a bug: logged on the server, never detailed in the answer |
 """
@@ -152,10 +152,15 @@ def validation_problem(errors: Sequence[Any]) -> JSONResponse:
     found: dict[str, list[str]] = {}
     for error in errors:
         location = [str(part) for part in error.get("loc", ())]
-        if location and location[0] in _SOURCES:
+        source = location[0] if location and location[0] in _SOURCES else None
+        if source is not None:
             location = location[1:]
         path = ".".join(part for part in location if not _TYPE_TAG.search(part))
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        if source == "body" and (not path or error.get("type") == "json_invalid"):
+            # The body as a whole (missing, not an object, not JSON): no field inside it. (A
+            # JSON error's location is a character offset, not a field.)
+            path, message = "body", _body_message(error, message)
         if message not in found.setdefault(path, []):
             found[path].append(message)
     if not found:
@@ -167,6 +172,17 @@ def validation_problem(errors: Sequence[Any]) -> JSONResponse:
     )
 
 
+def _body_message(error: Mapping[str, Any], message: str) -> str:
+    kind = error.get("type")
+    if kind == "missing":
+        return "required: a JSON object"
+    if kind == "json_invalid":
+        return f"not valid JSON ({error.get('ctx', {}).get('error', message)})"
+    if kind in ("model_attributes_type", "dict_type", "model_type"):
+        return "must be a JSON object (sent as Content-Type: application/json)"
+    return message
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     async def on_validation(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
@@ -174,6 +190,8 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_http(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, HTTPException)
+        if error.status_code == 400:  # the framework could not read the body
+            return problem(422, "invalid_request", f"body: {error.detail}", field="body")
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "error")
         return problem(error.status_code, code, str(error.detail), headers=error.headers)
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import re
 import signal
+import socket
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -16,13 +17,13 @@ import uvicorn
 from pydantic import SecretStr
 
 from otherone.api.app import ApiContext, ApiToken, close_streams, create_app
-from otherone.definitions import AgentDefinition
+from otherone.config import RuntimeConfig
 from otherone.errors import ConfigurationError
 from otherone.runs import PARTITION_PATTERN
 from otherone.store import Store
 from otherone.worker.settings import Settings
 
-__all__ = ["ApiServer", "bind_host", "parse_tokens", "serve", "ui_base_url"]
+__all__ = ["ApiServer", "bind_host", "check_can_listen", "parse_tokens", "serve", "ui_base_url"]
 
 LOOPBACK = "127.0.0.1"
 #: Seconds uvicorn gives open requests after SIGTERM (streams end at once: `close_streams`).
@@ -38,6 +39,13 @@ def parse_tokens(value: SecretStr | str | None) -> dict[str, ApiToken]:
     ``api:<partition>``); a bad entry names the setting."""
     text = value.get_secret_value() if isinstance(value, SecretStr) else (value or "")
     tokens: dict[str, ApiToken] = {}
+    if text.strip(" ,") == "" and text:
+        # Set, but to nothing ("", " " or ",,,"): a mistake, not a wish to serve without
+        # authentication (that is the setting left out).
+        raise ConfigurationError(
+            "holds no token: leave it unset to serve without authentication (127.0.0.1 only)",
+            field=_TOKEN_SETTING,
+        )
     for index, entry in enumerate(part.strip() for part in text.split(",")):
         if not entry:
             continue
@@ -59,6 +67,11 @@ def parse_tokens(value: SecretStr | str | None) -> dict[str, ApiToken]:
                 "characters",
                 field=_TOKEN_SETTING,
             )
+        if token in tokens:  # the last grant winning would hand a tenant's runs to another
+            raise ConfigurationError(
+                f"entry {index + 1}: the token is given twice (a token grants one partition)",
+                field=_TOKEN_SETTING,
+            )
         tokens[token] = ApiToken(partition, identity.strip() if has_identity else None)
     return tokens
 
@@ -71,6 +84,22 @@ def bind_host(settings: Settings, tokens: Mapping[str, object]) -> tuple[str, st
         f" (not {settings.serve_host})" if settings.serve_host not in (None, LOOPBACK) else ""
     )
     return LOOPBACK, note
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """A clear error now when ``host:port`` cannot be listened on (a port in use), instead of
+    uvicorn's after connecting to Temporal and the store. (Bound the way uvicorn binds, with
+    SO_REUSEADDR, so a port left in TIME_WAIT by a server just stopped is not refused.)"""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ConfigurationError(
+                f"cannot listen on {host}:{port}: {error.strerror or error}",
+                field="OTHERONE_SERVE_PORT",
+            ) from None
 
 
 def ui_base_url(settings: Settings) -> str:
@@ -116,8 +145,15 @@ class ApiServer:
         self._task = asyncio.create_task(self.server.serve(), name="otherone-api")
         while not self.server.started:
             if self._task.done():
-                await self._task  # raises what stopped it (e.g. the port is taken)
-                raise ConfigurationError("the API server stopped while starting")
+                # uvicorn's way to say it could not bind is SystemExit (its reason logged).
+                with contextlib.suppress(SystemExit):
+                    await self._task  # raises what else stopped it
+                config = self.server.config
+                raise ConfigurationError(
+                    f"cannot listen on {config.host}:{config.port} (in use, or not an "
+                    "address of this machine)",
+                    field="OTHERONE_SERVE_PORT",
+                )
             await asyncio.sleep(0.01)
         return self
 
@@ -149,16 +185,16 @@ class ApiServer:
             await self._task  # it failed: raise why
 
 
-def _configured_agents(settings: Settings) -> list[AgentDefinition]:
-    """The agents the page offers: OTHERONE_CONFIG's (the example ones when the default file is
-    absent, as `otherone dev` does)."""
+def _configured(settings: Settings) -> RuntimeConfig:
+    """The workers' configuration, whose agents the page offers: OTHERONE_CONFIG's (the example
+    one when the default file is absent, as `otherone dev` does)."""
     from otherone.examples import EXAMPLE_CONFIG
     from otherone.toml_config import load_config
 
     path: Path = settings.config
     if not path.is_file() and "config" not in settings.model_fields_set:
         path = EXAMPLE_CONFIG
-    return list(load_config(path).agents.values())
+    return load_config(path)
 
 
 async def serve(
@@ -175,9 +211,10 @@ async def serve(
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))
     tokens = parse_tokens(settings.serve_tokens)
     host, note = bind_host(settings, tokens)
+    check_can_listen(host, settings.serve_port)  # before connecting to anything
     if note:
         say(f"note: {note}")
-    agents = await asyncio.to_thread(_configured_agents, settings)
+    config = await asyncio.to_thread(_configured, settings)
     connection = temporal_connection(settings)
     temporal = await connect(
         settings.temporal_address,
@@ -193,7 +230,8 @@ async def serve(
         task_queue=settings.task_queue,
         namespace=settings.namespace,
         tokens=tokens,
-        agents=agents,
+        agents=list(config.agents.values()),
+        config=config,
         ui_url=ui_base_url(settings),
         heartbeat_seconds=settings.serve_heartbeat_seconds,
         cors_origins=settings.serve_cors_origins,

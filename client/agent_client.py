@@ -400,11 +400,15 @@ class AgentClient:
         """Every open approval request and question of a root's tree (of every tree when
         None), oldest first, from any process: Temporal visibility finds the runs that wait for
         a person, the store's events (or, without a store, the runs themselves) say what they
-        wait for. A scoped client sees its own partition only."""
+        wait for. Any run of a tree names it; an unknown run is `RunNotFoundError`. A scoped
+        client sees its own partition only."""
         query = f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
         if root_run_id is not None:
             check_root_run_id(root_run_id)
-            await self._check_tenant(root_run_id)
+            # An unknown run is "not found", not "nothing waits"; a child's id names its tree.
+            description = await self._describe(root_run_id)
+            self._check_partition(root_run_id, description)
+            root_run_id = description.root_id or root_run_id
             query += f' AND RootWorkflowId = "{root_run_id}"'
         if self.partition_key is not None:
             query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'

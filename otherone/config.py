@@ -28,7 +28,7 @@ from otherone.definitions import (
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name
 from otherone.per_version import kept_per_version
-from otherone.runs import unencodable_path
+from otherone.runs import unstorable_part
 from otherone.skills import Skill, SkillRegistry
 from otherone.tools import RESERVED_TOOL_NAMES, ToolDefinitionError, ToolRegistry, ToolSpec
 from otherone.wire_names import check_wire_names
@@ -304,11 +304,10 @@ class RuntimeConfig:
     def _require_utf8(self, definition: BaseModel, table: str) -> None:
         """Refuse text no snapshot could store (a lone surrogate, e.g. from undecodable bytes)
         here, instead of every run of the worker failing to save the snapshot."""
-        path = unencodable_path(definition)
-        if path is not None:
-            raise self._error(
-                "must be valid UTF-8 text (it holds a lone surrogate)", table=table, field=path
-            )
+        found = unstorable_part(definition)
+        if found is not None:
+            path, problem = found
+            raise self._error(problem, table=table, field=path)
 
     def add_tool(self, tool_: ToolSpec | Callable[..., Any]) -> ToolSpec:
         try:

@@ -30,7 +30,51 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     external = _external_ref(schema)
     if external is not None:
         return f"refers to '{external}': only references inside the schema ('#...') are allowed"
+    missing = _unresolvable_ref(schema)
+    if missing is not None:
+        return f"refers to '{missing}', which is not in the schema"
     return None
+
+
+def _unresolvable_ref(schema: dict[str, Any]) -> str | None:
+    """The first internal ``$ref`` that points at nothing (found while checking answers, it
+    would fail every answer, and the model would be asked to retry for the schema's mistake).
+    Schemas with nested ``$id``s (other bases for their references) are left to validation."""
+    from referencing import Registry, Resource
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    refs = _refs(schema)
+    if not refs or _has_nested_id(schema, root=True):
+        return None
+    resource = Resource.from_contents(schema, default_specification=DRAFT202012)
+    resolver = Registry().with_resource("", resource).resolver()
+    for ref in refs:
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            return ref
+    return None
+
+
+def _refs(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        ref = value.get("$ref")
+        found = [ref] if isinstance(ref, str) else []
+        return found + [r for child in value.values() for r in _refs(child)]
+    if isinstance(value, list):
+        return [r for child in value for r in _refs(child)]
+    return []
+
+
+def _has_nested_id(value: Any, *, root: bool = False) -> bool:
+    if isinstance(value, dict):
+        if not root and isinstance(value.get("$id"), str):
+            return True
+        return any(_has_nested_id(child) for child in value.values())
+    if isinstance(value, list):
+        return any(_has_nested_id(child) for child in value)
+    return False
 
 
 def _external_ref(value: Any) -> str | None:

@@ -76,17 +76,16 @@ def storable_text(text: str) -> str:
     return "".join("\ufffd" if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in text)
 
 
-def unencodable_path(value: Any, path: str = "") -> str | None:
-    """Where in ``value`` a string holds text no store can keep (None: all storable): a lone
-    surrogate or a NUL character.
+def unstorable_part(value: Any, path: str = "") -> tuple[str, str] | None:
+    """Where in ``value`` a string holds text no store can keep, and what is wrong with it
+    (`unstorable_problem`); None: all storable. A lone surrogate or a NUL character.
 
     Python decodes undecodable bytes (command-line arguments, files read with
     ``surrogateescape``) and broken JSON escapes to lone surrogates; Temporal payloads, the store
     and events can only carry UTF-8, so such text is refused where it enters. PostgreSQL cannot
     store U+0000 in text or JSON at all; SQLite could, but both stores refuse it alike.
     """
-    found = _unstorable(value, path)
-    return None if found is None else found[0]
+    return _unstorable(value, path)
 
 
 def _unstorable(value: Any, path: str) -> tuple[str, str] | None:
@@ -116,6 +115,38 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+#: How deep free-form JSON (metadata, an agent call's context) may nest: the run's input
+#: carries it a few levels deeper, and the JSON parsers on its way (Temporal payloads, pydantic)
+#: stop at a few hundred levels, which would fail the run after it was accepted.
+MAX_JSON_DEPTH = 64
+
+
+def _check_json(value: Any) -> Any:
+    """Free-form JSON a run carries: storable text, `MAX_JSON_DEPTH` levels at most, and
+    numbers JSON has (not NaN or Infinity: they would not survive the trip as themselves)."""
+    _check_unicode(value)
+    if _depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise ValueError(f"must nest at most {MAX_JSON_DEPTH} levels deep")
+    try:
+        json.dumps(value, default=str, allow_nan=False)
+    except ValueError:
+        raise ValueError("must hold JSON numbers only (not NaN or Infinity)") from None
+    return value
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How deep ``value`` nests (a scalar: 0), counted no further than ``limit`` + 1."""
+    if limit < 0:
+        return 1
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return 0
+    return 1 + max((_depth(item, limit - 1) for item in items), default=0)
 
 
 def _check_unicode(value: Any) -> Any:
@@ -206,7 +237,7 @@ class AgentRunRequest(_Model):
     @field_validator("metadata")
     @classmethod
     def _metadata_small(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
-        _check_unicode(value)
+        _check_json(value)
         if len(json.dumps(value, default=str).encode()) > 16 * 1024:
             raise ValueError("must be at most 16 KiB as JSON")
         return value
@@ -239,7 +270,8 @@ class AgentCallRequest(_Model):
     timeout: PositiveDuration | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
-    _valid_unicode = field_validator("task", "context", "metadata")(_check_unicode)
+    _valid_unicode = field_validator("task")(_check_unicode)
+    _valid_json = field_validator("context", "metadata")(_check_json)
 
 
 class RunOutcome(StrEnum):

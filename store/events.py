@@ -41,6 +41,9 @@ EVENT_APPEND_ATTEMPTS = 20
 #: trees without polling: `otherone.api.notify`).
 EVENT_CHANNEL = "otherone_events"
 
+#: The largest event sequence a database holds (a signed 64-bit integer column): reading after
+#: it finds nothing, and no driver takes a larger number as a parameter.
+MAX_EVENT_SEQUENCE = 2**63 - 1
 #: Values `read_events_mentioning` asks about in one statement: one LIKE each, ORed, and SQLite
 #: refuses an expression deeper than 1000 (a run may end owing events for more calls than that).
 MENTIONS_PER_QUERY = 200
@@ -203,6 +206,8 @@ def read_events(
     conn: Connection, root_run_id: str, *, after: int, limit: int, partition_key: str | None
 ) -> list[EventRecord]:
     """`Store.read_events`."""
+    if after >= MAX_EVENT_SEQUENCE:
+        return []
     query = select(events.c.body).where(
         (events.c.root_run_id == root_run_id) & (events.c.sequence > after)
     )

@@ -47,6 +47,7 @@ async def api_env(
             task_queue=task_queue,
             tokens=dict(tokens or {}),
             agents=list(config.agents.values()),
+            config=config,  # as `otherone serve` passes the workers' configuration
             ui_url=ui_url,
             heartbeat_seconds=heartbeat_seconds,
             cors_origins=cors_origins,

@@ -66,12 +66,13 @@ def cli_env(
     task_queue: str | None,
     tmp_path: Path,
     *,
-    config: Path = EXAMPLE_CONFIG,
+    config: Path | None = EXAMPLE_CONFIG,
     database: str = "store.db",
     **extra: str,
 ) -> dict[str, str]:
     """Settings of an ``otherone`` process: the Temporal server at ``address``, ``task_queue``
-    (unless None), a SQLite store ``database`` and the data dir in ``tmp_path``, ``config``;
+    (unless None), a SQLite store ``database`` and the data dir in ``tmp_path``, ``config``
+    (None: no OTHERONE_CONFIG, so the default `otherone.toml` of the process's folder, if any);
     ``extra`` adds or overrides variables."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     env.update(
@@ -79,8 +80,9 @@ def cli_env(
         OTHERONE_TEMPORAL_ADDRESS=address,
         OTHERONE_DATABASE_URL=f"sqlite:///{tmp_path / database}",
         OTHERONE_DATA_DIR=str(tmp_path / "data"),
-        OTHERONE_CONFIG=str(config),
     )
+    if config is not None:
+        env["OTHERONE_CONFIG"] = str(config)
     if task_queue is not None:
         env["OTHERONE_TASK_QUEUE"] = task_queue
     env.update(extra)

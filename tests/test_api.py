@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from pydantic import TypeAdapter
 from temporalio.client import Client
 
 from otherone.api import ApiToken, openapi_schema
-from otherone.api.server import bind_host, parse_tokens
+from otherone.api.server import bind_host, check_can_listen, parse_tokens
 from otherone.errors import ConfigurationError
 from otherone.tools import tool
 from otherone.worker.settings import Settings
@@ -352,6 +353,67 @@ async def test_bad_input_is_a_problem_naming_the_field(
         assert_problem(await api.http.delete("/v1/sessions"), 405, "method_not_allowed")
 
 
+async def test_bodies_must_be_strict_json_and_cursors_fit_a_database_integer(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """What a demanding client sends wrong: each answer is a 422 naming the field (before:
+    a 500 for a cursor over 2**63-1, a character offset as `field`, 400s with code `error`,
+    NaN taken as a number, requests the workers' configuration refuses started anyway,
+    misspelt fields ignored, small chunked bodies refused as too large)."""
+    json_type = {"Content-Type": "application/json"}
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        run_id = await start(api, run_body(agent="echo"))
+        huge = str(2**63)
+        cases: list[tuple[str, str, bytes, dict[str, str], str]] = [
+            ("GET", f"/v1/runs/{run_id}/events?after={huge}", b"", {}, "after"),
+            ("GET", f"/v1/runs/{run_id}/events", b"", {"Last-Event-ID": huge}, "Last-Event-ID"),
+            ("POST", "/v1/runs", b'{"entry_agent": ', json_type, "body"),
+            ("POST", "/v1/runs", b"", json_type, "body"),
+            ("POST", "/v1/runs", b"entry_agent=echo", {"Content-Type": "text/plain"}, "body"),
+            ("POST", "/v1/runs", b"[" * 100_000, json_type, "body"),
+            ("POST", "/v1/runs", b"\xff\xfe{}", json_type, "body"),
+            (
+                "POST",
+                "/v1/runs",
+                b'{"entry_agent": "echo", "input": "x", "metadata": {"n": NaN}}',
+                json_type,
+                "body",
+            ),
+            (
+                "POST",
+                f"/v1/runs/{run_id}/messages",
+                b'{"messages": ["hi"], "role": "x"}',
+                json_type,
+                "role",
+            ),
+        ]
+        for method, path, body, headers, field in cases:
+            response = await api.http.request(method, path, content=body, headers=headers)
+            assert_problem(response, 422, "invalid_request", field)
+        not_utf8 = await api.http.post("/v1/runs", content=b"\xff\xfe{}", headers=json_type)
+        assert_problem(not_utf8, 422, "invalid_request", "body")
+        assert "UTF-8" in not_utf8.json()["detail"]
+        # The workers' configuration refuses what they could not run: nothing starts.
+        for body_, field_ in (
+            (run_body(agent="nobody"), "entry_agent"),
+            (run_body(agent="echo", limits={"max_depth": 50}), "limits.max_depth"),
+        ):
+            response = await api.http.post("/v1/runs", json=body_)
+            assert_problem(response, 422, "invalid_request", field_)
+
+        async def chunked(size: int) -> Any:
+            body = json.dumps(run_body(agent="echo", metadata={"pad": "x" * size})).encode()
+
+            async def chunks() -> Any:
+                for at in range(0, len(body), 65536):
+                    yield body[at : at + 65536]
+
+            return await api.http.post("/v1/runs", content=chunks(), headers=json_type)
+
+        assert (await chunked(10)).status_code == 201
+        assert_problem(await chunked(5 * 1024 * 1024), 413, "payload_too_large")
+
+
 def test_openapi_document_is_checked_in() -> None:
     """docs/openapi.json is the app's schema: regenerate it with
     ``python -m otherone.api --openapi > docs/openapi.json`` when the API changes."""
@@ -419,10 +481,35 @@ def test_tokens_setting_and_bind_address() -> None:
     ):
         with pytest.raises(ConfigurationError, match="OTHERONE_SERVE_TOKENS"):
             parse_tokens(bad)
+    # Set to nothing is a mistake, not "no authentication"; a token granting two partitions
+    # would have let the last one win.
+    for bad, problem in (
+        (",,,", "holds no token"),
+        (" ", "holds no token"),
+        (
+            "abcdefghijklmnop:tenant-a,abcdefghijklmnop:tenant-b",
+            "entry 2: the token is given twice",
+        ),
+    ):
+        with pytest.raises(ConfigurationError, match=problem):
+            parse_tokens(bad)
+    assert parse_tokens("") == {} and parse_tokens(None) == {}
     open_settings = Settings(serve_host="0.0.0.0", _env_file=None)  # type: ignore[call-arg]
     host, note = bind_host(open_settings, {})
     assert host == "127.0.0.1" and note is not None and "127.0.0.1 only" in note
     assert bind_host(open_settings, {"abcdefghijklmnop": "a"}) == ("0.0.0.0", None)
+
+
+def test_a_port_in_use_is_refused_before_serving() -> None:
+    """`otherone serve` on a port another program listens on: one clear error naming the
+    setting (it used to connect to Temporal, then print uvicorn's traceback and exit 3)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigurationError, match=r"OTHERONE_SERVE_PORT.*in use"):
+            check_can_listen("127.0.0.1", port)
+    check_can_listen("127.0.0.1", port)  # free again
 
 
 async def test_a_stream_follows_a_run_that_starts_later_than_it(

@@ -64,7 +64,15 @@ async def test_serve_binds_loopback_without_tokens_and_ends_streams_on_sigterm(
 ) -> None:
     env = cli_env(address_of(temporal_env), task_queue, tmp_path)
     env.update(OTHERONE_SERVE_HOST="0.0.0.0", OTHERONE_SERVE_PORT=str(free_port()))
-    env["OTHERONE_CONFIG"] = str(EXAMPLE_CONFIG)
+    # The workers' configuration, as `otherone serve` reads it (it refuses agents it lacks):
+    # the example's, and the `slow` agent the worker below plays.
+    served = tmp_path / "otherone.toml"
+    served.write_text(
+        EXAMPLE_CONFIG.read_text(encoding="utf-8")
+        + '\n[agents.slow]\ndescription = "Slow to answer."\nmodel = "demo"\n',
+        encoding="utf-8",
+    )
+    env["OTHERONE_CONFIG"] = str(served)
     store = Store.open(env["OTHERONE_DATABASE_URL"])
     script = {"assistant": [{"text": ANSWER}], "slow": [{"delay_seconds": 60, "text": "late"}]}
     try:

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from uuid import uuid4
 
 import pytest
 import pytest_asyncio
+from pydantic import ValidationError
 from sqlalchemy import inspect, text
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -32,7 +34,7 @@ from temporalio.testing import WorkflowEnvironment
 from otherone.activities.providers.base import ModelRequest, StreamEvent, TextDelta, ToolCallDelta
 from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.client.cli import run_cli
-from otherone.contracts import child_run_id
+from otherone.contracts import ApprovalDecision, child_run_id
 from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.errors import (
     ConfigurationError,
@@ -45,6 +47,7 @@ from otherone.errors import (
 )
 from otherone.runs import (
     MAX_INPUT_BYTES,
+    MAX_JSON_DEPTH,
     AgentCallRequest,
     AgentRunResult,
     ResultContract,
@@ -54,6 +57,7 @@ from otherone.runs import (
 from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.tools import tool
+from otherone.worker.telemetry import prometheus_runtime
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 
@@ -832,7 +836,7 @@ CLI: list[tuple[str, list[str], int, str]] = [
         "bad partition",
         ["run", "plain", "hi", "--partition", "a b"],
         2,
-        "runtime_context.partition_key",
+        "--partition / OTHERONE_PARTITION: must be 1-128",
     ),
     ("undecodable argument", ["run", "plain", f"hi {SURROGATE}"], 2, "input: must be valid UTF-8"),
     ("blank message", ["send", "run-x", ""], 2, "messages.0"),
@@ -919,3 +923,33 @@ def test_the_tables_hold_at_least_forty_bad_inputs() -> None:
         CLI,
     ]
     assert sum(len(table) for table in tables) >= 40
+
+
+def test_free_form_json_must_be_shallow_finite_and_storable() -> None:
+    """Metadata nested deeper than the run input's parsers go used to be accepted and fail the
+    run after it started (`invalid_request` with an empty agent); NaN was taken as a number
+    (and broke idempotency: NaN is not NaN); a NUL in a decision was reported as a surrogate."""
+    deep: Any = 1
+    for _ in range(MAX_JSON_DEPTH + 1):
+        deep = {"a": deep}
+    with pytest.raises(InvalidRequestError, match="metadata: must nest at most 64 levels"):
+        build_request(entry_agent="a", input="x", metadata=deep)
+    with pytest.raises(InvalidRequestError, match="metadata: must hold JSON numbers only"):
+        build_request(entry_agent="a", input="x", metadata={"n": float("nan")})
+    with pytest.raises(ValidationError, match="context"):
+        AgentCallRequest(target="a", task="t", context={"deep": deep})
+    shallow: Any = 1
+    for _ in range(MAX_JSON_DEPTH - 1):
+        shallow = {"a": shallow}
+    assert build_request(entry_agent="a", input="x", metadata=shallow).metadata == shallow
+    with pytest.raises(ValidationError, match=r"text: must not contain a NUL character"):
+        ApprovalDecision(call_id="c", decision="answer", text="a\x00b")
+
+
+def test_a_metrics_port_in_use_is_a_configuration_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigurationError, match="OTHERONE_METRICS_PORT"):
+            prometheus_runtime(port)

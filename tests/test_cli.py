@@ -216,6 +216,24 @@ async def test_bad_input_exits_2_naming_the_field(cli: Cli) -> None:
     assert_one_line_error(bad_option, 2, "TEXT")
 
 
+async def test_a_missing_config_an_unknown_runs_approvals_and_a_bad_partition_are_refused(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A configuration file named but absent is exit 2 for `run` too (it used to start the run
+    unchecked); asking what an unknown run waits for is exit 3 (it used to say "nothing"); a
+    malformed partition is refused by every command, `sessions` too (it used to list none)."""
+    missing = tmp_path / "nowhere.toml"
+    no_config, approvals, sessions = await asyncio.gather(
+        cli("--config", str(missing), "run", "assistant", QUESTION),
+        cli("approvals", "run-does-not-exist"),
+        cli("--partition", "bad partition!", "sessions"),
+    )
+    assert_one_line_error(no_config, 2, f"config file {missing} not found")
+    assert_one_line_error(approvals, 3, "run-does-not-exist", "not found")
+    assert_one_line_error(sessions, 2, "--partition / OTHERONE_PARTITION", "must be 1-128")
+    assert "Value error" not in sessions.stderr
+
+
 async def test_unreachable_temporal_exits_4_quickly(tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     env = cli_env(address, "unused", tmp_path)

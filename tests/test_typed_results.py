@@ -32,6 +32,7 @@ from otherone.errors import (
     RunFailedError,
     RunNotFoundError,
 )
+from otherone.result_contracts import schema_problem
 from otherone.runs import (
     AgentCallRequest,
     AgentRunRequest,
@@ -309,7 +310,7 @@ async def test_cli_run_takes_a_result_schema_file_and_refuses_a_broken_one(
     schema_file = tmp_path / "schema.json"
     schema_file.write_text(json.dumps(SCHEMA))
     # No configuration file for the CLI: the worker below is the only one that knows the agent.
-    env = cli_env(address_of(temporal_env), task_queue, tmp_path, config=tmp_path / "none.toml")
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path, config=None)
     store = Store.open(env["OTHERONE_DATABASE_URL"])
     script = {"invoicer": ['{"n": 2}'], "talker": ["plain words"], "fixer": ["three", '{"n": 3}']}
     try:
@@ -411,3 +412,33 @@ def test_mypy_infers_the_output_type(tmp_path: Path) -> None:
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"$ref": "#/definitions/nope"}, "refers to '#/definitions/nope', which is not"),
+        ({"type": "object", "properties": {"a": {"$ref": "#missing"}}}, "refers to '#missing'"),
+        ({"$ref": "https://example.com/s.json"}, "only references inside the schema"),
+    ],
+)
+def test_a_schema_whose_reference_leads_nowhere_is_refused(
+    schema: dict[str, Any], problem: str
+) -> None:
+    """Found only while checking answers, a dangling ``$ref`` failed every answer and the model
+    was asked to retry for the schema's mistake (3 model calls, then `invalid_agent_output`)."""
+    assert problem in (schema_problem(schema) or "")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "#/$defs/n", "$defs": {"n": {"type": "integer"}}},
+        {"type": "object", "properties": {"next": {"$ref": "#"}}},
+        {"$ref": "#one", "$defs": {"n": {"$anchor": "one", "type": "string"}}},
+        {"$ref": "#/properties/a~1b", "properties": {"a/b": {"type": "string"}}},
+        {"$defs": {"x": {"$id": "x.json", "$ref": "#/nowhere-here"}}},  # another base: left alone
+    ],
+)
+def test_references_that_resolve_are_kept(schema: dict[str, Any]) -> None:
+    assert schema_problem(schema) is None

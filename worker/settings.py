@@ -9,12 +9,21 @@ Without pydantic-settings, a command starts ~20 ms faster (issue 16: `otherone s
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
+from otherone.partitions import PARTITION_PATTERN
 from otherone.worker.queues import (
     ALL_ROLES,
     DEFAULT_LOCAL_ACTIVITY_SLOTS,
@@ -310,6 +319,15 @@ class Settings(BaseModel):
     def _origins(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(origin.strip() for origin in value.split(",") if origin.strip())
+        return value
+
+    @field_validator("partition")
+    @classmethod
+    def _partition(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(PARTITION_PATTERN, value):
+            raise ValueError(
+                "must be 1-128 letters, digits or _.:@- (starting with a letter or digit)"
+            )
         return value
 
     @field_validator("worker_roles", mode="before")

@@ -54,6 +54,7 @@ from otherone.contracts import (
     RunRef,
     ToolOutcome,
 )
+from otherone.errors import ConfigurationError
 from otherone.worker.settings import otel_trace_exporters
 
 if TYPE_CHECKING:
@@ -146,9 +147,14 @@ def prometheus_runtime(port: int, host: str = "127.0.0.1") -> Runtime:
     from
     that client report their metrics there. One runtime per process and port.
     """
-    return Runtime(
-        telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"{host}:{port}"))
-    )
+    try:
+        return Runtime(
+            telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"{host}:{port}"))
+        )
+    except ValueError as error:  # the SDK's words for a port in use, a bad host, ...
+        raise ConfigurationError(
+            f"cannot serve metrics on {host}:{port}: {error}", field="OTHERONE_METRICS_PORT"
+        ) from None
 
 
 @dataclass(frozen=True)

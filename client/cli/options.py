@@ -136,7 +136,8 @@ def _settings_error(error: ValidationError) -> str:
     where = f"{flags[name]} / {env}" if name in flags else env
     secret = "SecretStr" in repr(Settings.model_fields[name].annotation)
     given = "" if secret or "input" not in first else f" (got {str(first['input'])[:60]!r})"
-    return f"{where}: {first['msg']}{given}"
+    message = str(first["msg"]).removeprefix("Value error, ")  # pydantic's, for our checks
+    return f"{where}: {message}{given}"
 
 
 def _flags() -> dict[str, str]:

@@ -29,6 +29,12 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     if args.follow and args.quiet:
         raise CliError(EXIT_USAGE, "--follow: not allowed with --quiet")
     streaming = not (args.json or args.quiet)
+    # With the configuration file the workers read, a request for an agent it does not define
+    # (or with limits above its own) is refused before a run starts (exit 2). A file named
+    # (--config, OTHERONE_CONFIG) must exist; the default one may be absent.
+    config = load_config(settings.config) if settings.config.is_file() else None
+    if config is None and "config" in settings.model_fields_set:
+        raise CliError(EXIT_USAGE, f"config file {settings.config} not found")
     client = await connect_configured(settings)
     store: Store | None = None
     if args.follow:
@@ -38,9 +44,6 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     else:
         store = existing_store(settings)  # to read an output stored as an artifact
     try:
-        # With the configuration file the workers read, a request for an agent it does not
-        # define (or with limits above its own) is refused before a run starts (exit 2).
-        config = load_config(settings.config) if settings.config.is_file() else None
         agents = AgentClient(
             client,
             task_queue=settings.task_queue,

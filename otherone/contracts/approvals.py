@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Self
 from pydantic import JsonValue, StringConstraints, model_validator
 
 from otherone.contracts.refs import RunRef, _Contract
-from otherone.runs import unencodable_path
+from otherone.runs import unstorable_part
 
 
 class ApprovalNeed(_Contract):
@@ -76,9 +76,10 @@ class ApprovalDecision(_Contract):
 
     @model_validator(mode="after")
     def _fields_fit_decision(self) -> Self:
-        where = unencodable_path(self)
-        if where is not None:
-            raise ValueError(f"{where}: must be valid UTF-8 text (it holds a lone surrogate)")
+        found = unstorable_part(self)
+        if found is not None:
+            where, problem = found
+            raise ValueError(f"{where}: {problem}")
         if self.arguments is not None and self.decision != "approve":
             raise ValueError("arguments: only an approval may edit the arguments")
         if self.decision == "deny" and (self.reason is None or not self.reason.strip()):
