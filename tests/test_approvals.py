@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import io
 import json
 import signal
+import socket
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -868,8 +870,18 @@ async def test_the_cli_lists_approves_denies_and_answers(
         assert approved.code == 0 and "approved" in approved.stderr, approved.describe()
         denied = await cli("deny", handle.run_id, "big", "--reason", "too much")
         assert denied.code == 0, denied.describe()
+        # The same decision from another command is the same decider's (`<user>@<host>`, not
+        # the Temporal client's `<pid>@<host>`): accepted again, and so recorded.
+        again = await cli("deny", handle.run_id, "big", "--reason", "too much")
+        assert again.code == 0, again.describe()
         conflict = await cli("approve", handle.run_id, "big")
         assert_one_line_error(conflict, 9, "already denied")
+        decided = [
+            e.event
+            for e in agents_env.store.read_events(handle.run_id)
+            if e.event["type"] == "approval_decided"
+        ]
+        assert {e["decided_by"] for e in decided} == {f"{getpass.getuser()}@{socket.gethostname()}"}
 
         await wait_until(
             lambda: _has_call(agents_env.agents, handle.run_id, "q"), message="the question"

@@ -222,6 +222,14 @@ class Settings(BaseModel):
         "AgentClient); unset: starts and sessions use the default partition and the other "
         "commands see every partition.",
     )
+    identity: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="Who the CLI's approval decisions are made as (`decided_by`, and what a "
+        "request's `approvers` must name); default '<user>@<host>', the same in every "
+        "command, so the same decision repeated is recognised as such.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO",
         description="Level of the worker's log lines (stderr, one line each): DEBUG, INFO "

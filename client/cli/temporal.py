@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
+import os
+import socket
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -106,6 +109,18 @@ def configured_codec(settings: Settings) -> EncryptionCodec | None:
     return codec_from_settings(settings)
 
 
+def cli_identity(settings: Settings) -> str:
+    """Who this command decides approvals as: `Settings.identity`, else ``<user>@<host>`` (not
+    the Temporal client's ``<pid>@<host>``: a person, and the same in every command)."""
+    if settings.identity:
+        return settings.identity
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's): its number
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
 async def agent_client(
     ctx: Context, *, all_partitions: bool = False, store_when_needed: bool = False
 ) -> AgentClient:
@@ -125,6 +140,7 @@ async def agent_client(
         task_queue=settings.task_queue,
         store=None if deferred else existing_store(settings),
         partition_key=None if all_partitions else settings.partition,
+        identity=cli_identity(settings),
     )
 
 

@@ -15,7 +15,7 @@ from otherone.client.cli.context import Context
 from otherone.client.cli.keys import keys_available, terminal_keys
 from otherone.client.cli.output import exit_code, print_output
 from otherone.client.cli.stores import watch_store
-from otherone.client.cli.temporal import connect_configured, ui_base, ui_link
+from otherone.client.cli.temporal import cli_identity, connect_configured, ui_base, ui_link
 from otherone.client.console import EventPrinter, print_result_summary
 from otherone.client.watch import (
     WatchMode,
@@ -39,6 +39,7 @@ async def cmd_watch(args: argparse.Namespace, ctx: Context) -> int:
             task_queue=settings.task_queue,
             store=store,
             partition_key=None if args.all_partitions else settings.partition,
+            identity=cli_identity(settings),  # decisions made from the live view
         )
         await agents.check_visible(root)  # a scoped CLI sees its partition's trees only
         ctx.interrupt_note = f"interrupted: stopped watching run {root}; it keeps going"
