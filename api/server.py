@@ -103,8 +103,8 @@ def check_can_listen(host: str, port: int) -> None:
 
 
 def ui_base_url(settings: Settings) -> str:
-    """Where links to the Temporal Web UI point (`Settings.ui_url`, else the local dev UI)."""
-    return (settings.ui_url or f"http://localhost:{settings.ui_port}").rstrip("/")
+    """Where links to the Temporal Web UI point: as the CLI's (`Settings.ui_base_url`)."""
+    return settings.ui_base_url()
 
 
 class _Server(uvicorn.Server):

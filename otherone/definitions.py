@@ -103,6 +103,12 @@ class AccessPolicy(_Frozen):
     @classmethod
     def _from_shorthand(cls, value: Any) -> Any:
         if isinstance(value, str):
+            if value not in ("none", "all"):
+                # "allow" alone grants nothing; a name alone is a list that lost its brackets.
+                example = '["a_tool", "mcp.git.*"]' if value == "allow" else f'["{value}"]'
+                raise ValueError(
+                    f"must be 'none', 'all' or a list of names (e.g. {example}), not '{value}'"
+                )
             return {"mode": value}
         if isinstance(value, list | tuple | set | frozenset):
             return {"mode": "allow", "names": tuple(sorted(set(value)))}

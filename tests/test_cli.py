@@ -28,6 +28,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, build_request, root_run_id
+from otherone.client.cli.run import text_argument
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import AgentRunResult, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
@@ -583,3 +584,12 @@ async def test_interrupted_run_keeps_going_and_can_be_steered(
         await run.kill()
         with contextlib.suppress(RPCError):
             await client.get_workflow_handle(run_id).terminate("test cleanup")
+
+
+def test_a_message_may_start_with_an_at_sign(tmp_path: Path) -> None:
+    """``@FILE`` reads a file; ``@@`` is a literal ``@`` (a mention used to read a file named
+    after it, or fail)."""
+    (tmp_path / "note.txt").write_text("from a file", encoding="utf-8")
+    assert text_argument(f"@{tmp_path / 'note.txt'}", "TEXT") == "from a file"
+    assert text_argument("@@alice hi", "TEXT") == "@alice hi"
+    assert text_argument("@", "TEXT") == "@"

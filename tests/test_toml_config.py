@@ -347,7 +347,7 @@ CASES = {
         '[policy]\ntools = "some"\n' + MINIMAL,
         "policy",
         "tools",
-        "'none', 'allow' or 'all'",
+        "must be 'none', 'all' or a list of names (e.g. [\"some\"])",
     ),
     "policy flag of the wrong type": (
         '[policy]\nallow_recursive_calls = "maybe"\n' + MINIMAL,

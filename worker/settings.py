@@ -352,6 +352,17 @@ class Settings(BaseModel):
             )
         return self
 
+    def ui_base_url(self) -> str:
+        """Base URL of the Web UI that links point to (the CLI's and the API's alike):
+        ``OTHERONE_UI_URL`` (compose sets it; `otherone dev` leaves it in its data dir), else
+        the dev server's UI port on the Temporal host."""
+        if self.ui_url:
+            return self.ui_url.rstrip("/")
+        host = self.temporal_address.rpartition(":")[0] or "127.0.0.1"
+        if host in ("0.0.0.0", "[::]", "::"):
+            host = "127.0.0.1"
+        return f"http://{host}:{self.ui_port}"
+
     def store_url(self) -> str:
         from otherone.store import default_database_url
 

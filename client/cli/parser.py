@@ -159,7 +159,9 @@ def _add_run(command: Add) -> None:
     )
     run.add_argument("agent", metavar="AGENT", help="id of the entry agent")
     run.add_argument(
-        "text", metavar="TEXT", help="the user message; - reads it from stdin, @FILE from a file"
+        "text",
+        metavar="TEXT",
+        help="the user message; - reads it from stdin, @FILE from a file (@@ for a leading @)",
     )
     run.add_argument("--session", metavar="ID", help="continue (or create) this session")
     run.add_argument(
@@ -214,7 +216,7 @@ def _add_run(command: Add) -> None:
         "texts",
         metavar="TEXT",
         nargs="+",
-        help="messages; - reads one from stdin, @FILE from a file",
+        help="messages; - reads one from stdin, @FILE from a file (@@ for a leading @)",
     )
     cancel = command(
         "cancel",

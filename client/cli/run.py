@@ -132,9 +132,12 @@ def _print_unstreamed(ctx: Context, result: AgentRunResult, *, json_line: bool) 
 
 def text_argument(value: str, name: str) -> str:
     """A text argument as given, or read: ``-`` from stdin, ``@FILE`` from a UTF-8 file (the OS
-    refuses command lines over ~128 KiB, and shells mangle long or multi-line text)."""
+    refuses command lines over ~128 KiB, and shells mangle long or multi-line text); ``@@...``
+    is the text ``@...`` (a message that starts with @, e.g. a mention)."""
     if value == "-":
         return sys.stdin.read()
+    if value.startswith("@@"):
+        return value[1:]
     if not value.startswith("@") or len(value) == 1:
         return value
     path = Path(value[1:])

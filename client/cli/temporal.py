@@ -155,14 +155,8 @@ async def store_for_output(
 
 
 def ui_base(settings: Settings) -> str:
-    """Base URL of the Web UI that links point to: ``OTHERONE_UI_URL`` (compose sets it; `otherone
-    dev` leaves it in its data dir), else the dev server's UI port on the Temporal host."""
-    if settings.ui_url:
-        return settings.ui_url.rstrip("/")
-    host = settings.temporal_address.rpartition(":")[0] or "127.0.0.1"
-    if host in ("0.0.0.0", "[::]", "::"):
-        host = "127.0.0.1"
-    return f"http://{host}:{settings.ui_port}"
+    """Base URL of the Web UI that links point to (`Settings.ui_base_url`)."""
+    return settings.ui_base_url()
 
 
 async def ui_link(client: Client, base: str, namespace: str, run_id: str) -> str:
