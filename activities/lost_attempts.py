@@ -24,7 +24,10 @@ from otherone.store import Store
 from otherone.store.records import EVENT_KEY, event_key
 
 #: The error of an attempt that never reported its end (its worker stopped).
-LOST_ATTEMPT = "attempt lost: the worker running it stopped before it ended"
+LOST_ATTEMPT = (
+    "attempt lost: it ended without storing its end (its worker stopped, or the store could "
+    "not be reached)"
+)
 MODEL_EVENT_TYPES = ("model_started", "model_completed")
 
 

@@ -14,7 +14,6 @@ import asyncio
 import functools
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import JsonValue
@@ -38,7 +37,7 @@ from otherone.activities.store_calls import (
 from otherone.activities.tool_events import deferred_tool_events
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig, RuntimeSnapshot
-from otherone.contracts import PendingEntry, RunRef
+from otherone.contracts import STORE_OUTAGE_PATIENCE, PendingEntry, RunRef
 from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
@@ -47,8 +46,9 @@ from otherone.store.memory import MemoryStore
 
 T = TypeVar("T")
 
-#: A store call is retried in place for this long (a database restart) before the attempt fails.
-STORE_OUTAGE_PATIENCE = timedelta(minutes=2)
+#: A store call is retried in place for `STORE_OUTAGE_PATIENCE` (a database restart) before
+#: the attempt fails (defined with the contracts: tool activities' timeouts cover it); first
+#: after this many seconds, then twice as long each time, up to the maximum.
 STORE_RETRY_FIRST_DELAY = 0.25
 STORE_RETRY_MAX_DELAY = 2.0
 #: What descendants still report under the `lifecycle_only` event visibility.

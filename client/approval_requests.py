@@ -40,6 +40,13 @@ if TYPE_CHECKING:
     from otherone.store import Store
 
 
+#: How long a decision waits for the run to take it. With no worker polling the run's queue,
+#: Temporal keeps an update waiting for one; the caller is told (`UnavailableError`) instead of
+#: waiting for as long as that lasts. The update stays with the run: a worker that comes takes
+#: it (sending the same decision again is the same update, `decision_update_id`).
+DECISION_TIMEOUT = timedelta(seconds=30)
+
+
 async def send_decision(
     handle: WorkflowHandle[Any, Any], run_id: str, decision: ApprovalDecision, task_queue: str
 ) -> ApprovalRequest:
@@ -53,13 +60,16 @@ async def send_decision(
             decision,
             id=decision_update_id(decision),
             result_type=ApprovalRequest,
+            rpc_timeout=DECISION_TIMEOUT,
         )
     except WorkflowUpdateFailedError as error:
         raise refused_decision(run_id, decision.call_id, error) from None
     except WorkflowUpdateRPCTimeoutOrCancelledError:
         raise unanswered_update(
-            f"run '{run_id}' did not take the decision in time (is a worker polling "
-            f"'{task_queue}'?); send it again"
+            f"run '{run_id}' did not take the decision within "
+            f"{DECISION_TIMEOUT.total_seconds():g}s (is a worker polling '{task_queue}'?); it "
+            "is taken when a worker comes, unless the request is decided otherwise first: "
+            "send it again to see its outcome"
         ) from None
     except RPCError as error:
         raise not_found_or(error, run_id, finished=True) from None

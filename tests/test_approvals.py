@@ -23,6 +23,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.activities.approvals import approval_needs
+from otherone.client import approval_requests
 from otherone.client.agent_client import AgentClient, RunHandle, build_request
 from otherone.client.watch import WatchState, render_tree
 from otherone.contracts import (
@@ -42,6 +43,7 @@ from otherone.errors import (
     InvalidRequestError,
     RunNotActiveError,
     RunNotFoundError,
+    UnavailableError,
 )
 from otherone.runs import RunOutcome, RunStatus
 from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES, STATUS
@@ -1013,3 +1015,22 @@ async def test_the_interactive_demo_asks_and_a_denial_reaches_the_coordinator(
     assert process.returncode == 0, stderr.decode()
     assert "approve agent.call" in stdout.decode()  # the prompt
     assert "denied by" in stderr.decode()
+
+
+async def test_a_decision_no_worker_takes_is_reported_not_waited_for(
+    client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no worker polling the run's queue, Temporal keeps an update waiting for one: the
+    decision used to wait as long (`otherone approve` hung with no word). Now the caller is
+    told within `DECISION_TIMEOUT`, naming the queue."""
+    monkeypatch.setattr(approval_requests, "DECISION_TIMEOUT", timedelta(seconds=2))
+    nobody = f"{task_queue}-no-worker"
+    agents = AgentClient(client, task_queue=nobody)
+    handle = await agents.start(build_request(entry_agent="agent", input="hello"))
+    try:
+        began = asyncio.get_running_loop().time()
+        with pytest.raises(UnavailableError, match=f"is a worker polling '{nobody}'"):
+            await asyncio.wait_for(agents.approve(handle.run_id, "call-1"), 30)
+        assert asyncio.get_running_loop().time() - began < 15
+    finally:
+        await client.get_workflow_handle(handle.run_id).terminate("test over")

@@ -1088,3 +1088,50 @@ async def test_http_api_refuses_a_start_on_a_busy_session_with_409(
         response = await api.http.post("/v1/runs", json=run_body(session={"session_id": "held"}))
     assert_problem(response, 409, "session_busy", "session.session_id")
     assert "run-other" in response.json()["detail"]
+
+
+PAID: list[str] = []
+
+
+@tool(timeout_seconds=1)
+def pay(order: str) -> str:
+    """Pay an order (a side effect, then a receipt too big to travel inline)."""
+    PAID.append(order)
+    return "receipt " + "x" * 8192
+
+
+async def test_a_tool_whose_result_store_write_waits_out_a_long_outage_runs_once(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The tool has done its work; storing its result meets a store that does not answer for
+    longer than the tool's timeout + 30 s (what the activity's start-to-close timeout used to
+    be). The attempt rides it out (heartbeating) instead of being timed out and retried: the
+    payment is made once and the run completes (it used to pay twice, or, with one attempt,
+    report a `tool_error` although the payment was made)."""
+    PAID.clear()
+    store = GateStore(
+        f"sqlite:///{tmp_path / 'store.db'}", held="put_tool_result_and_events", bound=60
+    )
+    config = scripted_config(
+        {"agent": [{"tool_calls": [{"name": "pay", "arguments": {"order": "o-1"}}]}, "paid"]},
+        agents=[AgentDefinition(id="agent", description="pays", tools=AccessPolicy.allow("pay"))],
+        tools=[pay],
+    )
+    try:
+        async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+            handle = await env.agents.start(build_request(entry_agent="agent", input="pay"))
+            assert await asyncio.to_thread(store.entered.wait, 20)
+            began = time.monotonic()
+            # The outage (the fault under test, not a wait for a condition): past the old
+            # start-to-close timeout of 1 + 30 s.
+            await asyncio.sleep(33)
+            store.release.set()
+            result = await asyncio.wait_for(handle.result(), 60)
+            waited = time.monotonic() - began
+    finally:
+        store.release.set()
+        store.close()
+    assert waited > 31
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert result.text == "paid"
+    assert PAID == ["o-1"]

@@ -311,3 +311,23 @@ def test_errors_inside_streams_are_classified() -> None:
     with pytest.raises(ProviderError) as refused:
         ChatCompletionsState("m", NAMES).events(bad_request)
     assert upstream.value.retryable and not refused.value.retryable
+
+
+def test_an_openai_stream_with_no_answer_or_content_that_is_not_text_is_retried() -> None:
+    """A chunk whose ``content`` is not text, or a stream that is only ``[DONE]``, used to end
+    the run `completed` with an empty answer; both are malformed answers, retried like a cut
+    stream. (An empty answer the model chose, with its choice and finish reason, stays one.)"""
+    bad_content = ChatCompletionsState("m", NAMES)
+    with pytest.raises(ProviderError, match="'content' is int, not text") as raised:
+        bad_content.events(ServerSentEvent('{"choices": [{"index": 0, "delta": {"content": 5}}]}'))
+    assert raised.value.retryable
+    only_done = ChatCompletionsState("m", NAMES)
+    assert only_done.events(ServerSentEvent("[DONE]")) == []
+    with pytest.raises(ProviderError, match="held no answer") as raised:
+        only_done.finish()
+    assert raised.value.retryable
+    empty = ChatCompletionsState("m", NAMES)
+    chunk = '{"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}]}'
+    empty.events(ServerSentEvent(chunk))
+    empty.events(ServerSentEvent("[DONE]"))
+    assert empty.finish() == [Finished("stop")]

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_RUN_TOOL,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
+        STORE_OUTAGE_PATIENCE,
         STORE_TOTAL_TIMEOUT,
         ApprovalNeed,
         ApprovalOutcome,
@@ -304,7 +305,11 @@ class ToolSteps:
                 ),
                 result_type=ToolOutcome,
                 task_queue=plan.tool_task_queue,  # None: this workflow's own queue
-                start_to_close_timeout=timedelta(seconds=settings.timeout_seconds + 30),
+                # The tool's own time, its start and end, and a store outage ridden out while
+                # its result is stored (`STORE_OUTAGE_PATIENCE`): a tool that succeeded is not
+                # timed out (and run again) because the store was down for a minute.
+                start_to_close_timeout=timedelta(seconds=settings.timeout_seconds + 30)
+                + STORE_OUTAGE_PATIENCE,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 # Waiting for a cancelled tool to stop means its `tool_completed` is stored
                 # before the run's end decides which events its calls still owe.

@@ -170,6 +170,8 @@ class ChatCompletionsState:
     names: WireNames
     done: bool = False
     finish_reason: str | None = None
+    #: Whether any chunk carried the answer's choice (a stream of [DONE] alone holds none).
+    answered: bool = False
 
     def events(self, sse: ServerSentEvent) -> list[StreamEvent]:
         if sse.data.strip() == "[DONE]":
@@ -198,10 +200,22 @@ class ChatCompletionsState:
                 f"{self.label}: the stream ended before it was complete (no [DONE])",
                 retryable=True,
             )
+        if not self.answered:  # not an empty answer (that has a choice): no answer at all
+            raise ProviderError(
+                f"{self.label}: the stream held no answer (no choice before its end)",
+                retryable=True,
+            )
         return [Finished(self.finish_reason)]
 
     def _choice(self, choice: Mapping[str, Any]) -> list[StreamEvent]:
+        self.answered = True
         delta = choice.get("delta") or {}
+        content = delta.get("content")
+        if content is not None and not isinstance(content, str):
+            raise ProviderError(
+                f"{self.label}: malformed chunk: 'content' is {type(content).__name__}, not text",
+                retryable=True,
+            )
         events: list[StreamEvent] = []
         reasoning = next((delta[k] for k in REASONING_KEYS if _text(delta.get(k))), None)
         if reasoning:

@@ -54,6 +54,7 @@ from otherone.contracts.run import (
 )
 from otherone.contracts.turns import (
     DEFAULT_RESULT_LIMIT_BYTES,
+    STORE_OUTAGE_PATIENCE,
     ModelCallInput,
     ModelTurn,
     PendingEntry,
@@ -128,6 +129,7 @@ __all__ = [
     "SIGNAL_USER_MESSAGES",
     "STORE_ACTIVITY_TIMEOUT",
     "STORE_HEARTBEAT_TIMEOUT",
+    "STORE_OUTAGE_PATIENCE",
     "STORE_TOTAL_TIMEOUT",
     "UPDATE_CALL_AGENT",
     "UPDATE_DECIDE_APPROVAL",

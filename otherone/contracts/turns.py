@@ -3,6 +3,7 @@ they leave for the workflow to have written."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import JsonValue
@@ -47,6 +48,12 @@ class ToolCallSpec(_Contract):
     arguments: str
 
 
+#: How long an activity rides out a store outage in place (heartbeating) before its attempt
+#: fails with a retryable `storage_error` (`ActivityContext.io`). A tool activity's
+#: start-to-close timeout covers it on top of the tool's own: a tool that succeeded just before
+#: an outage must not be timed out while its result is being stored, which would fail the call
+#: although its side effect happened, or run it again.
+STORE_OUTAGE_PATIENCE = timedelta(minutes=2)
 #: The usual result limit (`RuntimeLimits.max_result_bytes`' default): as a default of the inputs
 #: below, it is left out of their payloads (`otherone.payloads`).
 DEFAULT_RESULT_LIMIT_BYTES = 256 * 1024
