@@ -462,7 +462,10 @@ class _BodyLimit:
         if length is not None and not _at_most(length, MAX_BODY_BYTES):
             await _too_large(scope, receive, send)
             return
-        body = await _read_body(receive, MAX_BODY_BYTES)
+        try:
+            body = await _read_body(receive, MAX_BODY_BYTES)
+        except _ClientGone:
+            return  # it left before sending its whole body: no one to answer
         if body is None:
             await _too_large(scope, receive, send)
             return
@@ -475,14 +478,18 @@ class _BodyLimit:
         await self.app(scope, _replay(body, receive), send)
 
 
+class _ClientGone(Exception):
+    """The client disconnected before the end of its request's body."""
+
+
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole body, or None once it passes ``limit`` bytes."""
+    """The whole body, or None once it passes ``limit`` bytes (`_ClientGone`: it left)."""
     parts: list[bytes] = []
     size = 0
     while True:
         message = await receive()
-        if message["type"] != "http.request":  # the client went away: nothing to serve
-            return b"".join(parts)
+        if message["type"] != "http.request":
+            raise _ClientGone
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:

@@ -56,6 +56,7 @@ NOT_SET_BY_THE_WORKER_SERVICE = {
     "codec_server_token": "`otherone codec-server` only, not run by the stack",
     "ui_codec_endpoint": "`otherone dev` only; the stack's UI takes TEMPORAL_UI_CODEC_ENDPOINT",
     "partition": "the tenant CLI commands act for; a worker serves every partition",
+    "identity": "who CLI commands decide approvals as; a worker decides none",
     "serve_host": "`otherone serve` only (the serve service sets it)",
     "serve_port": "`otherone serve` only (the serve service sets it)",
     "serve_tokens": "`otherone serve` only (the serve service passes it through)",

@@ -398,7 +398,7 @@ async def test_a_model_worker_needs_its_own_queue(
     [
         (
             ["--roles", "bogus"],
-            "--roles / OTHERONE_WORKER_ROLES: Value error, unknown role 'bogus'",
+            "--roles / OTHERONE_WORKER_ROLES: unknown role 'bogus'",
         ),
         (["--roles", "model"], "worker_roles: a 'model' worker without 'workflows'"),
     ],
