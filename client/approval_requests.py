@@ -5,6 +5,7 @@ the run's update takes it, and a run's refusal of a decision as our error types.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 from collections.abc import Callable
@@ -55,16 +56,19 @@ async def send_decision(
     from otherone.contracts import ApprovalRequest
 
     try:
-        request: ApprovalRequest = await handle.execute_update(
-            UPDATE_DECIDE_APPROVAL,
-            decision,
-            id=decision_update_id(decision),
-            result_type=ApprovalRequest,
-            rpc_timeout=DECISION_TIMEOUT,
-        )
+        # The whole wait is bounded, not each request: the SDK asks again while the server
+        # answers "admitted, not taken yet", so a per-request timeout alone never expires.
+        async with asyncio.timeout(DECISION_TIMEOUT.total_seconds()):
+            request: ApprovalRequest = await handle.execute_update(
+                UPDATE_DECIDE_APPROVAL,
+                decision,
+                id=decision_update_id(decision),
+                result_type=ApprovalRequest,
+                rpc_timeout=DECISION_TIMEOUT,
+            )
     except WorkflowUpdateFailedError as error:
         raise refused_decision(run_id, decision.call_id, error) from None
-    except WorkflowUpdateRPCTimeoutOrCancelledError:
+    except (WorkflowUpdateRPCTimeoutOrCancelledError, TimeoutError):
         raise unanswered_update(
             f"run '{run_id}' did not take the decision within "
             f"{DECISION_TIMEOUT.total_seconds():g}s (is a worker polling '{task_queue}'?); it "
