@@ -77,22 +77,9 @@ def _has_nested_id(value: Any, *, root: bool = False) -> bool:
     return False
 
 
-def _external_ref(value: Any) -> str | None:
+def _external_ref(schema: dict[str, Any]) -> str | None:
     """The first ``$ref`` that points outside the document, if any."""
-    if isinstance(value, dict):
-        ref = value.get("$ref")
-        if isinstance(ref, str) and not ref.startswith("#"):
-            return ref
-        children: Any = value.values()
-    elif isinstance(value, list):
-        children = value
-    else:
-        return None
-    for child in children:
-        found = _external_ref(child)
-        if found is not None:
-            return found
-    return None
+    return next((ref for ref in _refs(schema) if not ref.startswith("#")), None)
 
 
 def contract_problem(contract: ResultContract | None) -> str | None:
