@@ -64,10 +64,12 @@ def _stored_event_keys(store: Store, ref: RunRef, calls: set[str]) -> set[tuple[
 
 
 def _still_owed(body: dict[str, Any], stored: set[tuple[str, str]]) -> bool:
-    """Whether an `IF_MISSING` event must still be stored (and note it as stored)."""
-    if body.pop(IF_MISSING, None) is None:
-        return True
+    """Whether an event must still be stored (and note it as stored): an `IF_MISSING` one only
+    while neither the run's stored events nor the events before it in the batch hold it."""
     kind, key = _event_key(body)
+    if body.pop(IF_MISSING, None) is None:
+        stored.add((kind, key))
+        return True
     if (kind, key) in stored:
         return False
     if kind == "agent_call_completed" and ("agent_call_started", key) not in stored:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionDescription
+from temporalio.service import RPCError
 
 from otherone.authorization import AuthorizationDecision, CallerView
 from otherone.client.agent_client import build_request
@@ -489,6 +492,112 @@ async def test_a_cancelled_sequential_turn_starts_none_of_its_later_calls(
     assert [r.agent_id for r in provider.requests] == ["a", "b"]
     not_run = next(e for e in entries if e.tool_call_id == "to_c")
     assert not_run.error_kind == "cancelled" and "nothing was executed" in not_run.content
+
+
+PARALLEL_BOSS = agent(
+    "boss", callable_agents=["worker"], model_overrides={"parallel_tool_calls": True}
+)
+TWO_CALLS = calls(agent_call("c1", "worker", "one"), agent_call("c2", "worker", "two"))
+
+
+@tool
+def note(text: str) -> str:
+    """Note a text down."""
+    return text
+
+
+def ends_per_call(env: Any, run_id: str) -> Counter[tuple[str, str]]:
+    """(event type, call id) of the root's tool and agent-call events, counted."""
+    return Counter(
+        (record.event["type"], str(record.event.get("tool_call_id") or record.event["call_id"]))
+        for record in env.store.read_events(run_id, limit=5000)
+        if record.run_id == run_id and str(record.event.get("type")).startswith(("tool_", "agent_"))
+    )
+
+
+async def test_cancelling_while_children_run_answers_each_call_once_with_its_result(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The children's cancelled results swallow the run's cancellation: their `agent.call`
+    answers are decided (`tool_completed`) before the run ends; the end must not answer the
+    same calls again as calls it ended before (two `tool_completed` each, found by a user)."""
+    provider = RecordingProvider()
+    provider.gate("worker", 1)  # both children stay in their model calls until cancelled
+    config = team(PARALLEL_BOSS, WORKER, boss=[TWO_CALLS, "never"], worker=["never"])
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
+        await wait_until(lambda: len(provider.calls("worker")) == 2)
+        await handle.cancel()
+        result = await asyncio.wait_for(handle.result(), 30)
+        ends = ends_per_call(env, handle.run_id)
+        answers = call_results(env, result.session_id)
+    assert result.outcome is RunOutcome.CANCELLED
+    for call_id in ("c1", "c2"):
+        for kind in ("tool_started", "agent_call_started", "agent_call_completed"):
+            assert ends[(kind, call_id)] == 1, (kind, call_id, ends)
+        assert ends[("tool_completed", call_id)] == 1, (call_id, ends)
+    # The session holds the children's own (cancelled) results, one per call.
+    assert sorted((a["call_id"], a["outcome"]) for a in answers) == [
+        ("c1", "cancelled"),
+        ("c2", "cancelled"),
+    ]
+
+
+@pytest.mark.parametrize("attempt", range(3))
+async def test_cancelling_while_children_start_leaves_none_behind(
+    client: Client, task_queue: str, tmp_path: Path, attempt: int
+) -> None:
+    """A cancel landing while a child's start is with the server: the child may start all
+    the same, so it is waited for and stopped as a running one. It used to run on (a model
+    call, a tool) after its caller had ended and to announce its end a second time.
+
+    Racy by nature (the cancel is sent the moment the first call is announced, which lands
+    in that window most times here): every timing must keep the invariants checked."""
+    config = scripted_config(
+        {
+            "boss": [TWO_CALLS, "done"],
+            "worker": [calls({"name": "note", "id": "n", "arguments": {"text": "x"}}), "ok"],
+        },
+        agents=[PARALLEL_BOSS, agent("worker", tools=["note"])],
+        tools=[note],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
+
+        def announced() -> bool:
+            return any(
+                record.event["type"] == "agent_call_started"
+                for record in env.store.read_events(handle.run_id)
+            )
+
+        await wait_until(announced, interval=0.002)
+        with contextlib.suppress(RunNotActiveError):  # it ended first: the invariants hold
+            await handle.cancel()
+        await asyncio.wait_for(handle.result(), 30)
+        root = await client.get_workflow_handle(handle.run_id).describe()
+        ends = ends_per_call(env, handle.run_id)
+        children = [
+            await _described(client, f"{handle.run_id}/worker.{call_id}")
+            for call_id in ("c1", "c2")
+        ]
+        records = await env.agents.list_run_tree(handle.run_id)
+    assert root.close_time is not None
+    for child in filter(None, children):  # None: never started (cancelled in its check)
+        assert child.close_time is not None and child.close_time <= root.close_time, child.id
+    assert all(record.status.is_terminal for record in records)
+    for call_id in ("c1", "c2"):
+        assert ends[("tool_started", call_id)] == ends[("tool_completed", call_id)] == 1, ends
+        started = ends[("agent_call_started", call_id)]
+        assert ends[("agent_call_completed", call_id)] == started, (call_id, ends)
+
+
+async def _described(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
+    try:
+        return await client.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return None
 
 
 async def test_cancelling_a_child_does_not_cancel_its_parent(

@@ -136,3 +136,19 @@ async def test_the_lookup_of_owed_events_rides_out_a_database_outage(store: Stor
     bodies = await ActivityEnvironment().run(context.decided_bodies, REF, owed, once="end")
     assert down.lookups == 2
     assert [(body["type"], body["tool_call_id"]) for body in bodies] == [("tool_completed", "c1")]
+
+
+async def test_an_owed_event_the_batch_itself_holds_is_not_stored_twice(store: Store) -> None:
+    """A call answered in the workflow (a child's result: `tool_completed` decided) whose run
+    then ends before the turn's entries were made: the end's `IF_MISSING` events for the same
+    call come in the same batch, after it, and the store holds neither yet."""
+    owed = [
+        {"type": "tool_completed", "tool_call_id": "c1", "error": None},
+        {"type": "tool_started", "tool_call_id": "c2", IF_MISSING: True},
+        {"type": "tool_completed", "tool_call_id": "c1", "error": "ended", IF_MISSING: True},
+    ]
+    bodies = await ActivityEnvironment().run(context_on(store).decided_bodies, REF, owed, once="x")
+    assert [(body["type"], body["tool_call_id"], body.get("error")) for body in bodies] == [
+        ("tool_completed", "c1", None),
+        ("tool_started", "c2", None),
+    ]

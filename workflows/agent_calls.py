@@ -69,6 +69,10 @@ GENEROUS_ALLOWANCES = "generous-allowances"
 SEED_CALL_ORDER = "seed-call-order"
 #: Patch id: a child's workflow id names its agent (``<caller>/<target>.<call id>``).
 READABLE_CHILD_IDS = "readable-child-ids"
+#: Patch id: a run cancelled while its child's start is with the server waits for that start
+#: and stops the child as any running one (older runs cancelled the start, and a child the
+#: server started all the same ran on after its caller had ended).
+WAIT_FOR_CHILD_STARTS = "wait-for-child-starts"
 
 
 class AgentCallArgumentsError(ValueError):
@@ -124,6 +128,30 @@ async def _start_child(
         static_details=call_plan.details,
         search_attributes=_child_search_attributes(child, call_id),
     )
+
+
+async def _started_child(
+    child: RunInput, call_id: str, request: AgentCallRequest, call_plan: CallPlan
+) -> ChildWorkflowHandle[object, AgentRunResult]:
+    """A called child, started even when the run is cancelled while the start is under way.
+
+    Once its start command is with the server, the child may start whatever the caller does:
+    cancelling the start then left a child the server started all the same running after its
+    caller had ended (its model called, its end announced a second time). So the start is
+    waited for and the started child cancelled, then waited for as any running child (its
+    cancelled result swallows the run's cancellation: `cancellation_swallowed`)."""
+    start = asyncio.ensure_future(
+        _start_child(child, call_id, request, call_plan, ParentClosePolicy.REQUEST_CANCEL)
+    )
+    try:
+        return await asyncio.shield(start)
+    except asyncio.CancelledError:
+        if not patches.patched(WAIT_FOR_CHILD_STARTS):
+            start.cancel()  # older histories: the start itself was cancelled
+            raise
+    handle = await start
+    handle.cancel()
+    return handle
 
 
 def failed_call(call_id: str, target: str, failure: AgentFailure) -> AgentCallResult:
@@ -412,9 +440,7 @@ class AgentCaller:
         self, child: RunInput, call_id: str, request: AgentCallRequest, call_plan: CallPlan
     ) -> AgentCallResult:
         try:
-            handle = await _start_child(
-                child, call_id, request, call_plan, ParentClosePolicy.REQUEST_CANCEL
-            )
+            handle = await _started_child(child, call_id, request, call_plan)
         except WorkflowAlreadyStartedError:
             failure = AgentFailure(
                 code=FailureCode.INTERNAL_ERROR, message=f"child '{child.run_id}' already runs"

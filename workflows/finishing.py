@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ended_before_result_entry,
         ended_before_result_events,
         failure_from_activity_error,
+        refused_tool_events,
         tool_result_entry,
     )
 
@@ -138,10 +139,20 @@ def _answer_open_calls(state: RunState, ending: Ending) -> None:
     if state.open_calls is None:
         return
     iteration, calls = state.open_calls
-    arrived = state.open_tools.arrived if state.open_tools is not None else {}
+    tools = state.open_tools
+    arrived = tools.arrived if tools is not None else {}
+    answered = tools.answered if tools is not None else {}
     state.open_calls, state.open_tools = None, None
     for index, call in enumerate(calls):
         key = tool_key(state.input.run_id, iteration, index)
+        answer = answered.get(call.id)
+        if answer is not None:
+            # A child's result (e.g. it ended cancelled as the run did) or a spawn's answer:
+            # the session gets it and its decided `tool_completed` stands (one end a call).
+            state.pending.append(answer.model_copy(update={"key": key}))
+            if answer.error_kind is not None:  # refused: no event announced it yet
+                state.decided.add(*refused_tool_events(call, answer))
+            continue
         found = arrived.get(call.id)
         if found is not None:
             # It ran and handed its result back inline: the session gets the real result

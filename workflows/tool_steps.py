@@ -141,6 +141,10 @@ class ToolSteps:
         #: and its outcome): nothing of them is stored yet, so a run that ends before this
         #: turn's entries are made writes them from here.
         self.arrived: dict[str, tuple[ToolCallSpec, ToolOutcome]] = {}
+        #: Answers of agent calls and spawn tools that came back (call id -> entry): their
+        #: `tool_completed` is decided already, so a run that ends before this turn's entries
+        #: are made answers them with these, not as calls it ended before.
+        self.answered: dict[str, PendingEntry] = {}
 
     def open_approvals(
         self, tool_calls: tuple[ToolCallSpec, ...], approvals: Iterable[ApprovalNeed]
@@ -284,13 +288,15 @@ class ToolSteps:
     async def _execute_tool(self, call: ToolCallSpec, claimants: Claimants) -> ToolStep:
         plan = self._plan
         if is_agent_call(plan, call):
-            return await self._agent_call(call, claimants)
+            entry = self.answered[call.id] = await self._agent_call(call, claimants)
+            return entry
         if Handoffs.is_handoff(plan, call):
             return self._handoff_call(call)
         if Spawner.handles(plan, call):
-            return await self._spawns.run_tool(
+            entry = self.answered[call.id] = await self._spawns.run_tool(
                 self._caller, plan, self._ref, self._deadline_at, call, claimants
             )
+            return entry
         settings = plan.tools.get(call.name)
         if settings is None:
             return None  # disallowed or hallucinated: nothing runs

@@ -163,6 +163,46 @@ async def cancelled_tree(client: Client, task_queue: str, tmp: Path) -> str:
     return handle.run_id
 
 
+async def cancelled_while_children_start(client: Client, task_queue: str, tmp: Path) -> str:
+    """Cancelled while two parallel children's starts are with the server (patch
+    `wait-for-child-starts`): the starts are waited for and the children stopped. The cancel
+    is sent the moment the first call is announced; a run it missed the window of is tried
+    again (most land in it)."""
+    agents = [
+        AgentDefinition.model_validate(
+            {
+                "id": "a",
+                "description": "a",
+                "callable_agents": ["b"],
+                "model_overrides": {"parallel_tool_calls": True},
+            }
+        ),
+        AgentDefinition.model_validate({"id": "b", "description": "b"}),
+    ]
+    script = {"a": [{"tool_calls": [_call("b1", "b", "one"), _call("b2", "b", "two")]}, "a done"]}
+    config = scripted_config({**script, "b": ["b done"]}, agents=agents)
+    async with agent_env(client, task_queue, config, tmp) as env:
+        for _ in range(20):
+            handle = await env.agents.start(build_request(entry_agent="a", input="go"))
+
+            def announced(run_id: str = handle.run_id) -> bool:
+                events = env.store.read_events(run_id)
+                return any(record.event["type"] == "agent_call_started" for record in events)
+
+            await wait_until(announced, interval=0.002)
+            await handle.cancel()
+            await handle.result()
+            history = await client.get_workflow_handle(handle.run_id).fetch_history()
+            markers = [
+                event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+                for event in history.events
+                if event.marker_recorded_event_attributes.marker_name == "core_patch"
+            ]
+            if any(b"wait-for-child-starts" in marker for marker in markers):
+                return handle.run_id
+    raise RuntimeError("no cancel landed while a child's start was under way in 20 runs")
+
+
 async def cancelled_sequential_calls(client: Client, task_queue: str, tmp: Path) -> str:
     """Cancelled while the first of two sequential calls runs: the second is never started."""
     provider = RecordingProvider()
@@ -721,6 +761,7 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "cancelled_tree": cancelled_tree,
     "timed_out_child": timed_out_child,
     "cancelled_sequential_calls": cancelled_sequential_calls,
+    "cancelled_while_children_start": cancelled_while_children_start,
     "approval_mixed_turn": approval_mixed_turn,
     "approval_question_and_timeout": approval_question_and_timeout,
     "approval_cancelled": approval_cancelled,
