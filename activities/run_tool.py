@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
@@ -26,6 +27,9 @@ from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
 from otherone.mcp_servers import MCP_PREFIX
 from otherone.runs import ArtifactRef
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
+
+#: How long a retry waits for Temporal's answer to "is the run cancelled?" before running.
+CANCEL_CHECK_TIMEOUT = timedelta(seconds=5)
 
 
 async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
@@ -69,6 +73,7 @@ async def _run_tool(
     )
 
     async def work() -> ToolOutcome:
+        await _held_if_the_run_is_cancelled()
         kind, content = await _invoke(
             spec.invoke, call.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
         )
@@ -105,10 +110,44 @@ async def _run_mcp_tool(
     runner = McpToolCall(context.mcp, emit=emit, save_blob=save_blob, heartbeating=heartbeating)
 
     async def work() -> ToolOutcome:
+        await _held_if_the_run_is_cancelled()
         kind, content = await runner.run(call, target, schema, attempt)
         return await _store_tool_result(context, input, kind, valid_unicode(content), events)
 
     return await _ended(input, work(), events)
+
+
+async def _held_if_the_run_is_cancelled() -> None:
+    """A retry does not run the tool once the run has a cancel request: it waits (heartbeating)
+    for its own cancellation, which the run sends when it takes the request.
+
+    Temporal hands out a retry and the workflow task that carries the cancel independently: a
+    worker killed mid-call, then restarted, could run the retry (timed out by its heartbeat)
+    before the run learnt it was cancelled, so a tool the user had stopped ran (again). The
+    first attempt is not checked: the run scheduled it, so it was not cancelled then (and a
+    question to Temporal on every call would cost a round trip each). A check that fails
+    (Temporal unreachable) lets the retry run, as before."""
+    info = activity.info()
+    workflow_id, run_id = info.workflow_id, info.workflow_run_id
+    if info.attempt == 1 or workflow_id is None or run_id is None:
+        return
+    if not await _cancel_requested(workflow_id, run_id):
+        return
+    activity.logger.info(
+        "tool call attempt %d not run: run %s has a cancel request", info.attempt, info.workflow_id
+    )
+    async with heartbeating(first_after=0):
+        await asyncio.Event().wait()  # until the run's cancellation reaches this attempt
+
+
+async def _cancel_requested(workflow_id: str, run_id: str) -> bool:
+    try:
+        handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
+        description = await handle.describe(rpc_timeout=CANCEL_CHECK_TIMEOUT)
+    except Exception as error:  # only a guard: the retry runs as it always did
+        activity.logger.warning("could not ask whether run %s is cancelled: %s", workflow_id, error)
+        return False
+    return description.raw_description.workflow_extended_info.cancel_requested
 
 
 async def _ended(

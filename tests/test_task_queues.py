@@ -440,3 +440,59 @@ async def test_the_agent_worker_runs_until_shutdown_and_raises_a_fatal_error(
         broken = _split_worker(elsewhere, _team_config(), store, task_queue, ["all"])
         with pytest.raises(RuntimeError, match="no-such-namespace"):
             await asyncio.wait_for(broken.run(), 30)
+
+
+async def test_a_tool_retry_taken_before_the_run_learns_of_its_cancel_does_not_run(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Temporal hands out a tool's retry and the workflow task carrying the run's cancel
+    independently: with no workflow worker at hand (killed, deploying), the retry runs first.
+    It must not run the tool the user has stopped; it waits until the run cancels it.
+
+    The tool's first attempt fails (so Temporal retries it) while the workflows' worker is
+    stopped and the run is cancelled; the retry starts on the tool worker; then the workflows'
+    worker comes back and takes the cancel."""
+    release = asyncio.Event()
+    bodies: list[int] = []
+
+    @tool(max_attempts=3)
+    async def charge(amount: int) -> str:
+        """Charge an amount (fails its first attempt, after a hold)."""
+        bodies.append(amount)
+        if len(bodies) == 1:
+            await release.wait()
+            raise ConnectionError("card network hiccup")
+        return "charged"
+
+    config = scripted_config(
+        {"agent": [{"tool_calls": [{"name": "charge", "arguments": {"amount": 5}}]}, "done"]},
+        agents=[AgentDefinition(id="agent", description="pays", tools=["charge"])],
+        tools=[charge],
+    )
+    async with _store(tmp_path) as store, contextlib.AsyncExitStack() as workers:
+        tools_only = _split_worker(client, config, store, task_queue, ["tools"])
+        await workers.enter_async_context(tools_only)
+        agents = AgentClient(client, task_queue=task_queue, store=store)
+        async with _split_worker(client, config, store, task_queue, ["workflows", "model"]):
+            handle = await agents.start(build_request(entry_agent="agent", input="pay"))
+            run = client.get_workflow_handle(handle.run_id)
+            await wait_until(lambda: len(bodies) == 1, message="first attempt running")
+        await handle.cancel()  # no workflow worker: the run cannot take it yet
+        release.set()  # the first attempt fails; Temporal retries it after a second
+
+        async def retry_started() -> bool:
+            pending = (await run.describe()).raw_description.pending_activities
+            started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            return any(a.attempt == 2 and a.state == started for a in pending)
+
+        await wait_until(retry_started, message="the retry started")
+        async with _split_worker(client, config, store, task_queue, ["workflows", "model"]):
+            result = await asyncio.wait_for(handle.result(), 30)
+        ends = [
+            (record.event["type"], record.event.get("attempt"), record.event.get("error"))
+            for record in store.read_events(handle.run_id)
+            if record.event["type"] in ("tool_started", "tool_completed")
+        ]
+    assert result.outcome is RunOutcome.CANCELLED
+    assert bodies == [5]  # the retry did not charge
+    assert ("tool_started", 2, None) in ends and ("tool_completed", 2, "cancelled") in ends
