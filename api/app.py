@@ -97,6 +97,9 @@ class Session(BaseModel):
     created_at: datetime
     updated_at: datetime
     lease_run_id: str | None = Field(None, description="The run holding the session's lease.")
+    lease_until: datetime | None = Field(
+        None, description="When that lease ends unless its run renews it (None: not held)."
+    )
 
 
 class Agent(BaseModel):
@@ -341,9 +344,11 @@ async def list_sessions(
             internal=info.internal,
             created_at=info.created_at,
             updated_at=info.updated_at,
-            lease_run_id=info.holder(now) if now is not None else None,
+            lease_run_id=holder,
+            lease_until=info.lease_until if holder is not None else None,
         )
         for info in infos
+        for holder in [info.holder(now) if now is not None else None]
     ]
 
 

@@ -27,6 +27,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from otherone.api.app import Session
 from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.client.cli.run import text_argument
 from otherone.examples import EXAMPLE_CONFIG
@@ -406,6 +407,8 @@ async def test_every_command_honours_the_partition(
         assert_one_line_error(result, 3, run_id), name
     assert operator.code == 0, operator.describe()
     assert [info["partition_key"] for info in json.loads(sessions.stdout)] == ["acme"]
+    # The same fields as the HTTP API's `GET /v1/sessions`.
+    assert set(json.loads(sessions.stdout)[0]) == set(Session.model_fields)
     assert json.loads(none.stdout) == []
 
 

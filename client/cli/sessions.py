@@ -55,7 +55,8 @@ def _session_json(info: SessionInfo) -> dict[str, Any]:
         "internal": info.internal,
         "created_at": info.created_at.isoformat(),
         "updated_at": info.updated_at.isoformat(),
-        "held_by": holder,
+        # The HTTP API's names (`GET /v1/sessions`): one shape for scripts using either.
+        "lease_run_id": holder,
         "lease_until": info.lease_until.isoformat() if holder and info.lease_until else None,
     }
 
