@@ -36,12 +36,10 @@ from otherone.definitions import AgentDefinition, ApprovalRule
 from otherone.mcp_servers import MCP_PREFIX
 from otherone.tools import ToolError, ToolSpec
 from otherone.workflows.agent_calls import AgentCallArgumentsError, parse_agent_call
+from otherone.workflows.outcomes import EVENT_ARGUMENTS_CHARS
 
 if TYPE_CHECKING:
     from otherone.activities.shared import ActivityContext
-
-#: Arguments in approval events are cut to this size (events are for people).
-EVENT_ARGUMENTS_CHARS = 2000
 
 HUMAN_ASK_DEFINITION: dict[str, Any] = {
     "type": "function",

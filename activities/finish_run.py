@@ -11,6 +11,7 @@ from temporalio import activity
 
 from otherone.activities.decided_events import call_completed_events
 from otherone.activities.lost_attempts import lost_model_attempts_at_end
+from otherone.activities.prepare_run import run_started_body
 from otherone.activities.shared import ActivityContext, pending_rows, tool_result_ids
 from otherone.activities.store_calls import brief_write, describe_store_error
 from otherone.config import AGENT_CALL_TOOL
@@ -41,7 +42,8 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> RunReco
     Returns the run's record when a different end was stored before (kept: a run ends once;
     `RunEnd`), for the workflow to end the way the store says; else None."""
     ref, store = input.ref, context.store
-    before = await context.decided_bodies(ref, input.events, once=FINISH)
+    before = [run_started_body(ref)] if input.unprepared else []
+    before += await context.decided_bodies(ref, input.events, once=FINISH)
     before += _keyed(ref, call_completed_events(input.pending))
     if input.status is not RunStatus.COMPLETED:
         # Ended while a model attempt's worker was dead, before a retry could close it.

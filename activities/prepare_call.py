@@ -5,34 +5,36 @@ from __future__ import annotations
 
 import json
 
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from otherone.activities.call_details import child_details
 from otherone.activities.context import build_child_input, parent_excerpt
-from otherone.activities.shared import ActivityContext, failure
+from otherone.activities.shared import ActivityContext, attempt_key, failure
 from otherone.authorization import CallerView, decide
 from otherone.contracts import CallPlan, PrepareCallInput, RunRef
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_problem
 from otherone.store import EntryRow, Store
+from otherone.store.records import EVENT_KEY, event_key
 
 
 async def prepare_call(context: ActivityContext, input: PrepareCallInput) -> CallPlan:
     caller, request = input.caller, input.request
     await context.emit_decided(caller, input.events)  # e.g. the `agent.call` tool_started
-    if activity.info().attempt == 1:  # a retried check announces nothing new
-        started: dict[str, object] = {
-            "type": "agent_call_started",
-            "call_id": input.call_id,
-            "target": request.target,
-        }
-        if input.spawned:
-            started["spawned"] = True  # the caller goes on; `agent.await` collects the result
-        if input.child_run_id is not None:
-            started["child_run_id"] = input.child_run_id
-        await context.emit(caller, started)
+    # Keyed: offered by every attempt (one killed before storing it leaves it to its retry),
+    # stored once.
+    started: dict[str, object] = {
+        "type": "agent_call_started",
+        "call_id": input.call_id,
+        "target": request.target,
+        EVENT_KEY: event_key(caller.run_id, attempt_key("started")),
+    }
+    if input.spawned:
+        started["spawned"] = True  # the caller goes on; `agent.await` collects the result
+    if input.child_run_id is not None:
+        started["child_run_id"] = input.child_run_id
+    await context.emit(caller, started)
     try:
         return await _check_call(context, input)
     except ApplicationError as error:
@@ -44,6 +46,7 @@ async def prepare_call(context: ActivityContext, input: PrepareCallInput) -> Cal
                 "target": request.target,
                 "outcome": "failed",
                 "code": error.type,
+                EVENT_KEY: event_key(caller.run_id, attempt_key("refused")),
             },
         )
         raise

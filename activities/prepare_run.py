@@ -44,10 +44,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
     if input.inherited_deadline is not None:
         lease_until = min(lease_until, input.inherited_deadline + LEASE_SLACK)
     ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
-    # Keyed: Temporal runs a local prepare_run again if its workflow task fails afterwards.
-    started: dict[str, Any] = {"type": "run_started", EVENT_KEY: event_key(ref.run_id, "started")}
-    if ref.agent_call_id is not None:
-        started["agent_call_id"] = ref.agent_call_id  # links the child to its caller's call
+    started = run_started_body(ref)
     lease = SessionLease(
         ref.partition_key,
         ref.session_id,
@@ -178,3 +175,13 @@ def _run_timeout(agent_millis: int | None, limits: RuntimeLimits, *, root: bool)
     if agent_millis is not None:
         timeout = min(timeout, timedelta(milliseconds=agent_millis))
     return timeout
+
+
+def run_started_body(ref: RunRef) -> dict[str, Any]:
+    """`run_started`, keyed: Temporal runs a local prepare_run again if its workflow task fails
+    afterwards, and a run that ended before it was prepared stores it at its end
+    (`finish_run`): one start whoever writes it."""
+    started: dict[str, Any] = {"type": "run_started", EVENT_KEY: event_key(ref.run_id, "started")}
+    if ref.agent_call_id is not None:
+        started["agent_call_id"] = ref.agent_call_id  # links the child to its caller's call
+    return started

@@ -289,12 +289,14 @@ class ActivityContext:
     ) -> None:
         """Store the events the workflow decided (`DecidedEvents`), before the activity's own.
 
-        Only the first attempt does (a retry must not repeat them), unless ``once`` names
-        where they were decided: then every attempt offers them, each keyed (`EVENT_KEY`) by
-        ``once`` and its position, and the store keeps the first (for an activity Temporal
-        may run again from attempt 1, as a local one after its workflow task failed). An
-        event marked `IF_MISSING` is stored only if the run's stored events still lack it: the
-        call it ends may have been announced by its own activity before the run ended.
+        Every attempt offers them, each keyed (`EVENT_KEY`) by ``once`` and its position, and
+        the store keeps the first: an attempt killed before it stored them leaves them to its
+        retry, and a retry of one that did repeats nothing. ``once`` names where they were
+        decided; by default this activity (`attempt_key`: the same for all its attempts), else
+        e.g. the run's finish, which Temporal may run again from attempt 1 (a local activity
+        after its workflow task failed). An event marked `IF_MISSING` is stored only if the
+        run's stored events still lack it: the call it ends may have been announced by its own
+        activity before the run ended.
         """
         await self.emit(ref, *await self.decided_bodies(ref, events, once=once))
 
@@ -307,9 +309,9 @@ class ActivityContext:
     ) -> list[dict[str, Any]]:
         """The events of `emit_decided` still to store (keyed by ``once``, those marked
         `IF_MISSING` only if still owed), for a caller that stores them with its own writes."""
-        if not events or (once is None and activity.info().attempt > 1):
+        if not events:
             return []
-        return await owed_decided_bodies(self.io, self.store, ref, events, once)
+        return await owed_decided_bodies(self.io, self.store, ref, events, once or attempt_key())
 
     async def io_with_events(
         self,
@@ -369,6 +371,14 @@ def materialise(store: Store, ref: RunRef, pending: tuple[PendingEntry, ...]) ->
     """Turn pending entries into rows, reading referenced tool results from the store."""
     stored = store.get_tool_results(ref.partition_key, ref.run_id, tool_result_ids(pending))
     return pending_rows(ref, pending, stored)
+
+
+def attempt_key(*parts: str) -> str:
+    """What keys an activity's events (with ``parts`` saying which) the same on each of its
+    attempts: the scheduled activity (its id within the workflow run, which a new run after
+    continue-as-new counts again from 1, hence the run too)."""
+    info = activity.info()
+    return ":".join(("activity", info.workflow_run_id or "", info.activity_id, *parts))
 
 
 def tool_result_ids(pending: tuple[PendingEntry, ...]) -> list[str]:

@@ -10,14 +10,11 @@ from typing import Any
 from otherone.contracts import PendingEntry, ToolCallSpec
 from otherone.workflows.outcomes import tool_completed_event, tool_started_event
 
-#: Tool `started` events carry the arguments, cut to this size (events are for people).
-EVENT_ARGUMENTS_CHARS = 2000
-
 
 def tool_started_body(call: ToolCallSpec, attempt: int | None = None) -> dict[str, Any]:
     """`tool_started` as the tool activity stores it: with the arguments (cut) and, when the
     activity writes it itself, its attempt (a retry's events then tell the attempts apart)."""
-    body = {**tool_started_event(call), "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS]}
+    body = tool_started_event(call)
     return body if attempt is None else {**body, "attempt": attempt}
 
 

@@ -86,7 +86,7 @@ def to_ag_ui(record: EventRecord) -> list[BaseEvent]:
 def _tool_started(body: dict[str, Any], sub: dict[str, str]) -> list[BaseEvent]:
     call_id = str(body.get("tool_call_id"))
     arguments = body.get("arguments")
-    if not isinstance(arguments, str):
+    if arguments is not None and not isinstance(arguments, str):
         arguments = json.dumps(arguments)
     events: list[BaseEvent] = [
         ToolCallStartEvent(tool_call_id=call_id, tool_call_name=str(body.get("tool_name")), **sub)

@@ -25,7 +25,10 @@ def not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exc
     """Temporal's NOT_FOUND as our error (`RunNotActiveError` for a run that has ``finished``
     when that is what the server says); any other RPC error as it is."""
     if error.status == RPCStatusCode.NOT_FOUND:
-        if finished and "completed" in error.message.lower():
+        message = error.message.lower()
+        # "workflow execution already completed", or an update the run's end cut short
+        # ("workflow update was aborted by closing workflow"): the run exists, it has ended.
+        if finished and ("completed" in message or "closing workflow" in message):
             return RunNotActiveError(run_id)
         return RunNotFoundError(run_id)
     return error

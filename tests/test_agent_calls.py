@@ -506,6 +506,9 @@ def note(text: str) -> str:
     return text
 
 
+RUN_ENDS = ("run_completed", "run_failed", "run_cancelled")
+
+
 def ends_per_call(env: Any, run_id: str) -> Counter[tuple[str, str]]:
     """(event type, call id) of the root's tool and agent-call events, counted."""
     return Counter(
@@ -578,6 +581,10 @@ async def test_cancelling_while_children_start_leaves_none_behind(
         await asyncio.wait_for(handle.result(), 30)
         root = await client.get_workflow_handle(handle.run_id).describe()
         ends = ends_per_call(env, handle.run_id)
+        runs = Counter(
+            (record.run_id, record.event["type"])
+            for record in env.store.read_events(handle.run_id, limit=5000)
+        )
         children = [
             await _described(client, f"{handle.run_id}/worker.{call_id}")
             for call_id in ("c1", "c2")
@@ -591,6 +598,10 @@ async def test_cancelling_while_children_start_leaves_none_behind(
         assert ends[("tool_started", call_id)] == ends[("tool_completed", call_id)] == 1, ends
         started = ends[("agent_call_started", call_id)]
         assert ends[("agent_call_completed", call_id)] == started, (call_id, ends)
+    # Every run that ended has its start, also a child cancelled before it was prepared.
+    for record in records:
+        assert runs[(record.run_id, "run_started")] == 1, (record.run_id, runs)
+        assert sum(runs[(record.run_id, end)] for end in RUN_ENDS) == 1, (record.run_id, runs)
 
 
 async def _described(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:

@@ -113,6 +113,7 @@ async def test_page_runs_a_team_streams_the_answer_and_cancels(
         page = await browser.new_page(viewport={"width": 1400, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("console", lambda message: message.type == "error" and errors.append(message.text))
         await page.goto(api.url)
         await expect(page.locator("#agent option")).to_have_count(5, timeout=WAIT_MS)
 
@@ -152,6 +153,15 @@ async def test_page_runs_a_team_streams_the_answer_and_cancels(
         await expect(page.locator(".msg.user").last).to_have_text("Any news?")
         assert await tree.locator("tr").count() == 1  # still the one slow run
         await expect(page.locator("#error")).to_be_hidden()
+        # A reload keeps the conversation: the page follows the running run again.
+        slow_id = await tree.locator("tr").first.get_attribute("data-run-id")
+        await page.reload()
+        await expect(page.locator("#run-status")).to_have_text(
+            f"run {slow_id} running", timeout=WAIT_MS
+        )
+        await expect(page.locator("#agent")).to_have_value("slow")
+        await expect(page.locator("#cancel")).to_be_enabled()
+        await expect(tree.locator("tr .status").first).to_have_text("running", timeout=WAIT_MS)
         await page.click("#cancel")
         await expect(page.locator("#run-status")).to_have_text("run cancelled", timeout=WAIT_MS)
         await expect(tree.locator(".status").first).to_have_text("cancelled", timeout=WAIT_MS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import time
 from collections.abc import Collection
@@ -152,3 +153,22 @@ async def test_an_owed_event_the_batch_itself_holds_is_not_stored_twice(store: S
         ("tool_completed", "c1", None),
         ("tool_started", "c2", None),
     ]
+
+
+def attempt(number: int) -> ActivityEnvironment:
+    environment = ActivityEnvironment()
+    environment.info = dataclasses.replace(environment.info, attempt=number)
+    return environment
+
+
+async def test_decided_events_a_killed_attempt_did_not_store_are_stored_by_its_retry(
+    store: Store,
+) -> None:
+    """An attempt killed before storing the events the workflow decided (a worker SIGKILLed
+    in `prepare_call`) leaves them to its retry; a retry of an attempt that stored them adds
+    nothing (found by a user: `tool_started` and `agent_call_started` lost for good)."""
+    decided = [{"type": "tool_started", "tool_call_id": "c1", "tool_name": "agent.spawn"}]
+    context = context_on(store)
+    await attempt(2).run(context.emit_decided, REF, decided)
+    await attempt(3).run(context.emit_decided, REF, decided)
+    assert types(store) == ["tool_started"]

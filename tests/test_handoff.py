@@ -721,3 +721,49 @@ async def test_the_next_agent_keeps_the_requests_max_iterations(
         assert result.failure is not None
         assert result.failure.message == f"max_iterations ({turns}) exceeded"
         assert result.usage.model_calls == turns
+
+
+async def test_a_handoff_beside_a_call_waiting_for_a_person_is_announced_with_the_turn(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A handoff takes effect once its turn has every result: while another call of the turn
+    waits for a person, it is not announced as done; cancelled meanwhile, it has one start and
+    one end, the end the session holds (it had two, contradicting each other: a user found)."""
+    turn = {
+        "tool_calls": [
+            {"name": "lookup", "id": "ap", "arguments": {"invoice": 7}},
+            {"name": "agent.handoff", "id": "ah", "arguments": {"agent": "billing"}},
+        ]
+    }
+    config = scripted_config(
+        {"triage": [turn], "billing": ["billing answers"]},
+        agents=[
+            agent(
+                "triage",
+                tools=["lookup"],
+                approval={"lookup": "always"},
+                handoff={"agents": ["billing"]},
+            ),
+            agent("billing"),
+        ],
+        tools=[lookup],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="triage", input="help"))
+
+        async def requested() -> bool:
+            return bool(await env.agents.pending_approvals(handle.run_id))
+
+        await wait_until(requested, within=30, message="the lookup's approval request")
+        waiting = [r.event for r in env.store.read_events(handle.run_id)]
+        await handle.cancel()
+        result = await asyncio.wait_for(handle.result(), 30)
+        events = [r.event for r in env.store.read_events(handle.run_id)]
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is RunOutcome.CANCELLED
+    assert not [e for e in waiting if e.get("tool_call_id") == "ah"]  # not done while it waits
+    handoff_events = [(e["type"], e.get("error")) for e in events if e.get("tool_call_id") == "ah"]
+    (answer,) = [e for e in entries if e.tool_call_id == "ah"]
+    assert answer.error_kind == "cancelled"
+    message = json.loads(answer.content)["error"]
+    assert handoff_events == [("tool_started", None), ("tool_completed", message)]

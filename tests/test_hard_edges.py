@@ -32,6 +32,7 @@ from otherone.activities.providers.base import (
     ToolCallDelta,
 )
 from otherone.client.agent_client import AgentClient, RunHandle, build_request, root_run_id
+from otherone.client.run_results import not_found_or
 from otherone.config import RuntimeConfig
 from otherone.contracts import (
     SIGNAL_USER_MESSAGES,
@@ -47,7 +48,7 @@ from otherone.definitions import (
     ModelProfile,
     RuntimeLimits,
 )
-from otherone.errors import FailureCode, InvalidRequestError
+from otherone.errors import FailureCode, InvalidRequestError, RunNotActiveError, RunNotFoundError
 from otherone.runs import (
     DEFAULT_PARTITION,
     AgentCallRequest,
@@ -1135,3 +1136,15 @@ async def test_a_tool_whose_result_store_write_waits_out_a_long_outage_runs_once
     assert result.outcome is RunOutcome.COMPLETED, result.failure
     assert result.text == "paid"
     assert PAID == ["o-1"]
+
+
+def test_an_update_cut_short_by_the_runs_end_says_the_run_ended() -> None:
+    """A decision sent as the run closes (e.g. approve right after a deny ended it): Temporal
+    answers NOT_FOUND "workflow update was aborted by closing workflow". The run exists: it is
+    not active any more (409), not unknown (404, found by a user)."""
+    aborted = RPCError(
+        "workflow update was aborted by closing workflow", RPCStatusCode.NOT_FOUND, b""
+    )
+    assert isinstance(not_found_or(aborted, "r1", finished=True), RunNotActiveError)
+    unknown = RPCError("workflow not found for ID: r1", RPCStatusCode.NOT_FOUND, b"")
+    assert isinstance(not_found_or(unknown, "r1", finished=True), RunNotFoundError)

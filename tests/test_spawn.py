@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -656,3 +657,58 @@ async def test_await_gives_the_model_a_large_output_as_agent_call_does(
     # ... and so does the model, in its next turns.
     seen = [str(m.get("content")) for m in provider.calls("boss")[-1].messages]
     assert sum(content.count(text) for content in seen) == 3
+
+
+async def test_a_child_terminated_while_awaited_and_a_cancelled_await_end_once_each(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Every start has one end (found by a user): a spawned child terminated from outside ran
+    no finish, so its caller stores its `agent_call_completed`; and an `agent.await` the run
+    is cancelled in has one `tool_started` and one `tool_completed` (it had two starts)."""
+    config = scripted_config(
+        {
+            "boss": [
+                calls(spawn("s1"), spawn("s2")),
+                calls(control("w1", "await", handles=["s1"])),
+                calls(control("w2", "await")),
+                "never",
+            ],
+            "worker": [ENDLESS],
+        },
+        agents=[boss(), agent("worker")],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(build_request(entry_agent="boss", input="go"))
+
+        def stored(kind: str, call_id: str) -> bool:
+            return any(
+                r.event["type"] == kind
+                and r.event.get("tool_call_id", r.event.get("call_id")) == call_id
+                for r in env.store.read_events(handle.run_id)
+            )
+
+        async def awaiting() -> bool:
+            record = await env.agents.get_run(handle.run_id)
+            return record.status is RunStatus.WAITING_FOR_CHILD
+
+        await wait_until(awaiting, within=60, message="w1 awaits")
+        await client.get_workflow_handle(f"{handle.run_id}/worker.s1").terminate("by hand")
+        # w1's end is stored by the next model call, which asks for w2.
+        await wait_until(lambda: stored("tool_completed", "w1"), within=60, message="w1 ended")
+        await wait_until(awaiting, within=60, message="w2 awaits")
+        await handle.cancel()
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+        events = [
+            r.event for r in env.store.read_events(handle.run_id) if r.run_id == result.run_id
+        ]
+    assert result.outcome is RunOutcome.CANCELLED
+    ends = Counter(
+        (e["type"], e.get("tool_call_id") or e.get("call_id"))
+        for e in events
+        if e["type"] in ("tool_started", "tool_completed", "agent_call_completed")
+    )
+    assert ends[("agent_call_completed", "s1")] == ends[("agent_call_completed", "s2")] == 1
+    for call_id in ("w1", "w2"):
+        assert ends[("tool_started", call_id)] == ends[("tool_completed", call_id)] == 1, ends
+    (s1_end,) = [e for e in events if e["type"] == "agent_call_completed" and e["call_id"] == "s1"]
+    assert s1_end["outcome"] == "failed" and s1_end["code"] == "internal_error"

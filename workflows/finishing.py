@@ -201,6 +201,7 @@ async def _finish_activity(state: RunState, ref: RunRef, ending: Ending) -> RunR
         failure=ending.failure,
         output=ending.output,
         record=state.record(),
+        unprepared=state.plan is None,
     )
     return await finish_run(finish, cancelled=ending.outcome is RunOutcome.CANCELLED)
 

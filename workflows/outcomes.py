@@ -114,8 +114,19 @@ class DecidedEvents:
         return taken
 
 
+#: Tool `started` events carry the arguments, cut to this size (events are for people).
+EVENT_ARGUMENTS_CHARS = 2000
+
+
 def tool_started_event(call: ToolCallSpec) -> dict[str, JsonValue]:
-    return {"type": "tool_started", "tool_call_id": call.id, "tool_name": call.name}
+    """`tool_started` with the call's arguments (cut): watchers see what an `agent.spawn`, a
+    handoff or a refused call asked for, as for a tool that ran."""
+    return {
+        "type": "tool_started",
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "arguments": call.arguments[:EVENT_ARGUMENTS_CHARS],
+    }
 
 
 def tool_completed_event(call: ToolCallSpec, error: str | None) -> dict[str, JsonValue]:
@@ -168,6 +179,20 @@ def call_refused_event(result: AgentCallResult) -> dict[str, JsonValue]:
         "target": result.target,
         "outcome": result.outcome.value,
         "code": result.failure.code.value if result.failure else None,
+    }
+
+
+def unannounced_end_event(result: AgentCallResult) -> dict[str, JsonValue]:
+    """`agent_call_completed` of a child that ended without announcing it (terminated from
+    outside, its workflow failed): stored unless the child's own announcement is there."""
+    return {
+        "type": "agent_call_completed",
+        "call_id": result.call_id,
+        "target": result.target,
+        "outcome": result.outcome.value,
+        "child_run_id": result.run_id,
+        "code": result.failure.code.value if result.failure else None,
+        IF_MISSING: True,
     }
 
 

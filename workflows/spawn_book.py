@@ -29,7 +29,12 @@ with workflow.unsafe.imports_passed_through():
     from otherone.definitions import TreeBudget
     from otherone.runs import AgentCallResult, AgentRunResult
     from otherone.workflows import spawn_limits
-    from otherone.workflows.outcomes import BudgetLedger, DecidedEvents, call_result
+    from otherone.workflows.outcomes import (
+        BudgetLedger,
+        DecidedEvents,
+        call_result,
+        unannounced_end_event,
+    )
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
@@ -98,12 +103,24 @@ class SpawnBook:
         result = call_result(known.call_id, known.target, signal.result)
         self._settle(known.call_id, result, signal.result.budget_remaining)
 
-    def _settle(self, call_id: str, result: AgentCallResult, unused: TreeBudget | None) -> None:
+    def _settle(
+        self,
+        call_id: str,
+        result: AgentCallResult,
+        unused: TreeBudget | None,
+        *,
+        unannounced: bool = False,
+    ) -> None:
+        """``unannounced``: the child ended without running its finish (terminated from
+        outside, or its workflow failed), so nothing stored its `agent_call_completed`: the
+        run's next activity does, unless the child did after all (`IF_MISSING`)."""
         known = self._calls.get(call_id)
         if known is None or known.result is not None:
             # The signal and the child's own end both report it: the first one counts (or the
             # call was the handing agent's, settled at a handoff and dropped).
             return
+        if unannounced:
+            self._events.add(unannounced_end_event(result))
         self._calls[call_id] = known.model_copy(update={"result": result})
         self._unconfirmed.pop(call_id, None)  # it did start: its own remainder comes back
         if unused is not None:
@@ -120,7 +137,8 @@ class SpawnBook:
         try:
             result = await handle
         except ChildWorkflowError as error:
-            self._settle(call_id, abnormal_child(call_id, target, handle.id, error), None)
+            ended = abnormal_child(call_id, target, handle.id, error)
+            self._settle(call_id, ended, None, unannounced=True)
             return
         self._settle(call_id, call_result(call_id, target, result), result.budget_remaining)
 
@@ -204,7 +222,7 @@ class SpawnBook:
                 result = call_result(call.call_id, call.target, ended.result)
                 self._settle(call.call_id, result, ended.result.budget_remaining)
             else:
-                self._settle(call.call_id, ended_unseen(call, ended), None)
+                self._settle(call.call_id, ended_unseen(call, ended), None, unannounced=True)
 
     def _report(self, handle: str) -> dict[str, object]:
         known = self._calls[handle]

@@ -354,10 +354,10 @@ class ToolSteps:
         """`agent.handoff`: accepted (it takes effect after this turn) or refused; either way a
         tool result for the model."""
         key = f"{self._ref.run_id}:handoff:{call.id}"
-        entry = self._handoffs.decide(self._plan, key, call, self._iteration)
-        if entry.error_kind is None:  # refusals are announced with the turn's other results
-            self._decided.add(tool_started_event(call), tool_completed_event(call, None))
-        return entry
+        # Announced with the turn's other results (`entries`), accepted or refused: it takes
+        # effect once the turn has them all, and a run ending before answers it as a call it
+        # ended before (one end, the one the session holds).
+        return self._handoffs.decide(self._plan, key, call, self._iteration)
 
     def entries(
         self, calls: tuple[ToolCallSpec, ...], steps: list[ToolStep]
@@ -377,7 +377,8 @@ class ToolSteps:
                 ending = ending or step
             elif isinstance(step, PendingEntry):
                 entries.append(step.model_copy(update={"key": key}))
-                if step.error_kind is not None:  # refused or not run: no activity announced it
+                # Refused or not run, or a handoff: no activity announced it.
+                if step.error_kind is not None or Handoffs.is_handoff(self._plan, call):
                     self._decided.add(*refused_tool_events(call, step))
             else:
                 ending = ending or _run_ending(call, step)

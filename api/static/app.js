@@ -5,6 +5,7 @@
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["run_completed", "run_failed", "run_cancelled"]);
+const ACTIVE = new Set(["pending", "running", "waiting_for_child", "waiting_for_approval"]);
 
 const state = {
   info: null,
@@ -403,6 +404,63 @@ function startFresh() {
   $("#cancel").disabled = true;
   renderApprovals([]);
   renderTree();
+  remember();
+}
+
+// The tab's conversation (session, current run, agent) survives a reload: the page follows
+// the run again (its events replayed), so it can still be watched, approved and cancelled.
+const SAVED = "otherone-page";
+
+function remember() {
+  const saved = { sessionId: state.sessionId, root: state.root, agent: $("#agent").value };
+  sessionStorage.setItem(SAVED, JSON.stringify(saved));
+}
+
+function saved() {
+  try {
+    return JSON.parse(sessionStorage.getItem(SAVED) || "null");
+  } catch (error) {
+    return null;
+  }
+}
+
+function showUiLink(url) {
+  const link = $("#run-link");
+  link.replaceChildren();
+  if (!url) return;
+  const anchor = document.createElement("a");
+  anchor.href = url;
+  anchor.target = "_blank";
+  anchor.rel = "noopener";
+  anchor.textContent = "open the run in the Temporal Web UI";
+  link.append(anchor);
+}
+
+async function resume(previous) {
+  if (!previous || !previous.sessionId) return;
+  state.sessionId = previous.sessionId;
+  if (previous.agent && [...$("#agent").options].some((option) => option.value === previous.agent)) {
+    $("#agent").value = previous.agent;
+    $("#agent").onchange();
+  }
+  if (!previous.root) return remember();
+  let record;
+  try {
+    record = await api(`/v1/runs/${previous.root}`);
+  } catch (error) {
+    return remember(); // gone (retention) or not this token's: the conversation goes on
+  }
+  Object.assign(state, { root: previous.root, running: true, cursor: 0 });
+  run(previous.root).agent = record.agent_id;
+  $("#cancel").disabled = !ACTIVE.has(record.status);
+  $("#run-status").textContent = `run ${previous.root} ${record.status}`;
+  showUiLink(uiLink(previous.root));
+  note(`page reloaded: following run ${previous.root} again (earlier messages are in the session)`);
+  remember();
+  renderTree();
+  refreshTree();
+  refreshApprovals();
+  follow(previous.root);
 }
 
 async function send(text) {
@@ -429,16 +487,8 @@ async function send(text) {
   run(started.run_id).agent = body.entry_agent;
   $("#cancel").disabled = false;
   $("#run-status").textContent = `run ${started.run_id} running`;
-  const link = $("#run-link");
-  link.replaceChildren();
-  if (started.ui_url) {
-    const anchor = document.createElement("a");
-    anchor.href = started.ui_url;
-    anchor.target = "_blank";
-    anchor.rel = "noopener";
-    anchor.textContent = "open the run in the Temporal Web UI";
-    link.append(anchor);
-  }
+  showUiLink(started.ui_url);
+  remember();
   renderTree();
   follow(started.run_id);
 }
@@ -512,8 +562,12 @@ async function main() {
     }
   });
   $("#new-chat").addEventListener("click", startFresh);
+  const previous = saved();
   startFresh();
-  if (!state.info.auth_required || state.token) await connect();
+  if (!state.info.auth_required || state.token) {
+    await connect();
+    await resume(previous);
+  }
 }
 
 main().catch(showError);

@@ -206,6 +206,9 @@ class FinishRunInput(_Contract):
     events: tuple[dict[str, JsonValue], ...] = ()
     #: The run's final record (stored for `otherone show`/lists without Temporal's retention).
     record: RunRecord | None = None
+    #: The run ended before its `prepare_run` returned (e.g. a child cancelled as it started):
+    #: its `run_started` may be missing, so the end stores it (keyed: once) before its own.
+    unprepared: bool = False
 
 
 class EventRecord(_Contract):
