@@ -11,11 +11,12 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import JsonValue
 
+from otherone.activities.lost_attempts import open_tool_attempt_ends, run_events_mentioning
 from otherone.config import AGENT_CALL_TOOL
-from otherone.contracts import PendingEntry, RunRef
+from otherone.contracts import PendingEntry, RunRef, ToolCallSpec
 from otherone.store import Store
 from otherone.store.records import EVENT_KEY, event_key
-from otherone.workflows.outcomes import IF_MISSING
+from otherone.workflows.outcomes import CLOSE_LOST_ATTEMPTS, IF_MISSING
 
 T = TypeVar("T")
 
@@ -44,11 +45,31 @@ async def owed_decided_bodies(
             {**body, EVENT_KEY: event_key(ref.run_id, once, str(index))}
             for index, body in enumerate(bodies)
         ]
+    if any(body.get("type") == CLOSE_LOST_ATTEMPTS for body in bodies):
+        bodies = await _with_lost_attempt_ends(io, store, ref, bodies)
     if any(IF_MISSING in body for body in bodies):
         calls = {_event_key(body)[1] for body in bodies if IF_MISSING in body}
         stored = await io(_stored_event_keys, store, ref, calls)
         bodies = [body for body in bodies if _still_owed(body, stored)]
     return bodies
+
+
+async def _with_lost_attempt_ends(
+    io: StoreCall, store: Store, ref: RunRef, bodies: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``bodies`` with each `CLOSE_LOST_ATTEMPTS` marker replaced by the ends its call's open
+    attempts lack (each keyed by its attempt, as a retry would have stored it)."""
+    expanded: list[dict[str, Any]] = []
+    for body in bodies:
+        if body.get("type") != CLOSE_LOST_ATTEMPTS:
+            expanded.append(body)
+            continue
+        call = ToolCallSpec(
+            id=str(body.get("tool_call_id")), name=str(body.get("tool_name")), arguments=""
+        )
+        stored = await io(run_events_mentioning, store, ref, (call.id,))
+        expanded += open_tool_attempt_ends(ref, call, stored)
+    return expanded
 
 
 def _event_key(body: Mapping[str, Any]) -> tuple[str, str]:

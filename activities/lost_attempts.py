@@ -16,12 +16,14 @@ alive after all (a stalled worker) and ends itself late, one of the two ends is 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from otherone.activities.shared import ActivityContext
 from otherone.contracts import EventRecord, RunRef, ToolCallSpec
 from otherone.store import Store
 from otherone.store.records import EVENT_KEY, event_key
+
+if TYPE_CHECKING:  # shared imports this module's callers (`decided_events`)
+    from otherone.activities.shared import ActivityContext
 
 #: The error of an attempt that never reported its end (its worker stopped).
 LOST_ATTEMPT = (
@@ -61,7 +63,7 @@ async def _model_ends(
     context: ActivityContext, ref: RunRef, wanted: Callable[[tuple[int, int]], bool]
 ) -> list[dict[str, Any]]:
     """A `model_completed` for each open attempt (turn, attempt) of the run ``wanted``."""
-    bodies = await context.io(_run_events_mentioning, context.store, ref, MODEL_EVENT_TYPES)
+    bodies = await context.io(run_events_mentioning, context.store, ref, MODEL_EVENT_TYPES)
     turn_attempt = ("turn", "attempt")
     return [
         {
@@ -82,8 +84,16 @@ async def lost_tool_attempts(
     """`tool_completed` for the earlier attempts of ``call`` that started and never ended."""
     if attempt <= 1:
         return []
-    records = await context.io(_run_events_mentioning, context.store, ref, (call.id,))
-    mine = [body for body in records if body.get("tool_call_id") == call.id]
+    bodies = await context.io(run_events_mentioning, context.store, ref, (call.id,))
+    return open_tool_attempt_ends(ref, call, bodies, before=attempt)
+
+
+def open_tool_attempt_ends(
+    ref: RunRef, call: ToolCallSpec, bodies: list[dict[str, Any]], *, before: int | None = None
+) -> list[dict[str, Any]]:
+    """`tool_completed` for the attempts of ``call`` (``before`` one, if given) that started
+    and never ended, among the run's event ``bodies``."""
+    mine = [body for body in bodies if body.get("tool_call_id") == call.id]
     return [
         {
             "type": "tool_completed",
@@ -94,13 +104,11 @@ async def lost_tool_attempts(
             **tool_completed_key(ref, call, lost),
         }
         for (lost,) in _open(mine, "tool_started", "tool_completed", ("attempt",))
-        if lost < attempt
+        if before is None or lost < before
     ]
 
 
-def _run_events_mentioning(
-    store: Store, ref: RunRef, values: Iterable[str]
-) -> list[dict[str, Any]]:
+def run_events_mentioning(store: Store, ref: RunRef, values: Iterable[str]) -> list[dict[str, Any]]:
     """The bodies of ``ref``'s own events (not its tree's) that mention one of ``values``."""
     found: list[EventRecord] = store.read_events_mentioning(ref.root_run_id, list(values))
     return [record.event for record in found if record.run_id == ref.run_id]

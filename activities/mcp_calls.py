@@ -72,10 +72,11 @@ class McpToolCall:
         in_order = asyncio.Lock()
         try:
             async with self.heartbeating():
-                result = await asyncio.wait_for(
-                    self.sessions.call_tool(
-                        target.server, target.tool, arguments, self._progress(call, in_order)
-                    ),
+                result = await self.sessions.call_tool(
+                    target.server,
+                    target.tool,
+                    arguments,
+                    self._progress(call, in_order),
                     schema.timeout_seconds,
                 )
             async with in_order:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import jsonschema
+import referencing.exceptions
 from mcp import types as mcp_types
 
 from otherone.runs import ArtifactRef
@@ -31,14 +32,24 @@ _MAX_REPORTED_PROBLEMS = 10
 
 
 def validate_arguments(tool: str, schema: dict[str, Any], arguments: str) -> dict[str, Any]:
-    """The arguments as an object valid for ``schema``, else ToolError(INVALID_ARGUMENTS)."""
+    """The arguments as an object valid for ``schema``, else ToolError(INVALID_ARGUMENTS).
+
+    The schema is the server's, not ours: its regular expressions (``pattern``,
+    ``patternProperties``) are not run here. One like ``^(a+)+$`` takes exponential time on a
+    model's argument, and Python's `re` holds the interpreter meanwhile, stalling every run of
+    the worker; the server checks its own patterns. A schema that cannot be used (broken, or
+    a ``$ref`` that resolves nowhere) leaves the arguments to the server too."""
     data = parse_arguments(tool, arguments)
     validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
     try:
         validator_class.check_schema(schema)
     except jsonschema.SchemaError:
         return data  # the server's schema is broken: let the server judge the arguments
-    errors = sorted(validator_class(schema).iter_errors(data), key=lambda error: list(error.path))
+    validator = _without_patterns(validator_class)(schema)
+    try:
+        errors = sorted(validator.iter_errors(data), key=lambda error: list(error.path))
+    except (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable):
+        return data  # e.g. a reference to another document: not fetched, the server judges
     if errors:
         problems = [
             f"{'.'.join(str(part) for part in error.path) or '(arguments)'}: {error.message}"
@@ -50,6 +61,16 @@ def validate_arguments(tool: str, schema: dict[str, Any], arguments: str) -> dic
             f"invalid arguments for tool '{tool}': " + "; ".join(problems)
         )
     return data
+
+
+def _without_patterns(validator_class: Any) -> Any:
+    """``validator_class``, its regular-expression keywords checking nothing."""
+    unchecked = {"pattern": _unchecked, "patternProperties": _unchecked}
+    return jsonschema.validators.extend(validator_class, unchecked)  # type: ignore[no-untyped-call]
+
+
+def _unchecked(*_: object) -> None:
+    return None
 
 
 async def map_result(
@@ -118,11 +139,19 @@ def _decode(data: str) -> bytes:
 
 def _same_json(text: str, structured: Any) -> bool:
     """The text block that merely repeats the structured content (the spec's compatibility
-    copy) is left out: the model would read the same data twice."""
+    copy) is left out: the model would read the same data twice (and a large result would
+    count twice against `max_result_bytes`). Servers built with FastMCP wrap a value that is
+    not an object as ``{"result": value}`` and send the bare value as the text."""
+    candidates = [structured]
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        candidates.append(structured["result"])
+    if any(text == candidate for candidate in candidates):
+        return True
     try:
-        return bool(json.loads(text) == structured)
+        parsed = json.loads(text)
     except json.JSONDecodeError:
         return False
+    return any(parsed == candidate for candidate in candidates)
 
 
 def error_message(mapped: dict[str, Any]) -> str:

@@ -53,6 +53,8 @@ PING_TIMEOUT_SECONDS = 5.0
 START_RETRY_SECONDS = 10.0
 #: Bound on closing one session (the SDK's stdio shutdown is itself bounded: ~2 s + kill).
 CLOSE_TIMEOUT_SECONDS = 10.0
+#: Pages of a server's tool list read at most (100 pages of the usual 50-100 tools each).
+MAX_TOOL_PAGES = 100
 
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 _Streams = tuple[Any, Any]
@@ -61,8 +63,12 @@ _Streams = tuple[Any, Any]
 class McpUnavailable(Exception):
     """The server could not be reached (start failed, process died, connection lost)."""
 
-    def __init__(self, server: str, reason: str) -> None:
-        super().__init__(f"MCP server '{server}' is unavailable: {reason}")
+    def __init__(self, server: str, reason: str, *, held_back: bool = False) -> None:
+        """``held_back``: the start failed moments ago and is not tried again yet; said in
+        the message, not in ``reason`` (which a snapshot records: the same failure must give
+        the same snapshot, or each new root run would store another)."""
+        shown = f"{reason} (not retried for a few seconds)" if held_back else reason
+        super().__init__(f"MCP server '{server}' is unavailable: {shown}")
         self.server = server
         self.reason = reason
 
@@ -94,13 +100,13 @@ class _Connection:
                 asyncio.shield(ready), self.server.startup_timeout_seconds
             )
         except TimeoutError:
-            await self.close()
+            await self._abandon()
             raise McpUnavailable(
                 self.server.name,
                 f"it did not start within {self.server.startup_timeout_seconds:g}s",
             ) from None
         except BaseException:
-            await self.close()
+            await self._abandon()
             raise
         self.session = session
         self.last_used = time.monotonic()
@@ -123,6 +129,20 @@ class _Connection:
                 logger.warning("MCP server '%s' session ended: %s", self.server.name, reason)
         finally:
             self.session = None
+
+    async def _abandon(self) -> None:
+        """Stop a start that did not finish: the owner is still starting (a server that never
+        answers `initialize`), so it would not see `_stop`; waiting `CLOSE_TIMEOUT_SECONDS`
+        for it would hold the run that asked (and every new root run) that much longer than
+        the startup timeout. Cancelling unwinds the transport (a stdio server is stopped)."""
+        self.session = None
+        self._stop.set()
+        task = self._task
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
 
     async def close(self) -> None:
         """Ask the owner to close the session (stops a stdio server); cancel it if it hangs."""
@@ -180,7 +200,7 @@ class McpSessions:
         that is down must not hold every new run for its whole startup timeout)."""
         until, reason = self._failed.get(server.name, (0.0, ""))
         if time.monotonic() < until:
-            raise McpUnavailable(server.name, f"{reason} (not retried for a few seconds)")
+            raise McpUnavailable(server.name, reason, held_back=True)
         connection = _Connection(server)
         self._connections[server.name] = connection
         try:
@@ -228,10 +248,15 @@ class McpSessions:
         tool: str,
         arguments: dict[str, Any],
         progress: ProgressFnT | None = None,
+        timeout_seconds: float | None = None,
     ) -> mcp_types.CallToolResult:
-        """Call one tool. Cancelling the caller makes the SDK send ``notifications/cancelled``."""
+        """Call one tool; ``timeout_seconds`` bounds the call itself (`TimeoutError`), not a
+        (re)start of the server, which its own ``startup_timeout_seconds`` bounds: a server
+        slower to start than its calls take would otherwise never answer one after a crash.
+        Cancelling the caller makes the SDK send ``notifications/cancelled``."""
         async with self.using(server) as session:
-            return await session.call_tool(tool, arguments, progress_callback=progress)
+            called = session.call_tool(tool, arguments, progress_callback=progress)
+            return await asyncio.wait_for(called, timeout_seconds)
 
     async def discover(self, taken: Iterable[str] = ()) -> Discovery:
         """List every server's tools (concurrently); a failing server contributes none.
@@ -265,7 +290,7 @@ class McpSessions:
         timeout = self.servers[name].startup_timeout_seconds
         try:
             async with self.using(name) as session:
-                return await asyncio.wait_for(_list_all_tools(session), timeout)
+                return await asyncio.wait_for(_list_all_tools(session, name), timeout)
         except McpUnavailable as error:
             return error
         except (TimeoutError, MCPError) as error:
@@ -300,16 +325,22 @@ async def _alive(connection: _Connection) -> bool:
     return True
 
 
-async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
+async def _list_all_tools(session: ClientSession, server: str) -> list[mcp_types.Tool]:
+    """Every page of the server's tool list, up to `MAX_TOOL_PAGES` (a server whose cursor
+    never ends would be asked until the startup timeout, thousands of times)."""
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
-    while True:
+    for _ in range(MAX_TOOL_PAGES):
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
             return tools
+    raise McpUnavailable(
+        server,
+        f"its tool list did not end after {MAX_TOOL_PAGES} pages (a cursor that never ends?)",
+    )
 
 
 def _add_server_tools(discovery: Discovery, server: McpServer, tools: list[mcp_types.Tool]) -> None:
@@ -372,6 +403,9 @@ def _drop_wire_collisions(discovery: Discovery, taken: Iterable[str]) -> None:
 
 def _transport(server: McpServer) -> AbstractAsyncContextManager[_Streams]:
     if server.command is not None:
+        if server.cwd is not None and not os.path.isdir(server.cwd):
+            # Else the start fails as if the command were missing (FileNotFoundError).
+            raise McpUnavailable(server.name, f"its cwd is not a directory ({server.cwd})")
         params = StdioServerParameters(
             command=server.command,
             args=list(server.args),

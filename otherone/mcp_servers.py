@@ -74,7 +74,8 @@ class McpServer(BaseModel):
     args: tuple[str, ...] = ()
     #: Child environment variable → name of the worker variable / secrets-file entry holding it.
     env: dict[EnvName, EnvName] = Field(default_factory=dict)
-    cwd: str | None = None
+    #: The server's working directory (blank is refused: it would be the worker's, silently).
+    cwd: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = None
     url: str | None = None
     #: HTTP header → name of the worker variable / secrets-file entry holding its value.
     headers_env: dict[HeaderName, EnvName] = Field(default_factory=dict)
@@ -85,8 +86,9 @@ class McpServer(BaseModel):
     startup_timeout_seconds: Annotated[float, AfterValidator(_finite_positive), Field(le=3_600)] = (
         30.0
     )
-    idempotent: bool = False
-    max_attempts: Annotated[int, Field(ge=1, le=100)] | None = None
+    # Strict: `idempotent = "yes"` or `max_attempts = true` is a mistake to report, not coerce.
+    idempotent: Annotated[bool, Field(strict=True)] = False
+    max_attempts: Annotated[int, Field(ge=1, le=100, strict=True)] | None = None
 
     @field_validator("url")
     @classmethod

@@ -384,8 +384,8 @@ def _mcp_server(key: str, data: dict[str, Any], source: str, base_dir: Path) -> 
         )
     body = {**data, "name": key}
     cwd = data.get("cwd")
-    if isinstance(cwd, str) and cwd.strip():
-        body["cwd"] = str(base_dir / cwd)
+    if isinstance(cwd, str) and cwd.strip():  # a blank one is refused by `McpServer`
+        body["cwd"] = str(base_dir / cwd.strip())
     return _validate(McpServer, body, source, table)
 
 

@@ -34,6 +34,17 @@ def effect_file(workdir: Path, idempotency_key: str) -> Path:
 @tool
 async def charge(order: str, ctx: ToolContext) -> str:
     """Charge an order (once per idempotency key), then wait until the test releases it."""
+    return await _charged(order, ctx)
+
+
+@tool(max_attempts=1)
+async def charge_once(order: str, ctx: ToolContext) -> str:
+    """`charge`, never retried (a tool that must not run twice, as a non-idempotent MCP
+    server's): its attempt lost with its worker is the call's last."""
+    return await _charged(order, ctx)
+
+
+async def _charged(order: str, ctx: ToolContext) -> str:
     with (WORKDIR / "attempts.log").open("a") as log:
         log.write(f"{ctx.idempotency_key} {ctx.attempt}\n")
     effect = effect_file(WORKDIR, ctx.idempotency_key)
@@ -73,14 +84,23 @@ def fault_config() -> RuntimeConfig:
                 "boss done",
             ],
             "slowchild": [slow],
+            "payer": [
+                {
+                    "tool_calls": [
+                        {"id": "once", "name": "charge_once", "arguments": {"order": "B"}}
+                    ]
+                },
+                "paid",
+            ],
         },
         agents=[
             _agent("streamer"),
             _agent("buyer", tools=["charge"]),
+            _agent("payer", tools=["charge_once"]),
             _agent("boss", callable_agents=["slowchild"]),
             _agent("slowchild"),
         ],
-        tools=[charge],
+        tools=[charge, charge_once],
     )
 
 

@@ -4,13 +4,15 @@ It writes its pid to ``$MCP_TEST_DIR/pids/`` when it starts (so a test can check
 process outlives its worker), and offers: ``echo``; ``crash``, which kills the process the way a
 buggy server dies (and, when asked, leaves ``$MCP_TEST_DIR/refuse``, after which it refuses to
 start); ``wait_for_release``, which logs each attempt and returns once the test
-creates ``$MCP_TEST_DIR/release`` (a file: the test is another process).
+creates ``$MCP_TEST_DIR/release`` (a file: the test is another process). With
+``MCP_TEST_START_SECONDS`` it waits that long before serving (a slow start).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from fastmcp import FastMCP
@@ -49,6 +51,8 @@ async def wait_for_release(token: str) -> str:
 def main() -> None:
     if (_workdir() / "refuse").exists():
         raise SystemExit("refusing to start")  # a server that cannot start
+    # A server slow to start (seconds before it answers `initialize`), when asked.
+    time.sleep(float(os.environ.get("MCP_TEST_START_SECONDS", "0")))
     pids = _workdir() / "pids"
     pids.mkdir(parents=True, exist_ok=True)
     (pids / str(os.getpid())).touch()

@@ -183,6 +183,33 @@ async def test_a_run_cancelled_while_its_streams_worker_is_dead_ends_the_lost_at
         assert events[-1].event["type"] == "run_cancelled"
 
 
+async def test_a_lost_last_attempt_of_a_tool_gets_its_end(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A tool that is never retried (`max_attempts=1`), its worker killed mid-call: no retry
+    closes the attempt, so the run's next activity does (found by a user: a `tool_started`
+    without its `tool_completed`). The tool does not run again."""
+    with shared_store(temporal_env, client, task_queue, tmp_path) as shared:
+        address, store_url, store, agents = shared.address, shared.url, shared.store, shared.agents
+        async with worker_process(address, task_queue, store_url, tmp_path) as first:
+            payer = await agents.start(build_request(entry_agent="payer", input="pay B"))
+            await wait_until(
+                lambda: has_event(store, payer.run_id, payer.run_id, "tool_started"),
+                within=60,
+                message="the charge, announced",
+            )
+            first.send_signal(signal.SIGKILL)
+            await first.exit_code()
+        async with worker_process(address, task_queue, store_url, tmp_path):
+            # Temporal gives the attempt up after its heartbeat timeout (10 s).
+            result = await asyncio.wait_for(payer.result(), 120)
+        events = store.read_events(payer.run_id, limit=10_000)
+    assert result.outcome is RunOutcome.FAILED  # the seed's rule: a tool failing for good
+    assert unpaired_attempts(events) == []
+    assert lost_ends(events, payer.run_id) == [("tool_completed", 1)]
+    assert len((tmp_path / "attempts.log").read_text().splitlines()) == 1
+
+
 async def test_a_run_survives_a_temporal_server_restart(tmp_path: Path, task_queue: str) -> None:
     db_file, port = tmp_path / "temporal.db", free_port()
     config = fault_config()

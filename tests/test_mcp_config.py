@@ -79,6 +79,10 @@ def test_stdio_and_remote_servers_load_from_toml() -> None:
         ({"command": "x", "max_attempts": 0}, "max_attempts", "greater than or equal to 1"),
         ({"command": "x", "name": "other"}, "name", "table key is the server's name"),
         ({"command": "x", "surprise": 1}, "surprise", "Extra inputs are not permitted"),
+        # Not coerced (a user found them taken as 1 / true): a mistake, said where it is.
+        ({"command": "x", "max_attempts": True}, "max_attempts", "valid integer"),
+        ({"command": "x", "idempotent": "yes"}, "idempotent", "valid boolean"),
+        ({"command": "x", "cwd": "  "}, "cwd", "at least 1 character"),
     ],
 )
 def test_bad_server_tables_name_file_table_and_field(

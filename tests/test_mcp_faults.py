@@ -97,7 +97,8 @@ async def test_sigkill_during_mcp_calls_retries_or_reports_and_leaks_no_server(
             r for r in store.load_entries("local", steady_result.session_id) if r.role == "tool"
         ]
         assert steady_row.error_kind is None
-        assert json.loads(steady_row.content)["text"] == "released steady"
+        released = json.loads(steady_row.content)["structured_content"]
+        assert released == {"result": "released steady"}
         # Not idempotent: never called twice; the model was told the call failed.
         assert attempts(tmp_path).count("once") == 1
         [once_row] = [

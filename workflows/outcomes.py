@@ -96,6 +96,10 @@ def failure_from_activity_error(
 #: An event the activity stores only if the run's stored events lack it (see
 #: `ended_before_result_events`).
 IF_MISSING = "if_missing"
+#: A decided "event" never stored as such: the call's tool activity failed for good, maybe with
+#: an attempt its dead worker left open (a last attempt lost: no retry closes it); the activity
+#: storing the decided events stores the missing ends instead (`lost_attempts`).
+CLOSE_LOST_ATTEMPTS = "close_lost_tool_attempts"
 
 
 class DecidedEvents:
@@ -136,6 +140,11 @@ def tool_completed_event(call: ToolCallSpec, error: str | None) -> dict[str, Jso
         "tool_name": call.name,
         "error": error,
     }
+
+
+def close_lost_attempts(call: ToolCallSpec) -> dict[str, JsonValue]:
+    """The `CLOSE_LOST_ATTEMPTS` marker of ``call``."""
+    return {"type": CLOSE_LOST_ATTEMPTS, "tool_call_id": call.id, "tool_name": call.name}
 
 
 def refused_tool_events(call: ToolCallSpec, entry: PendingEntry) -> list[dict[str, JsonValue]]:

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         DecidedEvents,
         Ending,
         agent_call_entry,
+        close_lost_attempts,
         ended_before_result_entry,
         failure_from_activity_error,
         invalid_arguments_entry,
@@ -327,6 +328,7 @@ class ToolSteps:
             )
         except ActivityError as error:
             reraise_cancellation(error)
+            self._decided.add(close_lost_attempts(call))  # e.g. the last attempt's worker died
             return _failed_tool(call, error)
         if outcome.content is not None:
             self.arrived[call.id] = (call, outcome)
