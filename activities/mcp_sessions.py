@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -53,6 +53,8 @@ PING_TIMEOUT_SECONDS = 5.0
 START_RETRY_SECONDS = 10.0
 #: Bound on closing one session (the SDK's stdio shutdown is itself bounded: ~2 s + kill).
 CLOSE_TIMEOUT_SECONDS = 10.0
+#: What the SDK's error says for any HTTP error response of a remote server.
+SDK_HTTP_ERROR = "Server returned an error response"
 #: Pages of a server's tool list read at most (100 pages of the usual 50-100 tools each).
 MAX_TOOL_PAGES = 100
 
@@ -91,6 +93,9 @@ class _Connection:
         self.last_used = 0.0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: The HTTP status of the server's last error response (remote servers): the SDK's
+        #: error says only "Server returned an error response".
+        self.http_error: int | None = None
 
     async def open(self) -> ClientSession:
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
@@ -115,7 +120,8 @@ class _Connection:
     async def _own(self, ready: asyncio.Future[ClientSession]) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(_transport(self.server))
+                transport = _transport(self.server, self._note_http_error)
+                read, write = await stack.enter_async_context(transport)
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 if not ready.done():
@@ -123,12 +129,17 @@ class _Connection:
                 await self._stop.wait()
         except Exception as error:
             reason = _describe(error)
+            if self.http_error is not None and SDK_HTTP_ERROR in reason:
+                reason = f"it answered HTTP {self.http_error}"  # e.g. 401: a wrong token
             if not ready.done():
                 ready.set_exception(McpUnavailable(self.server.name, reason))
             else:
                 logger.warning("MCP server '%s' session ended: %s", self.server.name, reason)
         finally:
             self.session = None
+
+    def _note_http_error(self, status: int) -> None:
+        self.http_error = status
 
     async def _abandon(self) -> None:
         """Stop a start that did not finish: the owner is still starting (a server that never
@@ -228,10 +239,16 @@ class McpSessions:
     async def using(self, name: str) -> AsyncIterator[ClientSession]:
         """A session for one call; a lost connection becomes `McpUnavailable` and is dropped."""
         session = await self.session(name)
+        connection = self._connections.get(name)
+        if connection is not None:
+            connection.http_error = None
         try:
             yield session
         except MCPError as error:
+            status = connection.http_error if connection is not None else None
             if error.error.code != mcp_types.CONNECTION_CLOSED:
+                if status is not None and error.error.message == SDK_HTTP_ERROR:
+                    raise _http_failure(name, status) from error
                 raise
             await self.forget(name, session)
             raise McpUnavailable(
@@ -401,7 +418,9 @@ def _drop_wire_collisions(discovery: Discovery, taken: Iterable[str]) -> None:
         )
 
 
-def _transport(server: McpServer) -> AbstractAsyncContextManager[_Streams]:
+def _transport(
+    server: McpServer, on_http_error: Callable[[int], None]
+) -> AbstractAsyncContextManager[_Streams]:
     if server.command is not None:
         if server.cwd is not None and not os.path.isdir(server.cwd):
             # Else the start fails as if the command were missing (FileNotFoundError).
@@ -414,14 +433,25 @@ def _transport(server: McpServer) -> AbstractAsyncContextManager[_Streams]:
         )
         return stdio_client(params, errlog=_errlog())
     assert server.url is not None
-    return _http_transport(server.url, _resolved(server, server.headers_env, "headers_env"))
+    headers = _resolved(server, server.headers_env, "headers_env")
+    return _http_transport(server.url, headers, on_http_error)
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[_Streams]:
+async def _http_transport(
+    url: str, headers: dict[str, str], on_http_error: Callable[[int], None]
+) -> AsyncIterator[_Streams]:
     # The SDK's own defaults (30 s to connect or write, 5 min between reads of a stream), plus
     # the configured headers.
-    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    async def noted(response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            on_http_error(response.status_code)
+
+    client = httpx2.AsyncClient(
+        headers=headers,
+        timeout=httpx2.Timeout(30.0, read=300.0),
+        event_hooks={"response": [noted]},
+    )
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams
 
@@ -452,6 +482,15 @@ def _resolved(server: McpServer, names: Mapping[str, str], field_name: str) -> d
 def _errlog() -> TextIO:
     """Where a stdio server's stderr goes: the worker's real stderr (it has a file number)."""
     return sys.__stderr__ or sys.stderr
+
+
+def _http_failure(server: str, status: int) -> Exception:
+    """The SDK's error for an HTTP error response, with its status: a server error (5xx: a
+    gateway, an overloaded server) is the server being unavailable (retried when the server
+    is idempotent); another (401, 403, 429...) is a refusal the model is told."""
+    if status >= 500:
+        return McpUnavailable(server, f"it answered HTTP {status}")
+    return MCPError(mcp_types.INTERNAL_ERROR, f"{SDK_HTTP_ERROR} (HTTP {status})")
 
 
 def _describe(error: BaseException) -> str:

@@ -40,7 +40,41 @@ class McpTestServer:
         self.slow_cancelled = threading.Event()
         self.count_calls = 0
         self.url = ""
+        #: HTTP statuses the next `tools/call` requests get instead of an answer (a gateway
+        #: in front of the server failing, a token refused), one each, in order.
+        self.refusals: list[int] = []
         self._register()
+
+    def asgi(self) -> Any:
+        """The server's app behind a gateway that answers `refusals` for tool calls."""
+        inner = self.app.http_app(path="/mcp")
+
+        async def gateway(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http" or scope["method"] != "POST" or not self.refusals:
+                await inner(scope, receive, send)
+                return
+            body, more = b"", True
+            while more:
+                message = await receive()
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+            if b'"tools/call"' in body and self.refusals:
+                status = self.refusals.pop(0)
+                await send({"type": "http.response.start", "status": status, "headers": []})
+                await send({"type": "http.response.body", "body": b"refused"})
+                return
+            sent = False
+
+            async def replay() -> Any:
+                nonlocal sent
+                if sent:
+                    return await receive()
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await inner(scope, replay, send)
+
+        return gateway
 
     def _register(self) -> None:
         app = self.app
@@ -112,9 +146,7 @@ def serving(server: McpTestServer) -> Iterator[McpTestServer]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        server.app.http_app(path="/mcp"), log_level="warning", lifespan="on", ws="none"
-    )
+    config = uvicorn.Config(server.asgi(), log_level="warning", lifespan="on", ws="none")
     uv = uvicorn.Server(config)
     thread = threading.Thread(
         target=lambda: asyncio.run(uv.serve(sockets=[sock])), name="mcp-http", daemon=True

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from mcp import types as mcp_types
+from mcp.shared.exceptions import MCPError
 from temporalio.client import Client
 
 from otherone.activities.mcp_results import map_result, validate_arguments
@@ -323,6 +324,25 @@ async def test_a_server_that_never_answers_initialize_fails_within_its_startup_t
     await sessions.aclose()
     assert waited < 6, waited  # 1 s, and the process stopped; it was 11 s
     assert child_processes("import time; time.sleep(120)") == []
+
+
+async def test_http_error_responses_say_their_status_and_server_errors_mean_unavailable(
+    http_server: McpTestServer,
+) -> None:
+    """The SDK says "Server returned an error response" for any status: the status is added,
+    and a 5xx (a gateway, an overloaded server) is the server being unavailable, which an
+    idempotent server's call is retried for (a user found 502 reported as a refusal)."""
+    sessions = McpSessions({"test": McpServer(name="test", url=http_server.url)})
+    try:
+        http_server.refusals[:] = [502, 401]
+        with pytest.raises(McpUnavailable, match="it answered HTTP 502"):
+            await sessions.call_tool("test", "fail", {"reason": "x"})
+        with pytest.raises(MCPError, match=r"error response \(HTTP 401\)"):
+            await sessions.call_tool("test", "fail", {"reason": "x"})
+        answered = await sessions.call_tool("test", "fail", {"reason": "x"})
+    finally:
+        await sessions.aclose()
+    assert answered.is_error
 
 
 async def test_a_missing_working_directory_is_named_as_such(tmp_path: Path) -> None:
