@@ -16,13 +16,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 from temporalio.client import Client
 
 from otherone.api import ApiToken, openapi_schema
-from otherone.api.server import bind_host, check_can_listen, parse_tokens
+from otherone.api.dependencies import ApiContext
+from otherone.api.server import ApiServer, bind_host, check_can_listen, parse_tokens
 from otherone.errors import ConfigurationError
 from otherone.tools import tool
 from otherone.worker.settings import Settings
@@ -667,3 +669,28 @@ async def test_approvals_are_decided_as_the_tokens_identity(
         decided = await api.http.post(later, json={"decision": "approve"}, headers=as_alice)
         assert decided.status_code == 200, decided.text
         assert (await result(api, run_id))["output"]["value"] == "Done."
+
+
+async def test_workers_says_whether_a_worker_polls_the_task_queue(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A run no worker takes shows no progress: `GET /v1/workers` tells it apart from a run
+    waiting for a person (the page asks it when a run has been quiet)."""
+    config = scripted_config({"agent": ["hi"]})
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        served = (await api.http.get("/v1/workers")).json()
+        context = ApiContext(temporal=client, store=api.env.store, task_queue=f"{task_queue}-x")
+        async with (
+            ApiServer(context, log_level="warning") as server,
+            httpx.AsyncClient(base_url=server.url, timeout=30) as http,
+        ):
+            unserved = (await http.get("/v1/workers")).json()
+    assert served["task_queue"] == task_queue
+    assert served["live_workflow_pollers"] >= 1 and served["live_activity_pollers"] >= 1
+    assert served["pollers"][0]["identity"]
+    assert unserved == {
+        "task_queue": f"{task_queue}-x",
+        "live_workflow_pollers": 0,
+        "live_activity_pollers": 0,
+        "pollers": [],
+    }

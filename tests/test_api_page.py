@@ -18,7 +18,10 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 from temporalio.client import Client
 
+from otherone.api.dependencies import ApiContext
+from otherone.api.server import ApiServer
 from otherone.definitions import AccessPolicy, AgentDefinition, ModelOverrides
+from otherone.store import Store
 from otherone.tools import tool
 from tests.api_env import api_env
 from tests.browser import chromium_path
@@ -87,6 +90,9 @@ def team() -> Any:
         ),
     ]
     return scripted_config(SCRIPT, agents=agents, tools=[send_note])
+
+
+AGENT = AgentDefinition(id="solo", description="Answers alone")
 
 
 @pytest_asyncio.fixture
@@ -179,3 +185,29 @@ async def test_page_runs_a_team_streams_the_answer_and_cancels(
         await expect(page.locator("#approvals li.approval")).to_have_count(0)
         assert not errors, errors
         print(f"page screenshot: {screenshot}")
+
+
+async def test_page_says_when_no_worker_takes_the_run(
+    browser: Browser, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A run with no worker shows no progress: after 15 quiet seconds the page asks Temporal
+    who polls the queue and says the run waits for a worker (a user saw "running" forever)."""
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    context = ApiContext(temporal=client, store=store, task_queue=task_queue, agents=[AGENT])
+    try:
+        async with ApiServer(context, log_level="warning") as server:
+            page = await browser.new_page()
+            await page.goto(server.url)
+            await expect(page.locator("#agent option")).to_have_count(1, timeout=WAIT_MS)
+            await send(page, "solo", "Anyone there?")
+            await expect(page.locator("#run-status")).to_contain_text("running", timeout=WAIT_MS)
+            warning = page.locator("#worker-warning")
+            await expect(warning).to_contain_text(
+                f'No worker is taking task queue "{task_queue}"', timeout=40_000
+            )
+            run_id = await page.evaluate(
+                "() => JSON.parse(sessionStorage.getItem('otherone-page')).root"
+            )
+            await client.get_workflow_handle(run_id).terminate("the test ends")
+    finally:
+        store.close()

@@ -249,6 +249,11 @@ async function refreshTree() {
 
 function apply(envelope) {
   const event = envelope.event;
+  state.lastProgress = Date.now();
+  if (state.noWorker) {
+    state.noWorker = false;
+    $("#worker-warning").hidden = true;
+  }
   const info = run(envelope.run_id);
   info.agent = envelope.agent_id;
   info.depth = envelope.depth;
@@ -390,6 +395,27 @@ function handleFrame(frame) {
   apply(envelope);
 }
 
+// A run that shows no progress for a while may have no worker to take it (none started, or
+// all stopped): Temporal knows who polls the task queue. Said on the page, cleared by the next
+// event. A run waiting for a person or a slow tool is not flagged while a worker polls.
+const QUIET_MS = 15000;
+
+async function checkWorkers() {
+  if (!state.running || Date.now() - (state.lastProgress || 0) < QUIET_MS) return;
+  try {
+    const workers = await api("/v1/workers");
+    const none = workers.live_workflow_pollers === 0 || workers.live_activity_pollers === 0;
+    state.noWorker = none;
+    const warning = $("#worker-warning");
+    warning.textContent = none
+      ? `No worker is taking task queue "${workers.task_queue}": the run waits until one starts (otherone worker).`
+      : "";
+    warning.hidden = !none;
+  } catch (error) {
+    // Temporal unreachable, or no token yet: the stream's own errors say so.
+  }
+}
+
 // ------------------------------------------------------------------ actions
 
 function startFresh() {
@@ -450,7 +476,7 @@ async function resume(previous) {
   } catch (error) {
     return remember(); // gone (retention) or not this token's: the conversation goes on
   }
-  Object.assign(state, { root: previous.root, running: true, cursor: 0 });
+  Object.assign(state, { root: previous.root, running: true, cursor: 0, lastProgress: Date.now() });
   run(previous.root).agent = record.agent_id;
   $("#cancel").disabled = !ACTIVE.has(record.status);
   $("#run-status").textContent = `run ${previous.root} ${record.status}`;
@@ -481,7 +507,7 @@ async function send(text) {
   });
   addMessage("user", text);
   if (state.stream) state.stream.abort();
-  Object.assign(state, { root: started.run_id, running: true, cursor: 0 });
+  Object.assign(state, { root: started.run_id, running: true, cursor: 0, lastProgress: Date.now() });
   state.runs.clear();
   state.bubbles.clear();
   run(started.run_id).agent = body.entry_agent;
@@ -562,6 +588,7 @@ async function main() {
     }
   });
   $("#new-chat").addEventListener("click", startFresh);
+  setInterval(checkWorkers, 5000);
   const previous = saved();
   startFresh();
   if (!state.info.auth_required || state.token) {
