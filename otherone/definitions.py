@@ -18,6 +18,7 @@ from pydantic import (
     AfterValidator,
     Field,
     JsonValue,
+    StrictBool,
     StringConstraints,
     field_validator,
     model_validator,
@@ -154,7 +155,7 @@ class ContextTransferPolicy(_Frozen):
     """What a child sees of its caller: only the explicit context, or also a parent excerpt."""
 
     kind: Literal["explicit_only", "parent_summary", "parent_window"] = "explicit_only"
-    max_tokens: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    max_tokens: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 0
 
     @model_validator(mode="before")
     @classmethod
@@ -173,28 +174,28 @@ class HandoffPolicy(_Frozen):
 
     agents: AccessPolicy = Field(default_factory=AccessPolicy)
     context: HandoffContext = "full"
-    last_turns: Annotated[int, Field(ge=1, le=1000)] = 3
-    model_may_choose_context: bool = False
+    last_turns: Annotated[int, Field(strict=True, ge=1, le=1000)] = 3
+    model_may_choose_context: StrictBool = False
 
 
 class ModelOverrides(_Frozen):
     """Per-agent generation settings that win over the model profile's defaults."""
 
-    context_length: Annotated[int, Field(gt=0)] | None = None
-    max_tokens: Annotated[int, Field(gt=0)] | None = None
+    context_length: Annotated[int, Field(strict=True, gt=0)] | None = None
+    max_tokens: Annotated[int, Field(strict=True, gt=0)] | None = None
     temperature: Annotated[float, Field(ge=0, le=2), AfterValidator(_finite)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1), AfterValidator(_finite)] | None = None
     tool_choice: str | dict[str, JsonValue] | None = None
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: StrictBool | None = None
     other: OtherOptions = Field(default_factory=dict)
 
 
 class AgentLimits(_Frozen):
     """Per-agent limits; each can only tighten the runtime's."""
 
-    max_iterations: Annotated[int, Field(gt=0, le=10_000)] | None = None
-    timeout_millis: Annotated[int, Field(gt=0)] | None = None
-    max_result_bytes: Annotated[int, Field(gt=0)] | None = None
+    max_iterations: Annotated[int, Field(strict=True, gt=0, le=10_000)] | None = None
+    timeout_millis: Annotated[int, Field(strict=True, gt=0)] | None = None
+    max_result_bytes: Annotated[int, Field(strict=True, gt=0)] | None = None
 
 
 #: What happens when nobody decides an approval in time: the call is denied (the model is told
@@ -236,7 +237,7 @@ class AgentDefinition(_Frozen):
         str, StringConstraints(min_length=1), _max_utf8_bytes(MAX_DESCRIPTION_BYTES)
     ]
     system_prompt: Annotated[str, _max_utf8_bytes(MAX_SYSTEM_PROMPT_BYTES)] = ""
-    version: Annotated[int, Field(ge=1)] = 1
+    version: Annotated[int, Field(strict=True, ge=1)] = 1
     #: None = the runtime's default model, ``"inherit"`` = the caller's, else a profile id.
     model: str | None = None
     model_overrides: ModelOverrides = Field(default_factory=ModelOverrides)
@@ -250,12 +251,12 @@ class AgentDefinition(_Frozen):
     #: Tool calls of this agent that need a person's approval (by tool name, see ApprovalRules).
     approval: ApprovalRules = Field(default_factory=dict)
     #: Offer the built-in ``human.ask`` tool: the model may ask the user and wait for the answer.
-    ask_human: bool = False
+    ask_human: StrictBool = False
     #: Offer the built-in ``agent.handoff`` tool (root runs only): hand the conversation over.
     handoff: HandoffPolicy = Field(default_factory=HandoffPolicy)
     #: Offer ``agent.spawn`` / ``agent.await`` / ``agent.status`` / ``agent.cancel`` (background
     #: agent calls, same targets and checks as ``agent.call``) when some agent is reachable.
-    spawn: bool = False
+    spawn: StrictBool = False
     #: Spawned children still running when this agent's run completes: ``cancel`` them, or
     #: ``wait`` for them (bounded by the run's deadline). Any other ending cancels them.
     spawned_on_exit: Literal["cancel", "wait"] = "cancel"
@@ -294,8 +295,8 @@ class ScriptedFailure(_Frozen):
     """Make the scripted model fail, like a provider would, on the first ``attempts`` attempts."""
 
     message: str = "scripted provider failure"
-    retryable: bool = True
-    attempts: Annotated[int, Field(ge=1)] = 1
+    retryable: StrictBool = True
+    attempts: Annotated[int, Field(strict=True, ge=1)] = 1
 
 
 class ScriptedTurn(_Frozen):
@@ -313,8 +314,8 @@ class ScriptedTurn(_Frozen):
     delay_seconds: Annotated[float, Field(ge=0, le=86_400), AfterValidator(_finite)] = 0.0
     chunk_delay_seconds: Annotated[float, Field(ge=0, le=60), AfterValidator(_finite)] = 0.0
     fail: ScriptedFailure | None = None
-    input_tokens: Annotated[int, Field(ge=0)] | None = None
-    output_tokens: Annotated[int, Field(ge=0)] | None = None
+    input_tokens: Annotated[int, Field(strict=True, ge=0)] | None = None
+    output_tokens: Annotated[int, Field(strict=True, ge=0)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -341,8 +342,8 @@ class ModelProfile(_Frozen):
     base_url: str | None = None
     #: Name of the environment variable holding the API key (read inside the activity).
     api_key_env: Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)] | None = None
-    context_length: Annotated[int, Field(gt=0)] | None = None
-    max_tokens: Annotated[int, Field(gt=0)] | None = None
+    context_length: Annotated[int, Field(strict=True, gt=0)] | None = None
+    max_tokens: Annotated[int, Field(strict=True, gt=0)] | None = None
     temperature: Annotated[float, Field(ge=0, le=2), AfterValidator(_finite)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1), AfterValidator(_finite)] | None = None
     other: OtherOptions = Field(default_factory=dict)
@@ -376,15 +377,15 @@ class RuntimePolicy(_Frozen):
     callable_agents: AccessPolicy = Field(default_factory=AccessPolicy.all)
     #: Agents any agent may hand a conversation to (intersected with the agent's own policy).
     handoff_agents: AccessPolicy = Field(default_factory=AccessPolicy.all)
-    allow_recursive_calls: bool = False
+    allow_recursive_calls: StrictBool = False
     #: Whether agents that ask for it (``spawn = true``) get the background agent-call tools.
-    allow_spawn: bool = True
+    allow_spawn: StrictBool = True
     #: A run continues as new (a fresh Temporal history, same run id) after this many turns,
     #: or earlier when Temporal suggests it.
-    continue_as_new_after_turns: Annotated[int, Field(gt=0, le=100_000)] = 500
+    continue_as_new_after_turns: Annotated[int, Field(strict=True, gt=0, le=100_000)] = 500
     #: Outputs bigger than this are stored as artifacts and travel through Temporal by reference
     #: (well under Temporal's 2 MB payload limit; tool results always travel by reference).
-    inline_payload_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 256 * 1024
+    inline_payload_bytes: Annotated[int, Field(strict=True, ge=1024, le=1024 * 1024)] = 256 * 1024
     #: The model profile that writes compaction summaries (e.g. a cheaper one); None: the
     #: compacting agent's own model.
     summary_model: ModelProfileId | None = None
@@ -393,13 +394,13 @@ class RuntimePolicy(_Frozen):
     #: Times a run may answer again when its final answer breaks its result contract (the
     #: problem is told to the model; each retry is a turn: it counts against max_iterations and
     #: the model-call and token budgets). A request's or agent call's ``output_retries`` wins.
-    output_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    output_retries: Annotated[int, Field(strict=True, ge=0, le=10)] = 2
 
 
 class RuntimeLimits(_Frozen):
     """Limits of one root run tree (all finite). Durations accept seconds or ISO 8601."""
 
-    max_depth: Annotated[int, Field(ge=0, le=64)] = 3
+    max_depth: Annotated[int, Field(strict=True, ge=0, le=64)] = 3
     max_total_runs: _PositiveCount = 32
     max_children_per_run: _PositiveCount = 8
     max_concurrent_model_calls: _PositiveCount = 4
@@ -409,17 +410,17 @@ class RuntimeLimits(_Frozen):
     max_tool_calls: _PositiveCount = 128
     max_agent_calls: _PositiveCount = 32
     #: Handoffs of one root run (``agent.handoff``); the one past it is refused to the model.
-    max_handoffs: Annotated[int, Field(ge=0, le=1000)] = 5
-    max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] = 64 * 1024
-    max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] = 256 * 1024
+    max_handoffs: Annotated[int, Field(strict=True, ge=0, le=1000)] = 5
+    max_context_transfer_bytes: Annotated[int, Field(strict=True, gt=0, le=1024 * 1024)] = 64 * 1024
+    max_result_bytes: Annotated[int, Field(strict=True, gt=0, le=1024 * 1024)] = 256 * 1024
     #: Tool results up to this many bytes (with the call's arguments) travel in the workflow's
     #: history instead of being stored by the tool activity (one store write less per call; the
     #: entry is written with the run's next ones). 0: every tool result is stored first and
     #: only referenced, so none appears in Temporal's history or Web UI.
-    inline_tool_result_bytes: Annotated[int, Field(ge=0, le=64 * 1024)] = 2048
+    inline_tool_result_bytes: Annotated[int, Field(strict=True, ge=0, le=64 * 1024)] = 2048
     run_timeout: PositiveDuration = timedelta(minutes=5)
     root_timeout: PositiveDuration = timedelta(minutes=15)
-    token_budget: Annotated[int, Field(gt=0)] | None = None
+    token_budget: Annotated[int, Field(strict=True, gt=0)] | None = None
 
     def tightened(self, overrides: RunLimitOverrides | None) -> RuntimeLimits:
         """Apply per-request overrides; raise ValueError naming the field if one would loosen."""

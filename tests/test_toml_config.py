@@ -319,6 +319,26 @@ CASES = {
         "limits.max_iterations",
         "valid integer",
     ),
+    # Not coerced (a user found these loaded as 5 and true): a string or a number where the
+    # file means a count or a switch is a mistake to name.
+    "a number as text": (
+        MINIMAL + '[agents.assistant.limits]\nmax_iterations = "5"\n',
+        "agents.assistant",
+        "limits.max_iterations",
+        "valid integer",
+    ),
+    "a number as a switch": (
+        MINIMAL + "ask_human = 1\n",
+        "agents.assistant",
+        "ask_human",
+        "valid boolean",
+    ),
+    "a switch as a count": (
+        "[limits]\nmax_depth = true\n" + MINIMAL,
+        "limits",
+        "max_depth",
+        "valid integer",
+    ),
     "out of range in agent limits": (
         MINIMAL + "[agents.assistant.limits]\nmax_iterations = 0\n",
         "agents.assistant",
