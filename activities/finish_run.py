@@ -13,12 +13,12 @@ from otherone.activities.decided_events import call_completed_events
 from otherone.activities.lost_attempts import lost_model_attempts_at_end
 from otherone.activities.prepare_run import run_started_body
 from otherone.activities.shared import ActivityContext, pending_rows, tool_result_ids
-from otherone.activities.store_calls import brief_write, describe_store_error
+from otherone.activities.store_calls import brief_write
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
 from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
-from otherone.store.errors import StoreError
+from otherone.store.errors import StoreError, describe_store_error
 from otherone.store.events import EntryEvents
 from otherone.store.lifecycle import CallerResult, EndStored, RunEnd
 from otherone.store.records import EVENT_KEY, event_key

@@ -28,12 +28,7 @@ from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.providers import default_providers
 from otherone.activities.providers.base import ModelProvider
 from otherone.activities.run_refs import RunRefs
-from otherone.activities.store_calls import (
-    describe_store_error,
-    heartbeat_if_running,
-    is_outage,
-    store_call,
-)
+from otherone.activities.store_calls import heartbeat_if_running, store_call
 from otherone.activities.tool_events import deferred_tool_events
 from otherone.authorization import AgentCallAuthorizer
 from otherone.config import RuntimeConfig, RuntimeSnapshot
@@ -41,6 +36,7 @@ from otherone.contracts import STORE_OUTAGE_PATIENCE, PendingEntry, RunRef
 from otherone.definitions import ModelProfile
 from otherone.errors import FailureCode, OtheroneError
 from otherone.store import EntryRow, Store
+from otherone.store.errors import describe_store_error, is_outage
 from otherone.store.events import EntryEvents
 from otherone.store.memory import MemoryStore
 

@@ -1,7 +1,7 @@
 """How activities call the store and keep heartbeating: on the event loop when a call is brief
-and the store allows it, else in a thread (`store_call`, `in_thread`); which failures are a
-database outage worth waiting for (`is_outage`) and how they are described without user data;
-heartbeats only once a body lasts (`heartbeating`)."""
+and the store allows it, else in a thread (`store_call`, `in_thread`); heartbeats only once a
+body lasts (`heartbeating`). Which failures are an outage worth waiting for, and how they are
+described without user data: `otherone.store.errors`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import functools
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-import sqlalchemy.exc
 from temporalio import activity
 
 from otherone.store import Store
@@ -31,28 +30,6 @@ BRIEF_WRITE_CHARS = 64 * 1024
 def brief_write(*texts: str | None) -> bool:
     """Whether a write of ``texts`` is small enough to be made on the event loop."""
     return sum(len(text) for text in texts if text) <= BRIEF_WRITE_CHARS
-
-
-def is_outage(error: BaseException) -> bool:
-    """A database that is down, restarting or briefly busy — worth waiting for — as opposed to
-    a statement it refuses (invalid data, a violated constraint, a bug), which it would refuse
-    again however long we waited."""
-    if isinstance(error, sqlalchemy.exc.DBAPIError):
-        return error.connection_invalidated or isinstance(
-            error, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
-        )
-    return isinstance(
-        error, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError | OSError
-    )
-
-
-def describe_store_error(error: BaseException) -> str:
-    """The driver's error class and its primary message, without the statement or parameters
-    SQLAlchemy adds to its own messages (they hold user data)."""
-    cause = error.orig if isinstance(error, sqlalchemy.exc.DBAPIError) else error
-    primary = getattr(getattr(cause, "diag", None), "message_primary", None)
-    text = primary or (str(cause).strip().splitlines() or [""])[0]
-    return f"{type(cause).__name__}: {text[:200]}" if text else type(cause).__name__
 
 
 def heartbeat_if_running() -> None:

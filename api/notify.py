@@ -93,6 +93,7 @@ class SequencePoller:
         self.notifier = notifier
         self.interval = interval
         self._seen: dict[str, int] = {}
+        self._failing = False  # the last poll failed (logged once an outage)
 
     async def run(self) -> None:
         while True:
@@ -113,8 +114,14 @@ class SequencePoller:
         try:
             newest = await asyncio.to_thread(self._newest, roots)
         except Exception as error:  # the streams re-read on their own meanwhile
-            _log.warning("event poll failed: %s", error)
+            # Once per outage, not on every poll (several a second: a user saw a flood).
+            if not self._failing:
+                _log.warning("event poll failed (said once until it works again): %s", error)
+            self._failing = True
             return
+        if self._failing:
+            _log.info("event poll works again")
+        self._failing = False
         for root in roots:
             sequence = newest.get(root, 0)
             if self._seen.get(root) != sequence:

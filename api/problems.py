@@ -48,6 +48,7 @@ from otherone.errors import (
     UnavailableError,
 )
 from otherone.store import SessionBusyError, StoreError
+from otherone.store.errors import describe_store_error, is_outage
 
 __all__ = ["PROBLEM_RESPONSES", "ApiError", "Problem", "install_problem_handlers"]
 
@@ -139,6 +140,9 @@ def from_error(error: Exception) -> JSONResponse:
         return problem(409, "idempotency_conflict", error.message, field="Idempotency-Key")
     if isinstance(error, UnavailableError | StoreError):
         return problem(503, "unavailable", error.message)
+    if is_outage(error):  # the database down or restarting, met by an endpoint's own read
+        _log.warning("store unavailable: %s", describe_store_error(error))
+        return problem(503, "unavailable", f"the store: {describe_store_error(error)}")
     if isinstance(error, RPCError):
         return problem(503, "unavailable", f"Temporal: {error.message}")
     if isinstance(error, OtheroneError):

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
+from temporalio.service import RPCError
+
 from otherone.api.agui import to_ag_ui
 from otherone.api.notify import EventNotifier
 from otherone.contracts import EventRecord
-from otherone.store import Store
+from otherone.store import Store, StoreError
+from otherone.store.errors import is_outage
 
 __all__ = ["StreamFormat", "TreeReader", "TreeReaders", "TreeStream", "sse_frame"]
 
@@ -35,6 +39,7 @@ TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 BATCH = 500
 #: A stream re-reads the store at least this often even when not woken (a lost notification).
 SAFETY_READ_SECONDS = 5.0
+_log = logging.getLogger(__name__)
 
 
 def sse_frame(data: str, *, event_id: int | None = None, event: str | None = None) -> str:
@@ -207,7 +212,19 @@ class TreeStream:
                 # Before reading: a notification during the read wakes us again.
                 version = notifier.version(self.root_run_id)
                 woken.clear()
-                batch, more = await reader.after(self.after, version)
+                try:
+                    batch, more = await reader.after(self.after, version)
+                except Exception as error:
+                    if not unavailable(error):
+                        raise
+                    # The store is down: the stream stays open (heartbeats) and reads again
+                    # when it is back; a client need not reconnect, and nothing is skipped.
+                    _outage(f"the store: {error}")
+                    if await self._pause():
+                        return
+                    yield ": heartbeat (the store is unavailable; retrying)\n\n"
+                    last_sent = time.monotonic()
+                    continue
                 for record in batch:
                     self.after = record.sequence
                     for frame in frames_of(record, self.format):
@@ -248,6 +265,35 @@ class TreeStream:
         if done:
             return "woken"
         # Quiet: a root that is no longer running will write nothing more.
-        if await self.is_running() or await self.pending():
+        try:
+            running = await self.is_running() or await self.pending()
+        except Exception as error:
+            if not unavailable(error):
+                raise
+            _outage(f"Temporal: {error}")  # not known to have ended: keep waiting
             return "quiet"
-        return "end"
+        return "quiet" if running else "end"
+
+    async def _pause(self) -> bool:
+        """Wait before reading again after a failed read; True when the server closes."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.closing.wait(), SAFETY_READ_SECONDS)
+        return self.closing.is_set()
+
+
+def unavailable(error: BaseException) -> bool:
+    """Temporal or the store out of reach (worth waiting for), not a bug."""
+    return isinstance(error, RPCError | StoreError) or is_outage(error)
+
+
+_last_outage_log = 0.0
+
+
+def _outage(what: str) -> None:
+    """Log an outage a stream met, at most once a minute for all streams (many streams
+    would each say it on every read)."""
+    global _last_outage_log
+    now = time.monotonic()
+    if now - _last_outage_log >= 60:
+        _last_outage_log = now
+        _log.warning("event streams wait: %s is unavailable", what)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlalchemy.exc
+
 from otherone.errors import FailureCode, OtheroneError
 
 
@@ -45,3 +47,25 @@ class DatabaseLocked(Exception):
     """A call that must not wait met a lock another connection holds; nothing was written
     (`StoreBase.call_without_waiting`). Never leaves the worker: the call is made again in a
     thread, where waiting is fine."""
+
+
+def is_outage(error: BaseException) -> bool:
+    """A database that is down, restarting or briefly busy — worth waiting for — as opposed to
+    a statement it refuses (invalid data, a violated constraint, a bug), which it would refuse
+    again however long we waited."""
+    if isinstance(error, sqlalchemy.exc.DBAPIError):
+        return error.connection_invalidated or isinstance(
+            error, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
+        )
+    return isinstance(
+        error, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError | OSError
+    )
+
+
+def describe_store_error(error: BaseException) -> str:
+    """The driver's error class and its primary message, without the statement or parameters
+    SQLAlchemy adds to its own messages (they hold user data)."""
+    cause = error.orig if isinstance(error, sqlalchemy.exc.DBAPIError) else error
+    primary = getattr(getattr(cause, "diag", None), "message_primary", None)
+    text = primary or (str(cause).strip().splitlines() or [""])[0]
+    return f"{type(cause).__name__}: {text[:200]}" if text else type(cause).__name__

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy.exc
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 from temporalio.client import Client
@@ -26,6 +28,7 @@ from otherone.api import ApiToken, openapi_schema
 from otherone.api.dependencies import ApiContext
 from otherone.api.server import ApiServer, bind_host, check_can_listen, parse_tokens
 from otherone.errors import ConfigurationError
+from otherone.store import Store
 from otherone.tools import tool
 from otherone.worker.settings import Settings
 from tests.api_env import ApiEnv, api_env
@@ -694,3 +697,64 @@ async def test_workers_says_whether_a_worker_polls_the_task_queue(
         "live_activity_pollers": 0,
         "pollers": [],
     }
+
+
+class StoreThatGoesDown(Store):
+    """The API's store on the workers' database, whose reads meet a database that is down (the
+    driver's error, as SQLAlchemy raises it) while ``down`` is set."""
+
+    down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise sqlalchemy.exc.OperationalError(
+                "SELECT ...", {}, sqlite3.OperationalError("unable to open database file")
+            )
+
+    def read_events(self, root_run_id: str, **options: Any) -> list[Any]:
+        self._check()
+        return super().read_events(root_run_id, **options)
+
+    def session_infos(self, partition_key: str, *, include_internal: bool = False) -> list[Any]:
+        self._check()
+        return super().session_infos(partition_key, include_internal=include_internal)
+
+
+async def test_a_store_outage_is_503_and_open_streams_wait_it_out(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Found by a user: endpoints reading the store answered 500 with a traceback, and open
+    event streams were cut off mid-response. Now 503 `unavailable`, and a stream stays open
+    (heartbeats) and goes on, gap-free, when the store is back."""
+    answer = {"chunks": [f"w{i} " for i in range(8)], "chunk_delay_seconds": 0.5}
+    config = scripted_config({"agent": [answer]})
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        down = StoreThatGoesDown(api.env.store.engine)
+        context = ApiContext(
+            temporal=client, store=down, task_queue=task_queue, heartbeat_seconds=0.5
+        )
+        async with (
+            ApiServer(context, log_level="warning") as server,
+            httpx.AsyncClient(base_url=server.url, timeout=30) as http,
+        ):
+            started = await http.post("/v1/runs", json={"entry_agent": "agent", "input": "go"})
+            run_id = started.json()["run_id"]
+            url = f"/v1/runs/{run_id}/events"
+            streaming = asyncio.ensure_future(read_stream(http, url, comments=True))
+            await wait_until(
+                lambda: any(
+                    r.event["type"] == "model_delta" for r in api.env.store.read_events(run_id)
+                )
+            )
+            down.down = True
+            sessions = await http.get("/v1/sessions")
+            await asyncio.sleep(2)  # the outage: the stream's reads fail meanwhile
+            down.down = False
+            status, frames = await asyncio.wait_for(streaming, 60)
+    assert sessions.status_code == 503 and sessions.json()["code"] == "unavailable"
+    assert status == 200
+    events = [frame for frame in frames if not frame.comment]
+    sequences = [int(frame.id or 0) for frame in events]
+    assert sequences == list(range(1, len(sequences) + 1))  # gap-free, none twice
+    assert json.loads(events[-1].data)["event"]["type"] == "run_completed"
+    assert any(frame.comment for frame in frames)  # heartbeats kept it open meanwhile

@@ -17,9 +17,9 @@ import sqlalchemy.exc
 from sqlalchemy import Connection, insert, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
-from otherone.activities.store_calls import is_outage
 from otherone.contracts import RunRef
 from otherone.store import Store
+from otherone.store.errors import is_outage
 from otherone.store.prepared import Prepared
 from otherone.store.schema import events
 from otherone.store.statements import TurnStatements
