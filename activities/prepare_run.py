@@ -9,15 +9,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
-from otherone.contracts import PrepareRunInput, RunPlan, RunRef, ToolSettings
+from otherone.contracts import RUN_ID_USED, PrepareRunInput, RunPlan, RunRef, ToolSettings
 from otherone.definitions import RuntimeLimits
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_problem
 from otherone.runs import RunRecord, RunStatus
 from otherone.store import SessionBusyError
+from otherone.store.errors import RunIdUsed
 from otherone.store.lifecycle import SessionLease
 from otherone.store.records import EVENT_KEY, event_key
 
@@ -57,6 +59,10 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         await _start(context, ref, lease, record, started)
     except SessionBusyError as error:
         raise failure(FailureCode.SESSION_BUSY, error.message) from error
+    except RunIdUsed as error:
+        # Not retryable, and the workflow ends without writing anything (the id's record,
+        # events and transcript are the ended run's).
+        raise ApplicationError(error.message, type=RUN_ID_USED, non_retryable=True) from None
     return RunPlan(
         snapshot_version=snapshot.version,
         agent_id=agent.id,

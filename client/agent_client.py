@@ -293,7 +293,36 @@ class AgentClient:
                     ) from None
                 raise
             return record.model_copy(update={"output": await self.resolve_output(record.output)})
-        return record_from_result(await self.result(run_id), description)
+        result = await self.result(run_id)
+        ended = record_from_result(result, description)
+        if result.agent_id:  # our structured result: the record needs no store (`show` opens
+            return ended  # none unless its output is an artifact)
+        # It ended without returning one (terminated from outside): what the store knows of
+        # it, with the end Temporal reports.
+        stored = await self._stored_record(ended.partition_key, run_id)
+        if stored is None or stored.status.is_terminal:
+            return ended
+        return stored.model_copy(
+            update={
+                "status": ended.status,
+                "failure": ended.failure,
+                "finished_at": ended.finished_at,
+            }
+        )
+
+    async def _stored_record(self, partition_key: str, run_id: str) -> RunRecord | None:
+        """The run's record in the store (None without a store, when it has none, or when
+        the store is down: Temporal's account of the run is enough then)."""
+        if self.store is None:
+            return None
+        from otherone.store.errors import StoreError, is_outage
+
+        try:
+            return await asyncio.to_thread(self.store.get_run_record, partition_key, run_id)
+        except Exception as error:
+            if is_outage(error) or isinstance(error, StoreError):
+                return None
+            raise
 
     async def describe_run(self, run_id: str) -> WorkflowExecutionDescription:
         """Temporal's description of a run (status, root, times) without asking a worker;
@@ -402,7 +431,12 @@ class AgentClient:
         a person, the store's events (or, without a store, the runs themselves) say what they
         wait for. Any run of a tree names it; an unknown run is `RunNotFoundError`. A scoped
         client sees its own partition only."""
-        query = f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
+        # Running ones only: a run terminated from outside keeps its last `OtheroneStatus`
+        # (nothing of ours ran to change it), and its requests can never be decided.
+        query = (
+            f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
+            ' AND ExecutionStatus = "Running"'
+        )
         if root_run_id is not None:
             check_root_run_id(root_run_id)
             # An unknown run is "not found", not "nothing waits"; a child's id names its tree.

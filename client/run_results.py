@@ -65,11 +65,13 @@ def record_from_result(
     found = description.typed_search_attributes
     return RunRecord(
         run_id=result.run_id,
-        root_run_id=result.root_run_id,
+        # A run that did not return our result (terminated): its search attributes and
+        # Temporal's tree say what it was.
+        root_run_id=description.root_id or result.root_run_id,
         parent_run_id=description.parent_id,
         agent_call_id=found.get(attrs.CALL_ID),
-        agent_id=result.agent_id,
-        session_id=result.session_id or None,
+        agent_id=result.agent_id or found.get(attrs.AGENT_ID) or "",
+        session_id=result.session_id or found.get(attrs.SESSION_ID) or None,
         partition_key=found.get(attrs.PARTITION) or DEFAULT_PARTITION,
         status=STATUS_FOR_OUTCOME[result.outcome],
         depth=found.get(attrs.DEPTH) or 0,

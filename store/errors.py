@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlalchemy.exc
-
 from otherone.errors import FailureCode, OtheroneError
 
 
@@ -43,6 +41,22 @@ class RunAlreadyEnded(OtheroneError):
         self.status = status
 
 
+class RunIdUsed(OtheroneError):
+    """A run started under the id of a run that has ended: another Temporal execution of the
+    same workflow id (a second `temporal workflow start` of a closed id, which Temporal's
+    default reuse policy allows). A run id is used once: its record, events and transcript
+    belong to the run that ended, so nothing is written."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(
+            f"run '{run_id}' has already run and ended ({status}): a run id is used once. "
+            "Start a new run (a new id, or an idempotency key of its own); to go on with the "
+            "conversation, name the same session"
+        )
+        self.run_id = run_id
+        self.status = status
+
+
 class DatabaseLocked(Exception):
     """A call that must not wait met a lock another connection holds; nothing was written
     (`StoreBase.call_without_waiting`). Never leaves the worker: the call is made again in a
@@ -53,6 +67,8 @@ def is_outage(error: BaseException) -> bool:
     """A database that is down, restarting or briefly busy — worth waiting for — as opposed to
     a statement it refuses (invalid data, a violated constraint, a bug), which it would refuse
     again however long we waited."""
+    import sqlalchemy.exc  # here: the CLI imports this module's errors, not SQLAlchemy
+
     if isinstance(error, sqlalchemy.exc.DBAPIError):
         return error.connection_invalidated or isinstance(
             error, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
@@ -65,6 +81,8 @@ def is_outage(error: BaseException) -> bool:
 def describe_store_error(error: BaseException) -> str:
     """The driver's error class and its primary message, without the statement or parameters
     SQLAlchemy adds to its own messages (they hold user data)."""
+    import sqlalchemy.exc
+
     cause = error.orig if isinstance(error, sqlalchemy.exc.DBAPIError) else error
     primary = getattr(getattr(cause, "diag", None), "message_primary", None)
     text = primary or (str(cause).strip().splitlines() or [""])[0]

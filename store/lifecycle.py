@@ -34,7 +34,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from otherone.contracts import RunRef
 from otherone.runs import RunRecord, RunStatus
-from otherone.store.errors import SessionBusyError
+from otherone.store.errors import RunIdUsed, SessionBusyError
 from otherone.store.events import EntryEvents
 from otherone.store.prepared import Prepared
 from otherone.store.records import EntryRow, utc
@@ -109,15 +109,15 @@ class LifecycleStatements:
         )
         upsert = insert(run_records).values({name: bindparam(name) for name in RECORD_COLUMNS})
         excluded = upsert.excluded
-        self.upsert_record = Prepared(
-            upsert.on_conflict_do_update(
-                index_elements=list(_RECORD_KEY),
-                set_={name: excluded[name] for name in RECORD_COLUMNS if name not in _RECORD_KEY},
-                # A terminal record is final: a late non-terminal write does not replace it.
-                where=run_records.c.status.not_in(_TERMINAL) | excluded.status.in_(_TERMINAL),
-            ),
-            dialect,
+        upserted = upsert.on_conflict_do_update(
+            index_elements=list(_RECORD_KEY),
+            set_={name: excluded[name] for name in RECORD_COLUMNS if name not in _RECORD_KEY},
+            # A terminal record is final: a late non-terminal write does not replace it.
+            where=run_records.c.status.not_in(_TERMINAL) | excluded.status.in_(_TERMINAL),
         )
+        self.upsert_record = Prepared(upserted, dialect)
+        #: The same, saying whether it wrote (no row back: the run's record is terminal).
+        self.start_record = Prepared(upserted.returning(run_records.c.run_id), dialect)
 
 
 def acquire(
@@ -166,6 +166,19 @@ def release(
     """Give the lease back in the caller's transaction (`Store.release_session`)."""
     values = {"partition_key": partition_key, "session_id": session_id, "run_id": run_id}
     statements.release.rows(conn, {**values, "now": utc_now()})
+
+
+def start_record(conn: Connection, statements: LifecycleStatements, record: RunRecord) -> None:
+    """``record`` of a run that starts, in the caller's transaction; `RunIdUsed` when the run
+    id's record holds an end (the transaction then writes nothing)."""
+    if not statements.start_record.rows(conn, run_record_values(record)):
+        stored = conn.execute(
+            select(run_records.c.status).where(
+                (run_records.c.partition_key == record.partition_key)
+                & (run_records.c.run_id == record.run_id)
+            )
+        ).scalar()
+        raise RunIdUsed(record.run_id, str(stored))
 
 
 def upsert_record(conn: Connection, statements: LifecycleStatements, record: RunRecord) -> None:

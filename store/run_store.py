@@ -19,6 +19,7 @@ from otherone.store.lifecycle import (
     SessionLease,
     acquire,
     release,
+    start_record,
     upsert_record,
 )
 from otherone.store.records import SessionInfo, aware
@@ -66,17 +67,19 @@ class RunStore(StoreBase):
     def start_run(
         self, lease: SessionLease, record: RunRecord, ref: RunRef, bodies: Sequence[dict[str, Any]]
     ) -> None:
-        """A run's start in one transaction: take ``lease`` (as `acquire_session`: raises
-        `SessionBusyError`, and nothing is written, when another live run holds it), store
-        ``record`` (`upsert_run_record`) and append ``bodies`` (`append_events`).
+        """A run's start in one transaction: store ``record`` (raises `RunIdUsed`, and
+        nothing is written, when the run id's record holds an end: another execution of an
+        ended run's id), take ``lease`` (as `acquire_session`: raises `SessionBusyError`, and
+        nothing is written, when another live run holds it) and append ``bodies``
+        (`append_events`).
 
         A session created now has no entries: its (empty) context goes into `contexts`, so its
         first turn knows it without a read (`ContextCache.holds`)."""
         statements, turn = self._lifecycle, self._turn
 
         def write(conn: Connection) -> bool:
+            start_record(conn, statements, record)  # first: a used run id takes no lease
             created = acquire(conn, statements, lease)
-            upsert_record(conn, statements, record)
             insert_events(conn, turn, ref, bodies)
             return created
 

@@ -18,8 +18,9 @@ import pytest
 from rich.console import Console
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.activities.approvals import approval_needs
@@ -28,6 +29,8 @@ from otherone.client.agent_client import AgentClient, RunHandle, build_request
 from otherone.client.watch import WatchState, render_tree
 from otherone.contracts import (
     QUERY_APPROVALS,
+    UPDATE_DECIDE_APPROVAL,
+    ApprovalDecision,
     ApprovalNeed,
     ApprovalRequest,
     EventRecord,
@@ -282,6 +285,28 @@ async def test_cancelling_a_waiting_run_ends_it_cancelled(
             await env.agents.approve(handle.run_id, "mail")
 
 
+async def test_a_waiting_run_terminated_from_outside_is_not_listed(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Terminated, a run keeps its last `OtheroneStatus` (nothing of ours ran to change it):
+    its requests can never be decided, so they are not listed (a user found them listed, and
+    `approve` then refused)."""
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "never"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        await client.get_workflow_handle(handle.run_id).terminate("by hand")
+
+        async def unlisted() -> bool:
+            return await env.agents.pending_approvals(handle.run_id) == []
+
+        await wait_until(unlisted, within=20, message="the terminated run's request unlisted")
+
+
 async def test_a_mixed_turn_runs_plain_calls_at_once_and_keeps_tool_call_order(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
@@ -398,6 +423,14 @@ async def test_decisions_are_idempotent_conflicts_and_unknown_calls_refused(
         await open_requests(env.agents, handle.run_id)
         with pytest.raises(ApprovalNotFoundError):
             await env.agents.approve(handle.run_id, "no-such-call")
+        # To a plain Temporal client the refusal says it is final (a generic retry is no use).
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await client.get_workflow_handle(handle.run_id).execute_update(
+                UPDATE_DECIDE_APPROVAL,
+                ApprovalDecision(call_id="no-such-call", decision="approve", identity="me"),
+            )
+        assert isinstance(refused.value.cause, ApplicationError)
+        assert refused.value.cause.non_retryable
         first, second = await asyncio.gather(
             env.agents.approve(handle.run_id, "mail"), env.agents.approve(handle.run_id, "mail")
         )

@@ -784,7 +784,7 @@ async def test_cli_db_upgrade_on_a_new_file_then_sessions(tmp_path: Path) -> Non
     assert "chat-1" in table[1] and "run-1" in table[1]  # the session and its lease holder
     assert "child-1" not in table[1]
     rows = json.loads(everything[1])
-    assert [(row["session_id"], row["internal"], row["held_by"]) for row in rows] == [
+    assert [(row["session_id"], row["internal"], row["lease_run_id"]) for row in rows] == [
         ("chat-1", False, "run-1"),
         ("child-1", True, "run-2"),
     ]

@@ -30,7 +30,7 @@ from otherone.contract_schemas import SCHEMA_DIR, SCHEMAS, schema_text, stale
 from otherone.contracts import SIGNAL_USER_MESSAGES, WORKFLOW_NAME
 from otherone.errors import RunNotFoundError
 from otherone.examples import EXAMPLE_CONFIG
-from otherone.runs import AgentRunResult, RunOutcome
+from otherone.runs import AgentRunResult, RunOutcome, RunStatus
 from otherone.toml_config import load_config
 from otherone.workflows import AgentRunWorkflow
 from tests.harness import agent_env, scripted_config, wait_until
@@ -127,6 +127,52 @@ async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
         assert result["outcome"] == "failed", result
         assert result["failure"]["code"] == "invalid_request"
         assert f"{wrong_field}: " in result["failure"]["message"]
+
+
+async def test_a_second_execution_of_an_ended_runs_id_is_refused_and_writes_nothing(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Temporal's default reuse policy lets a closed workflow id start again. A run id is
+    used once (its record, events and transcript are the ended run's): the new execution is
+    refused, writes nothing, and says so (a user found it ran the whole turn again, wrote a
+    second transcript, then returned the old run's outcome)."""
+    run_id = f"run-reused-{uuid.uuid4().hex[:8]}"
+    config = scripted_config({"assistant": ["first answer", "second answer"]})
+    raw = _raw_input(run_id, agent="assistant")
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        first = await client.execute_workflow(WORKFLOW_NAME, raw, id=run_id, task_queue=task_queue)
+        stored = env.store.read_events(run_id, limit=1000)
+        again = await client.execute_workflow(WORKFLOW_NAME, raw, id=run_id, task_queue=task_queue)
+        record = env.store.get_run_record("local", run_id)
+        entries = env.store.load_entries("local", first["session_id"])
+        after = env.store.read_events(run_id, limit=1000)
+        query = f'WorkflowId = "{run_id}" AND OtheroneStatus = "failed"'
+        await wait_until(lambda: _count(client, query, 1), message="the refusal listed")
+    assert first["outcome"] == "completed" and first["output"]["value"] == "first answer"
+    assert again["outcome"] == "failed" and again["failure"]["code"] == "invalid_request"
+    assert "has already run and ended (completed)" in again["failure"]["message"]
+    assert record is not None and record.status.value == "completed"
+    assert [entry.content for entry in entries] == ["Add 2 and 3.", "first answer"]
+    assert after == stored
+
+
+async def test_a_run_terminated_from_outside_is_shown_as_what_it_was(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """No result of ours: the record comes from the store and the run's search attributes,
+    with the end Temporal reports (a user saw an empty agent, no session and the run as its
+    own root)."""
+    run_id = f"run-terminated-{uuid.uuid4().hex[:8]}"
+    async with agent_env(client, task_queue, load_config(EXAMPLE_CONFIG), tmp_path) as env:
+        await client.start_workflow(
+            WORKFLOW_NAME, _raw_input(run_id), id=run_id, task_queue=task_queue
+        )
+        await _waiting(env.agents, run_id)
+        await client.get_workflow_handle(run_id).terminate("by hand")
+        record = await env.agents.get_run(run_id)
+    assert record.status is RunStatus.FAILED and record.agent_id == "clerk"
+    assert record.root_run_id == run_id and record.session_id
+    assert record.failure is not None and "terminated" in record.failure.message
 
 
 async def test_a_malformed_signal_is_refused_visibly_and_the_run_goes_on(

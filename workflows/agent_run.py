@@ -61,7 +61,7 @@ from otherone.workflows.run_input import (
 )
 from otherone.workflows.run_state import RunState
 from otherone.workflows.spawn_results import report_to_caller
-from otherone.workflows.store_steps import prepare_run
+from otherone.workflows.store_steps import RunIdUsedError, prepare_run
 from otherone.workflows.turns import run_until_deadline
 
 #: Patch id: a run whose input's run_id is not its workflow id (or a root whose root_run_id is
@@ -176,6 +176,8 @@ class AgentRunWorkflow:
             ending = await self._execute()
         except asyncio.CancelledError:  # cancelled while preparing, before the loop began
             ending = Ending.of(RunOutcome.CANCELLED)
+        except RunIdUsedError as used:  # another execution of an ended run's id
+            return refused(state, str(used), visible=True)
         plan = state.plan
         on_exit = plan.spawned_on_exit if plan is not None else "cancel"
         await state.spawns.finish(ending.outcome, on_exit, state.deadline_at)

@@ -138,30 +138,36 @@ class ApprovalGate:
         request = self._requests.get(decision.call_id)
         if request is None:
             raise ApplicationError(
-                f"no approval request for call '{decision.call_id}'", type=APPROVAL_NOT_FOUND
+                f"no approval request for call '{decision.call_id}'",
+                type=APPROVAL_NOT_FOUND,
+                non_retryable=True,  # the same decision is refused again: retrying is no use
             )
         if request.approvers and decision.identity not in request.approvers:
             raise ApplicationError(
                 f"'{decision.identity}' may not decide call '{decision.call_id}' "
                 f"(approvers: {', '.join(request.approvers)})",
                 type=APPROVAL_NOT_ALLOWED,
+                non_retryable=True,
             )
         expected = "answer" if request.kind == "question" else None
         if expected == "answer" and decision.decision == "approve":
             raise ApplicationError(
                 f"call '{decision.call_id}' asks a question: answer it (or deny it)",
                 type=INVALID_ARGUMENTS,
+                non_retryable=True,
             )
         if request.kind == "approval" and decision.decision == "answer":
             raise ApplicationError(
                 f"call '{decision.call_id}' needs an approval, not an answer",
                 type=INVALID_ARGUMENTS,
+                non_retryable=True,
             )
         if request.decision is not None and not same_decision(request.decision, decision):
             raise ApplicationError(
                 f"call '{decision.call_id}' was already {request.decision.decision} by "
                 f"{request.decision.decided_by} at {request.decision.decided_at.isoformat()}",
                 type=APPROVAL_CONFLICT,
+                non_retryable=True,
             )
 
     def request(self, call_id: str) -> ApprovalRequest:

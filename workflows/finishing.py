@@ -71,13 +71,17 @@ async def finish_shielded(state: RunState, ending: Ending, ref: RunRef) -> Agent
     return result
 
 
-def refused(state: RunState, problem: str) -> AgentRunResult:
-    """The input is not a run request: nothing was prepared, nothing is written."""
+def refused(state: RunState, problem: str, *, visible: bool = False) -> AgentRunResult:
+    """The input is not a run request (or its run id belongs to a run that ended): nothing was
+    prepared, nothing is written. ``visible``: the run's search attributes were set, so its
+    `OtheroneStatus` says it failed."""
     failure = AgentFailure(code=FailureCode.INVALID_REQUEST, message=problem)
     state.ending = Ending.failed(failure)
     state.status = RunStatus.FAILED
     state.finished_at = workflow.now()
     workflow.logger.warning("run input refused: %s", problem)
+    if visible:
+        workflow.upsert_search_attributes([attrs.STATUS.value_set(state.status.value)])
     return refused_result(state.input, failure)
 
 

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_FINISH_RUN,
         ACTIVITY_HAND_OFF,
         ACTIVITY_PREPARE_RUN,
+        RUN_ID_USED,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
         STORE_TOTAL_TIMEOUT,
@@ -55,6 +56,11 @@ CANCELLABLE_PREPARE = "cancellable-prepare"
 LOCAL_PREPARE_FINISH = "local-prepare-finish"
 
 
+class RunIdUsedError(Exception):
+    """The run's id belongs to a run that ended (`RUN_ID_USED`): this execution ends refused
+    and writes nothing (`finishing.refused`)."""
+
+
 async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
     """The run's plan, or the ending of a run that could not be prepared (a cancelled prepare
     raises `CancelledError`: the run ends cancelled, not failed)."""
@@ -83,6 +89,9 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
         )
     except ActivityError as error:
         reraise_cancellation(error)  # `run` ends the run cancelled, not failed
+        cause = error.cause
+        if isinstance(cause, ApplicationError) and cause.type == RUN_ID_USED:
+            raise RunIdUsedError(cause.message) from None
         # Prepare is store work: running out of time is a storage error.
         return Ending.failed(failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR))
     if (

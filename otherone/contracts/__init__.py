@@ -91,6 +91,9 @@ STORE_ACTIVITY_TIMEOUT = timedelta(minutes=5)
 #: All attempts of a store activity together: a store that stays down or keeps refusing a write
 #: ends the run (`storage_error`) instead of keeping it alive for ever.
 STORE_TOTAL_TIMEOUT = timedelta(minutes=10)
+#: The error type of a start refused because its run id belongs to a run that ended
+#: (`otherone.store.errors.RunIdUsed`): the run ends refused, writing nothing.
+RUN_ID_USED = "run_id_used"
 
 
 #: Activity inputs and results: written by our workers, read by our workers and workflows only,
@@ -125,6 +128,7 @@ __all__ = [
     "QUERY_APPROVALS",
     "QUERY_RECORD",
     "QUERY_RUN_REF",
+    "RUN_ID_USED",
     "SIGNAL_SPAWNED_RUN_ENDED",
     "SIGNAL_USER_MESSAGES",
     "STORE_ACTIVITY_TIMEOUT",
