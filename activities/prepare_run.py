@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
@@ -56,7 +58,12 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
     )
     record = _running_record(input, agent.version)
     try:
-        await _start(context, ref, lease, record, started)
+        try:
+            await _start(context, ref, lease, record, started)
+        except SessionBusyError as busy:
+            if not await _ended_holder(context, busy.holder, ref):
+                raise
+            await _start(context, ref, lease, record, started)  # its lease was released
     except SessionBusyError as error:
         raise failure(FailureCode.SESSION_BUSY, error.message) from error
     except RunIdUsed as error:
@@ -105,6 +112,28 @@ def _tool_settings(
     if source is None:
         return None
     return ToolSettings(timeout_seconds=source.timeout_seconds, max_attempts=source.max_attempts)
+
+
+async def _ended_holder(context: ActivityContext, holder: str, ref: RunRef) -> bool:
+    """Whether the session's lease holder has ended in Temporal (terminated from outside: its
+    finish never gave the lease back, which then blocked the session until the lease
+    expired); if so its lease is released. A holder Temporal does not know (retention) has
+    ended too; a failed look says nothing (the session stays busy)."""
+    try:
+        description = await activity.client().get_workflow_handle(holder).describe()
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            return False
+    except Exception:
+        return False
+    else:
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            return False
+    activity.logger.warning(
+        "session %s: its holder %s has ended; lease released", ref.session_id, holder
+    )
+    await context.io(context.store.release_session, ref.partition_key, ref.session_id, holder)
+    return True
 
 
 async def _start(

@@ -205,7 +205,7 @@ class AgentClient:
             assert request.idempotency_key is not None
             await self._check_fingerprint(legacy, request.idempotency_key, fingerprint)
             return legacy
-        await check_session_free(self.store, request, run_id)
+        await check_session_free(self.store, request, run_id, self._holds_its_lease)
         request = with_session_id(request)  # after the fingerprint: no part of it
         # A key used before (finished run) is refused; the fingerprint check below decides.
         with contextlib.suppress(WorkflowAlreadyStartedError):
@@ -513,6 +513,13 @@ class AgentClient:
             return await self._workflow(run_id).describe()
         except RPCError as error:
             raise not_found_or(error, run_id) from None
+
+    async def _holds_its_lease(self, run_id: str) -> bool:
+        """Whether a session's lease holder still runs (an unknown one does not: retention)."""
+        try:
+            return await self._is_running(run_id)
+        except RunNotFoundError:
+            return False
 
     async def _is_running(self, run_id: str) -> bool:
         description = await self._describe(run_id)

@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -115,14 +116,25 @@ def with_session_id(request: AgentRunRequest) -> AgentRunRequest:
     return request.model_copy(update={"session": session})
 
 
-async def check_session_free(store: Store | None, request: AgentRunRequest, run_id: str) -> None:
+async def check_session_free(
+    store: Store | None,
+    request: AgentRunRequest,
+    run_id: str,
+    still_running: Callable[[str], Awaitable[bool]],
+) -> None:
     """With the store: a session another live run writes to refuses the start
     (`SessionBusyError`), and no workflow is left behind. (Two starts racing for a free
-    session both pass here; the second run then ends `failed/session_busy`.)"""
+    session both pass here; the second run then ends `failed/session_busy`.)
+
+    A holder Temporal reports ended (``still_running`` false: terminated from outside, so its
+    finish never gave the lease back) holds nothing: its lease is released here."""
     session_id = request.session.session_id
     if store is None or session_id is None:
         return
     partition = request.runtime_context.partition_key
     holder = await asyncio.to_thread(store.session_holder, partition, session_id)
-    if holder is not None and holder != run_id:  # the same run again is a join, not busy
+    if holder is None or holder == run_id:  # the same run again is a join, not busy
+        return
+    if await still_running(holder):
         raise SessionBusyError(session_id, holder)
+    await asyncio.to_thread(store.release_session, partition, session_id, holder)

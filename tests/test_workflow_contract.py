@@ -175,6 +175,39 @@ async def test_a_run_terminated_from_outside_is_shown_as_what_it_was(
     assert record.failure is not None and "terminated" in record.failure.message
 
 
+async def test_a_session_whose_run_was_terminated_is_free_again(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A run terminated from outside never gives its session's lease back: the session was
+    busy until the lease expired (a user found it refused for minutes). A holder Temporal
+    reports ended holds nothing: the next run takes the session, whether started by
+    `AgentClient` (which checks first) or by a plain client (the run's prepare checks)."""
+    session = {"session_id": f"chat-{uuid.uuid4().hex[:8]}"}
+    config = load_config(EXAMPLE_CONFIG)
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        held = f"run-held-{uuid.uuid4().hex[:8]}"
+        for attempt, start in enumerate(("agent_client", "plain_client")):
+            await client.start_workflow(
+                WORKFLOW_NAME,
+                _raw_input(f"{held}-{attempt}", session=session),
+                id=f"{held}-{attempt}",
+                task_queue=task_queue,
+            )
+            await _waiting(env.agents, f"{held}-{attempt}")
+            await client.get_workflow_handle(f"{held}-{attempt}").terminate("by hand")
+            request = {"entry_agent": "assistant", "input": "weather?", "session": session}
+            if start == "agent_client":
+                result = await env.agents.run(build_request(**request))
+                assert result.outcome is RunOutcome.COMPLETED, result.failure
+            else:
+                next_id = f"run-next-{uuid.uuid4().hex[:8]}"
+                raw = {"run_id": next_id, "root_run_id": next_id, "request": request}
+                done = await client.execute_workflow(
+                    WORKFLOW_NAME, raw, id=next_id, task_queue=task_queue
+                )
+                assert done["outcome"] == "completed", done
+
+
 async def test_a_malformed_signal_is_refused_visibly_and_the_run_goes_on(
     client: Client, task_queue: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
