@@ -479,6 +479,10 @@ async def test_human_ask_waits_for_the_answer_which_becomes_the_tool_result(
     assert result.text == "Paris it is"
     [message] = tool_messages(provider)
     assert json.loads(message["content"])["answer"] == "Paris"
+    # A tool call like any: its start and end (AG-UI's TOOL_CALL_* too; a user found none).
+    ends = [e["type"] for e in events(env.store, handle.run_id, "tool_started")]
+    ends += [e["type"] for e in events(env.store, handle.run_id, "tool_completed")]
+    assert ends == ["tool_started", "tool_completed"]
 
 
 async def test_human_ask_is_refused_when_the_agent_does_not_offer_it(

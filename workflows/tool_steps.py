@@ -379,8 +379,9 @@ class ToolSteps:
                 ending = ending or step
             elif isinstance(step, PendingEntry):
                 entries.append(step.model_copy(update={"key": key}))
-                # Refused or not run, or a handoff: no activity announced it.
-                if step.error_kind is not None or Handoffs.is_handoff(self._plan, call):
+                # Refused or not run, a handoff, a person's answer to `human.ask`: no activity
+                # announced it (agent calls and spawn tools announce theirs as they run).
+                if step.error_kind is not None or call.id not in self.answered:
                     self._decided.add(*refused_tool_events(call, step))
             else:
                 ending = ending or _run_ending(call, step)
