@@ -123,10 +123,18 @@ async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
         not_own_root = await client.execute_workflow(
             WORKFLOW_NAME, root, id=f"{run_id}-2", task_queue=task_queue
         )
+        # Listed by status like any failed run (a user found refused runs under no status).
+        empty = await client.execute_workflow(
+            WORKFLOW_NAME, {}, id=f"{run_id}-3", task_queue=task_queue
+        )
+        for refused_id in (run_id, f"{run_id}-2", f"{run_id}-3"):
+            query = f'WorkflowId = "{refused_id}" AND OtheroneStatus = "failed"'
+            await wait_until(lambda q=query: _count(client, q, 1), message=refused_id)
     for result, wrong_field in ((wrong, "run_id"), (not_own_root, "root_run_id")):
         assert result["outcome"] == "failed", result
         assert result["failure"]["code"] == "invalid_request"
         assert f"{wrong_field}: " in result["failure"]["message"]
+    assert empty["failure"]["code"] == "invalid_request"
 
 
 async def test_a_second_execution_of_an_ended_runs_id_is_refused_and_writes_nothing(

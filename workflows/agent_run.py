@@ -70,6 +70,9 @@ RUN_ID_IS_WORKFLOW_ID = "run-id-is-workflow-id"
 #: Patch id: a run started without our search attributes (by `temporal workflow start`, say)
 #: sets them itself.
 SELF_DESCRIBED = "self-described"
+#: Patch id: a run refused as `invalid_request` (its input is not a run request) sets
+#: `OtheroneStatus = "failed"`, so `OtheroneStatus` queries list it (it set no attribute).
+REFUSALS_LISTED = "refusals-listed"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -164,10 +167,10 @@ class AgentRunWorkflow:
         state = self._state
         state.started_at = workflow.now()
         if self._invalid_input is not None:
-            return refused(state, self._invalid_input)
+            return refused(state, self._invalid_input, visible=patches.patched(REFUSALS_LISTED))
         wrong_ids = id_problem(state.input)
         if wrong_ids is not None and patches.patched(RUN_ID_IS_WORKFLOW_ID):
-            return refused(state, wrong_ids)
+            return refused(state, wrong_ids, visible=patches.patched(REFUSALS_LISTED))
         self._describe_self()
         if not state.session_id and state.input.carry is None:
             state.session_id = f"session-{workflow.uuid4()}"
