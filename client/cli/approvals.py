@@ -34,9 +34,19 @@ async def cmd_approvals(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
+def _sending(ctx: Context, run_id: str, call_id: str) -> None:
+    """What an interrupted decision means: once sent, it stays with the run (Temporal keeps
+    the update) and is applied when a worker takes it; another decision is refused then."""
+    ctx.interrupt_note = (
+        f"interrupted: the decision on call {call_id} of run {run_id} may already be with the "
+        "run; if so it is applied when a worker takes it (see `otherone approvals`)"
+    )
+
+
 async def cmd_approve(args: argparse.Namespace, ctx: Context) -> int:
     arguments = _edited_arguments(args.arguments)
     agents = await agent_client(ctx)
+    _sending(ctx, args.run_id, args.call_id)
     request = await agents.approve(args.run_id, args.call_id, arguments)
     _print_decided(ctx, request)
     return EXIT_OK
@@ -44,6 +54,7 @@ async def cmd_approve(args: argparse.Namespace, ctx: Context) -> int:
 
 async def cmd_deny(args: argparse.Namespace, ctx: Context) -> int:
     agents = await agent_client(ctx)
+    _sending(ctx, args.run_id, args.call_id)
     request = await agents.deny(args.run_id, args.call_id, args.reason)
     _print_decided(ctx, request)
     return EXIT_OK
@@ -51,6 +62,7 @@ async def cmd_deny(args: argparse.Namespace, ctx: Context) -> int:
 
 async def cmd_answer(args: argparse.Namespace, ctx: Context) -> int:
     agents = await agent_client(ctx)
+    _sending(ctx, args.run_id, args.call_id)
     request = await agents.answer(args.run_id, args.call_id, args.text)
     _print_decided(ctx, request)
     return EXIT_OK
