@@ -43,6 +43,7 @@ from otherone.api.notify import notification_source
 from otherone.api.problems import (
     PROBLEM_RESPONSES,
     ApiError,
+    Problem,
     install_problem_handlers,
     problem,
 )
@@ -136,7 +137,19 @@ def _ui_link(context: ApiContext, run_id: str) -> str | None:
 router = APIRouter(prefix="/v1", responses=PROBLEM_RESPONSES)
 
 
-@router.post("/runs", status_code=201, response_model=StartedRun, tags=["runs"])
+@router.post(
+    "/runs",
+    status_code=201,
+    response_model=StartedRun,
+    tags=["runs"],
+    responses={
+        409: {
+            "model": Problem,
+            "description": "The Idempotency-Key was used with another request "
+            "(idempotency_conflict), or another live run writes to the session (session_busy)",
+        }
+    },
+)
 async def start_run(
     request: Request,
     body: AgentRunRequest,

@@ -76,6 +76,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status, description in (
         (401, "No or an unknown bearer token"),
         (404, "No such run (or another partition's)"),
+        (413, "The request body is over 4 MiB (payload_too_large)"),
         (422, "Bad input; `field` names it"),
         (503, "Temporal or the store is unavailable"),
     )
