@@ -23,6 +23,8 @@ from fastmcp.exceptions import ToolError
 from fastmcp.utilities.types import Image
 from mcp import types as mcp_types
 
+from otherone.api.app import _replay as replayed
+
 #: A 1x1 PNG.
 PIXEL_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -63,16 +65,7 @@ class McpTestServer:
                 await send({"type": "http.response.start", "status": status, "headers": []})
                 await send({"type": "http.response.body", "body": b"refused"})
                 return
-            sent = False
-
-            async def replay() -> Any:
-                nonlocal sent
-                if sent:
-                    return await receive()
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            await inner(scope, replay, send)
+            await inner(scope, replayed(body, receive), send)
 
         return gateway
 

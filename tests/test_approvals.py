@@ -122,6 +122,15 @@ def tool_messages(provider: RecordingProvider) -> list[dict[str, Any]]:
     return [message for message in last.messages if message.get("role") == "tool"]
 
 
+def one_waiting_call() -> Any:
+    """An agent whose first turn's `send_email` call waits for a person (and never ends)."""
+    return scripted_config(
+        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "never"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+
+
 async def start(env: AgentEnv, text: str = "go") -> RunHandle:
     return await env.agents.start(build_request(entry_agent="agent", input=text))
 
@@ -270,11 +279,7 @@ async def test_the_run_deadline_ends_a_wait_nobody_answers(
 async def test_cancelling_a_waiting_run_ends_it_cancelled(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    config = scripted_config(
-        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "never"]},
-        agents=[agent(tools=["send_email"])],
-        tools=[send_email],
-    )
+    config = one_waiting_call()
     async with agent_env(client, task_queue, config, tmp_path) as env:
         handle = await start(env)
         await open_requests(env.agents, handle.run_id)
@@ -291,11 +296,7 @@ async def test_a_waiting_run_terminated_from_outside_is_not_listed(
     """Terminated, a run keeps its last `OtheroneStatus` (nothing of ours ran to change it):
     its requests can never be decided, so they are not listed (a user found them listed, and
     `approve` then refused)."""
-    config = scripted_config(
-        {"agent": [{"tool_calls": [call("send_email", "mail", to="a", body="b")]}, "never"]},
-        agents=[agent(tools=["send_email"])],
-        tools=[send_email],
-    )
+    config = one_waiting_call()
     async with agent_env(client, task_queue, config, tmp_path) as env:
         handle = await start(env)
         await open_requests(env.agents, handle.run_id)
