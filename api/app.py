@@ -200,7 +200,12 @@ async def run_result(
     agents: Agents,
     wait: Annotated[
         float,
-        Query(ge=0, le=MAX_RESULT_WAIT_SECONDS, description="Seconds to wait for the end."),
+        Query(
+            ge=0,
+            le=MAX_RESULT_WAIT_SECONDS,
+            allow_inf_nan=False,  # `nan` is "a finite number", not "at most 300"
+            description="Seconds to wait for the end.",
+        ),
     ] = 30.0,
 ) -> Any:
     """The run's result; waits up to ``wait`` seconds, then answers 202 (ask again)."""
