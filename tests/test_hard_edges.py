@@ -1081,14 +1081,19 @@ async def test_http_api_refuses_a_start_on_a_busy_session_with_409(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     async with api_env(client, task_queue, api_config(), tmp_path) as api:
-        # Another live run holds the session's writer lease (taken as prepare_run takes it).
-        until = datetime.now(UTC) + timedelta(minutes=5)
-        api.env.store.acquire_session(
-            "local", "held", "run-other", internal=False, lease_until=until
+        # Another live run holds the session's writer lease (taken as prepare_run takes it):
+        # live in Temporal too (a holder Temporal reports ended holds nothing), a workflow no
+        # worker takes.
+        holder = f"run-other-{uuid.uuid4().hex[:8]}"
+        other = await client.start_workflow(
+            WORKFLOW_NAME, {}, id=holder, task_queue=f"{task_queue}-nobody"
         )
+        until = datetime.now(UTC) + timedelta(minutes=5)
+        api.env.store.acquire_session("local", "held", holder, internal=False, lease_until=until)
         response = await api.http.post("/v1/runs", json=run_body(session={"session_id": "held"}))
+        await other.terminate("the test ends")
     assert_problem(response, 409, "session_busy", "session.session_id")
-    assert "run-other" in response.json()["detail"]
+    assert holder in response.json()["detail"]
 
 
 PAID: list[str] = []
