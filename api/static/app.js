@@ -470,16 +470,19 @@ async function resume(previous) {
     $("#agent").onchange();
   }
   if (!previous.root) return remember();
-  let record;
+  let record = null;
   try {
     record = await api(`/v1/runs/${previous.root}`);
   } catch (error) {
-    return remember(); // gone (retention) or not this token's: the conversation goes on
+    // Gone (retention) or not this token's: the conversation goes on without it. Any other
+    // answer (no worker to ask, Temporal away) says nothing of the run: follow it anyway.
+    if (error.code === "run_not_found") return remember();
   }
   Object.assign(state, { root: previous.root, running: true, cursor: 0, lastProgress: Date.now() });
-  run(previous.root).agent = record.agent_id;
-  $("#cancel").disabled = !ACTIVE.has(record.status);
-  $("#run-status").textContent = `run ${previous.root} ${record.status}`;
+  const status = record ? record.status : "running";
+  if (record) run(previous.root).agent = record.agent_id;
+  $("#cancel").disabled = !ACTIVE.has(status);
+  $("#run-status").textContent = `run ${previous.root} ${status}`;
   showUiLink(uiLink(previous.root));
   note(`page reloaded: following run ${previous.root} again (earlier messages are in the session)`);
   remember();
