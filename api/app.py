@@ -168,6 +168,15 @@ async def start_run(
 ) -> StartedRun:
     """Start a root run (or join the one started with the same Idempotency-Key)."""
     update: dict[str, Any] = {}
+    if idempotency_key is not None and not idempotency_key.isascii():
+        # HTTP header values arrive as Latin-1: a UTF-8 key would become another key.
+        raise ApiError(
+            422,
+            "invalid_request",
+            "Idempotency-Key: use ASCII in the header (or the body's idempotency_key for any "
+            "text)",
+            field="Idempotency-Key",
+        )
     if idempotency_key is not None:
         if body.idempotency_key not in (None, idempotency_key):
             raise ApiError(

@@ -332,6 +332,14 @@ async def test_bad_input_is_a_problem_naming_the_field(
                 "idempotency_key",
             ),
             ("GET", "/v1/runs/run-x/result?wait=-1", None, {}, "wait"),
+            # UTF-8 bytes read as Latin-1 would be another key (a user's got a mojibake run id).
+            (
+                "POST",
+                "/v1/runs",
+                run_body(),
+                {"Idempotency-Key": "h\u00e9llo".encode()},
+                "Idempotency-Key",
+            ),
             ("GET", "/v1/runs/run-x/events?format=xml", None, {}, "format"),
             ("GET", "/v1/runs/bad%20id", None, {}, "run_id"),
             ("POST", "/v1/runs/run-x/messages", {"messages": []}, {}, "messages"),

@@ -127,7 +127,20 @@ async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
         empty = await client.execute_workflow(
             WORKFLOW_NAME, {}, id=f"{run_id}-3", task_queue=task_queue
         )
-        for refused_id in (run_id, f"{run_id}-2", f"{run_id}-3"):
+        # A root (root_run_id = run_id) names no parent and is at depth 0 (a user's ran).
+        deep = await client.execute_workflow(
+            WORKFLOW_NAME,
+            {**_raw_input(f"{run_id}-4"), "depth": 5},
+            id=f"{run_id}-4",
+            task_queue=task_queue,
+        )
+        adopted = await client.execute_workflow(
+            WORKFLOW_NAME,
+            {**_raw_input(f"{run_id}-5"), "parent_run_id": "someone"},
+            id=f"{run_id}-5",
+            task_queue=task_queue,
+        )
+        for refused_id in (run_id, f"{run_id}-2", f"{run_id}-3", f"{run_id}-4"):
             query = f'WorkflowId = "{refused_id}" AND OtheroneStatus = "failed"'
             await wait_until(lambda q=query: _count(client, q, 1), message=refused_id)
     for result, wrong_field in ((wrong, "run_id"), (not_own_root, "root_run_id")):
@@ -135,6 +148,8 @@ async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
         assert result["failure"]["code"] == "invalid_request"
         assert f"{wrong_field}: " in result["failure"]["message"]
     assert empty["failure"]["code"] == "invalid_request"
+    assert "depth: a root run" in deep["failure"]["message"]
+    assert "parent_run_id: a root run" in adopted["failure"]["message"]
 
 
 async def test_a_second_execution_of_an_ended_runs_id_is_refused_and_writes_nothing(

@@ -58,6 +58,7 @@ from otherone.workflows.run_input import (
     decode_input,
     id_problem,
     missing_search_attributes,
+    root_problem,
 )
 from otherone.workflows.run_state import RunState
 from otherone.workflows.spawn_results import report_to_caller
@@ -73,6 +74,9 @@ SELF_DESCRIBED = "self-described"
 #: Patch id: a run refused as `invalid_request` (its input is not a run request) sets
 #: `OtheroneStatus = "failed"`, so `OtheroneStatus` queries list it (it set no attribute).
 REFUSALS_LISTED = "refusals-listed"
+#: Patch id: a run that is its own root but names a parent or a depth other than 0 (a plain
+#: client's input) is refused `invalid_request` instead of running as a child of nobody.
+ROOTS_HAVE_NO_PARENT = "roots-have-no-parent"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -171,6 +175,9 @@ class AgentRunWorkflow:
         wrong_ids = id_problem(state.input)
         if wrong_ids is not None and patches.patched(RUN_ID_IS_WORKFLOW_ID):
             return refused(state, wrong_ids, visible=patches.patched(REFUSALS_LISTED))
+        not_a_root = root_problem(state.input)
+        if not_a_root is not None and patches.patched(ROOTS_HAVE_NO_PARENT):
+            return refused(state, not_a_root, visible=True)
         self._describe_self()
         if not state.session_id and state.input.carry is None:
             state.session_id = f"session-{workflow.uuid4()}"

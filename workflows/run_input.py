@@ -54,6 +54,19 @@ def id_problem(input: RunInput) -> str | None:
     return None
 
 
+def root_problem(input: RunInput) -> str | None:
+    """Why a run that is its own root (root_run_id = run_id) cannot run as given: a root has
+    no parent and depth 0 (a plain client could set them, and the run would count as a child:
+    depth limits, a caller to report to)."""
+    if input.root_run_id != input.run_id:
+        return None
+    if input.parent_run_id is not None:
+        return "invalid run input: parent_run_id: a root run (root_run_id = run_id) has none"
+    if input.depth != 0:
+        return "invalid run input: depth: a root run (root_run_id = run_id) is at depth 0"
+    return None
+
+
 def missing_search_attributes(
     input: RunInput, present: TypedSearchAttributes
 ) -> list[SearchAttributeUpdate[Any]]:
