@@ -173,8 +173,7 @@ async def start_run(
         raise ApiError(
             422,
             "invalid_request",
-            "Idempotency-Key: use ASCII in the header (or the body's idempotency_key for any "
-            "text)",
+            "Idempotency-Key: use ASCII in the header (or the body's idempotency_key for any text)",
             field="Idempotency-Key",
         )
     if idempotency_key is not None:
