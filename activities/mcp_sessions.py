@@ -20,22 +20,23 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
-import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
-import httpx2
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 from mcp import types as mcp_types
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from otherone.activities.mcp_transports import (
+    SDK_HTTP_ERROR,
+    McpUnavailable,
+    http_failure,
+    server_transport,
+)
 from otherone.config import McpServerTools, McpToolRef, ToolSchema
 from otherone.mcp_servers import McpServer, mcp_tool_name
 from otherone.tools import RESERVED_TOOL_NAMES, TOOL_NAME_PATTERN
@@ -53,26 +54,10 @@ PING_TIMEOUT_SECONDS = 5.0
 START_RETRY_SECONDS = 10.0
 #: Bound on closing one session (the SDK's stdio shutdown is itself bounded: ~2 s + kill).
 CLOSE_TIMEOUT_SECONDS = 10.0
-#: What the SDK's error says for any HTTP error response of a remote server.
-SDK_HTTP_ERROR = "Server returned an error response"
 #: Pages of a server's tool list read at most (100 pages of the usual 50-100 tools each).
 MAX_TOOL_PAGES = 100
 
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
-_Streams = tuple[Any, Any]
-
-
-class McpUnavailable(Exception):
-    """The server could not be reached (start failed, process died, connection lost)."""
-
-    def __init__(self, server: str, reason: str, *, held_back: bool = False) -> None:
-        """``held_back``: the start failed moments ago and is not tried again yet; said in
-        the message, not in ``reason`` (which a snapshot records: the same failure must give
-        the same snapshot, or each new root run would store another)."""
-        shown = f"{reason} (not retried for a few seconds)" if held_back else reason
-        super().__init__(f"MCP server '{server}' is unavailable: {shown}")
-        self.server = server
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -120,7 +105,7 @@ class _Connection:
     async def _own(self, ready: asyncio.Future[ClientSession]) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
-                transport = _transport(self.server, self._note_http_error)
+                transport = server_transport(self.server, self._note_http_error)
                 read, write = await stack.enter_async_context(transport)
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
@@ -248,7 +233,7 @@ class McpSessions:
             status = connection.http_error if connection is not None else None
             if error.error.code != mcp_types.CONNECTION_CLOSED:
                 if status is not None and error.error.message == SDK_HTTP_ERROR:
-                    raise _http_failure(name, status) from error
+                    raise http_failure(name, status) from error
                 raise
             await self.forget(name, session)
             raise McpUnavailable(
@@ -416,81 +401,6 @@ def _drop_wire_collisions(discovery: Discovery, taken: Iterable[str]) -> None:
         discovery.servers[ref.server] = summary.model_copy(
             update={"tools": tuple(tool for tool in summary.tools if tool != name)}
         )
-
-
-def _transport(
-    server: McpServer, on_http_error: Callable[[int], None]
-) -> AbstractAsyncContextManager[_Streams]:
-    if server.command is not None:
-        if server.cwd is not None and not os.path.isdir(server.cwd):
-            # Else the start fails as if the command were missing (FileNotFoundError).
-            raise McpUnavailable(server.name, f"its cwd is not a directory ({server.cwd})")
-        params = StdioServerParameters(
-            command=server.command,
-            args=list(server.args),
-            env=_resolved(server, server.env, "env") or None,
-            cwd=server.cwd,
-        )
-        return stdio_client(params, errlog=_errlog())
-    assert server.url is not None
-    headers = _resolved(server, server.headers_env, "headers_env")
-    return _http_transport(server.url, headers, on_http_error)
-
-
-@contextlib.asynccontextmanager
-async def _http_transport(
-    url: str, headers: dict[str, str], on_http_error: Callable[[int], None]
-) -> AsyncIterator[_Streams]:
-    # The SDK's own defaults (30 s to connect or write, 5 min between reads of a stream), plus
-    # the configured headers.
-    async def noted(response: httpx2.Response) -> None:
-        if response.status_code >= 400:
-            on_http_error(response.status_code)
-
-    client = httpx2.AsyncClient(
-        headers=headers,
-        timeout=httpx2.Timeout(30.0, read=300.0),
-        event_hooks={"response": [noted]},
-    )
-    async with client, streamable_http_client(url, http_client=client) as streams:
-        yield streams
-
-
-def _resolved(server: McpServer, names: Mapping[str, str], field_name: str) -> dict[str, str]:
-    """Values of the named worker variables / secrets-file entries (read at session start)."""
-    if not names:
-        return {}
-    from otherone.activities.providers.secrets import read_secrets_file
-
-    secrets: dict[str, str] | None = None
-    values: dict[str, str] = {}
-    for target, source in names.items():
-        value = os.environ.get(source)
-        if value is None:
-            secrets = read_secrets_file() if secrets is None else secrets
-            value = secrets.get(source)
-        if value is None:
-            raise McpUnavailable(
-                server.name,
-                f"{field_name}.{target} names '{source}', which is neither an environment "
-                "variable of the worker nor an entry of its secrets file",
-            )
-        values[target] = value
-    return values
-
-
-def _errlog() -> TextIO:
-    """Where a stdio server's stderr goes: the worker's real stderr (it has a file number)."""
-    return sys.__stderr__ or sys.stderr
-
-
-def _http_failure(server: str, status: int) -> Exception:
-    """The SDK's error for an HTTP error response, with its status: a server error (5xx: a
-    gateway, an overloaded server) is the server being unavailable (retried when the server
-    is idempotent); another (401, 403, 429...) is a refusal the model is told."""
-    if status >= 500:
-        return McpUnavailable(server, f"it answered HTTP {status}")
-    return MCPError(mcp_types.INTERNAL_ERROR, f"{SDK_HTTP_ERROR} (HTTP {status})")
 
 
 def _describe(error: BaseException) -> str:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -22,13 +21,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.types import ASGIApp, Receive, Scope, Send
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowExecutionStatus
 
-from otherone.api import approvals
+from otherone.api import approvals, workers
+from otherone.api.body_limit import BodyLimit
 from otherone.api.dependencies import (
     Agents,
     ApiContext,
@@ -45,7 +41,6 @@ from otherone.api.problems import (
     ApiError,
     Problem,
     install_problem_handlers,
-    problem,
 )
 from otherone.api.streams import StreamFormat, TreeStream
 from otherone.runs import (
@@ -62,8 +57,6 @@ __all__ = ["ApiContext", "ApiToken", "close_streams", "create_app", "openapi_sch
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_RESULT_WAIT_SECONDS = 300.0
-#: Largest request body accepted (inputs are bounded by `MAX_INPUT_BYTES` each).
-MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------- answers
@@ -327,6 +320,7 @@ async def run_events(
 
 # The approvals' routes (`otherone.api.approvals`), here: before the catch-all below.
 router.include_router(approvals.router)
+router.include_router(workers.router)
 
 
 # Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.
@@ -406,72 +400,6 @@ async def server_info(request: Request) -> ServerInfo:
     )
 
 
-class Poller(BaseModel):
-    identity: str
-    kind: Literal["workflow", "activity"]
-    last_access_time: datetime | None = None
-
-
-class Workers(BaseModel):
-    task_queue: str
-    #: Pollers seen by Temporal within `POLLER_LIVE_SECONDS`.
-    live_workflow_pollers: int = Field(description="Workers taking this queue's workflow tasks.")
-    live_activity_pollers: int = Field(description="Workers taking this queue's activities.")
-    pollers: list[Poller] = Field(description="What Temporal lists (stopped workers linger).")
-
-
-#: A poller Temporal saw this recently is a live worker (an idle worker polls about once a
-#: minute: its long polls last up to 60 s).
-POLLER_LIVE_SECONDS = 90
-
-
-@router.get("/workers", response_model=Workers, tags=["server"])
-async def workers(request: Request, caller: Caller) -> Workers:
-    """Whether workers poll the API's task queue (a run waits while none does): the page asks
-    when a run has shown no progress for a while."""
-    context = api_runtime(request).context
-    found: list[Poller] = []
-    for kind, queue_type in (
-        ("workflow", TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
-        ("activity", TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
-    ):
-        described = await context.temporal.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=context.namespace,
-                task_queue=TaskQueue(name=context.task_queue),
-                task_queue_type=queue_type,
-            ),
-            timeout=timedelta(seconds=10),
-        )
-        found += [
-            Poller(
-                identity=poller.identity,
-                kind=kind,
-                last_access_time=poller.last_access_time.ToDatetime(tzinfo=UTC)
-                if poller.HasField("last_access_time")
-                else None,
-            )
-            for poller in described.pollers
-        ]
-    now = datetime.now(UTC)
-
-    def live(kind: str) -> int:
-        return sum(
-            1
-            for poller in found
-            if poller.kind == kind
-            and poller.last_access_time is not None
-            and (now - poller.last_access_time).total_seconds() <= POLLER_LIVE_SECONDS
-        )
-
-    return Workers(
-        task_queue=context.task_queue,
-        live_workflow_pollers=live("workflow"),
-        live_activity_pollers=live("activity"),
-        pollers=found,
-    )
-
-
 @router.get("/whoami", response_model=ServerInfo, tags=["server"])
 async def whoami(request: Request, caller: Caller) -> ServerInfo:
     """`info` plus the caller's partition and decider identity: a way to check a token."""
@@ -521,7 +449,7 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
     )
     install_problem_handlers(app)
     app.include_router(router)
-    app.add_middleware(_BodyLimit)
+    app.add_middleware(BodyLimit)
     if context is not None and context.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -540,113 +468,6 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
 
     app.mount("/assets", StaticFiles(directory=STATIC), name="assets")
     return app
-
-
-class _BodyLimit:
-    """Refuse bodies over `MAX_BODY_BYTES` (a request holds at most a few inputs of
-    `MAX_INPUT_BYTES`): before reading them when a Content-Length says so, else (a chunked
-    body) as soon as more has arrived. A JSON body that is not strict JSON (NaN, Infinity,
-    bytes that are not UTF-8, nesting deeper than a parser goes) is refused here, naming the
-    body: the endpoints would take NaN as a number, and their parser gives 400s without a code.
-    Plain ASGI, so event streams pass untouched."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope["headers"])
-        length = headers.get(b"content-length")
-        if length is not None and not _at_most(length, MAX_BODY_BYTES):
-            await _too_large(scope, receive, send)
-            return
-        try:
-            body = await _read_body(receive, MAX_BODY_BYTES)
-        except _ClientGone:
-            return  # it left before sending its whole body: no one to answer
-        if body is None:
-            await _too_large(scope, receive, send)
-            return
-        refused = _not_strict_json(body) if _is_json(headers.get(b"content-type")) else None
-        if refused is not None:
-            await problem(422, "invalid_request", f"body: {refused}", field="body")(
-                scope, receive, send
-            )
-            return
-        await self.app(scope, _replay(body, receive), send)
-
-
-class _ClientGone(Exception):
-    """The client disconnected before the end of its request's body."""
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole body, or None once it passes ``limit`` bytes (`_ClientGone`: it left)."""
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise _ClientGone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` giving ``body`` once, then what the connection says (a disconnect)."""
-    sent = False
-
-    async def replay() -> Any:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
-
-
-async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
-    answer = problem(413, "payload_too_large", f"the body must be at most {MAX_BODY_BYTES} bytes")
-    await answer(scope, receive, send)
-
-
-def _is_json(content_type: bytes | None) -> bool:
-    media = (content_type or b"").split(b";")[0].strip().lower()
-    return media == b"application/json" or media.endswith(b"+json")
-
-
-def _not_strict_json(body: bytes) -> str | None:
-    """Why ``body`` is not strict JSON (RFC 8259), or None when it is (or is empty: the
-    endpoint says what is missing)."""
-    if not body.strip():
-        return None
-    try:
-        json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
-    except UnicodeDecodeError:
-        return "not UTF-8 text"
-    except RecursionError:
-        return "nested too deeply"
-    except json.JSONDecodeError as error:
-        return f"not valid JSON ({error.msg} at character {error.pos})"
-    except ValueError as error:  # `_refuse_constant`
-        return str(error)
-    return None
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"not valid JSON ({name} is not a JSON number)")
-
-
-def _at_most(length: bytes, limit: int) -> bool:
-    return length.isdigit() and int(length) <= limit
 
 
 def close_streams(app: FastAPI) -> None:

@@ -66,7 +66,9 @@ from otherone.client.run_results import (
     not_found_or,
     record_from_result,
     result_of_broken_run,
+    stored_record,
     unanswered_update,
+    with_stored_record,
 )
 from otherone.client.typed_results import OutputT, output_adapter, typed_request
 from otherone.errors import (
@@ -85,7 +87,6 @@ from otherone.runs import (
     AgentRunRequest,
     AgentRunResult,
     RunRecord,
-    RunStatus,
 )
 from otherone.workflow_names import (
     MEMO_FINGERPRINT,
@@ -299,30 +300,7 @@ class AgentClient:
             return ended  # none unless its output is an artifact)
         # It ended without returning one (terminated from outside): what the store knows of
         # it, with the end Temporal reports.
-        stored = await self._stored_record(ended.partition_key, run_id)
-        if stored is None or stored.status.is_terminal:
-            return ended
-        return stored.model_copy(
-            update={
-                "status": ended.status,
-                "failure": ended.failure,
-                "finished_at": ended.finished_at,
-            }
-        )
-
-    async def _stored_record(self, partition_key: str, run_id: str) -> RunRecord | None:
-        """The run's record in the store (None without a store, when it has none, or when
-        the store is down: Temporal's account of the run is enough then)."""
-        if self.store is None:
-            return None
-        from otherone.store.errors import StoreError, is_outage
-
-        try:
-            return await asyncio.to_thread(self.store.get_run_record, partition_key, run_id)
-        except Exception as error:
-            if is_outage(error) or isinstance(error, StoreError):
-                return None
-            raise
+        return with_stored_record(ended, await stored_record(self.store, ended))
 
     async def describe_run(self, run_id: str) -> WorkflowExecutionDescription:
         """Temporal's description of a run (status, root, times) without asking a worker;
@@ -431,22 +409,13 @@ class AgentClient:
         a person, the store's events (or, without a store, the runs themselves) say what they
         wait for. Any run of a tree names it; an unknown run is `RunNotFoundError`. A scoped
         client sees its own partition only."""
-        # Running ones only: a run terminated from outside keeps its last `OtheroneStatus`
-        # (nothing of ours ran to change it), and its requests can never be decided.
-        query = (
-            f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
-            ' AND ExecutionStatus = "Running"'
-        )
         if root_run_id is not None:
             check_root_run_id(root_run_id)
             # An unknown run is "not found", not "nothing waits"; a child's id names its tree.
             description = await self._describe(root_run_id)
             self._check_partition(root_run_id, description)
             root_run_id = description.root_id or root_run_id
-            query += f' AND RootWorkflowId = "{root_run_id}"'
-        if self.partition_key is not None:
-            query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'
-        waiting = await runs_waiting(self.temporal, query)
+        waiting = await runs_waiting(self.temporal, root_run_id, self.partition_key)
         if not waiting:
             return []
         if self.store is not None:

@@ -31,7 +31,7 @@ from otherone.errors import (
     InvalidRequestError,
     RunNotActiveError,
 )
-from otherone.runs import DEFAULT_PARTITION
+from otherone.runs import DEFAULT_PARTITION, RunStatus
 from otherone.workflow_names import QUERY_APPROVALS, UPDATE_DECIDE_APPROVAL
 
 # The contract models are imported by the functions that build one (the CLI imports this
@@ -99,8 +99,21 @@ async def open_requests_of_runs(
     return found
 
 
-async def runs_waiting(temporal: Client, query: str) -> dict[str, tuple[str, str]]:
-    """The runs a visibility ``query`` lists: run id → (root run id, partition)."""
+async def runs_waiting(
+    temporal: Client, root_run_id: str | None, partition_key: str | None
+) -> dict[str, tuple[str, str]]:
+    """The runs waiting for a person (of one tree, of one partition when given), by Temporal
+    visibility: run id → (root run id, partition)."""
+    # Running ones only: a run terminated from outside keeps its last `OtheroneStatus`
+    # (nothing of ours ran to change it), and its requests can never be decided.
+    query = (
+        f'{attrs.STATUS.name} = "{RunStatus.WAITING_FOR_APPROVAL.value}"'
+        ' AND ExecutionStatus = "Running"'
+    )
+    if root_run_id is not None:
+        query += f' AND RootWorkflowId = "{root_run_id}"'
+    if partition_key is not None:
+        query += f' AND {attrs.PARTITION.name} = "{partition_key}"'
     waiting: dict[str, tuple[str, str]] = {}
     async for execution in temporal.list_workflows(query):
         partition = execution.typed_search_attributes.get(attrs.PARTITION)

@@ -5,6 +5,7 @@ result of a run that did not return ours, and RPC errors as our error types.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from temporalio.client import WorkflowExecutionDescription, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
@@ -19,6 +20,10 @@ from otherone.runs import (
     RunOutcome,
     RunRecord,
 )
+
+# The CLI imports this module: the store (and SQLAlchemy) only when a method needs one.
+if TYPE_CHECKING:
+    from otherone.store import Store
 
 
 def not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exception:
@@ -81,4 +86,29 @@ def record_from_result(
         failure=result.failure,
         output=result.output,
         metadata=dict(result.metadata),
+    )
+
+
+async def stored_record(store: Store | None, ended: RunRecord) -> RunRecord | None:
+    """The ended run's record in the store (None without a store, when it has none, or when
+    the store is down: Temporal's account of the run is enough then)."""
+    if store is None:
+        return None
+    from otherone.store.errors import StoreError, is_outage
+
+    try:
+        return await asyncio.to_thread(store.get_run_record, ended.partition_key, ended.run_id)
+    except Exception as error:
+        if is_outage(error) or isinstance(error, StoreError):
+            return None
+        raise
+
+
+def with_stored_record(ended: RunRecord, stored: RunRecord | None) -> RunRecord:
+    """A run that ended without returning our result (terminated from outside): what the store
+    knows of it (agent, session, iteration, usage so far), with the end Temporal reports."""
+    if stored is None or stored.status.is_terminal:
+        return ended
+    return stored.model_copy(
+        update={"status": ended.status, "failure": ended.failure, "finished_at": ended.finished_at}
     )

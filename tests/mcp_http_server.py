@@ -23,7 +23,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.utilities.types import Image
 from mcp import types as mcp_types
 
-from otherone.api.app import _replay as replayed
+from otherone.api.body_limit import replayed
 
 #: A 1x1 PNG.
 PIXEL_PNG = base64.b64decode(

@@ -62,6 +62,7 @@ PASSTHROUGH_MODULES = (
     "otherone.toml_config",
     "otherone.tools",
     "otherone.wire_names",
+    "otherone.workflows.budgets",
     "otherone.workflows.handoffs",
     "otherone.workflows.outcomes",
     "otherone.workflows.output_retries",

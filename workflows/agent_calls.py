@@ -14,7 +14,6 @@ from datetime import datetime
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import (
     ActivityError,
     ChildWorkflowError,
@@ -24,13 +23,11 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from otherone import search_attributes as attrs
     from otherone.contracts import (
         ACTIVITY_PREPARE_CALL,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
         STORE_TOTAL_TIMEOUT,
-        WORKFLOW_NAME,
         CallPlan,
         PrepareCallInput,
         RunInput,
@@ -47,13 +44,10 @@ with workflow.unsafe.imports_passed_through():
         AgentRunRequest,
         AgentRunResult,
         RunOutcome,
-        RunStatus,
         SessionTarget,
     )
+    from otherone.workflows.budgets import BudgetDenied, BudgetLedger, Claimants
     from otherone.workflows.outcomes import (
-        BudgetDenied,
-        BudgetLedger,
-        Claimants,
         DecidedEvents,
         call_refused_event,
         call_result,
@@ -61,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 from otherone.workflows import patches
+from otherone.workflows.child_starts import abnormal_child, start_child, started_child
 
 #: Patch id of the allowance rule that splits calls between children after a small reserve.
 GENEROUS_ALLOWANCES = "generous-allowances"
@@ -69,10 +64,6 @@ GENEROUS_ALLOWANCES = "generous-allowances"
 SEED_CALL_ORDER = "seed-call-order"
 #: Patch id: a child's workflow id names its agent (``<caller>/<target>.<call id>``).
 READABLE_CHILD_IDS = "readable-child-ids"
-#: Patch id: a run cancelled while its child's start is with the server waits for that start
-#: and stops the child as any running one (older runs cancelled the start, and a child the
-#: server started all the same ran on after its caller had ended).
-WAIT_FOR_CHILD_STARTS = "wait-for-child-starts"
 
 
 class AgentCallArgumentsError(ValueError):
@@ -108,50 +99,6 @@ def parse_agent_call(arguments: str) -> AgentCallRequest:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]).replace("target", "agent")
         raise AgentCallArgumentsError(f"{field}: {first['msg']}") from None
-
-
-async def _start_child(
-    child: RunInput,
-    call_id: str,
-    request: AgentCallRequest,
-    call_plan: CallPlan,
-    parent_close_policy: ParentClosePolicy,
-) -> ChildWorkflowHandle[object, AgentRunResult]:
-    """Start a called (REQUEST_CANCEL) or spawned (ABANDON) child, described for the Web UI."""
-    return await workflow.start_child_workflow(
-        WORKFLOW_NAME,
-        child,
-        id=child.run_id,
-        result_type=AgentRunResult,
-        parent_close_policy=parent_close_policy,
-        static_summary=_summary(child, request),
-        static_details=call_plan.details,
-        search_attributes=_child_search_attributes(child, call_id),
-    )
-
-
-async def _started_child(
-    child: RunInput, call_id: str, request: AgentCallRequest, call_plan: CallPlan
-) -> ChildWorkflowHandle[object, AgentRunResult]:
-    """A called child, started even when the run is cancelled while the start is under way.
-
-    Once its start command is with the server, the child may start whatever the caller does:
-    cancelling the start then left a child the server started all the same running after its
-    caller had ended (its model called, its end announced a second time). So the start is
-    waited for and the started child cancelled, then waited for as any running child (its
-    cancelled result swallows the run's cancellation: `cancellation_swallowed`)."""
-    start = asyncio.ensure_future(
-        _start_child(child, call_id, request, call_plan, ParentClosePolicy.REQUEST_CANCEL)
-    )
-    try:
-        return await asyncio.shield(start)
-    except asyncio.CancelledError:
-        if not patches.patched(WAIT_FOR_CHILD_STARTS):
-            start.cancel()  # older histories: the start itself was cancelled
-            raise
-    handle = await start
-    handle.cancel()
-    return handle
 
 
 def failed_call(call_id: str, target: str, failure: AgentFailure) -> AgentCallResult:
@@ -423,7 +370,7 @@ class AgentCaller:
         child = child.model_copy(update={"spawned": True})
         self.spawning[call_id] = (child.run_id, _with_self(child))
         try:
-            started = await _start_child(
+            started = await start_child(
                 child, call_id, request, call_plan, ParentClosePolicy.ABANDON
             )
             del self.spawning[call_id]
@@ -440,7 +387,7 @@ class AgentCaller:
         self, child: RunInput, call_id: str, request: AgentCallRequest, call_plan: CallPlan
     ) -> AgentCallResult:
         try:
-            handle = await _started_child(child, call_id, request, call_plan)
+            handle = await started_child(child, call_id, request, call_plan)
         except WorkflowAlreadyStartedError:
             failure = AgentFailure(
                 code=FailureCode.INTERNAL_ERROR, message=f"child '{child.run_id}' already runs"
@@ -477,37 +424,3 @@ def _with_self(child: RunInput) -> TreeBudget | None:
     if child.budget is None:
         return None
     return child.budget.model_copy(update={"runs": child.budget.runs + 1})
-
-
-def abnormal_child(
-    call_id: str, target: str, run_id: str, error: ChildWorkflowError
-) -> AgentCallResult:
-    """A child that ended without a result (terminated from outside, or a bug)."""
-    if is_cancelled_exception(error):
-        return AgentCallResult(
-            call_id=call_id, target=target, run_id=run_id, outcome=RunOutcome.CANCELLED
-        )
-    failure = AgentFailure(
-        code=FailureCode.INTERNAL_ERROR,
-        message=f"child run ended abnormally: {error.cause or error}",
-    )
-    return AgentCallResult(
-        call_id=call_id, target=target, run_id=run_id, outcome=RunOutcome.FAILED, failure=failure
-    )
-
-
-def _child_search_attributes(child: RunInput, call_id: str) -> TypedSearchAttributes:
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(attrs.AGENT_ID, child.request.entry_agent),
-            SearchAttributePair(attrs.DEPTH, child.depth),
-            SearchAttributePair(attrs.PARTITION, child.request.runtime_context.partition_key),
-            SearchAttributePair(attrs.CALL_ID, call_id),
-            SearchAttributePair(attrs.STATUS, RunStatus.RUNNING.value),
-        ]
-    )
-
-
-def _summary(child: RunInput, request: AgentCallRequest) -> str:
-    """How the child reads in the Web UI: ``researcher ← coordinator: find sources``."""
-    return f"{child.request.entry_agent} ← {child.caller_agent_id}: {request.task.strip()[:80]}"

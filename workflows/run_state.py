@@ -29,12 +29,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.definitions import TreeBudget
     from otherone.runs import RunRecord, RunStatus
+    from otherone.workflows.budgets import BudgetLedger, UsageCounter
     from otherone.workflows.handoffs import Handoffs
     from otherone.workflows.outcomes import (
-        BudgetLedger,
         DecidedEvents,
         Ending,
-        UsageCounter,
         input_entries,
     )
     from otherone.workflows.output_retries import OutputRetries

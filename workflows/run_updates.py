@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from otherone.contracts import ApprovalDecision, ApprovalRequest, CallAgentInput
     from otherone.errors import FailureCode
     from otherone.runs import AgentCallResult, AgentFailure
-    from otherone.workflows.outcomes import Claimants
+    from otherone.workflows.budgets import Claimants
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).

@@ -29,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from otherone.definitions import TreeBudget
     from otherone.runs import AgentCallResult, AgentRunResult
     from otherone.workflows import spawn_limits
+    from otherone.workflows.budgets import BudgetLedger
     from otherone.workflows.outcomes import (
-        BudgetLedger,
         DecidedEvents,
         call_result,
         unannounced_end_event,
@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
 from otherone.workflows import patches
-from otherone.workflows.agent_calls import abnormal_child
+from otherone.workflows.child_starts import abnormal_child
 from otherone.workflows.spawn_results import ended_unseen, stub
 
 #: Patch id: waits on carried children ask Temporal about them (`describe_runs`).

@@ -61,8 +61,8 @@ with workflow.unsafe.imports_passed_through():
         RunOutcome,
     )
     from otherone.workflows import spawn_limits
+    from otherone.workflows.budgets import Claimants
     from otherone.workflows.outcomes import (
-        Claimants,
         invalid_arguments_entry,
         tool_completed_event,
         tool_started_event,

@@ -43,9 +43,9 @@ with workflow.unsafe.imports_passed_through():
     from otherone.mcp_servers import MCP_PREFIX
     from otherone.runs import AgentFailure
     from otherone.tools import ToolErrorKind
+    from otherone.workflows.budgets import Claimants
     from otherone.workflows.handoffs import Handoffs
     from otherone.workflows.outcomes import (
-        Claimants,
         DecidedEvents,
         Ending,
         agent_call_entry,
