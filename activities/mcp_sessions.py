@@ -354,7 +354,7 @@ def _add_server_tools(discovery: Discovery, server: McpServer, tools: list[mcp_t
         json.dumps(definitions, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
     names: list[str] = []
-    for tool in sorted(tools, key=lambda tool: tool.name):
+    for tool in _distinct_tools(server, tools):
         name = mcp_tool_name(server.name, tool.name)
         if not _TOOL_NAME.fullmatch(name):
             logger.warning(
@@ -375,6 +375,29 @@ def _add_server_tools(discovery: Discovery, server: McpServer, tools: list[mcp_t
         discovery.refs[name] = McpToolRef(server=server.name, tool=tool.name)
         names.append(name)
     discovery.servers[server.name] = McpServerTools(tools_hash=digest, tools=tuple(names))
+
+
+def _distinct_tools(server: McpServer, tools: list[mcp_types.Tool]) -> list[mcp_types.Tool]:
+    """The server's tools by name, each name once. A name listed twice with different
+    definitions is not offered: the model could not know which one a call reaches (the server
+    picks by name), and providers refuse two functions of one name."""
+    by_name: dict[str, list[mcp_types.Tool]] = {}
+    for tool in tools:
+        by_name.setdefault(tool.name, []).append(tool)
+    distinct: list[mcp_types.Tool] = []
+    for name in sorted(by_name):
+        listed = by_name[name]
+        if any(other != listed[0] for other in listed[1:]):
+            logger.warning(
+                "MCP server '%s' lists the tool %r %d times with different definitions: "
+                "not offered",
+                server.name,
+                name,
+                len(listed),
+            )
+            continue
+        distinct.append(listed[0])
+    return distinct
 
 
 def _input_schema(tool: mcp_types.Tool) -> dict[str, Any]:

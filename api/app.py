@@ -128,6 +128,8 @@ def _ui_link(context: ApiContext, run_id: str) -> str | None:
 # --------------------------------------------------------------------------- endpoints
 
 router = APIRouter(prefix="/v1", responses=PROBLEM_RESPONSES)
+#: Endpoints that need no token and name no run: none of the problem answers applies.
+public = APIRouter(prefix="/v1")
 
 
 @router.post(
@@ -388,7 +390,7 @@ async def list_agents(request: Request, partition: Partition) -> list[Agent]:
     ]
 
 
-@router.get("/info", response_model=ServerInfo, tags=["server"])
+@public.get("/info", response_model=ServerInfo, tags=["server"])
 async def server_info(request: Request) -> ServerInfo:
     """What a front end needs before it asks for a token (no authentication)."""
     context = api_runtime(request).context
@@ -449,6 +451,7 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
     )
     install_problem_handlers(app)
     app.include_router(router)
+    app.include_router(public)
     app.add_middleware(BodyLimit)
     if context is not None and context.cors_origins:
         app.add_middleware(

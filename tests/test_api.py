@@ -430,6 +430,13 @@ async def test_bodies_must_be_strict_json_and_cursors_fit_a_database_integer(
         assert_problem(await chunked(5 * 1024 * 1024), 413, "payload_too_large")
 
 
+def test_the_info_endpoint_declares_no_problem_answers() -> None:
+    """`GET /v1/info` needs no token and names no run: it declared a 401 and a 404 it never
+    gives (a generated client would handle them)."""
+    responses = openapi_schema()["paths"]["/v1/info"]["get"]["responses"]
+    assert set(responses) == {"200"}
+
+
 def test_openapi_document_is_checked_in() -> None:
     """docs/openapi.json is the app's schema: regenerate it with
     ``python -m otherone.api --openapi > docs/openapi.json`` when the API changes."""

@@ -34,6 +34,7 @@ from tests.providers import RecordingProvider
 
 BIN = Path(sys.executable).parent
 STDIO_TEST_SERVER = Path(__file__).with_name("mcp_stdio_server.py")
+REPEATING_TEST_SERVER = Path(__file__).with_name("mcp_repeating_server.py")
 
 
 def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
@@ -576,3 +577,21 @@ async def test_an_approved_mcp_call_runs_with_edited_arguments_checked_by_its_sc
         [row] = tool_rows(env, result.session_id)
     assert result.outcome is RunOutcome.COMPLETED, result.failure
     assert "Europe/Oslo" in (row.content or ""), row.content
+
+
+async def test_a_tool_name_listed_twice_is_offered_once_or_not_at_all(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server listing one name twice: the same definition twice (a paging server's overlap)
+    is one tool; two different definitions are none, with a warning (the model could not know
+    which a call reaches, and providers refuse two functions of one name). The last listed
+    used to win silently, and the server's tool list named it twice."""
+    server = McpServer(name="repeating", command=sys.executable, args=(str(REPEATING_TEST_SERVER),))
+    sessions = McpSessions({"repeating": server})
+    try:
+        discovery = await sessions.discover()
+    finally:
+        await sessions.aclose()
+    assert discovery.servers["repeating"].tools == ("mcp.repeating.alone", "mcp.repeating.same")
+    assert sorted(discovery.schemas) == ["mcp.repeating.alone", "mcp.repeating.same"]
+    assert "lists the tool 'clash' 2 times with different definitions" in caplog.text
