@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from otherone.activities.call_ids import made_up_call_id, with_distinct_call_ids
 from otherone.activities.providers.base import (
     Finished,
     ReasoningBlock,
@@ -103,11 +104,17 @@ class TurnCollector:
             raise OutputLimitExceeded(self.limit_bytes)
 
     def _merge(self, delta: ToolCallDelta) -> None:
-        """Merge by index first, then by id (the seed's rule), else start a new call."""
-        target = next(
-            (c for c in self.calls if delta.index is not None and c.index == delta.index), None
-        )
-        if target is None and delta.id:
+        """Merge into the latest call of the delta's index, or by id when the delta has no
+        index (the seed's rule), else start a new call. A delta with an index of its own, or
+        with another id than its index's call (Ollama sends each of a turn's calls whole, all
+        at index 0), is a new call, even when its id repeats an earlier call's
+        (`with_distinct_call_ids` gives it another)."""
+        target = None
+        if delta.index is not None:
+            target = next((c for c in reversed(self.calls) if c.index == delta.index), None)
+            if target is not None and delta.id and target.id and delta.id != target.id:
+                target = None
+        elif delta.id:
             target = next((c for c in self.calls if c.id == delta.id), None)
         if target is None:
             target = _PendingCall(index=delta.index)
@@ -124,13 +131,13 @@ class TurnCollector:
         )
         calls = tuple(
             ToolCallSpec(
-                id=call.id or f"call_{position}", name=call.name, arguments=call.arguments or "{}"
+                id=call.id or made_up_call_id(), name=call.name, arguments=call.arguments or "{}"
             )
-            for position, call in enumerate(self.calls)
+            for call in self.calls
         )
         return ModelTurn(
             content="".join(self.text),
-            tool_calls=calls,
+            tool_calls=with_distinct_call_ids(calls),
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             total_tokens=total,

@@ -8,6 +8,7 @@ chunks, timeouts, refused connections) and the API key's resolution and secrecy.
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from pathlib import Path
 from typing import Any
@@ -634,3 +635,29 @@ def test_reprs_never_show_the_key() -> None:
         profile, "label", "http://x", {"Authorization": "Bearer sk-very-secret"}, {}, api_key
     )
     assert "sk-very-secret" not in repr(api_key) + repr(call)
+
+
+async def test_whole_calls_at_one_index_are_separate_calls() -> None:
+    """Ollama's OpenAI endpoint sends each of a turn's calls whole, in its own chunk, all at
+    index 0 with their own ids: two calls, not one whose arguments run together (invalid
+    JSON, and the corrupted call sent back in the history)."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        body = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [choice]}
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    def whole(call_id: str, city: str) -> bytes:
+        function = {"name": "weather", "arguments": json.dumps({"city": city})}
+        call = {"index": 0, "id": call_id, "type": "function", "function": function}
+        return chunk({"role": "assistant", "content": "", "tool_calls": [call]})
+
+    stream = whole("call_1", "Oslo") + whole("call_2", "Paris")
+    stream += chunk({}, "tool_calls") + b"data: [DONE]\n\n"
+    async with WireServer([Reply(body=stream, piece_size=7)]) as server:
+        request = make_request("local", f"{server.url}/v1", key_env=None)
+        turn = await TurnCollector(limit_bytes=10_000).consume(collect_iter(request), _noop, _noop)
+    assert [(call.id, call.arguments) for call in turn.tool_calls] == [
+        ("call_1", '{"city": "Oslo"}'),
+        ("call_2", '{"city": "Paris"}'),
+    ]

@@ -26,7 +26,7 @@ from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import FailureCode
 from otherone.runs import AgentRunResult, RunOutcome
-from otherone.tools import tool
+from otherone.tools import ToolContext, tool
 from tests.fixtures.providers.wire_server import (
     Reply,
     Seen,
@@ -50,7 +50,9 @@ def weather_lookup(city: str) -> dict[str, str]:
     return {"city": city, "sky": "clear"}
 
 
-def config(provider: str, base_url: str, key_env: str | None) -> RuntimeConfig:
+def config(
+    provider: str, base_url: str, key_env: str | None, tools: list[Any] | None = None
+) -> RuntimeConfig:
     profile = ModelProfile(
         id="wire",
         provider=provider,  # type: ignore[arg-type]
@@ -71,7 +73,7 @@ def config(provider: str, base_url: str, key_env: str | None) -> RuntimeConfig:
         ),
         AgentDefinition(id="helper", description="Writes notes.", system_prompt="You help."),
     ]
-    return RuntimeConfig(agents=agents, models=[profile], tools=[weather_lookup])
+    return RuntimeConfig(agents=agents, models=[profile], tools=tools or [weather_lookup])
 
 
 class ScriptedWire:
@@ -261,3 +263,39 @@ async def test_a_provider_that_keeps_failing_ends_the_run_after_the_retries(
     )
     assert len(server.requests) == 5
     assert time.monotonic() - started < 12
+
+
+async def test_calls_a_server_sends_without_ids_get_ids_of_their_own(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """An OpenAI-compatible server that sends tool calls without an `id`: each call gets an id
+    unique in the run. They were numbered by position (`call_0` in every turn), so the second
+    turn's call had the first one's idempotency key (a tool following the documented
+    exactly-once pattern skipped it) and, for `agent.call`, its child (found by a chaos test)."""
+    keys: list[tuple[str, str]] = []
+
+    @tool(name="weather.lookup")
+    def lookup(city: str, ctx: ToolContext) -> dict[str, str]:
+        """Current weather in a city."""
+        keys.append((city, ctx.idempotency_key))
+        return {"city": city, "sky": "clear"}
+
+    def reply(seen: Seen) -> Reply:
+        answered = sum(1 for message in seen.body["messages"] if message["role"] == "tool")
+        if answered < 2:
+            city = ["Oslo", "Bergen"][answered]
+            call = ("", "weather__lookup", [json.dumps({"city": city})])
+            return Reply(body=openai_stream([], [call]))
+        return Reply(body=openai_stream(["Both clear."]))
+
+    async with WireServer(reply) as server:
+        runtime = config("local", server.url, None, [lookup])
+        async with agent_env(client, task_queue, runtime, tmp_path) as env:
+            result = await run_boss(env)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert [city for city, _ in keys] == ["Oslo", "Bergen"]
+    assert len({key for _, key in keys}) == 2
+    last = server.requests[-1].body["messages"]
+    called = [call["id"] for m in last if m.get("tool_calls") for call in m["tool_calls"]]
+    answered = [m["tool_call_id"] for m in last if m["role"] == "tool"]
+    assert answered == called and len(set(called)) == 2

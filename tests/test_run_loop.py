@@ -693,3 +693,52 @@ async def test_a_10_mb_tool_result_does_not_wedge_the_workflow(
     history = await client.get_workflow_handle(result.run_id).fetch_history()
     assert result.outcome is RunOutcome.BUDGET_EXCEEDED
     assert len(history.to_json()) < 200 * 1024  # the result never entered a payload
+
+
+async def test_two_calls_of_one_turn_with_one_id_are_two_calls(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Two calls of one turn that a provider gave the same id (distinct indexes): both run,
+    the later under a fresh id the model then sees. They were merged into one call (the
+    arguments run together: invalid JSON); with ids kept as sent, one transcript entry would
+    have answered both. A call id repeated in a *later* turn stays the same call (the seed's
+    rule, `test_repeated_agent_call_id_executes_child_once`)."""
+    keys: list[tuple[str, str]] = []
+
+    @tool
+    def charge(order: str, ctx: ToolContext) -> str:
+        """Charge an order."""
+        keys.append((order, ctx.idempotency_key))
+        return f"charged {order}"
+
+    provider = RecordingProvider()
+    config = scripted_config(
+        {
+            "agent": [
+                {
+                    "tool_calls": [
+                        call("charge", {"order": "A"}, "c1"),
+                        call("charge", {"order": "B"}, "c2"),
+                        call("charge", {"order": "C"}, "c1"),
+                    ]
+                },
+                "done",
+            ]
+        },
+        agents=[agent("agent", tools=["charge"])],
+        tools=[charge],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert sorted(order for order, _ in keys) == ["A", "B", "C"]
+    assert len({key for _, key in keys}) == 3
+    called = [c["id"] for e in entries if e.tool_calls for c in e.tool_calls]
+    answered = [e.tool_call_id for e in entries if e.role == "tool"]
+    assert called[:2] == ["c1", "c2"] and called[2].startswith("c1_")
+    assert answered == called
+    last_request = provider.calls()[-1].messages
+    assert [m["tool_call_id"] for m in last_request if m["role"] == "tool"] == called
