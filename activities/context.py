@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from otherone.activities.compaction import summary_message
-from otherone.activities.providers.base import REASONING_KEY
+from otherone.activities.providers.base import REASONING_KEY, TOOL_ERROR_KEY
 from otherone.config import AGENT_CALL_TOOL, SPAWN_TOOLS, RuntimeSnapshot
 from otherone.contracts import ModelTurn, ToolCallSpec
 from otherone.definitions import (
@@ -69,7 +69,8 @@ def _message(row: EntryRow) -> dict[str, Any]:
         content = row.content
         if row.tool_name == AGENT_CALL_TOOL or row.tool_name in SPAWN_TOOLS:
             content = CHILD_OUTPUT_LABEL + content
-        return {"role": "tool", "tool_call_id": row.tool_call_id, "content": content}
+        result = {"role": "tool", "tool_call_id": row.tool_call_id, "content": content}
+        return {**result, TOOL_ERROR_KEY: True} if row.error_kind else result
     message: dict[str, Any] = {"role": row.role, "content": row.content}
     # Copies: the rows are shared with the store's per-worker session cache, and a provider
     # (a public extension point) that edited a message in place would corrupt later turns.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import urllib.parse
 from datetime import timedelta
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -24,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from otherone.credentials import credential_paths
+from otherone.credentials import credential_paths, is_credential_header
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
 from otherone.run_types import AgentId as AgentId
 from otherone.run_types import FrozenModel as _Frozen
@@ -84,6 +85,35 @@ def _no_credentials(other: dict[str, JsonValue]) -> dict[str, JsonValue]:
     if paths:
         raise ValueError(credentials_refused_message(paths))
     return other
+
+
+def _no_url_credentials(url: str | None) -> str | None:
+    """A base URL ends up in the stored snapshot and in error messages: no password in it, and
+    no query parameter carrying a key (``?key=…``; ``?api-version=…`` is fine)."""
+    if url is None:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is not None:
+        raise ValueError("must not carry a password (user:password@): " + _USE_KEY_ENV)
+    credentials = sorted(
+        name
+        for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        if is_credential_header(name, value)
+    )
+    if credentials:
+        raise ValueError(
+            f"must not carry credentials (query parameter {', '.join(credentials)}): "
+            + _USE_KEY_ENV
+        )
+    return url
+
+
+_USE_KEY_ENV = (
+    "keys are never written in configuration; set api_key_env to the name of the environment "
+    "variable that holds it"
+)
+#: A model's base URL: anything httpx can call, without credentials.
+BaseUrl = Annotated[str, AfterValidator(_no_url_credentials)]
 
 
 #: A profile's or an override's ``other`` table (extra body options and transport settings).
@@ -339,7 +369,7 @@ class ModelProfile(_Frozen):
     id: ModelProfileId
     provider: Provider
     model: Annotated[str, StringConstraints(min_length=1, max_length=256)]
-    base_url: str | None = None
+    base_url: BaseUrl | None = None
     #: Name of the environment variable holding the API key (read inside the activity).
     api_key_env: Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)] | None = None
     context_length: Annotated[int, Field(strict=True, gt=0)] | None = None

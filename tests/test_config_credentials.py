@@ -274,3 +274,29 @@ def test_body_options_are_checked_by_key_name_and_value_shape() -> None:
         "api_key",
         "nested.list.0",
     ]
+
+
+@pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        ("https://proxy:{key}@gateway.example/v1", "must not carry a password"),
+        ("https://gateway.example/v1?key={key}", "query parameter key"),
+        ("https://gateway.example/v1?api-version=1&access_token={key}", "access_token"),
+    ],
+)
+def test_a_key_in_base_url_is_refused_at_load(tmp_path: Path, base_url: str, said: str) -> None:
+    """A key written into base_url (user info, ``?key=``) reached the stored snapshot and every
+    connection error's message; refused like one in `extra_headers`. A plain query
+    (``?api-version=``, Azure's) is fine."""
+    key = secret_value()
+    path = tmp_path / "otherone.toml"
+    path.write_text(
+        f'[models.gpt]\nprovider = "openai"\nmodel = "m"\nbase_url = "{base_url.format(key=key)}"\n'
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        load_config(path)
+    assert (caught.value.table, caught.value.field) == ("models.gpt", "base_url")
+    assert said in str(caught.value) and "api_key_env" in str(caught.value)
+    assert key not in str(caught.value)
+    fine = "https://r.example/openai/deployments/d?api-version=2024-10-21"
+    assert ModelProfile(id="p", provider="openai", model="m", base_url=fine).base_url == fine

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from otherone.activities.providers.base import (
     ToolCallDelta,
     UsageReport,
 )
-from otherone.activities.providers.http import HttpCall, retry_after
+from otherone.activities.providers.http import HttpCall, endpoint, retry_after, shown_url
 from otherone.activities.providers.secrets import ApiKey, parse_env_file
 from otherone.definitions import ModelProfile
 from tests.fixtures.providers.wire_server import (
@@ -661,3 +662,181 @@ async def test_whole_calls_at_one_index_are_separate_calls() -> None:
         ("call_1", '{"city": "Oslo"}'),
         ("call_2", '{"city": "Paris"}'),
     ]
+
+
+@pytest.mark.parametrize("value", ["sk-new-0123\nsk-old-4567", "sk-pasted\u200b0123", "sk a"])
+async def test_a_key_no_header_can_carry_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """A key file with two lines, a character pasted with the key: refused before any request,
+    naming the variable and never the value (the newline made httpx's error quote the header
+    escaped, which the scrubber missed: the key reached the run's failure, the store and the
+    log; a non-ASCII one was an unclassified error retried five times)."""
+    monkeypatch.setenv(KEY_ENV, value)
+    monkeypatch.delenv("OTHERONE_SECRETS_FILE", raising=False)
+    async with WireServer([Reply(body=stream_of("openai"))]) as server:
+        error, _ = await fail(make_request("openai", f"{server.url}/v1"))
+    assert not error.retryable and not server.requests
+    assert f"the API key from environment variable {KEY_ENV} holds characters" in error.message
+    assert "sk-" not in error.message
+
+
+def test_the_scrubber_finds_a_key_quoted_escaped() -> None:
+    api_key = ApiKey(name=KEY_ENV, value="sk-line\nsk-two")
+    shown = "Illegal header value b'Bearer sk-line\\nsk-two'"
+    assert "sk-" not in api_key.scrub(shown)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "path", "expected"),
+    [
+        ("https://x.example/v1", "/chat/completions", "https://x.example/v1/chat/completions"),
+        ("https://x.example/v1/", "/chat/completions", "https://x.example/v1/chat/completions"),
+        (
+            "https://r.example/openai/deployments/d?api-version=2024-10-21",
+            "/chat/completions",
+            "https://r.example/openai/deployments/d/chat/completions?api-version=2024-10-21",
+        ),
+    ],
+)
+def test_the_endpoint_keeps_the_base_urls_query(base_url: str, path: str, expected: str) -> None:
+    """A query in base_url (Azure's api-version) stays after the path (it was before it)."""
+    assert endpoint(base_url, path) == expected
+
+
+def test_urls_in_messages_lose_user_info_and_query() -> None:
+    assert shown_url("http://user:pw@127.0.0.1:9/v1?key=AIzaX") == "http://127.0.0.1:9/v1"
+
+
+async def test_a_transport_error_names_the_url_without_its_query(key: str) -> None:
+    """Refused connections name where they went, without what a query may hold."""
+    request = make_request("openai", "http://127.0.0.1:9/v1?api-version=x-1")
+    error, _ = await fail(request)
+    assert error.retryable and "(http://127.0.0.1:9/v1/chat/completions)" in error.message
+    assert "api-version" not in error.message
+
+
+@pytest.mark.parametrize("status", [301, 307, 308])
+async def test_a_redirect_is_not_retried_and_names_where_it_points(key: str, status: int) -> None:
+    """Redirects are not followed (the request carries the key); one was read as a cut stream
+    and retried five times."""
+    moved = Reply(status=status, headers={"Location": "https://api.example/v1/chat/completions"})
+    async with WireServer([moved]) as server:
+        error, _ = await fail(make_request("openai", f"{server.url}/v1"))
+    assert not error.retryable and f"HTTP {status}: the server redirects to" in error.message
+    assert "https://api.example/v1/chat/completions" in error.message
+
+
+async def test_an_html_page_is_not_taken_for_a_cut_stream(key: str) -> None:
+    """A 200 HTML page (a captive portal, a base_url pointing at a web site) is said so, not
+    retried as a stream that ended early."""
+    page = Reply(content_type="text/html", body=b"<html><title>Login</title></html>")
+    async with WireServer([page]) as server:
+        error, _ = await fail(make_request("openai", f"{server.url}/v1"))
+    assert not error.retryable and "answered an HTML page instead of an event stream" in (
+        error.message
+    )
+
+
+def test_rate_limit_resets_give_the_wait_when_no_retry_after_is_sent() -> None:
+    """A 429 without Retry-After: the reset of the exhausted limit (it was retried after 1, 2,
+    4 and 8 s and failed while the limit had 20 s to go)."""
+    openai = {
+        "x-ratelimit-remaining-requests": "499",
+        "x-ratelimit-reset-requests": "120ms",
+        "x-ratelimit-remaining-tokens": "0",
+        "x-ratelimit-reset-tokens": "1m20s",
+    }
+    assert retry_after(openai) == 80.0
+    assert retry_after({"x-ratelimit-reset-tokens": "20s"}) == 20.0
+    assert retry_after({"x-ratelimit-reset-tokens": "soon"}) is None
+    later = (datetime.now(UTC) + timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
+    anthropic = {
+        "anthropic-ratelimit-tokens-remaining": "0",
+        "anthropic-ratelimit-tokens-reset": later,
+        "anthropic-ratelimit-requests-remaining": "10",
+        "anthropic-ratelimit-requests-reset": later,
+    }
+    assert 25 < (retry_after(anthropic) or 0) <= 30
+    assert retry_after({"retry-after": "3", "x-ratelimit-reset-tokens": "20s"}) == 3.0
+
+
+async def test_an_openai_refusal_is_the_answer() -> None:
+    """A refusal streams in `delta.refusal` with `content` null: it is the turn's text (the
+    run completed with an empty answer) and its finish reason is `refusal`."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n"
+
+    stream = chunk({"role": "assistant", "content": None, "refusal": ""})
+    stream += chunk({"refusal": "I can't help "}) + chunk({"refusal": "with that."})
+    stream += chunk({}, "stop") + b"data: [DONE]\n\n"
+    async with WireServer([Reply(body=stream)]) as server:
+        request = make_request("local", f"{server.url}/v1", key_env=None)
+        turn = await TurnCollector(limit_bytes=10_000).consume(collect_iter(request), _noop, _noop)
+    assert (turn.content, turn.finish_reason) == ("I can't help with that.", "refusal")
+
+
+async def test_an_anthropic_server_tool_is_no_call_of_ours(key: str) -> None:
+    """A `server_tool_use` block (a tool the API runs: web search) streams its input like a
+    `tool_use`; it made a nameless call of ours, sent back next turn (which the API refuses)."""
+
+    def event(kind: str, payload: dict[str, Any]) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n".encode()
+
+    usage = {"input_tokens": 5, "output_tokens": 1}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "usage": usage}
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    query = {"type": "input_json_delta", "partial_json": '{"query": "weather oslo"}'}
+    stream = event("message_start", {"message": message})
+    stream += event("content_block_start", {"index": 0, "content_block": search})
+    stream += event("content_block_delta", {"index": 0, "delta": query})
+    stream += event("content_block_stop", {"index": 0})
+    text = {"type": "text", "text": ""}
+    stream += event("content_block_start", {"index": 1, "content_block": text})
+    stream += event(
+        "content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": "Sunny."}}
+    )
+    stream += event("content_block_stop", {"index": 1})
+    stream += event("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": usage})
+    stream += event("message_stop", {})
+    async with WireServer([Reply(body=stream)]) as server:
+        turn = await TurnCollector(limit_bytes=10_000).consume(
+            collect_iter(make_request("anthropic", server.url)), _noop, _noop
+        )
+    assert turn.tool_calls == () and turn.content == "Sunny."
+
+
+async def test_a_failed_tool_result_is_marked_for_anthropic(key: str) -> None:
+    """A tool result whose call failed is a `tool_result` with `is_error` (the content alone
+    said it); OpenAI's API has no such field and gets none."""
+    failed = {
+        "role": "tool",
+        "tool_call_id": "toolu_1",
+        "content": '{"error": "x"}',
+        "is_error": True,
+    }
+    history = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "toolu_1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+            ],
+        },
+        failed,
+    ]
+    async with WireServer([Reply(body=stream_of("anthropic"))]) as server:
+        await collect(make_request("anthropic", server.url, messages=history))
+    async with WireServer([Reply(body=stream_of("openai"))]) as other:
+        await collect(make_request("openai", f"{other.url}/v1", messages=history))
+    [result] = server.requests[0].body["messages"][-1]["content"]
+    assert result == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": '{"error": "x"}',
+        "is_error": True,
+    }
+    assert "is_error" not in other.requests[0].body["messages"][-1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -742,3 +743,26 @@ async def test_two_calls_of_one_turn_with_one_id_are_two_calls(
     assert answered == called
     last_request = provider.calls()[-1].messages
     assert [m["tool_call_id"] for m in last_request if m["role"] == "tool"] == called
+
+
+async def test_a_model_call_may_stream_until_the_run_deadline(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A model call's attempt may last until the run's deadline (a stream that keeps sending
+    is healthy however long: a long answer, a slow local model); the fixed 10 minutes cut
+    such a stream at 600 s and began it again, five times. Silence is the read timeout's
+    and the heartbeat timeout's to catch."""
+    limits = RuntimeLimits(run_timeout=timedelta(hours=2), root_timeout=timedelta(hours=2))
+    config = scripted_config({"agent": ["done"]}, limits=limits)
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="go"))
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    [scheduled] = [
+        event.activity_task_scheduled_event_attributes
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+        and event.activity_task_scheduled_event_attributes.activity_type.name == "otherone.call_model"
+    ]
+    allowed = scheduled.start_to_close_timeout.ToTimedelta()
+    assert timedelta(hours=1, minutes=59) < allowed <= timedelta(hours=2)
+    assert scheduled.heartbeat_timeout.ToTimedelta() == timedelta(seconds=10)

@@ -7,6 +7,8 @@ tool calls, the calls that wait for a person, and its usage.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import JsonValue
 from temporalio import workflow
 
@@ -40,8 +42,16 @@ async def call_model(
     events: tuple[dict[str, JsonValue], ...],
     *,
     handoff_allowed: bool,
+    deadline_at: datetime,
 ) -> ModelTurn:
-    """The turn's model call (an `ActivityError` when it failed for good or was cancelled)."""
+    """The turn's model call (an `ActivityError` when it failed for good or was cancelled).
+
+    An attempt may last until the run's deadline (at least `MODEL_CALL_TIMEOUT`): a stream
+    that keeps sending is healthy however long it runs (a long answer, a slow local model),
+    and one that goes quiet is cut by the provider's read timeout (``other.timeout``) or, its
+    worker gone, by the heartbeat timeout. A fixed 10 minutes cut such streams and began them
+    again, five times."""
+    remaining = deadline_at - workflow.now()
     turn: ModelTurn = await workflow.execute_activity(
         ACTIVITY_CALL_MODEL,
         ModelCallInput(
@@ -59,7 +69,7 @@ async def call_model(
         ),
         result_type=ModelTurn,
         task_queue=plan.model_task_queue,  # None: this workflow's own queue
-        start_to_close_timeout=MODEL_CALL_TIMEOUT,
+        start_to_close_timeout=max(MODEL_CALL_TIMEOUT, remaining),
         heartbeat_timeout=HEARTBEAT_TIMEOUT,
         retry_policy=MODEL_RETRY,
         cancellation_type=paired_cancellation(),

@@ -223,8 +223,16 @@ async def _call_model(state: RunState, plan: RunPlan, ref: RunRef, iteration: in
     events = state.decided.take()
     allowed = state.handoffs.left(plan) > 0
     try:
+        assert state.deadline_at is not None
         return await call_model(
-            state.input, plan, ref, iteration, pending, events, handoff_allowed=allowed
+            state.input,
+            plan,
+            ref,
+            iteration,
+            pending,
+            events,
+            handoff_allowed=allowed,
+            deadline_at=state.deadline_at,
         )
     except ActivityError as error:
         state.pending = list(pending)  # not written: keep them for the final flush

@@ -32,12 +32,14 @@ the API requires.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from otherone.activities.providers.base import (
     REASONING_KEY,
+    TOOL_ERROR_KEY,
     Finished,
     ModelRequest,
     ProviderError,
@@ -53,6 +55,7 @@ from otherone.activities.providers.http import (
     TransportOptions,
     body_options,
     call_label,
+    endpoint,
     parse_chunk,
     run_stream,
 )
@@ -104,12 +107,12 @@ def messages_call(request: ModelRequest) -> tuple[HttpCall, WireNames]:
     if key is not None:
         headers["x-api-key"] = key.value
     names = WireNames(str(tool.get("function", {}).get("name", "")) for tool in request.tools)
-    base_url = (profile.base_url or DEFAULT_BASE_URL).rstrip("/")
-    path = "/messages" if base_url.endswith("/v1") else "/v1/messages"
+    base_url = profile.base_url or DEFAULT_BASE_URL
+    on_v1 = urllib.parse.urlsplit(base_url).path.rstrip("/").endswith("/v1")
     call = HttpCall(
         profile=profile,
         label=label,
-        url=base_url + path,
+        url=endpoint(base_url, "/messages" if on_v1 else "/v1/messages"),
         headers=headers,
         body=messages_body(request, names),
         key=key,
@@ -203,6 +206,8 @@ def _blocks(message: Mapping[str, Any], names: WireNames) -> list[dict[str, Any]
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
         if message.get("content"):
             result["content"] = message["content"]
+        if message.get(TOOL_ERROR_KEY):
+            result["is_error"] = True  # the model is told the call failed, not what it gave
         return [result]
     # The turn's own thinking blocks first, unmodified (their signatures are checked).
     blocks = [dict(block) for block in message.get(REASONING_KEY) or ()]
@@ -257,6 +262,8 @@ class MessagesState:
     stop_reason: str | None = None
     #: Reasoning blocks being streamed, by content block index (sent whole when they stop).
     reasoning: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: Indexes of the `tool_use` blocks (their input deltas are a call's arguments).
+    tool_uses: set[Any] = field(default_factory=set)
 
     def events(self, sse: ServerSentEvent) -> list[StreamEvent]:
         if sse.event == "ping":
@@ -294,6 +301,9 @@ class MessagesState:
         block, index = payload.get("content_block") or {}, payload.get("index")
         kind = block.get("type")
         if kind == "tool_use":
+            # Only these are our tools: a `server_tool_use` block (a tool the API runs, e.g.
+            # web search) streams its input the same way, but is no call for us to make.
+            self.tool_uses.add(index)
             name = block.get("name")
             return [
                 ToolCallDelta(
@@ -321,7 +331,11 @@ class MessagesState:
         kind = delta.get("type")
         if kind == "text_delta" and _text(delta.get("text")):
             return [TextDelta(delta["text"])]
-        if kind == "input_json_delta" and _text(delta.get("partial_json")):
+        if (
+            kind == "input_json_delta"
+            and index in self.tool_uses
+            and _text(delta.get("partial_json"))
+        ):
             return [
                 ToolCallDelta(
                     index=index if isinstance(index, int) else None,

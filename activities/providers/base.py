@@ -42,6 +42,8 @@ class ThinkingDelta:
 #: Key of a neutral assistant message holding its `ReasoningBlock` blocks (providers that do not
 #: take them back drop the key).
 REASONING_KEY = "reasoning_blocks"
+#: Key of a neutral tool message whose call failed (Anthropic marks its `tool_result` so).
+TOOL_ERROR_KEY = "is_error"
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,13 @@ import contextlib
 import email.utils
 import functools
 import json
+import re
 import ssl
 import time
+import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 import httpx
@@ -173,20 +176,40 @@ async def _sse_events(call: HttpCall) -> AsyncGenerator[ServerSentEvent, None]:
     except httpx.HTTPError as error:
         raise transport_error(call, error) from None
     except httpx.InvalidURL as error:
-        raise call.error(f"invalid URL {call.url!r}: {error}", retryable=False) from None
+        raise call.error(f"invalid URL {shown_url(call.url)!r}: {error}", retryable=False) from None
+    except UnicodeEncodeError:
+        # A header value (an `extra_headers` entry) with a non-ASCII character: httpx encodes
+        # headers as ASCII; never retried, the same request fails the same way.
+        raise call.error(
+            "a request header holds a character HTTP headers cannot carry (non-ASCII): check "
+            "other.extra_headers",
+            retryable=False,
+        ) from None
 
 
 async def _check_response(call: HttpCall, response: httpx.Response) -> None:
     if response.status_code >= 400:
         body = await _read_limited(response)
         raise status_error(call, response.status_code, response.headers, body)
-    content_type = response.headers.get("content-type", "")
-    if content_type.startswith("application/json"):
-        body = await _read_limited(response)
+    if 300 <= response.status_code < 400:
+        # Not followed: the request carries the key, and a redirect may leave the host.
+        location = response.headers.get("location")
+        target = f" to {shown_url(location)}" if location else ""
         raise call.error(
-            f"the server answered JSON instead of an event stream: {error_detail(body)}",
+            f"HTTP {response.status_code}: the server redirects{target}; redirects are not "
+            f"followed (the request carries the API key): set base_url of model "
+            f"'{call.profile.id}' to the address it redirects to",
             retryable=False,
         )
+    content_type = response.headers.get("content-type", "")
+    for media, what in (("application/json", "JSON"), ("text/html", "an HTML page")):
+        if content_type.startswith(media):
+            body = await _read_limited(response)
+            raise call.error(
+                f"the server answered {what} instead of an event stream (is base_url the "
+                f"API's address?): {error_detail(body)}",
+                retryable=False,
+            )
 
 
 async def _read_limited(response: httpx.Response) -> str:
@@ -235,16 +258,64 @@ def _auth_message(call: HttpCall, status: int, body: str) -> str:
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date),
+    else from the rate-limit headers of an exhausted limit (OpenAI's
+    ``x-ratelimit-reset-<limit>: 6m0s``, Anthropic's ``anthropic-ratelimit-<limit>-reset``:
+    a time), which a 429 may send without a Retry-After."""
     seconds: float | None = None
     with contextlib.suppress(ValueError):
         if "retry-after-ms" in headers:
             seconds = float(headers["retry-after-ms"]) / 1000
         elif "retry-after" in headers:
             seconds = _seconds_or_date(headers["retry-after"])
+        else:
+            seconds = _limit_reset(headers)
     if seconds is None or seconds != seconds or seconds < 0:
         return None
     return min(seconds, MAX_RETRY_AFTER_SECONDS)
+
+
+#: OpenAI's reset durations: ``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s``.
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _limit_reset(headers: Mapping[str, str]) -> float | None:
+    """The latest reset among the limits whose remaining count is 0 (all of them when no
+    remaining count is sent)."""
+    resets: dict[str, float] = {}
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered.startswith("x-ratelimit-reset-"):
+            limit, seconds = lowered.removeprefix("x-ratelimit-reset-"), _duration(value)
+            remaining = headers.get(f"x-ratelimit-remaining-{limit}")
+        elif lowered.startswith("anthropic-ratelimit-") and lowered.endswith("-reset"):
+            limit = lowered.removeprefix("anthropic-ratelimit-").removesuffix("-reset")
+            seconds = _until(value)
+            remaining = headers.get(f"anthropic-ratelimit-{limit}-remaining")
+        else:
+            continue
+        if seconds is not None and (remaining is None or remaining.strip() == "0"):
+            resets[limit] = seconds
+    return max(resets.values()) if resets else None
+
+
+def _duration(value: str) -> float | None:
+    text = value.strip()
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        return None
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def _until(value: str) -> float | None:
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def _seconds_or_date(value: str) -> float | None:
@@ -282,7 +353,7 @@ def _message_of(data: Any) -> str | None:
 def transport_error(call: HttpCall, error: httpx.HTTPError) -> ProviderError:
     """Timeouts and broken connections retry; a request that can never be sent does not."""
     detail = str(error) or "no details"
-    where = f" ({call.url})"
+    where = f" ({shown_url(call.url)})"
     if isinstance(error, httpx.TimeoutException):
         return call.error(f"{type(error).__name__}: {detail}{where}", retryable=True)
     if isinstance(error, _NOT_RETRYABLE_TRANSPORT):
@@ -306,3 +377,22 @@ def parse_chunk(label: str, data: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise malformed_chunk(label, data, "not a JSON object")
     return value
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """``path`` added to ``base_url``'s path, its query kept after it (``?api-version=…``)."""
+    parts = urllib.parse.urlsplit(base_url)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
+
+
+def shown_url(url: str) -> str:
+    """``url`` for messages and logs: without user info and query (they may hold secrets)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "<unparsable URL>"
+    if ":" in host:
+        host = f"[{host}]"
+    return urllib.parse.urlunsplit((parts.scheme, host + port, parts.path, "", ""))

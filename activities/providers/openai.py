@@ -32,6 +32,7 @@ from typing import Any
 
 from otherone.activities.providers.base import (
     REASONING_KEY,
+    TOOL_ERROR_KEY,
     Finished,
     ModelRequest,
     ProviderError,
@@ -46,6 +47,7 @@ from otherone.activities.providers.http import (
     TransportOptions,
     body_options,
     call_label,
+    endpoint,
     is_retryable_status,
     parse_chunk,
     run_stream,
@@ -87,11 +89,11 @@ def chat_completions_call(request: ModelRequest) -> tuple[HttpCall, WireNames]:
     if key is not None:
         headers["Authorization"] = f"Bearer {key.value}"
     names = WireNames(_tool_name(tool) for tool in request.tools)
-    base_url = (profile.base_url or DEFAULT_BASE_URLS[profile.provider]).rstrip("/")
+    base_url = profile.base_url or DEFAULT_BASE_URLS[profile.provider]
     call = HttpCall(
         profile=profile,
         label=label,
-        url=f"{base_url}/chat/completions",
+        url=endpoint(base_url, "/chat/completions"),
         headers=headers,
         body=chat_completions_body(request, names),
         key=key,
@@ -146,6 +148,7 @@ def _wire_message(message: Mapping[str, Any], names: WireNames) -> dict[str, Any
     """A neutral message as sent: tool names encoded, no empty text next to tool calls."""
     wire = dict(message)
     wire.pop(REASONING_KEY, None)  # another provider's signed blocks: not for this API
+    wire.pop(TOOL_ERROR_KEY, None)  # not a field of this API (the content says it failed)
     if message.get("role") == "assistant" and message.get("tool_calls"):
         wire["tool_calls"] = [
             {
@@ -172,6 +175,8 @@ class ChatCompletionsState:
     finish_reason: str | None = None
     #: Whether any chunk carried the answer's choice (a stream of [DONE] alone holds none).
     answered: bool = False
+    #: Whether the answer is a refusal (``delta.refusal`` instead of ``content``).
+    refused: bool = False
 
     def events(self, sse: ServerSentEvent) -> list[StreamEvent]:
         if sse.data.strip() == "[DONE]":
@@ -205,7 +210,7 @@ class ChatCompletionsState:
                 f"{self.label}: the stream held no answer (no choice before its end)",
                 retryable=True,
             )
-        return [Finished(self.finish_reason)]
+        return [Finished("refusal" if self.refused else self.finish_reason)]
 
     def _choice(self, choice: Mapping[str, Any]) -> list[StreamEvent]:
         self.answered = True
@@ -222,6 +227,11 @@ class ChatCompletionsState:
             events.append(ThinkingDelta(reasoning))
         if _text(delta.get("content")):
             events.append(TextDelta(delta["content"]))
+        if _text(delta.get("refusal")):
+            # The model declined (structured outputs, safety): its words are the answer, not
+            # an empty text; the turn's finish reason says `refusal`.
+            self.refused = True
+            events.append(TextDelta(delta["refusal"]))
         for call in delta.get("tool_calls") or []:
             if isinstance(call, dict):
                 events.append(self._tool_call(call))

@@ -54,8 +54,13 @@ class ApiKey:
         return f"key {self.name} of the secrets file {self.secrets_file} ({SECRETS_FILE_ENV})"
 
     def scrub(self, text: str) -> str:
-        """``text`` with every occurrence of the key's value replaced."""
-        return text.replace(self.value, "<redacted>") if self.value else text
+        """``text`` with every occurrence of the key's value replaced, as it is and as a
+        ``repr`` shows it (an HTTP library's error quotes a header escaped)."""
+        if not self.value:
+            return text
+        for shown in {self.value, repr(self.value)[1:-1], repr(self.value.encode())[2:-1]}:
+            text = text.replace(shown, "<redacted>")
+        return text
 
 
 def key_env_name(profile: ModelProfile) -> str | None:
@@ -70,16 +75,30 @@ def resolve_api_key(profile: ModelProfile) -> ApiKey | None:
         return None
     from_env = os.environ.get(name)
     if from_env and from_env.strip():
-        return ApiKey(name=name, value=from_env.strip())
+        return _checked(profile, ApiKey(name=name, value=from_env.strip()))
     from_file = read_secrets_file().get(name)
     source = os.environ.get(SECRETS_FILE_ENV)
     if source and from_file and from_file.strip():
-        return ApiKey(name=name, value=from_file.strip(), secrets_file=source)
+        return _checked(profile, ApiKey(name=name, value=from_file.strip(), secrets_file=source))
     where = f"environment variable {name}" + (
         f" (nor in the secrets file {source})" if source else ""
     )
     raise ProviderError(
         f"model '{profile.id}' ({profile.provider}): no API key: {where} is not set",
+        retryable=False,
+    )
+
+
+def _checked(profile: ModelProfile, key: ApiKey) -> ApiKey:
+    """``key``, unless it holds what an HTTP header cannot carry (a line break of a two-line
+    key file, a non-ASCII character pasted with it): refused before any request, naming where
+    it was read and never its value (sent, the HTTP library's error quoted the header)."""
+    if all(" " < character < "\x7f" for character in key.value):
+        return key
+    raise ProviderError(
+        f"model '{profile.id}' ({profile.provider}): the API key from {key.origin} holds "
+        "characters an HTTP header cannot carry (a space, a line break or a non-ASCII "
+        "character): check its value",
         retryable=False,
     )
 
