@@ -14,6 +14,7 @@ from temporalio.client import Client
 
 from otherone.activities.providers.base import ModelRequest, StreamEvent, TextDelta
 from otherone.client.agent_client import AgentClient, build_request
+from otherone.contracts import ACTIVITY_CALL_MODEL
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits
 from otherone.errors import FailureCode
 from otherone.runs import RunOutcome, RunStatus
@@ -761,7 +762,7 @@ async def test_a_model_call_may_stream_until_the_run_deadline(
         event.activity_task_scheduled_event_attributes
         for event in history.events
         if event.HasField("activity_task_scheduled_event_attributes")
-        and event.activity_task_scheduled_event_attributes.activity_type.name == "otherone.call_model"
+        and event.activity_task_scheduled_event_attributes.activity_type.name == ACTIVITY_CALL_MODEL
     ]
     allowed = scheduled.start_to_close_timeout.ToTimedelta()
     assert timedelta(hours=1, minutes=59) < allowed <= timedelta(hours=2)
