@@ -23,7 +23,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from otherone.activities.approvals import human_tools, with_approvals
 from otherone.activities.artifacts import needs_offload, offload_turn
-from otherone.activities.compact_context import compact_context
+from otherone.activities.compact_context import Summary, compact_context, stored_summary
 from otherone.activities.context import (
     agent_call_tool_definition,
     generation_settings,
@@ -54,7 +54,7 @@ from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_instructions
-from otherone.store import EntryRow
+from otherone.store import Compaction, EntryRow
 from otherone.store.errors import RunAlreadyEnded
 
 #: The error type of a turn refused because its run had already ended (`RunAlreadyEnded`).
@@ -88,7 +88,7 @@ async def _call_model(
     )
     io = context.brief_io if brief else context.io
     try:
-        done, rows, summary = await io(_prepare_context, context, input, assistant_key)
+        done, rows, latest = await io(_prepare_context, context, input, assistant_key)
     except RunAlreadyEnded as refused:
         # Not retried: the workflow ends the run, and its finish finds the stored end.
         raise ApplicationError(
@@ -98,10 +98,14 @@ async def _call_model(
             category=ApplicationErrorCategory.BENIGN,
         ) from None
     events.add(*call_completed_events(input.pending))
+    # This turn's summary call, made by an attempt whose result was lost: it counts all the same.
+    summarised = stored_summary(latest, ref, input.turn)
     if done is not None:
         # A retry after the turn was already stored: never call the model twice.
+        done = _with_summary_usage(done, summarised)
         done = await with_approvals(context, ref, _with_output(done, input))
         return await _returnable(context, done, input)
+    summary = latest.summary if latest is not None else None
     # An earlier attempt's worker died mid-call: its `model_started` gets its end first.
     attempt = activity.info().attempt
     events.add(*await lost_model_attempts(context, ref, input.turn, attempt))
@@ -130,6 +134,7 @@ async def _call_model(
     rows, summary, compaction = await compact_context(
         context, provider, request, input, system_prompt, rows, summary
     )
+    compaction = compaction or summarised
     request = dataclasses.replace(
         request, messages=messages_from_entries(system_prompt, rows, summary)
     )
@@ -165,23 +170,29 @@ async def _call_model(
         events.add({**completed, "error": ended, **model_completed_key(ref, input.turn, attempt)})
         raise
     turn = turn.model_copy(update={"reasoning": ()})  # kept in the store, not in history
-    if compaction is not None:  # the summary was a model call of the run too
-        turn = turn.model_copy(
-            update={
-                "compaction_calls": 1,
-                "compaction_input_tokens": compaction.input_tokens,
-                "compaction_output_tokens": compaction.output_tokens,
-            }
-        )
+    turn = _with_summary_usage(turn, compaction)
     turn = await with_approvals(context, ref, _with_output(turn, input))
     return await _returnable(context, turn, input)
 
 
+def _with_summary_usage(turn: ModelTurn, summary: Summary | None) -> ModelTurn:
+    """``turn`` counting the turn's summary call, if it made one: a model call of the run."""
+    if summary is None:
+        return turn
+    return turn.model_copy(
+        update={
+            "compaction_calls": 1,
+            "compaction_input_tokens": summary.input_tokens,
+            "compaction_output_tokens": summary.output_tokens,
+        }
+    )
+
+
 def _prepare_context(
     context: ActivityContext, input: ModelCallInput, assistant_key: str
-) -> tuple[ModelTurn | None, list[EntryRow], str | None]:
+) -> tuple[ModelTurn | None, list[EntryRow], Compaction | None]:
     """Write pending entries (and the events inline tool results left to them); then the
-    context: latest summary and the entries after it."""
+    latest compaction, and the stored answer (a retry) or the entries after it."""
     ref = input.run_ref
     # One transaction: the referenced tool results, the pending entries, then the context.
     existing, compaction, entries = context.store.turn_context(
@@ -196,8 +207,8 @@ def _prepare_context(
         unless_ended=any(entry.queued for entry in input.pending),
     )
     if existing is not None:
-        return turn_from_entry(existing), [], None
-    return None, entries, compaction.summary if compaction else None
+        return turn_from_entry(existing), [], compaction
+    return None, entries, compaction
 
 
 def _offered_tools(

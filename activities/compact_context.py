@@ -19,10 +19,10 @@ from otherone.activities.providers.base import (
 )
 from otherone.activities.shared import ActivityContext, failure
 from otherone.activities.store_calls import heartbeating
-from otherone.contracts import ModelCallInput
+from otherone.contracts import ModelCallInput, RunRef
 from otherone.definitions import ModelOverrides
 from otherone.errors import FailureCode
-from otherone.store import EntryRow, estimate_tokens
+from otherone.store import Compaction, EntryRow, estimate_tokens
 
 
 async def compact_context(
@@ -60,10 +60,11 @@ async def compact_context(
         context.store.add_compaction,
         ref.partition_key,
         ref.session_id,
-        key=f"{ref.run_id}:t{input.turn}:compaction",
+        key=compaction_key(ref, input.turn),
         summary=text,
         up_to_entry_id=plan.up_to_entry_id,
         tokens=estimate_tokens(text),
+        usage={"input_tokens": written.input_tokens, "output_tokens": written.output_tokens},
     )
     await context.emit(
         ref,
@@ -75,6 +76,29 @@ async def compact_context(
         },
     )
     return list(plan.keep), text, written
+
+
+def compaction_key(ref: RunRef, turn: int) -> str:
+    """The key of the compaction a run's turn makes (one per turn, however many attempts)."""
+    return f"{ref.run_id}:t{turn}:compaction"
+
+
+def stored_summary(latest: Compaction | None, ref: RunRef, turn: int) -> Summary | None:
+    """The summary call an earlier attempt of this turn made, when ``latest`` (the session's
+    latest compaction) is that attempt's: its usage still counts (the retry, finding the
+    context cut, makes none). Tokens unknown when it was stored without them."""
+    if latest is None or latest.compaction_key != compaction_key(ref, turn):
+        return None
+    usage = latest.usage or {}
+    return Summary(
+        text=latest.summary,
+        input_tokens=_count(usage.get("input_tokens")),
+        output_tokens=_count(usage.get("output_tokens")),
+    )
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 async def _summary_request(

@@ -57,6 +57,8 @@ class Compaction:
     up_to_entry_id: int
     tokens: int
     created_at: datetime
+    #: The summary call's usage (``input_tokens``, ``output_tokens``); None when not known.
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

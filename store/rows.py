@@ -130,6 +130,7 @@ def compaction_from_mapping(mapping: Mapping[Any, Any]) -> Compaction:
         up_to_entry_id=mapping["up_to_entry_id"],
         tokens=mapping["tokens"],
         created_at=aware(mapping["created_at"]),
+        usage=mapping.get("usage"),
     )
 
 

@@ -142,6 +142,8 @@ compactions = Table(
     Column("up_to_entry_id", Integer, nullable=False),
     Column("tokens", Integer, nullable=False),
     _created_at(),
+    #: The summary call's usage (``input_tokens``, ``output_tokens``; migration 0006).
+    Column("usage", JSON, nullable=True),
     UniqueConstraint("partition_key", "session_id", "compaction_key", name="uq_compaction_key"),
 )
 

@@ -90,9 +90,9 @@ class TranscriptStore(StoreBase):
     ) -> tuple[EntryRow | None, Compaction | None, list[EntryRow]]:
         """A model turn's start in one transaction: read the stored results of ``run_id``'s
         ``tool_call_ids``, append the turn's pending entries (``pending_rows(results)``) and the
-        events ``events`` gives for those written now; then the stored answer under
-        ``answer_key`` if there is one (a retried turn), else the latest compaction and the
-        entries after it.
+        events ``events`` gives for those written now; then the latest compaction, and the
+        stored answer under ``answer_key`` if there is one (a retried turn), else the entries
+        after that compaction.
 
         ``unless_ended`` (a turn that brings user messages): first `RunAlreadyEnded`, with
         nothing written, when the run's stored record is terminal (see there); one read more,
@@ -112,11 +112,11 @@ class TranscriptStore(StoreBase):
             rows = pending_rows(stored)
             written = self._inserted_keys(conn, partition_key, session_id, rows)
             existing = turn.entry_by_key.rows(conn, {**session, "entry_key": answer_key})
-            if existing:
-                insert_entry_events(conn, turn, events, written)
-                return entry_from_values(existing[0]), None, None
             found = turn.latest_compaction.rows(conn, session)
             compaction = compaction_from_values(found[0]) if found else None
+            if existing:
+                insert_entry_events(conn, turn, events, written)
+                return entry_from_values(existing[0]), compaction, None
             cut = compaction.up_to_entry_id if compaction is not None else 0
             context = self._session_context(conn, session, cut, self.contexts.get(key))
             # Last: on PostgreSQL, appending takes the tree's event lock until commit, and
@@ -126,7 +126,7 @@ class TranscriptStore(StoreBase):
 
         answer, compaction, context = in_event_transaction(self._transaction, start)
         if context is None:
-            return answer, None, []
+            return answer, compaction, []
         self.contexts.put(key, context)  # once committed: the pending entries are in it
         return None, compaction, list(context.rows)
 
@@ -196,8 +196,10 @@ class TranscriptStore(StoreBase):
         summary: str,
         up_to_entry_id: int,
         tokens: int,
+        usage: dict[str, Any] | None = None,
     ) -> None:
-        """Record a summary of the session's entries up to ``up_to_entry_id`` (once per key)."""
+        """Record a summary of the session's entries up to ``up_to_entry_id`` (once per key),
+        with the usage of the call that wrote it."""
         statement = self._insert(compactions).values(
             partition_key=partition_key,
             session_id=session_id,
@@ -206,6 +208,7 @@ class TranscriptStore(StoreBase):
             up_to_entry_id=up_to_entry_id,
             tokens=tokens,
             created_at=utc_now(),
+            usage=usage,
         )
         with self.engine.begin() as conn:
             conn.execute(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from temporalio.client import Client
 
 from otherone.activities.compaction import plan_compaction, summary_messages
 from otherone.activities.context import parent_excerpt
+from otherone.activities.providers.base import ModelRequest, ProviderError, StreamEvent
 from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import (
@@ -223,3 +227,53 @@ def test_an_unknown_summary_model_is_a_config_error() -> None:
     with pytest.raises(ConfigurationError) as refused:
         config.validate()
     assert (refused.value.table, refused.value.field) == ("policy", "summary_model")
+
+
+@dataclass
+class FailingAfterSummary(RecordingProvider):
+    """Fails (retryably) the first attempt of every turn whose summary call it just answered:
+    the attempt's worker lost after the compaction was stored."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        previous = self.requests[-1] if self.requests else None
+        if (
+            request.purpose == "turn"
+            and request.attempt == 1
+            and previous is not None
+            and previous.purpose == "summary"
+            and previous.turn == request.turn
+        ):
+            self.requests.append(request)
+            raise ProviderError("lost after the summary", retryable=True)
+        return super().stream(request)
+
+
+async def test_a_summary_an_earlier_attempt_stored_still_counts(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A model call retried after its turn's compaction was stored (a chaos test killed the
+    worker there) finds the context cut and makes no summary: the stored one's call and tokens
+    still count in usage and budgets (they were lost: 17 model calls where 18 were made)."""
+    provider = FailingAfterSummary()
+    async with agent_env(
+        client, task_queue, reader_config(), tmp_path, providers={"scripted": provider}
+    ) as env:
+        request = build_request(
+            entry_agent="reader", input="read", session={"context_window": 1000}
+        )
+        result = await env.agents.run(request)
+        turns = [
+            entry.usage or {}
+            for entry in env.store.load_entries("local", result.session_id)
+            if entry.role == "assistant"
+        ]
+        stored = env.store.latest_compaction("local", result.session_id)
+    summaries = [r for r in provider.calls("reader") if r.purpose == "summary"]
+    retried = [r for r in provider.calls("reader") if r.purpose == "turn" and r.attempt == 2]
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert summaries and len(retried) == len(summaries)  # every summary's turn was retried
+    assert result.usage.model_calls == 13 + len(summaries)
+    assert result.usage.output_tokens == sum(u["output_tokens"] for u in turns) + 32 * len(
+        summaries
+    )
+    assert stored is not None and stored.usage == {"input_tokens": ANY, "output_tokens": 32}
