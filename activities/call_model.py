@@ -152,7 +152,7 @@ async def _call_model(
     try:
         turn = await _stream(context, provider, request, input, events)
         # The answer, its last deltas and `model_completed`: one transaction.
-        events.add({**completed, "usage": _usage(turn)})
+        events.add({**completed, "usage": _usage(turn), "finish_reason": turn.finish_reason})
         row = _assistant_row(assistant_key, ref, turn)
         store = context.store
         await events.write_with(

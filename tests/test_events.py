@@ -236,6 +236,9 @@ async def test_a_retried_stream_marks_the_earlier_attempt_superseded(
         e.event["type"] == "model_delta" and e.event["attempt"] == 1 for e in events
     )  # the cut text was streamed, marked with its attempt
     assert final_text(events, result.run_id, 1) == result.text
+    ended = [e.event for e in events if e.event["type"] == "model_completed"]
+    # The answer's end says why the model stopped (a cut answer says `length`).
+    assert "finish_reason" not in ended[0] and ended[1]["finish_reason"] == "stop"
 
 
 async def test_thinking_deltas_only_when_requested(
