@@ -299,3 +299,51 @@ async def test_calls_a_server_sends_without_ids_get_ids_of_their_own(
     called = [call["id"] for m in last if m.get("tool_calls") for call in m["tool_calls"]]
     answered = [m["tool_call_id"] for m in last if m["role"] == "tool"]
     assert answered == called and len(set(called)) == 2
+
+
+async def test_reasoning_and_signatures_go_back_to_the_server_that_sent_them(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """DeepSeek's thinking mode refuses a tool-calling turn's continuation without the turn's
+    `reasoning_content`; Gemini refuses a function call without the `extra_content` (thought
+    signature) it came with. Both are kept with the turn's entry and returned on its assistant
+    message, to that server only (both were dropped: HTTP 400 on the second call)."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n"
+
+    signature = {"google": {"thought_signature": "c2lnbmVk"}}
+    call = {
+        "index": 0,
+        "id": "call_w",
+        "type": "function",
+        "function": {"name": "weather__lookup", "arguments": '{"city": "Oslo"}'},
+        "extra_content": signature,
+    }
+    first = chunk({"role": "assistant", "reasoning_content": "Need the "})
+    first += chunk({"reasoning_content": "weather."}) + chunk({"tool_calls": [call]})
+    first += chunk({}, "tool_calls") + b"data: [DONE]\n\n"
+
+    def reply(seen: Seen) -> Reply:
+        answered = any(m["role"] == "tool" for m in seen.body["messages"])
+        return Reply(body=openai_stream(["Clear."]) if answered else first)
+
+    async with (
+        WireServer(reply) as server,
+        agent_env(client, task_queue, config("local", server.url, None), tmp_path) as env,
+    ):
+        result = await run_boss(env)
+        again = await env.agents.run(
+            build_request(
+                entry_agent="boss", input="And now?", session={"session_id": result.session_id}
+            )
+        )
+    assert result.outcome is RunOutcome.COMPLETED and again.outcome is RunOutcome.COMPLETED
+    [assistant] = [m for m in server.requests[1].body["messages"] if m.get("tool_calls")]
+    assert assistant["reasoning_content"] == "Need the weather."
+    assert assistant["tool_calls"][0]["extra_content"] == signature
+    # A later user message starts a new turn: the old reasoning is not sent again (DeepSeek's
+    # own examples drop it), the signatures are not needed either.
+    [earlier] = [m for m in server.requests[2].body["messages"] if m.get("tool_calls")]
+    assert "reasoning_content" not in earlier and "extra_content" not in earlier["tool_calls"][0]

@@ -206,6 +206,14 @@ def test_local_server_crlf_reasoning_content_and_namespaced_tool() -> None:
         ToolCallDelta(0, "Jq2cV1mA", "mcp.weather.lookup", '{"city":'),
         ToolCallDelta(0, None, None, '"Oslo"}'),
         UsageReport(140, 21),
+        # Kept with the turn and returned with its assistant message (DeepSeek's rule).
+        ReasoningBlock(
+            {
+                "type": "chat_completions_round_trip",
+                "server": "",
+                "reasoning_content": "Need the weather tool.",
+            }
+        ),
         Finished("tool_calls"),
     ]
 

@@ -87,6 +87,10 @@ STOP_REASONS = {
 TOOL_CHOICE_TYPES = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
 
 
+#: The reasoning blocks this API sends and takes back.
+ANTHROPIC_REASONING_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
 class AnthropicProvider:
     """Streams one Messages API response."""
 
@@ -209,8 +213,13 @@ def _blocks(message: Mapping[str, Any], names: WireNames) -> list[dict[str, Any]
         if message.get(TOOL_ERROR_KEY):
             result["is_error"] = True  # the model is told the call failed, not what it gave
         return [result]
-    # The turn's own thinking blocks first, unmodified (their signatures are checked).
-    blocks = [dict(block) for block in message.get(REASONING_KEY) or ()]
+    # The turn's own thinking blocks first, unmodified (their signatures are checked); another
+    # API's stored blocks (a session that changed models) are not for this one.
+    blocks = [
+        dict(block)
+        for block in message.get(REASONING_KEY) or ()
+        if block.get("type") in ANTHROPIC_REASONING_TYPES
+    ]
     blocks += _content_blocks(message.get("content"))
     for call in message.get("tool_calls") or []:
         function = call["function"]

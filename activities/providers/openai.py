@@ -26,8 +26,8 @@ at ``data: [DONE]``, or at its end when a ``finish_reason`` was seen (servers th
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from otherone.activities.providers.base import (
@@ -36,6 +36,7 @@ from otherone.activities.providers.base import (
     Finished,
     ModelRequest,
     ProviderError,
+    ReasoningBlock,
     StreamEvent,
     TextDelta,
     ThinkingDelta,
@@ -68,6 +69,8 @@ MAX_TOKENS_PARAMETER = {
 }
 OUTPUT_LIMIT_NAMES = ("max_tokens", "max_completion_tokens")
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+#: Type of the reasoning block this API's turns store: what their server wants returned.
+ROUND_TRIP = "chat_completions_round_trip"
 
 
 class OpenAIChatProvider:
@@ -75,7 +78,8 @@ class OpenAIChatProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         call, names = chat_completions_call(request)
-        async for event in run_stream(call, ChatCompletionsState(call.label, names)):
+        state = ChatCompletionsState(call.label, names, server=call.url)
+        async for event in run_stream(call, state):
             yield event
 
 
@@ -107,7 +111,7 @@ def chat_completions_body(request: ModelRequest, names: WireNames) -> dict[str, 
     settings, other = request.settings, body_options(request.settings.get("other", {}))
     body: dict[str, Any] = {
         "model": request.profile.model,
-        "messages": [_wire_message(message, names) for message in request.messages],
+        "messages": _wire_messages(request.messages, names, endpoint_of(request)),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -144,10 +148,35 @@ def _wire_tool_choice(choice: Any, names: WireNames) -> Any:
     return choice
 
 
-def _wire_message(message: Mapping[str, Any], names: WireNames) -> dict[str, Any]:
-    """A neutral message as sent: tool names encoded, no empty text next to tool calls."""
+def endpoint_of(request: ModelRequest) -> str:
+    """The URL a request goes to (what a turn's round-trip data is tied to)."""
+    base_url = request.profile.base_url or DEFAULT_BASE_URLS[request.profile.provider]
+    return endpoint(base_url, "/chat/completions")
+
+
+def _wire_messages(
+    messages: Sequence[Mapping[str, Any]], names: WireNames, server: str
+) -> list[dict[str, Any]]:
+    """The messages as sent; the current turn's assistant messages (those after the last user
+    message) get back what their server asked to be returned (`ROUND_TRIP`)."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    return [
+        _wire_message(message, names, server if index > last_user else None)
+        for index, message in enumerate(messages)
+    ]
+
+
+def _wire_message(
+    message: Mapping[str, Any], names: WireNames, server: str | None = None
+) -> dict[str, Any]:
+    """A neutral message as sent: tool names encoded, no empty text next to tool calls, and,
+    for a ``server`` that sent them, the turn's reasoning and tool-call extras."""
     wire = dict(message)
-    wire.pop(REASONING_KEY, None)  # another provider's signed blocks: not for this API
+    blocks = wire.pop(REASONING_KEY, None) or ()
+    returned = next(
+        (b for b in blocks if b.get("type") == ROUND_TRIP and server and b.get("server") == server),
+        None,
+    )
     wire.pop(TOOL_ERROR_KEY, None)  # not a field of this API (the content says it failed)
     if message.get("role") == "assistant" and message.get("tool_calls"):
         wire["tool_calls"] = [
@@ -162,7 +191,30 @@ def _wire_message(message: Mapping[str, Any], names: WireNames) -> dict[str, Any
         ]
         if not message.get("content"):
             wire["content"] = None
+        if returned is not None:
+            _return_to_server(wire, returned)
     return wire
+
+
+def _return_to_server(wire: dict[str, Any], returned: Mapping[str, Any]) -> None:
+    """Put back on an assistant message what its server asked for: DeepSeek's thinking mode
+    refuses a tool-calling turn's continuation without its ``reasoning_content``, Gemini a
+    function call without the ``extra_content`` (its thought signature) it came with."""
+    if isinstance(returned.get("reasoning_content"), str):
+        wire["reasoning_content"] = returned["reasoning_content"]
+    extras = returned.get("tool_call_extras") or []
+    for position, call in enumerate(wire["tool_calls"]):
+        extra = next(
+            (
+                item["extra_content"]
+                for item in extras
+                if item.get("id") == call["id"]
+                or (item.get("id") is None and item.get("index") == position)
+            ),
+            None,
+        )
+        if extra is not None:
+            call["extra_content"] = extra
 
 
 @dataclass
@@ -171,12 +223,20 @@ class ChatCompletionsState:
 
     label: str
     names: WireNames
+    #: Where the request went: the round-trip block is tied to it (`ROUND_TRIP`).
+    server: str = ""
     done: bool = False
     finish_reason: str | None = None
     #: Whether any chunk carried the answer's choice (a stream of [DONE] alone holds none).
     answered: bool = False
     #: Whether the answer is a refusal (``delta.refusal`` instead of ``content``).
     refused: bool = False
+    #: DeepSeek's ``reasoning_content`` pieces (returned with a tool-calling turn).
+    reasoning_content: list[str] = field(default_factory=list)
+    #: ``extra_content`` of tool calls (Gemini's thought signatures), with their index and id.
+    tool_call_extras: list[dict[str, Any]] = field(default_factory=list)
+    #: Whether the turn calls tools (only then is reasoning returned).
+    calls_tools: bool = False
 
     def events(self, sse: ServerSentEvent) -> list[StreamEvent]:
         if sse.data.strip() == "[DONE]":
@@ -210,7 +270,17 @@ class ChatCompletionsState:
                 f"{self.label}: the stream held no answer (no choice before its end)",
                 retryable=True,
             )
-        return [Finished("refusal" if self.refused else self.finish_reason)]
+        return [*self._round_trip(), Finished("refusal" if self.refused else self.finish_reason)]
+
+    def _round_trip(self) -> list[StreamEvent]:
+        """What this server wants back with the turn's assistant message, as a reasoning block
+        stored with it (never in Temporal's history): see `_return_to_server`."""
+        block: dict[str, Any] = {"type": ROUND_TRIP, "server": self.server}
+        if self.reasoning_content and self.calls_tools:
+            block["reasoning_content"] = "".join(self.reasoning_content)
+        if self.tool_call_extras:
+            block["tool_call_extras"] = self.tool_call_extras
+        return [ReasoningBlock(block)] if len(block) > 2 else []
 
     def _choice(self, choice: Mapping[str, Any]) -> list[StreamEvent]:
         self.answered = True
@@ -225,6 +295,8 @@ class ChatCompletionsState:
         reasoning = next((delta[k] for k in REASONING_KEYS if _text(delta.get(k))), None)
         if reasoning:
             events.append(ThinkingDelta(reasoning))
+        if _text(delta.get("reasoning_content")):
+            self.reasoning_content.append(delta["reasoning_content"])
         if _text(delta.get("content")):
             events.append(TextDelta(delta["content"]))
         if _text(delta.get("refusal")):
@@ -240,7 +312,16 @@ class ChatCompletionsState:
         return events
 
     def _tool_call(self, call: Mapping[str, Any]) -> ToolCallDelta:
+        self.calls_tools = True
         function = call.get("function") or {}
+        if isinstance(call.get("extra_content"), dict):
+            self.tool_call_extras.append(
+                {
+                    "index": call.get("index"),
+                    "id": call.get("id") or None,
+                    "extra_content": call["extra_content"],
+                }
+            )
         name, arguments = function.get("name"), function.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
             arguments = json.dumps(arguments)  # a server that sends the object itself
