@@ -21,6 +21,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
@@ -53,6 +54,7 @@ from otherone.client.request_checks import (
 )
 from otherone.client.root_starts import (
     check_session_free,
+    legacy_run,
     root_search_attributes,
     start_details,
     start_summary,
@@ -63,10 +65,13 @@ from otherone.client.root_starts import root_run_id as root_run_id
 from otherone.client.run_handles import RunHandle as RunHandle
 from otherone.client.run_handles import TypedRunHandle as TypedRunHandle
 from otherone.client.run_results import (
+    is_stuck,
     not_found_or,
     record_from_result,
     result_of_broken_run,
     stored_record,
+    stuck_record,
+    task_failing,
     unanswered_update,
     with_stored_record,
 )
@@ -201,7 +206,7 @@ class AgentClient:
         check_contract(request.result_contract)
         check_against_config(request, self.config)
         fingerprint = request.fingerprint()
-        legacy = await self._legacy_run(request)
+        legacy = await legacy_run(self.temporal, request) if self.legacy_run_ids else None
         if legacy is not None:
             assert request.idempotency_key is not None
             await self._check_fingerprint(legacy, request.idempotency_key, fingerprint)
@@ -225,23 +230,6 @@ class AgentClient:
         if request.idempotency_key is not None:
             await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
         return run_id
-
-    async def _legacy_run(self, request: AgentRunRequest) -> str | None:
-        """The key's run if an earlier version started it (under ``run-`` + 40 hex digits).
-
-        Only a start racing with an earlier version's start of the same key can still make two
-        runs; once every client runs this version the new id alone decides.
-        """
-        legacy = legacy_root_run_id(request) if self.legacy_run_ids else None
-        if legacy is None:
-            return None
-        try:
-            await self._workflow(legacy).describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        return legacy
 
     async def _check_fingerprint(self, run_id: str, key: str, fingerprint: str) -> None:
         memo = await (await self._describe(run_id)).memo()
@@ -281,18 +269,7 @@ class AgentClient:
         description = await self._describe(run_id)
         self._check_partition(run_id, description)
         if description.status == WorkflowExecutionStatus.RUNNING:
-            try:
-                record: RunRecord = await self._workflow(run_id).query(
-                    QUERY_RECORD, result_type=RunRecord, rpc_timeout=QUERY_TIMEOUT
-                )
-            except RPCError as error:
-                if error.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
-                    raise UnavailableError(
-                        f"run '{run_id}' is running but no worker answered within "
-                        f"{QUERY_TIMEOUT.total_seconds():g}s "
-                        f"(is a worker polling '{self.task_queue}'?)"
-                    ) from None
-                raise
+            record = await self._live_record(run_id, description)
             return record.model_copy(update={"output": await self.resolve_output(record.output)})
         result = await self.result(run_id)
         ended = record_from_result(result, description)
@@ -300,7 +277,33 @@ class AgentClient:
             return ended  # none unless its output is an artifact)
         # It ended without returning one (terminated from outside): what the store knows of
         # it, with the end Temporal reports.
-        return with_stored_record(ended, await stored_record(self.store, ended))
+        stored = await stored_record(self.store, ended.partition_key, run_id)
+        return with_stored_record(ended, stored)
+
+    async def _live_record(
+        self, run_id: str, description: WorkflowExecutionDescription
+    ) -> RunRecord:
+        """A running run's record, by query; as the store has it when the run's workflow task
+        keeps failing (a worker whose code cannot replay it: `stuck_record`)."""
+        try:
+            record: RunRecord = await self._workflow(run_id).query(
+                QUERY_RECORD, result_type=RunRecord, rpc_timeout=QUERY_TIMEOUT
+            )
+            return record
+        except WorkflowQueryFailedError as error:  # a worker that cannot replay it answered
+            return await stuck_record(self.store, description, run_id, str(error))
+        except RPCError as error:
+            if is_stuck(error):
+                return await stuck_record(self.store, description, run_id, error.message)
+            if error.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise
+        if task_failing(await self._describe(run_id)):
+            reason = "no worker could answer a query"
+            return await stuck_record(self.store, description, run_id, reason)
+        raise UnavailableError(
+            f"run '{run_id}' is running but no worker answered within "
+            f"{QUERY_TIMEOUT.total_seconds():g}s (is a worker polling '{self.task_queue}'?)"
+        )
 
     async def describe_run(self, run_id: str) -> WorkflowExecutionDescription:
         """Temporal's description of a run (status, root, times) without asking a worker;

@@ -12,7 +12,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
 from otherone.runs import AgentRunRequest, RunStatus
@@ -48,6 +50,24 @@ def legacy_root_run_id(request: AgentRunRequest) -> str | None:
     if key is None:
         return None
     return f"run-{_key_digest(request.runtime_context.partition_key, key)[:40]}"
+
+
+async def legacy_run(temporal: Client, request: AgentRunRequest) -> str | None:
+    """The key's run if an earlier version started it (under `legacy_root_run_id`).
+
+    Only a start racing with an earlier version's start of the same key can still make two
+    runs; once every client runs this version the new id alone decides.
+    """
+    legacy = legacy_root_run_id(request)
+    if legacy is None:
+        return None
+    try:
+        await temporal.get_workflow_handle(legacy).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return legacy
 
 
 def _key_digest(partition: str, key: str) -> str:

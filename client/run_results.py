@@ -11,7 +11,13 @@ from temporalio.client import WorkflowExecutionDescription, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
-from otherone.errors import FailureCode, RunNotActiveError, RunNotFoundError, UnavailableError
+from otherone.errors import (
+    FailureCode,
+    RunNotActiveError,
+    RunNotFoundError,
+    RunStuckError,
+    UnavailableError,
+)
 from otherone.runs import (
     DEFAULT_PARTITION,
     STATUS_FOR_OUTCOME,
@@ -19,6 +25,7 @@ from otherone.runs import (
     AgentRunResult,
     RunOutcome,
     RunRecord,
+    RunStatus,
 )
 
 # The CLI imports this module: the store (and SQLAlchemy) only when a method needs one.
@@ -28,7 +35,10 @@ if TYPE_CHECKING:
 
 def not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exception:
     """Temporal's NOT_FOUND as our error (`RunNotActiveError` for a run that has ``finished``
-    when that is what the server says); any other RPC error as it is."""
+    when that is what the server says), a run whose workflow task fails (`stuck_run`) as
+    `UnavailableError`; any other RPC error as it is."""
+    if is_stuck(error):
+        return stuck_run(run_id, error.message, "nothing was taken: send it again once it runs")
     if error.status == RPCStatusCode.NOT_FOUND:
         message = error.message.lower()
         # "workflow execution already completed", or an update the run's end cut short
@@ -37,6 +47,25 @@ def not_found_or(error: RPCError, run_id: str, *, finished: bool = False) -> Exc
             return RunNotActiveError(run_id)
         return RunNotFoundError(run_id)
     return error
+
+
+def is_stuck(error: RPCError) -> bool:
+    """Temporal refusing a query or update because the run's workflow task keeps failing."""
+    return (
+        error.status == RPCStatusCode.FAILED_PRECONDITION
+        and "workflow task in failed state" in error.message.lower()
+    )
+
+
+def stuck_run(run_id: str, reason: str, then: str) -> RunStuckError:
+    """A running run that cannot answer: its workflow task fails, e.g. on a worker whose code
+    cannot replay it (a rolling deploy's overlap, a rollback; Temporal retries it until code
+    that can takes it) or by a bug; the worker's log says which."""
+    return RunStuckError(
+        f"run '{run_id}' is running but its workflow task keeps failing ({reason}): a worker "
+        f"whose code cannot replay it (see docs/upgrading.md) or a bug, as the worker's log "
+        f"says; {then}"
+    )
 
 
 def unanswered_update(message: str) -> BaseException:
@@ -89,15 +118,15 @@ def record_from_result(
     )
 
 
-async def stored_record(store: Store | None, ended: RunRecord) -> RunRecord | None:
-    """The ended run's record in the store (None without a store, when it has none, or when
-    the store is down: Temporal's account of the run is enough then)."""
+async def stored_record(store: Store | None, partition_key: str, run_id: str) -> RunRecord | None:
+    """The run's record in the store (None without a store, when it has none, or when the
+    store is down: Temporal's account of the run is enough then)."""
     if store is None:
         return None
     from otherone.store.errors import StoreError, is_outage
 
     try:
-        return await asyncio.to_thread(store.get_run_record, ended.partition_key, ended.run_id)
+        return await asyncio.to_thread(store.get_run_record, partition_key, run_id)
     except Exception as error:
         if is_outage(error) or isinstance(error, StoreError):
             return None
@@ -112,3 +141,25 @@ def with_stored_record(ended: RunRecord, stored: RunRecord | None) -> RunRecord:
     return stored.model_copy(
         update={"status": ended.status, "failure": ended.failure, "finished_at": ended.finished_at}
     )
+
+
+async def stuck_record(
+    store: Store | None, description: WorkflowExecutionDescription, run_id: str, reason: str
+) -> RunRecord:
+    """A running run whose workflow cannot answer a query (its task fails): its record as the
+    store last has it, else `UnavailableError` saying why (a client without a store)."""
+    found = description.typed_search_attributes
+    stored = await stored_record(store, found.get(attrs.PARTITION) or DEFAULT_PARTITION, run_id)
+    if stored is None:
+        raise stuck_run(run_id, reason, "its record is in the store (`--database-url`)")
+    # The store keeps `running` while a run waits; its search attribute says for what.
+    status = found.get(attrs.STATUS) or ""
+    if status in RunStatus._value2member_map_ and not stored.status.is_terminal:
+        return stored.model_copy(update={"status": RunStatus(status)})
+    return stored
+
+
+def task_failing(description: WorkflowExecutionDescription) -> bool:
+    """Whether the run's workflow task has failed and is being tried again (Temporal counts
+    the attempts of the pending task): a query may then wait for a worker that keeps failing."""
+    return description.raw_description.pending_workflow_task.attempt > 1

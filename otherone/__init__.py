@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         RunFailedError,
         RunNotActiveError,
         RunNotFoundError,
+        RunStuckError,
         UnavailableError,
     )
     from otherone.mcp_servers import McpServer
@@ -121,6 +122,7 @@ _LAZY_EXPORTS = {
             "RunFailedError",
             "RunNotActiveError",
             "RunNotFoundError",
+            "RunStuckError",
             "UnavailableError",
         ),
         "otherone.errors",
@@ -203,6 +205,7 @@ __all__ = [
     "RunOutcome",
     "RunRecord",
     "RunStatus",
+    "RunStuckError",
     "RunUsage",
     "RuntimeConfig",
     "RuntimeContext",

@@ -7,6 +7,7 @@
     ├── RunNotFoundError               no run with that id
     ├── RunNotActiveError              the run has finished
     ├── UnavailableError               Temporal or the store cannot be reached
+    │   └── RunStuckError              a running run's workflow task keeps failing
     ├── ApprovalNotFoundError          no open or decided approval request with that call id
     ├── ApprovalConflictError          the request was already decided otherwise
     │   └── ApprovalNotAllowedError    this identity is not one of the request's approvers
@@ -137,6 +138,12 @@ class UnavailableError(OtheroneError):
     """Temporal (or the store) cannot be reached."""
 
     code = FailureCode.INTERNAL_ERROR
+
+
+class RunStuckError(UnavailableError):
+    """A running run cannot answer: its workflow task keeps failing (a worker whose code cannot
+    replay it, during a deploy's overlap or after a rollback, or a bug). Temporal retries the
+    task until code that can replay it takes it; nothing the run was sent meanwhile is taken."""
 
 
 class ApprovalNotFoundError(OtheroneError):

@@ -31,7 +31,8 @@ from temporalio.workflow import NondeterminismError
 
 from otherone.client.agent_client import AgentClient, build_request
 from otherone.definitions import AccessPolicy, AgentDefinition
-from otherone.runs import AgentRunResult, RunOutcome
+from otherone.errors import RunStuckError
+from otherone.runs import AgentRunResult, RunOutcome, RunStatus
 from otherone.store import Store
 from otherone.tools import tool
 from otherone.worker.app import build_worker, sandbox_runner
@@ -239,3 +240,84 @@ async def test_a_patched_change_lets_runs_in_flight_finish_on_the_old_path(
     # Step two (deprecate_patch) fits the new runs, and only them: wait until old runs are gone.
     assert await _replays(DeprecatedPatchAgentRunWorkflow, new_history)
     assert not await _replays(DeprecatedPatchAgentRunWorkflow, old_history)
+
+
+@tool(approval="always")
+def send_email(to: str) -> str:
+    """Send an email (a person approves each)."""
+    return f"sent to {to}"
+
+
+WAITING = scripted_config(
+    {
+        "clerk": [
+            {"tool_calls": [{"name": "send_email", "id": "mail", "arguments": {"to": "a"}}]},
+            "sent",
+        ]
+    },
+    agents=[
+        AgentDefinition(id="clerk", description="clerk", tools=AccessPolicy.allow("send_email"))
+    ],
+    tools=[send_email],
+)
+
+
+async def _task_failed(handle: WorkflowHandle[Any, Any]) -> bool:
+    history = await handle.fetch_history()
+    return any(
+        event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for event in history.events
+    )
+
+
+@pytest.mark.timeout(120)
+async def test_a_run_whose_workflow_task_fails_can_be_read_and_says_why_it_takes_nothing(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """During a deploy's overlap (or after a rollback) a worker whose code cannot replay a run
+    fails its workflow task until code that can takes it (docs/upgrading.md: stuck, not lost).
+    Meanwhile the run's record is read from the store (`show`, `tree`, `GET /v1/runs/{id}`
+    failed: "Workflow Task in failed state", a 500 for a query a worker failed) and a decision
+    is refused saying why (`RunStuckError`; it was Temporal's bare FAILED_PRECONDITION)."""
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    agents = AgentClient(client, task_queue=task_queue, store=store)
+    try:
+        async with build_worker(client, WAITING, store, task_queue=task_queue):
+            handle = await agents.start(build_request(entry_agent="clerk", input="mail a"))
+
+            async def waiting() -> bool:
+                return bool(await agents.pending_approvals(handle.run_id))
+
+            await wait_until(waiting, within=30, message="the approval request")
+        workflow = client.get_workflow_handle(handle.run_id)
+        async with build_worker(
+            client, WAITING, store, task_queue=task_queue, workflows=[UnpatchedAgentRunWorkflow]
+        ):
+            # A worker on code that cannot replay the run answers its query with an error...
+            record = await agents.get_run(handle.run_id)
+            assert record.status is RunStatus.WAITING_FOR_APPROVAL and record.agent_id == "clerk"
+            # ...and fails its workflow task, which Temporal then keeps in "failed state".
+            await agents.send_message(handle.run_id, "are you there?")
+            await wait_until(lambda: _task_failed(workflow), within=30, message="a failed task")
+            record = await agents.get_run(handle.run_id)
+            assert record.status is RunStatus.WAITING_FOR_APPROVAL
+            [tree] = await agents.list_run_tree(handle.run_id)
+            assert tree.run_id == handle.run_id
+            with pytest.raises(RunStuckError, match="workflow task keeps failing"):
+                await agents.approve(handle.run_id, "mail")
+            storeless = AgentClient(client, task_queue=task_queue)
+            with pytest.raises(RunStuckError, match="its record is in the store"):
+                await storeless.get_run(handle.run_id)
+        async with build_worker(client, WAITING, store, task_queue=task_queue):
+            # Code that replays it takes the task at Temporal's next try (after a backoff).
+            async def approved() -> bool:
+                try:
+                    await agents.approve(handle.run_id, "mail")
+                except RunStuckError:
+                    return False
+                return True
+
+            await wait_until(approved, within=60, interval=1, message="the approval taken")
+            result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        store.close()
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "sent"

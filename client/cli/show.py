@@ -13,8 +13,10 @@ import sys
 from otherone.client.agent_client import AgentClient
 from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_OK
+from otherone.client.cli.stores import existing_store
 from otherone.client.cli.temporal import agent_client, store_for_output
 from otherone.client.console import print_record, print_run_tree
+from otherone.errors import RunStuckError
 from otherone.runs import RunRecord
 
 #: Seconds `tree` waits for Temporal's visibility to list children a run has called.
@@ -23,7 +25,13 @@ TREE_SETTLE_SECONDS = 2.0
 
 async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     agents = await agent_client(ctx, all_partitions=args.all_partitions, store_when_needed=True)
-    record = await agents.get_run(args.run_id)  # a running run's record needs a live worker
+    try:
+        record = await agents.get_run(args.run_id)  # a running run's record needs a live worker
+    except RunStuckError:
+        if agents.store is not None:
+            raise
+        agents.store = existing_store(ctx.settings)  # its record as the store last has it
+        record = await agents.get_run(args.run_id)
     if record.output is not None and record.output.is_reference:
         record = record.model_copy(
             update={"output": await store_for_output(ctx, agents, record.output)}
