@@ -1,5 +1,6 @@
 """What the client makes of Temporal's answers about a run: a finished run's record, the
-result of a run that did not return ours, and RPC errors as our error types.
+result of a run that did not return ours, the stored record of a run that cannot answer (its
+workflow task keeps failing), and RPC errors as our error types.
 """
 
 from __future__ import annotations
