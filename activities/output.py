@@ -7,8 +7,12 @@ import re
 from typing import Any
 
 from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 
+from otherone.activities.bounded_patterns import (
+    PATTERN_BUDGET_SECONDS,
+    PatternTimeout,
+    bounded_validator,
+)
 from otherone.result_contracts import schema_problem
 from otherone.runs import AgentOutput, ResultContract
 
@@ -45,9 +49,13 @@ def _schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
     unusable = schema_problem(schema)
     if unusable is not None:
         return f"Agent result JSON schema is invalid: {unusable}"
-    validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
     try:
-        mismatch = schema_errors.best_match(validator_class(schema).iter_errors(value))
+        mismatch = schema_errors.best_match(bounded_validator(schema).iter_errors(value))
+    except PatternTimeout as slow:
+        return (
+            f"Agent output could not be checked: the result schema's pattern {slow.pattern!r} "
+            f"ran longer than {PATTERN_BUDGET_SECONDS:g}s on it (patterns are time-limited)"
+        )
     except Exception as error:  # e.g. a reference the schema cannot resolve: not the model's fault
         return f"Agent result JSON schema cannot be applied: {type(error).__name__}: {error}"
     if mismatch is None:

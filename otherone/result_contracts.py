@@ -16,8 +16,17 @@ from otherone.runs import ResultContract
 
 
 def schema_problem(schema: dict[str, Any]) -> str | None:
-    """Why ``schema`` is not a usable JSON Schema (None: it is): its meta-schema refuses it, or
-    it refers to a schema outside itself (nothing is fetched while a run checks an answer)."""
+    """Why ``schema`` is not a usable JSON Schema (None: it is): its meta-schema refuses it, it
+    refers to a schema outside itself (nothing is fetched while a run checks an answer), or it
+    is nested deeper than the checks go (a few KB of nested ``items``: it was a 500 and a
+    2,000-line traceback)."""
+    try:
+        return _problem(schema)
+    except RecursionError:
+        return "nested too deeply to be checked"
+
+
+def _problem(schema: dict[str, Any]) -> str | None:
     from jsonschema import exceptions as schema_errors
     from jsonschema import validators
 
@@ -27,6 +36,13 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     except schema_errors.SchemaError as error:
         where = "/".join(str(part) for part in error.absolute_path)
         return f"not a valid JSON Schema{f' at {where}' if where else ''}: {error.message}"
+    if _untimed_patterns(schema):
+        # Its patterns would be matched by jsonschema itself, with no time limit
+        # (`otherone.activities.bounded_patterns` limits the others).
+        return (
+            "'unevaluatedProperties' next to 'patternProperties' is not supported in result "
+            "contracts"
+        )
     external = _external_ref(schema)
     if external is not None:
         return f"refers to '{external}': only references inside the schema ('#...') are allowed"
@@ -55,6 +71,17 @@ def _unresolvable_ref(schema: dict[str, Any]) -> str | None:
         except Unresolvable:
             return ref
     return None
+
+
+def _untimed_patterns(schema: Any) -> bool:
+    """Whether some subschema has ``unevaluatedProperties`` next to ``patternProperties``."""
+    if isinstance(schema, dict):
+        if "unevaluatedProperties" in schema and "patternProperties" in schema:
+            return True
+        return any(_untimed_patterns(child) for child in schema.values())
+    if isinstance(schema, list):
+        return any(_untimed_patterns(child) for child in schema)
+    return False
 
 
 def _refs(value: Any) -> list[str]:

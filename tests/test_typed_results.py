@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Annotated, Any, assert_type
 from uuid import uuid4
@@ -20,6 +21,8 @@ from pydantic import AfterValidator, BaseModel
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from otherone.activities.bounded_patterns import PATTERN_BUDGET_SECONDS
+from otherone.activities.output import apply_result_contract
 from otherone.activities.providers.base import ModelRequest
 from otherone.client.agent_client import build_request, root_run_id
 from otherone.contracts import WORKFLOW_NAME, RunInput
@@ -442,3 +445,35 @@ def test_a_schema_whose_reference_leads_nowhere_is_refused(
 )
 def test_references_that_resolve_are_kept(schema: dict[str, Any]) -> None:
     assert schema_problem(schema) is None
+
+
+def test_a_backtracking_pattern_cannot_stall_the_worker() -> None:
+    """A contract's patterns run on the model's answer, and the schema is any caller's: one
+    like ``^(a|aa)+$`` backtracks for hours on a long answer with Python's `re`, holding the
+    worker (a chaos test stalled every tenant's runs for 50 s with ``^(\\w+\\s?)*$``). They
+    are matched under a time budget; one that runs past it is a mismatch naming it."""
+    slow = {"type": "object", "properties": {"answer": {"type": "string", "pattern": "^(a|aa)+$"}}}
+    contract = ResultContract.model_validate({"kind": "json", "schema": slow})
+    started = time.monotonic()
+    _, problem = apply_result_contract(json.dumps({"answer": "a" * 60 + "!"}), contract)
+    assert time.monotonic() - started < PATTERN_BUDGET_SECONDS + 3
+    assert problem is not None and "'^(a|aa)+$' ran longer than" in problem
+    _, fine = apply_result_contract(json.dumps({"answer": "aaa"}), contract)
+    assert fine is None
+    keyed = {"patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": False}
+    contract = ResultContract.model_validate({"kind": "json", "schema": keyed})
+    assert apply_result_contract('{"x_a": 1}', contract)[1] is None
+    _, extra = apply_result_contract('{"x_a": 1, "y": 2}', contract)
+    assert extra is not None and "'y'" in extra and "'^x_'" in extra
+
+
+def test_schemas_whose_patterns_cannot_be_time_limited_are_refused() -> None:
+    """jsonschema matches the patterns of `unevaluatedProperties` next to `patternProperties`
+    itself (no time limit): refused where the contract enters; and a schema nested too deeply
+    for the checker is refused, not a 500 with a 2,000-line traceback."""
+    untimed = {"patternProperties": {"^a": {}}, "unevaluatedProperties": False}
+    assert "is not supported" in (schema_problem({"properties": {"x": untimed}}) or "")
+    deep: dict[str, Any] = {"type": "array"}
+    for _ in range(400):
+        deep = {"type": "array", "items": deep}
+    assert schema_problem(deep) == "nested too deeply to be checked"
