@@ -42,6 +42,7 @@ from otherone.api.problems import (
     Problem,
     install_problem_handlers,
 )
+from otherone.api.request_guard import RequestGuard
 from otherone.api.streams import StreamFormat, TreeStream
 from otherone.runs import (
     DEFAULT_PARTITION,
@@ -453,6 +454,11 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(public)
     app.add_middleware(BodyLimit)
+    app.add_middleware(
+        RequestGuard,
+        authenticated=context is None or bool(context.tokens),
+        cors_origins=() if context is None else tuple(context.cors_origins),
+    )
     if context is not None and context.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -463,7 +469,9 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
+        # Never framed by another site (clickjacking an approval).
+        framing = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
+        return FileResponse(STATIC / "index.html", media_type="text/html", headers=framing)
 
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, str]:

@@ -144,6 +144,9 @@ def from_error(error: Exception) -> JSONResponse:
     if is_outage(error):  # the database down or restarting, met by an endpoint's own read
         _log.warning("store unavailable: %s", describe_store_error(error))
         return problem(503, "unavailable", f"the store: {describe_store_error(error)}")
+    if isinstance(error, RPCError) and "blob data size exceeds limit" in error.message.lower():
+        # The request (its input, its messages) over Temporal's payload limit: not an outage.
+        return problem(413, "payload_too_large", f"Temporal refused it: {error.message}")
     if isinstance(error, RPCError):
         return problem(503, "unavailable", f"Temporal: {error.message}")
     if isinstance(error, OtheroneError):

@@ -49,6 +49,7 @@ from otherone.client.request_checks import MAX_MESSAGES_PER_SIGNAL as MAX_MESSAG
 from otherone.client.request_checks import build_request as build_request
 from otherone.client.request_checks import (
     check_against_config,
+    check_input_size,
     check_root_run_id,
     validate_messages,
 )
@@ -204,6 +205,7 @@ class AgentClient:
             )
         run_id = root_run_id(request)
         check_contract(request.result_contract)
+        check_input_size(request)
         check_against_config(request, self.config)
         fingerprint = request.fingerprint()
         legacy = await legacy_run(self.temporal, request) if self.legacy_run_ids else None

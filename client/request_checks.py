@@ -6,6 +6,7 @@ A bad value is an `InvalidRequestError` naming its field, never a traceback or a
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -91,3 +92,20 @@ def validate_messages(batch: tuple[str, ...]) -> None:
             raise InvalidRequestError(
                 f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"
             )
+    _check_total(batch, "messages")
+
+
+def check_input_size(request: AgentRunRequest) -> None:
+    """A run's input messages together within `MAX_INPUT_BYTES` (each one is, by the model)."""
+    if not isinstance(request.input, str):
+        _check_total([message.content for message in request.input], "input")
+
+
+def _check_total(texts: Sequence[str], field: str) -> None:
+    """Several texts travel in one Temporal payload, capped by the server (2 MB by default):
+    over it, Temporal refused the start or signal with "Blob data size exceeds limit"."""
+    total = sum(len(text.encode("utf-8")) for text in texts)
+    if total > MAX_INPUT_BYTES:
+        raise InvalidRequestError(
+            f"must be at most {MAX_INPUT_BYTES} bytes altogether (got {total})", field=field
+        )

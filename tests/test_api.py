@@ -776,3 +776,50 @@ async def test_a_store_outage_is_503_and_open_streams_wait_it_out(
     assert sequences == list(range(1, len(sequences) + 1))  # gap-free, none twice
     assert json.loads(events[-1].data)["event"]["type"] == "run_completed"
     assert any(frame.comment for frame in frames)  # heartbeats kept it open meanwhile
+
+
+async def test_a_page_of_another_site_cannot_steer_a_server_without_tokens(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Without tokens anything that reaches the loopback listener is trusted, so a web page
+    could: by DNS rebinding (its own host name resolving to 127.0.0.1; the Host header says
+    so: 421) or by a cross-site POST it need not read (cancel takes no body, so no preflight:
+    a page's `fetch(..., {mode: "no-cors"})` cancelled a run; its Origin says so: 403). Programs
+    send neither, and the page at / is never framed."""
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        run_id = await start(api, run_body("slow"))
+        rebound = await api.http.get("/v1/approvals", headers={"Host": "attacker.example:80"})
+        assert_problem(rebound, 421, "misdirected_request")
+        for host in ("localhost:1", "127.0.0.2:9", "[::1]:8080"):
+            assert (await api.http.get("/v1/info", headers={"Host": host})).status_code == 200
+        evil = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
+        refused = await api.http.post(f"/v1/runs/{run_id}/cancel", headers=evil)
+        assert_problem(refused, 403, "cross_site_request")
+        assert (await api.http.get(f"/v1/runs/{run_id}")).json()["status"] == "running"
+        own = {"Origin": api.url}  # the page at / itself
+        assert (await api.http.post(f"/v1/runs/{run_id}/cancel", headers=own)).status_code == 202
+        page = await api.http.get("/")
+        assert page.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    async with api_env(
+        client, task_queue, config(), tmp_path / "tokens", tokens={"a" * 16: "tenant"}
+    ) as api:
+        # With tokens a host name is fine (a proxy's, a machine's): the token decides.
+        named = await api.http.get("/v1/info", headers={"Host": "agents.example.com"})
+        assert named.status_code == 200
+
+
+async def test_inputs_too_large_together_are_refused_naming_the_field(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Messages each within the limit but over it together reached Temporal, whose payload
+    limit refused them: a 503 "unavailable" (which clients retry) instead of a 422."""
+    big = "x" * 600_000
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        messages = [{"role": "user", "content": big}] * 3
+        refused = await api.http.post("/v1/runs", json=run_body("slow", messages))  # type: ignore[arg-type]
+        assert_problem(refused, 422, "invalid_request", "input")
+        assert "altogether" in refused.json()["detail"]
+        run_id = await start(api, run_body("slow"))
+        steered = await api.http.post(f"/v1/runs/{run_id}/messages", json={"messages": [big] * 3})
+        assert_problem(steered, 422, "invalid_request", "messages")
