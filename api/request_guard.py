@@ -9,8 +9,10 @@ ways a web page on another site still could:
 - **Cross-site requests**: a form or a ``no-cors`` fetch can POST without reading the answer
   (the cancel endpoint takes no body, so no preflight stops it). Browsers name the sending page
   in ``Origin``: a POST from an origin that is neither the API's own nor a configured CORS
-  origin is refused (403). Programs send no ``Origin``, and a bearer token is never sent by a
-  browser on its own, so neither check concerns them.
+  origin is refused (403). Programs send no ``Origin``.
+
+With tokens neither check applies: a browser never sends a bearer token on its own, and the
+token, not the host name, decides.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ _LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class RequestGuard:
-    """Plain ASGI (event streams pass untouched): the two checks above."""
+    """Plain ASGI (event streams pass untouched): the two checks above, without tokens."""
 
     def __init__(
         self, app: ASGIApp, *, authenticated: bool, cors_origins: Sequence[str] = ()
@@ -54,7 +56,8 @@ class RequestGuard:
             return
         origin = headers.get(b"origin")
         if (
-            scope["method"] not in ("GET", "HEAD", "OPTIONS")
+            not self.authenticated
+            and scope["method"] not in ("GET", "HEAD", "OPTIONS")
             and origin is not None
             and not self._allowed(origin.decode("latin-1"), host)
         ):
