@@ -91,6 +91,8 @@ def merge_agents(
     merged = dict(from_toml)
     seen_in_files: dict[str, Path] = {}
     for file, agent in from_files:
+        if agent.id in seen_in_files and seen_in_files[agent.id].resolve() == file.resolve():
+            continue  # one folder listed twice (``agents`` and ``./agents/``): the same file
         if agent.id in seen_in_files:
             message = f"agent '{agent.id}' is also defined by {seen_in_files[agent.id]}"
             raise ConfigurationError(message, file=str(file), field="id")

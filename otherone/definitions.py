@@ -80,10 +80,24 @@ def credentials_refused_message(paths: list[str]) -> str:
 
 
 def _no_credentials(other: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    """``other`` ends up in the stored runtime snapshot: no header or option may hold a key."""
+    """``other`` ends up in the stored runtime snapshot: no header or option may hold a key.
+    Its transport keys are checked here too (they failed every run, at its first call)."""
     paths = credential_paths(other)
     if paths:
         raise ValueError(credentials_refused_message(paths))
+    timeout = other.get("timeout")
+    if "timeout" in other and (
+        not isinstance(timeout, int | float)
+        or isinstance(timeout, bool)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise ValueError("timeout (seconds of silence allowed in a stream) must be a number > 0")
+    headers = other.get("extra_headers")
+    if "extra_headers" in other and not (
+        isinstance(headers, dict) and all(isinstance(value, str) for value in headers.values())
+    ):
+        raise ValueError("extra_headers must be a table of strings")
     return other
 
 
@@ -92,7 +106,13 @@ def _no_url_credentials(url: str | None) -> str | None:
     no query parameter carrying a key (``?key=…``; ``?api-version=…`` is fine)."""
     if url is None:
         return None
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        raise ValueError("must be an http:// or https:// URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ValueError("must be an http:// or https:// URL (e.g. http://127.0.0.1:11434/v1)")
     if parts.password is not None:
         raise ValueError("must not carry a password (user:password@): " + _USE_KEY_ENV)
     credentials = sorted(

@@ -104,24 +104,35 @@ def _validated(model: type[_M], data: dict[str, Any], file: Path) -> _M:
 # --------------------------------------------------------------------------- discovery
 
 
-def _skill_files(path: Path) -> list[Path]:
+def _skill_files(path: Path, seen: set[Path] | None = None) -> list[Path]:
     """The ``SKILL.md`` files a configured path stands for.
 
     A file is itself; a directory holding a ``SKILL.md`` is one skill; any other directory is
-    searched below (sorted, hidden directories skipped), like the seed's discovery.
+    searched below (sorted, hidden directories skipped), like the seed's discovery. Each
+    directory is searched once, however many links lead to it (a link to a parent made the
+    search grow without end, a CPU-bound loop no Ctrl-C reached).
     """
     if path.is_file():
         return [path]
     if not path.is_dir():
         raise ConfigurationError("skill path not found", file=str(path))
+    seen = set() if seen is None else seen
+    real = path.resolve()
+    if real in seen:
+        return []
+    seen.add(real)
     own = path / SKILL_FILE_NAME
     if own.is_file():
         return [own]
     found: list[Path] = []
     for child in sorted(path.iterdir()):
         if child.is_dir() and not _skipped(child.name):
-            found.extend(_skill_files(child))
+            found.extend(_skill_files(child, seen))
     return found
+
+
+def _same_file(one: str | None, other: str | None) -> bool:
+    return one is not None and other is not None and Path(one).resolve() == Path(other).resolve()
 
 
 def _skipped(directory_name: str) -> bool:
@@ -159,6 +170,8 @@ class SkillRegistry:
 
     def add(self, skill: Skill) -> None:
         existing = self._skills.get(skill.name)
+        if existing is not None and _same_file(existing.location, skill.location):
+            return  # one path listed twice (``skills`` and ``./skills/``): the same skill
         if existing is not None:
             raise ConfigurationError(
                 f"duplicate skill name '{skill.name}' (also defined in {existing.location})",

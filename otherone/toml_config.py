@@ -342,6 +342,8 @@ def _read_prompt_file(value: Any, source: str, table: str, base_dir: Path) -> st
     if not isinstance(value, str) or not value.strip():
         raise error("must be a non-empty path (relative to the configuration file)")
     path = base_dir / value
+    if path.exists() and not path.is_file():  # a FIFO blocked the load for ever, a folder
+        raise error(f"prompt file is not a regular file: {path}")
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -116,8 +116,17 @@ def sqlite_locking_engine(url: URL) -> Engine:
 
 
 def _make_parent_dir(url: URL) -> None:
-    if url.database:
-        Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if not url.database:
+        return
+    parent = Path(url.database).expanduser().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # read-only, a file in the way, no permission: not a traceback
+        raise ConfigurationError(
+            f"cannot create the store's directory {parent}: {error.strerror or error} "
+            "(check --data-dir / OTHERONE_DATA_DIR or OTHERONE_DATABASE_URL)",
+            field="database_url",
+        ) from None
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

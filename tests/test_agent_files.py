@@ -130,6 +130,9 @@ def test_agent_dirs_name_the_folders(tmp_path: Path) -> None:
     config = tmp_path / "otherone.toml"
     config.write_text(CONFIG.format(runtime='agent_dirs = ["team"]'))
     assert "weather" in load_config(config).agents
+    # One folder named twice is one set of agents (was: "defined by" the file itself).
+    config.write_text(CONFIG.format(runtime='agent_dirs = ["team", "./team/"]'))
+    assert "weather" in load_config(config).agents
     config.write_text(CONFIG.format(runtime='agent_dirs = ["team", "absent"]'))
     with pytest.raises(ConfigurationError) as raised:
         load_config(config)

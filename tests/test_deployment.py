@@ -689,6 +689,12 @@ def cli(*args: str, env: Mapping[str, str], cwd: Path = REPO) -> subprocess.Comp
         ("OTHERONE_MAX_CONCURRENT_ACTIVITIES", "abc", "--max-concurrent-activities"),
         ("OTHERONE_SHUTDOWN_GRACE_SECONDS", "-1", "greater than or equal to 0"),
         ("OTHERONE_TRACING", "maybe", "boolean"),
+        # Both became a timedelta: infinity crashed the worker (after its ready line).
+        ("OTHERONE_SHUTDOWN_GRACE_SECONDS", "inf", "less than or equal to"),
+        ("OTHERONE_EVENT_RETENTION_HOURS", "1e300", "less than or equal to"),
+        # Not a port: an "unexpected OverflowError" from bind().
+        ("OTHERONE_TEMPORAL_PORT", "70000", "less than 65536"),
+        ("OTHERONE_UI_PORT", "-5", "greater than 0"),
     ],
 )
 def test_a_bad_setting_exits_2_with_one_line_naming_the_variable(
@@ -710,6 +716,27 @@ def test_a_bad_setting_in_a_dot_env_file_is_reported_the_same_way(tmp_path: Path
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: OTHERONE_SHUTDOWN_GRACE_SECONDS: "), lines[0]
     assert lines[0].endswith("number (got 'soon')"), lines[0]
+
+
+def test_a_dot_env_file_that_is_not_utf8_is_one_line_even_for_help(tmp_path: Path) -> None:
+    """It was a traceback (UnicodeDecodeError), for `--help` too."""
+    (tmp_path / ".env").write_bytes(b"OTHERONE_PARTITION=\xff\xfe\n")
+    result = cli("sessions", env={}, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result
+    assert (
+        result.stderr.strip() == "error: file .env: not UTF-8 text (invalid start byte at byte 19)"
+    )
+    assert cli("--help", env={}, cwd=tmp_path).returncode == 0
+
+
+def test_a_data_dir_that_cannot_be_made_is_named(tmp_path: Path) -> None:
+    """A read-only folder or a file in the way was "unexpected OSError", exit 1."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = cli("db", "upgrade", "--data-dir", str(blocker / "sub"), env={}, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result
+    assert "cannot create the store's directory" in result.stderr
+    assert "--data-dir" in result.stderr
 
 
 def test_an_empty_variable_means_the_default(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ chunks, timeouts, refused connections) and the API key's resolution and secrecy.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import secrets
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from otherone.activities.model_stream import TurnCollector
 from otherone.activities.providers import default_providers
@@ -541,8 +543,31 @@ async def test_json_instead_of_a_stream_is_not_retryable(key: str) -> None:
     assert not error.retryable and "stream not supported" in error.message
 
 
+@pytest.mark.parametrize(
+    ("base_url", "other"),
+    [
+        ("ftp://127.0.0.1/v1", {}),
+        ("not a url", {}),
+        ("http://x:0/v1", {}),
+        (None, {"timeout": "abc"}),
+    ],
+)
+def test_unusable_transport_settings_are_refused_at_load(
+    base_url: str | None, other: dict[str, Any]
+) -> None:
+    """A base URL that is not http(s), or a timeout that is not a number, failed every run at
+    its first model call; the configuration refuses them, naming the field."""
+    with pytest.raises(ValidationError) as caught:
+        ModelProfile(id="p", provider="openai", model="m", base_url=base_url, other=other)
+    assert caught.value.errors()[0]["loc"][0] == ("base_url" if base_url else "other")
+
+
 async def test_an_unusable_base_url_is_not_retryable(key: str) -> None:
-    error, _ = await fail(make_request("openai", "ftp://127.0.0.1/v1"))
+    """Settings that reach the transport unchecked (built without validation) still fail at
+    once, not five times."""
+    request = make_request("openai", "http://127.0.0.1/v1")
+    profile = request.profile.model_copy(update={"base_url": "ftp://127.0.0.1/v1"})
+    error, _ = await fail(dataclasses.replace(request, profile=profile))
     assert not error.retryable and "UnsupportedProtocol" in error.message
 
 

@@ -333,3 +333,17 @@ async def test_the_model_sees_the_skills_block(
     assert system["role"] == "system"
     assert system["content"].startswith("You help.\nThe following skills")
     assert "<name>alpha</name>" in system["content"] and "beta" not in system["content"]
+
+
+@pytest.mark.timeout(30)
+def test_links_back_up_the_tree_are_searched_once(tmp_path: Path) -> None:
+    """Two links to a parent made the search grow without end (a CPU-bound loop that neither
+    Ctrl-C nor SIGTERM reached); each folder is now searched once, and a path listed twice
+    (``skills`` and ``./skills/``) is one set of skills, not a duplicate name."""
+    root = tmp_path / "skills"
+    write_skill(root / "a", "name: alpha\ndescription: first\n")
+    write_skill(root / "b" / "deep", "name: beta\ndescription: second\n")
+    (root / "b" / "up1").symlink_to("..")
+    (root / "b" / "up2").symlink_to("..")
+    registry = SkillRegistry.load(["skills", "./skills/"], base_dir=tmp_path)
+    assert sorted(registry.names()) == ["alpha", "beta"]

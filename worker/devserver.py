@@ -290,7 +290,13 @@ class DevServer:
         else:
             self._ui_port = free_port()
         if self.db_file is not None:
-            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.db_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise DevServerError(
+                    f"cannot create {self.db_file.parent} for the dev server's database: "
+                    f"{error.strerror or error} (check --data-dir / OTHERONE_DATA_DIR)"
+                ) from None
         argv = self.command()  # raises DevServerError if the binary is missing
 
         self._spawn(argv)

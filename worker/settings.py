@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from otherone.errors import ConfigurationError
 from otherone.partitions import PARTITION_PATTERN
 from otherone.worker.queues import (
     ALL_ROLES,
@@ -105,11 +106,13 @@ def _read_env_file(path: Path) -> dict[str, str | None]:
         return {}
     from dotenv import dotenv_values  # only when there is a file: most starts read none
 
-    return {
-        key.lower(): value
-        for key, value in dotenv_values(path, encoding="utf-8").items()
-        if value != ""
-    }
+    try:
+        values = dotenv_values(path, encoding="utf-8")
+    except UnicodeDecodeError as error:  # was a traceback, even for --help
+        raise ConfigurationError(
+            f"not UTF-8 text ({error.reason} at byte {error.start})", file=str(path)
+        ) from None
+    return {key.lower(): value for key, value in values.items() if value != ""}
 
 
 class Settings(BaseModel):
@@ -143,9 +146,11 @@ class Settings(BaseModel):
     database_url: str | None = Field(
         None, description="SQLAlchemy URL of our store; default: SQLite file in data_dir."
     )
-    ui_port: int = Field(8233, description="Port of the Temporal Web UI started by `otherone dev`.")
+    ui_port: int = Field(
+        8233, gt=0, lt=65536, description="Port of the Temporal Web UI started by `otherone dev`."
+    )
     temporal_port: int = Field(
-        7233, description="Port of the dev server started by `otherone dev`."
+        7233, gt=0, lt=65536, description="Port of the dev server started by `otherone dev`."
     )
     temporal_tls: bool = Field(
         False,
@@ -250,12 +255,14 @@ class Settings(BaseModel):
     event_retention_hours: float = Field(
         168.0,
         ge=0,
+        le=24 * 365 * 100,  # finite: it becomes a timedelta (`inf` crashed the worker)
         description="Workers delete the stored events of run trees quiet for longer than this "
         "(hourly; whole trees only). 0 keeps events for ever.",
     )
     shutdown_grace_seconds: float = Field(
         DEFAULT_SHUTDOWN_GRACE_SECONDS,
         ge=0,
+        le=24 * 3600,  # finite: it becomes a timedelta (`inf` crashed the worker)
         description="On SIGTERM/Ctrl-C the worker stops polling and lets in-flight activities "
         "finish for up to this many seconds, then cancels them (Temporal retries them on another "
         "worker) and exits 0. Give the container at least this plus ~15 s to stop.",

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from otherone.client.cli.exits import EXIT_USAGE, CliError
+from otherone.errors import ConfigurationError
 from otherone.worker.settings import Settings
 
 SETTINGS_HELP = (
@@ -57,7 +58,7 @@ SERVE_OPTIONS = (
 def default_settings() -> Settings | None:
     try:
         return Settings()
-    except ValidationError:
+    except (ValidationError, ConfigurationError):
         return None  # reported (with exit code 2) once the command line is parsed
 
 
