@@ -320,6 +320,14 @@ async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_pat
         result = await otherone("run", "assistant", QUESTION, env=composed, cwd=tmp_path)
         assert result.code == 0, result.describe()
         assert "http://ui.example:8080/namespaces/default/workflows/assistant-" in result.stderr
+        # A second dev in the folder (other ports) shared the database and, on stopping,
+        # removed the first one's dev.env: it is refused, and the first one unharmed.
+        second = await otherone(
+            "dev", "--port", str(free_port()), "--ui-port", str(free_port()),
+            env=env, cwd=tmp_path,
+        )  # fmt: skip
+        assert_one_line_error(second, 2, "another `otherone dev` uses")
+        assert dev_env.is_file()
 
         process.send_signal(signal.SIGINT)
         _, rest = await asyncio.wait_for(process.communicate(), 30)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from otherone.examples import EXAMPLE_CONFIG
 from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.worker.app import AgentWorker, build_worker
-from otherone.worker.codec import codec_from_settings
+from otherone.worker.codec import EncryptionCodec, codec_from_settings
 from otherone.worker.devserver import DevServer
 from otherone.worker.logs import configure_logging
 from otherone.worker.queues import ALL_ROLES, WorkerRole
@@ -47,7 +48,43 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
                 f"port {port} is in use (another `otherone dev`?); choose one with {flag}",
             )
     data_dir = settings.data_dir.resolve()
-    store = open_store(settings.store_url())
+    store = open_store(settings.store_url())  # makes data_dir (naming it if it cannot)
+    with _folder_lock(data_dir, store):
+        return await _dev(args, ctx, settings, config, config_path, codec, data_dir, store)
+
+
+@contextlib.contextmanager
+def _folder_lock(data_dir: Path, store: Store) -> Iterator[None]:
+    """One `otherone dev` a data folder: a second one shared its Temporal database (SQLite
+    "database is locked"), overwrote its `dev.env` and removed it on stopping, leaving the first
+    unreachable for this folder's commands. The lock goes with the process, however it ends."""
+    lock = (data_dir / "dev.lock").open("a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        store.close()
+        raise CliError(
+            EXIT_USAGE,
+            f"another `otherone dev` uses {data_dir}; stop it, or give this one its own "
+            "folder with --data-dir",
+        ) from None
+    try:
+        yield
+    finally:
+        lock.close()
+
+
+async def _dev(
+    args: argparse.Namespace,
+    ctx: Context,
+    settings: Settings,
+    config: RuntimeConfig,
+    config_path: Path,
+    codec: EncryptionCodec | None,
+    data_dir: Path,
+    store: Store,
+) -> int:
     server = DevServer(
         port=settings.temporal_port,
         ui_port=settings.ui_port,
