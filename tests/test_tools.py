@@ -670,3 +670,14 @@ def test_load_tool_error_paths_name_the_reference(reference: str, fragment: str)
         load_tool(reference)
     assert repr(reference) in str(caught.value)
     assert fragment in str(caught.value)
+
+
+def test_a_tool_module_that_exits_on_import_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module calling `sys.exit(3)` on import ended the CLI silently with exit 3 (which
+    reads as "run not found")."""
+    (tmp_path / "exiting_tools.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ToolDefinitionError, match=r"'exiting_tools' called exit\(3\)"):
+        load_tool("exiting_tools:anything")

@@ -52,6 +52,10 @@ def _import_module(reference: str, module_name: str) -> types.ModuleType:
         raise ToolDefinitionError(
             f"tool reference {reference!r}: importing {module_name!r} failed: {exc!r}"
         ) from exc
+    except SystemExit as exc:  # a module that exits on import: the process ended silently
+        raise ToolDefinitionError(
+            f"tool reference {reference!r}: importing {module_name!r} called exit({exc.code!r})"
+        ) from None
 
 
 def _resolve_attribute(reference: str, module: types.ModuleType, attribute: str) -> Any:
