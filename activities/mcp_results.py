@@ -20,6 +20,7 @@ import jsonschema
 import referencing.exceptions
 from mcp import types as mcp_types
 
+from otherone.activities.bounded_patterns import PatternTimeout, bounded_validator
 from otherone.runs import ArtifactRef
 from otherone.tools import ToolError, parse_arguments
 
@@ -34,22 +35,25 @@ _MAX_REPORTED_PROBLEMS = 10
 def validate_arguments(tool: str, schema: dict[str, Any], arguments: str) -> dict[str, Any]:
     """The arguments as an object valid for ``schema``, else ToolError(INVALID_ARGUMENTS).
 
-    The schema is the server's, not ours: its regular expressions (``pattern``,
-    ``patternProperties``) are not run here. One like ``^(a+)+$`` takes exponential time on a
-    model's argument, and Python's `re` holds the interpreter meanwhile, stalling every run of
-    the worker; the server checks its own patterns. A schema that cannot be used (broken, or
-    a ``$ref`` that resolves nowhere) leaves the arguments to the server too."""
+    The schema is the server's, not ours: its regular expressions run under a time budget
+    (`bounded_validator`; one like ``^(a|aa)+$`` takes exponential time on a model's argument,
+    and Python's `re` held the interpreter meanwhile, stalling every run of the worker); one
+    that runs past it leaves the arguments to the server, as does a schema that cannot be used
+    (broken, or a ``$ref`` that resolves nowhere)."""
     data = parse_arguments(tool, arguments)
     validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
     try:
         validator_class.check_schema(schema)
     except jsonschema.SchemaError:
         return data  # the server's schema is broken: let the server judge the arguments
-    validator = _without_patterns(validator_class)(schema)
     try:
-        errors = sorted(validator.iter_errors(data), key=lambda error: list(error.path))
+        errors = sorted(
+            bounded_validator(schema).iter_errors(data), key=lambda error: list(error.path)
+        )
     except (jsonschema.exceptions.SchemaError, referencing.exceptions.Unresolvable):
         return data  # e.g. a reference to another document: not fetched, the server judges
+    except PatternTimeout:
+        return data  # a pattern too slow to run here: the server checks its own
     if errors:
         problems = [
             f"{'.'.join(str(part) for part in error.path) or '(arguments)'}: {error.message}"
@@ -61,16 +65,6 @@ def validate_arguments(tool: str, schema: dict[str, Any], arguments: str) -> dic
             f"invalid arguments for tool '{tool}': " + "; ".join(problems)
         )
     return data
-
-
-def _without_patterns(validator_class: Any) -> Any:
-    """``validator_class``, its regular-expression keywords checking nothing."""
-    unchecked = {"pattern": _unchecked, "patternProperties": _unchecked}
-    return jsonschema.validators.extend(validator_class, unchecked)  # type: ignore[no-untyped-call]
-
-
-def _unchecked(*_: object) -> None:
-    return None
 
 
 async def map_result(

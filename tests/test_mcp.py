@@ -357,13 +357,26 @@ async def test_a_missing_working_directory_is_named_as_such(tmp_path: Path) -> N
         await sessions.aclose()
 
 
-def test_a_servers_regexes_and_unresolvable_references_are_left_to_the_server() -> None:
-    """A server's schema is not ours to run: a pattern like ``^(a+)+$`` takes exponential time
-    in Python's `re` (which holds the interpreter: every run of the worker stalled, found by a
-    user), and a reference to another document is never fetched. The server judges those."""
-    catastrophic = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}}}
-    argument = {"a": "a" * 26 + "!"}
+def test_a_servers_slow_regexes_and_unresolvable_references_are_left_to_the_server() -> None:
+    """A server's patterns run under a time budget: one like ``^(a|aa)+$`` takes exponential
+    time in Python's `re` (which holds the interpreter: every run of the worker stalled, found
+    by a user); past the budget the server judges, as it does a reference to another document
+    (never fetched). Quick patterns are checked (they were skipped altogether, and
+    `additionalProperties` next to `patternProperties` still ran them unbounded)."""
+    catastrophic = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "pattern": "^(a|aa)+$"}},
+    }
+    argument = {"a": "a" * 60 + "!"}
+    started = time.monotonic()
     assert validate_arguments("t", catastrophic, json.dumps(argument)) == argument
+    assert time.monotonic() - started < 5
+    keyed = {"type": "object", "patternProperties": {"^x_": {}}, "additionalProperties": False}
+    with pytest.raises(ToolError, match="'y' do"):
+        validate_arguments("t", keyed, json.dumps({"x_a": 1, "y": 2}))
+    quick = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^b"}}}
+    with pytest.raises(ToolError, match="does not match"):
+        validate_arguments("t", quick, json.dumps({"a": "a"}))
     remote = {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:1/x.json"}}}
     assert validate_arguments("t", remote, json.dumps({"a": 1})) == {"a": 1}
     typed = {"type": "object", "properties": {"a": {"type": "integer"}}}
