@@ -18,6 +18,8 @@ router = APIRouter()
 
 
 class Poller(BaseModel):
+    #: The worker's identity (``pid@host`` by default); with tokens, a tenant sees only a
+    #: number: host names and processes are the operator's, not every tenant's.
     identity: str
     kind: Literal["workflow", "activity"]
     last_access_time: datetime | None = None
@@ -56,13 +58,13 @@ async def workers(request: Request, caller: Caller) -> Workers:
         )
         found += [
             Poller(
-                identity=poller.identity,
+                identity=f"worker {len(found) + index + 1}" if context.tokens else poller.identity,
                 kind=kind,
                 last_access_time=poller.last_access_time.ToDatetime(tzinfo=UTC)
                 if poller.HasField("last_access_time")
                 else None,
             )
-            for poller in described.pollers
+            for index, poller in enumerate(described.pollers)
         ]
     now = datetime.now(UTC)
 

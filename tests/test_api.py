@@ -700,6 +700,17 @@ async def test_workers_says_whether_a_worker_polls_the_task_queue(
     config = scripted_config({"agent": ["hi"]})
     async with api_env(client, task_queue, config, tmp_path) as api:
         served = (await api.http.get("/v1/workers")).json()
+        token = "t" * 16
+        context = ApiContext(
+            temporal=client, store=api.env.store, task_queue=task_queue, tokens={token: "p"}
+        )
+        async with (
+            ApiServer(context, log_level="warning") as server,
+            httpx.AsyncClient(base_url=server.url, timeout=30) as http,
+        ):
+            scoped = (
+                await http.get("/v1/workers", headers={"Authorization": f"Bearer {token}"})
+            ).json()
         context = ApiContext(temporal=client, store=api.env.store, task_queue=f"{task_queue}-x")
         async with (
             ApiServer(context, log_level="warning") as server,
@@ -708,7 +719,9 @@ async def test_workers_says_whether_a_worker_polls_the_task_queue(
             unserved = (await http.get("/v1/workers")).json()
     assert served["task_queue"] == task_queue
     assert served["live_workflow_pollers"] >= 1 and served["live_activity_pollers"] >= 1
-    assert served["pollers"][0]["identity"]
+    assert "@" in served["pollers"][0]["identity"]  # pid@host, for the operator
+    # A tenant (tokens) sees how many, not the operator's hosts and processes.
+    assert [p["identity"] for p in scoped["pollers"]][:2] == ["worker 1", "worker 2"]
     assert unserved == {
         "task_queue": f"{task_queue}-x",
         "live_workflow_pollers": 0,
