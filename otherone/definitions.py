@@ -79,7 +79,7 @@ def credentials_refused_message(paths: list[str]) -> str:
     )
 
 
-def _no_credentials(other: dict[str, JsonValue]) -> dict[str, JsonValue]:
+def _checked_other(other: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """``other`` ends up in the stored runtime snapshot: no header or option may hold a key.
     Its transport keys are checked here too (they failed every run, at its first call)."""
     paths = credential_paths(other)
@@ -137,7 +137,7 @@ BaseUrl = Annotated[str, AfterValidator(_no_url_credentials)]
 
 
 #: A profile's or an override's ``other`` table (extra body options and transport settings).
-OtherOptions = Annotated[dict[str, JsonValue], AfterValidator(_no_credentials)]
+OtherOptions = Annotated[dict[str, JsonValue], AfterValidator(_checked_other)]
 
 
 class AccessPolicy(_Frozen):
