@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 #: How long a decision waits for the run to take it. With no worker polling the run's queue,
 #: Temporal keeps an update waiting for one; the caller is told (`UnavailableError`) instead of
 #: waiting for as long as that lasts. The update stays with the run: a worker that comes takes
-#: it (sending the same decision again is the same update, `decision_update_id`).
+#: it (sending the same decision again meanwhile is answered with the one recorded).
 DECISION_TIMEOUT = timedelta(seconds=30)
 
 
@@ -52,7 +52,8 @@ async def send_decision(
     handle: WorkflowHandle[Any, Any], run_id: str, decision: ApprovalDecision, task_queue: str
 ) -> ApprovalRequest:
     """``decision`` sent by the run's `decide_approval` update; the request as it now stands. A
-    repeated send is one update (`decision_update_id`); a refusal raises our error types."""
+    repeated send is one decision (the run answers it with the recorded one); a refusal raises
+    our error types."""
     from otherone.contracts import ApprovalRequest
 
     try:
@@ -153,11 +154,12 @@ def approval_decision(call_id: str, identity: str, fields: dict[str, Any]) -> Ap
 
 
 def decision_update_id(decision: ApprovalDecision) -> str:
-    """Derived from the decision and who sends it, so a repeated send is one update to Temporal
-    as well as to the run; the same decision from someone else is its own update (checked
-    against the request's approvers, not answered with the first sender's result)."""
-    content = decision.model_dump_json()
-    return f"approval-{hashlib.sha256(content.encode()).hexdigest()[:32]}"
+    """A new update id for every send, readable in the run's history (the decision and the
+    call). Not derived from the decision: Temporal answers an update id it has seen in the run
+    with that update's old result, and a provider may repeat a call id in a later turn, whose
+    new request the same decision must reach. Sending a decision again is still one decision:
+    the run answers a repeat with the decision it recorded (`ApprovalGate.check`)."""
+    return f"{decision.decision}-{decision.call_id[:128]}-{uuid.uuid4().hex[:16]}"
 
 
 def refused_decision(run_id: str, call_id: str, error: WorkflowUpdateFailedError) -> Exception:

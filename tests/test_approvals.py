@@ -449,6 +449,43 @@ async def test_decisions_are_idempotent_conflicts_and_unknown_calls_refused(
     assert len(events(env.store, handle.run_id, "approval_decided")) == 2
 
 
+async def test_a_call_id_repeated_in_a_later_turn_is_asked_and_decided_again(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A provider may repeat a call id in a later turn (the same call: the same idempotency
+    key); its new request takes a new decision instead of being answered with the old one."""
+    SENT.clear()
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": [call("send_email", "mail", to="a", body="first")]},
+                {"tool_calls": [call("send_email", "mail", to="a", body="second")]},
+                "done",
+            ]
+        },
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await start(env)
+        await open_requests(env.agents, handle.run_id)
+        first = await env.agents.approve(handle.run_id, "mail")
+        assert first.arguments is not None and "first" in first.arguments
+
+        async def second_request_open() -> bool:
+            waiting = await env.agents.pending_approvals(handle.run_id)
+            return any(r.arguments is not None and "second" in r.arguments for r in waiting)
+
+        await wait_until(second_request_open, within=20, message="the repeated call's request")
+        second = await asyncio.wait_for(env.agents.approve(handle.run_id, "mail"), 20)
+        assert second.arguments is not None and "second" in second.arguments
+        assert second.decision is not None and second.decision.decision == "approved"
+        result = await asyncio.wait_for(handle.result(), 20)
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "done"
+    assert SENT == [{"to": "a", "body": "first"}, {"to": "a", "body": "second"}]
+    assert len(events(env.store, handle.run_id, "approval_decided")) == 2
+
+
 # --------------------------------------------------------------------------- questions
 
 

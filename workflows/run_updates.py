@@ -17,10 +17,15 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows import patches
 from otherone.workflows.agent_calls import failed_call
 from otherone.workflows.approvals import RUN_ENDED, outcome_of
 from otherone.workflows.run_state import RunState
 from otherone.workflows.tool_steps import record_decision
+
+#: Patch: a decision sent while another is being recorded for the same call waits for it
+#: (before, when both arrived in one activation, the second was refused as "run ended").
+DECISIONS_WAIT_THEIR_TURN = "decisions-wait-their-turn"
 
 
 async def call_agent(state: RunState, input: CallAgentInput) -> AgentCallResult:
@@ -52,9 +57,17 @@ async def decide_approval(state: RunState, decision: ApprovalDecision) -> Approv
     """Record a person's decision (the `record_decision` activity), then settle the request:
     the tool call waiting for it goes on."""
     gate, call_id = state.gate, decision.call_id
-    await workflow.wait_condition(lambda: not gate.deciding(call_id) or state.ending is not None)
-    if gate.deciding(call_id):  # the run ended while another decision was recorded
-        raise _ended(state)
+    while True:
+        await workflow.wait_condition(
+            lambda: not gate.deciding(call_id) or state.ending is not None
+        )
+        if not gate.deciding(call_id):
+            break
+        # Another handler began recording a decision after this wait was satisfied (two sent
+        # at once: their waits resolve in one activation): wait for it too. Histories from
+        # before refused this one as "run ended".
+        if state.ending is not None or not patches.patched(DECISIONS_WAIT_THEIR_TURN):
+            raise _ended(state)  # the run ended while another decision was recorded
     gate.check(decision)  # again: a decision may have been recorded meanwhile
     request = gate.request(call_id)
     if request.decision is not None:
