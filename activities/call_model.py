@@ -54,6 +54,7 @@ from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_instructions
+from otherone.runs import NORMAL_FINISH_REASONS
 from otherone.store import Compaction, EntryRow
 from otherone.store.errors import RunAlreadyEnded
 
@@ -350,6 +351,9 @@ def _with_output(turn: ModelTurn, input: ModelCallInput) -> ModelTurn:
     if turn.tool_calls:
         return turn
     output, problem = apply_result_contract(turn.content, input.result_contract)
+    reason = turn.finish_reason
+    if reason is not None and reason not in NORMAL_FINISH_REASONS:
+        output = output.model_copy(update={"finish_reason": reason})
     return turn.model_copy(update={"output": output, "output_error": problem})
 
 

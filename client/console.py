@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from otherone.runs import AgentRunResult, RunOutcome, RunRecord, RunStatus, RunUsage
+from otherone.runs import AgentOutput, AgentRunResult, RunOutcome, RunRecord, RunStatus, RunUsage
 
 if TYPE_CHECKING:  # events are printed by `watch` and `run`; `show` prints a record only
     from otherone.contracts import EventRecord
@@ -321,6 +321,9 @@ def print_result_summary(
         console.print(
             _row("failure", f"{result.failure.code.value}: {_one_line(result.failure.message)}")
         )
+    cut = _cut_answer(result.output)
+    if cut is not None:
+        console.print(_row("answer", cut))
     console.print(_row("usage", usage_line(result.usage)))
     console.print(_row("run id", result.run_id))
     if result.session_id:
@@ -355,6 +358,7 @@ def print_record(console: Console, record: RunRecord) -> None:
             f"{record.failure.code.value}: {record.failure.message}" if record.failure else None,
         ),
         ("output", record.output.text if record.output is not None else None),
+        ("answer", _cut_answer(record.output)),
         ("metadata", json.dumps(record.metadata, ensure_ascii=False) if record.metadata else None),
     ]
     for label, value in rows:
@@ -470,6 +474,15 @@ def _agent_label(record: RunRecord) -> str:
     if record.agent_definition_version is None:
         return record.agent_id
     return f"{record.agent_id} (v{record.agent_definition_version})"
+
+
+def _cut_answer(output: AgentOutput | None) -> str | None:
+    """What a summary says of an answer that did not end normally (None when it did)."""
+    if output is None or output.finish_reason is None:
+        return None
+    if output.finish_reason == "length":
+        return "cut at the model's max_tokens (finish reason length)"
+    return f"ended by the model with finish reason {output.finish_reason}"
 
 
 def _row(label: str, value: str) -> Text:

@@ -333,6 +333,12 @@ class ArtifactRef(_Model):
     size_bytes: int
 
 
+#: Finish reasons of an answer that ended as the model meant it to (providers' spellings).
+NORMAL_FINISH_REASONS = frozenset(
+    {"stop", "end_turn", "stop_sequence", "tool_calls", "tool_use", "function_call"}
+)
+
+
 class AgentOutput(_Model):
     """A run's output: text, or JSON when a result contract asked for (or detected) it.
 
@@ -344,6 +350,10 @@ class AgentOutput(_Model):
     type: Literal["text", "json"] = "text"
     value: JsonValue = None
     artifact: ArtifactRef | None = None
+    #: Set only when the model's last answer did not end normally, so a cut answer is not
+    #: taken for a whole one: ``length`` (cut at the model's ``max_tokens``),
+    #: ``content_filter``, ``refusal``, or the provider's own reason. None for a normal end.
+    finish_reason: str | None = None
 
     @property
     def is_reference(self) -> bool:

@@ -10,6 +10,7 @@ run leaves traces: workflow histories, events, the store's tables and the logs.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import logging
 import secrets
@@ -22,6 +23,7 @@ import pytest
 from temporalio.client import Client
 
 from otherone.client.agent_client import build_request
+from otherone.client.console import make_console, print_result_summary
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import FailureCode
@@ -347,3 +349,75 @@ async def test_reasoning_and_signatures_go_back_to_the_server_that_sent_them(
     # own examples drop it), the signatures are not needed either.
     [earlier] = [m for m in server.requests[2].body["messages"] if m.get("tool_calls")]
     assert "reasoning_content" not in earlier and "extra_content" not in earlier["tool_calls"][0]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_an_answer_cut_at_max_tokens_says_so_in_the_result(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    provider: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A final answer the provider cut at its token limit still completes the run (its text is
+    what there is), but the output says it was cut (`finish_reason`); a whole answer's is None."""
+    cut = {"openai": "length", "anthropic": "max_tokens"}[provider]
+    monkeypatch.setenv(KEY_ENV, "sk-run-test")
+
+    def reply(seen: Seen) -> Reply:
+        whole = "again" in json.dumps(seen.body["messages"])
+        if provider == "anthropic":
+            return Reply(
+                body=anthropic_stream(
+                    ["Whole."] if whole else ["The answer is, in sh"],
+                    stop_reason=None if whole else cut,
+                )
+            )
+        return Reply(
+            body=openai_stream(
+                ["Whole."] if whole else ["The answer is, in sh"], finish=None if whole else cut
+            )
+        )
+
+    async with (
+        WireServer(reply) as server,
+        agent_env(client, task_queue, config(provider, server.url, KEY_ENV), tmp_path) as env,
+    ):
+        result = await run_boss(env)
+        again = await env.agents.run(build_request(entry_agent="boss", input="again"))
+    assert result.outcome is RunOutcome.COMPLETED and result.output is not None, result.failure
+    assert (result.text, result.output.finish_reason) == ("The answer is, in sh", "length")
+    shown = io.StringIO()
+    print_result_summary(make_console(shown), result)  # `otherone run`'s summary
+    assert "answer   cut at the model's max_tokens" in shown.getvalue()
+    assert again.output is not None and (again.text, again.output.finish_reason) == (
+        "Whole.",
+        None,
+    )
+
+
+async def test_a_caller_reads_that_its_childs_answer_was_cut(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-run-test")
+    to_helper = ("call_h", "agent__call", ['{"agent": "helper", "task": "Write a note."}'])
+
+    def reply(seen: Seen) -> Reply:
+        messages = seen.body["messages"]
+        if messages[0]["content"].startswith("You help."):
+            return Reply(body=openai_stream(["A note that stops mid"], finish="length"))
+        if any(message["role"] == "tool" for message in messages):
+            return Reply(body=openai_stream(["The helper was cut off."]))
+        return Reply(body=openai_stream([], [to_helper]))
+
+    async with (
+        WireServer(reply) as server,
+        agent_env(client, task_queue, config("openai", server.url, KEY_ENV), tmp_path) as env,
+    ):
+        result = await run_boss(env)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert result.output is not None and result.output.finish_reason is None
+    [answer] = [m for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
+    child = json.loads(answer["content"].partition("\n")[2])  # after the untrusted-data note
+    assert child["output"]["value"] == "A note that stops mid"
+    assert child["output"]["finish_reason"] == "length"
