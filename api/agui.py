@@ -1,11 +1,12 @@
 """Our event envelopes as AG-UI protocol events (``?format=ag-ui``, package ``ag-ui-protocol``).
 
-The mapping is stateless (a function of one envelope), so a stream resumed with
-``Last-Event-ID`` produces exactly the AG-UI events it would have produced uninterrupted:
+The mapping is a function of one envelope (and the tree's thread), so a stream resumed with
+``Last-Event-ID`` continues with exactly the AG-UI events the uninterrupted stream would have
+sent next:
 
 | our event (root run) | AG-UI |
 | --- | --- |
-| ``run_started`` | ``RUN_STARTED`` (thread = the root run id) |
+| ``run_started`` | ``RUN_STARTED`` (thread = the run's session) |
 | ``model_started``, ``_delta``, ``_completed`` | ``TEXT_MESSAGE_START``, ``_CONTENT``, ``_END`` |
 | ``tool_started`` | ``TOOL_CALL_START``, ``TOOL_CALL_ARGS``, ``TOOL_CALL_END`` |
 | ``tool_completed`` | ``TOOL_CALL_RESULT`` (the error, or ``ok``: results stay in our store) |
@@ -13,8 +14,12 @@ The mapping is stateless (a function of one envelope), so a stream resumed with
 | ``run_failed`` | ``RUN_ERROR`` (message and our failure code) |
 | anything else | ``CUSTOM`` named ``otherone.<type>`` with the event body |
 
-A message id names the run, turn and attempt. A descendant's events carry ``subagent_run_id``
-(its run id); its run_started / completed /
+A message id names the run, turn and attempt; a model call retried after streaming part of an
+answer first sends ``CUSTOM otherone.superseded`` naming the message to drop (AG-UI cannot take
+a message back). Tool call ids are unique in the stream: a descendant's are prefixed with its
+run id (providers number calls per turn, so a parent and its child often share one), and a
+tool's retried attempt is a call of its own (``<id>#attempt<n>``), each with one result. A
+descendant's events carry ``subagent_run_id`` (its run id); its run_started / completed /
 failed / cancelled become ``SUBAGENT_STARTED`` / ``SUBAGENT_FINISHED`` / ``SUBAGENT_ERROR``.
 """
 
@@ -45,31 +50,43 @@ from ag_ui.core import (
 
 from otherone.contracts import EventRecord
 
-__all__ = ["to_ag_ui"]
+__all__ = ["stopped_without_end", "to_ag_ui"]
 
 
-def to_ag_ui(record: EventRecord) -> list[BaseEvent]:
-    """The AG-UI events of one envelope (possibly none: an empty delta)."""
+def to_ag_ui(record: EventRecord, thread_id: str | None = None) -> list[BaseEvent]:
+    """The AG-UI events of one envelope (possibly none: an empty delta). ``thread_id`` is the
+    tree's conversation (the root's session), else the root run id."""
     body: dict[str, Any] = dict(record.event)
     kind = str(body.get("type", ""))
     is_root = record.run_id == record.root_run_id
     if kind.startswith("run_"):
-        lifecycle = _root_lifecycle(record, body) if is_root else _child_lifecycle(record, body)
+        thread = thread_id or record.root_run_id
+        lifecycle = (
+            _root_lifecycle(record, body, thread) if is_root else _child_lifecycle(record, body)
+        )
         if lifecycle is not None:
             return [lifecycle]
     sub = {} if is_root else {"subagent_run_id": record.run_id}
-    message_id = f"{record.run_id}#turn{body.get('turn')}.{body.get('attempt')}"
+    message_id = _message_id(record.run_id, body.get("turn"), body.get("attempt"))
     if kind == "model_started":
-        return [TextMessageStartEvent(message_id=message_id, role="assistant", **sub)]
+        started = TextMessageStartEvent(message_id=message_id, role="assistant", **sub)
+        superseded = body.get("supersedes_attempt")
+        if superseded is None:
+            return [started]
+        dropped = _message_id(record.run_id, body.get("turn"), superseded)
+        return [
+            CustomEvent(name="otherone.superseded", value={"message_id": dropped}, **sub),
+            started,
+        ]
     if kind == "model_delta":
         text = str(body.get("content") or "")
         return [TextMessageContentEvent(message_id=message_id, delta=text, **sub)] if text else []
     if kind == "model_completed":
         return [TextMessageEndEvent(message_id=message_id, **sub)]
     if kind == "tool_started":
-        return _tool_started(body, sub)
+        return _tool_started(record, body, sub)
     if kind == "tool_completed":
-        call_id = str(body.get("tool_call_id"))
+        call_id = _tool_call_id(record, body)
         error = body.get("error")
         return [
             ToolCallResultEvent(
@@ -83,8 +100,36 @@ def to_ag_ui(record: EventRecord) -> list[BaseEvent]:
     return [CustomEvent(name=f"otherone.{kind}", value=body, **sub)]
 
 
-def _tool_started(body: dict[str, Any], sub: dict[str, str]) -> list[BaseEvent]:
+def stopped_without_end(root_run_id: str) -> RunErrorEvent:
+    """The last event of a stream whose root stopped without an end of its own (terminated
+    from outside, or reset): AG-UI clients wait for a RUN_FINISHED or RUN_ERROR."""
+    return RunErrorEvent(
+        message=f"run '{root_run_id}' stopped without ending (terminated from outside?)",
+        code="terminated",
+    )
+
+
+def _message_id(run_id: str, turn: Any, attempt: Any) -> str:
+    return f"{run_id}#turn{turn}.{attempt}"
+
+
+def _tool_call_id(record: EventRecord, body: dict[str, Any]) -> str:
+    """The call's id, unique in the tree's stream (see the module's note)."""
     call_id = str(body.get("tool_call_id"))
+    attempt = body.get("attempt")
+    if isinstance(attempt, int) and attempt > 1:
+        call_id = f"{call_id}#attempt{attempt}"
+    return _in_run(record.run_id, record.root_run_id, call_id)
+
+
+def _in_run(run_id: str, root_run_id: str, call_id: str) -> str:
+    return call_id if run_id == root_run_id else f"{run_id}#{call_id}"
+
+
+def _tool_started(
+    record: EventRecord, body: dict[str, Any], sub: dict[str, str]
+) -> list[BaseEvent]:
+    call_id = _tool_call_id(record, body)
     arguments = body.get("arguments")
     if arguments is not None and not isinstance(arguments, str):
         arguments = json.dumps(arguments)
@@ -97,8 +142,7 @@ def _tool_started(body: dict[str, Any], sub: dict[str, str]) -> list[BaseEvent]:
     return events
 
 
-def _root_lifecycle(record: EventRecord, body: dict[str, Any]) -> BaseEvent | None:
-    thread = record.root_run_id
+def _root_lifecycle(record: EventRecord, body: dict[str, Any], thread: str) -> BaseEvent | None:
     kind = body["type"]
     if kind == "run_started":
         return RunStartedEvent(thread_id=thread, run_id=record.run_id)
@@ -119,12 +163,16 @@ def _root_lifecycle(record: EventRecord, body: dict[str, Any]) -> BaseEvent | No
 def _child_lifecycle(record: EventRecord, body: dict[str, Any]) -> BaseEvent | None:
     kind = body["type"]
     if kind == "run_started":
-        parent = record.parent_run_id
+        parent = record.parent_run_id or record.root_run_id
+        call_id = _string(body.get("agent_call_id"))
         return SubagentStartedEvent(
             subagent_run_id=record.run_id,
             name=record.agent_id,
             parent_subagent_run_id=None if parent == record.root_run_id else parent,
-            parent_tool_call_id=_string(body.get("agent_call_id")),
+            # The caller's TOOL_CALL_START id for its agent call (prefixed as the caller's).
+            parent_tool_call_id=None
+            if call_id is None
+            else _in_run(parent, record.root_run_id, call_id),
         )
     if kind == "run_completed":
         return SubagentFinishedEvent(subagent_run_id=record.run_id)

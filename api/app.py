@@ -21,7 +21,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 
 from otherone.api import approvals, workers
 from otherone.api.body_limit import BodyLimit
@@ -44,6 +44,7 @@ from otherone.api.problems import (
 )
 from otherone.api.request_guard import RequestGuard
 from otherone.api.streams import StreamFormat, TreeStream
+from otherone.client.agent_client import AgentClient
 from otherone.runs import (
     DEFAULT_PARTITION,
     PARTITION_PATTERN,
@@ -52,6 +53,7 @@ from otherone.runs import (
     RunRecord,
     RuntimeContext,
 )
+from otherone.search_attributes import SESSION_ID
 from otherone.store.events import MAX_EVENT_SEQUENCE as MAX_SEQUENCE
 
 __all__ = ["ApiContext", "ApiToken", "close_streams", "create_app", "openapi_schema"]
@@ -311,6 +313,7 @@ async def run_events(
         format=_format(format),
         heartbeat_seconds=runtime.context.heartbeat_seconds,
         closing=runtime.closing,
+        thread_id=await _thread_of(agents, description, root) if format == "ag-ui" else None,
     )
     if after and not await is_running() and not await stream.pending():
         return Response(status_code=204)  # EventSource stops reconnecting on 204
@@ -331,6 +334,15 @@ router.include_router(workers.router)
 async def get_run(run_id: RunId, agents: Agents) -> RunRecord:
     """The run's record: live (status, iteration, usage) while it runs, else the final one."""
     return await agents.get_run(run_id)
+
+
+async def _thread_of(
+    agents: AgentClient, description: WorkflowExecutionDescription, root: str
+) -> str | None:
+    """AG-UI's thread of a tree: its root's session (the conversation its runs continue)."""
+    if description.id != root:
+        description = await agents.describe_run(root)
+    return description.typed_search_attributes.get(SESSION_ID)
 
 
 def _format(value: str) -> StreamFormat:

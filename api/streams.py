@@ -25,7 +25,7 @@ from typing import Literal
 
 from temporalio.service import RPCError
 
-from otherone.api.agui import to_ag_ui
+from otherone.api.agui import stopped_without_end, to_ag_ui
 from otherone.api.notify import EventNotifier
 from otherone.contracts import EventRecord
 from otherone.store import Store, StoreError
@@ -57,11 +57,11 @@ def is_root_end(record: EventRecord) -> bool:
     return record.run_id == record.root_run_id and record.event.get("type") in TERMINAL_EVENTS
 
 
-def frames_of(record: EventRecord, format: StreamFormat) -> list[str]:
+def frames_of(record: EventRecord, format: StreamFormat, thread_id: str | None = None) -> list[str]:
     if format == "otherone":
         kind = str(record.event.get("type", "event"))
         return [sse_frame(record.model_dump_json(), event_id=record.sequence, event=kind)]
-    mapped = to_ag_ui(record)
+    mapped = to_ag_ui(record, thread_id)
     frames = [
         sse_frame(event.model_dump_json(by_alias=True, exclude_none=True)) for event in mapped
     ]
@@ -190,6 +190,8 @@ class TreeStream:
     format: StreamFormat = "otherone"
     heartbeat_seconds: float = 15.0
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    #: AG-UI's thread: the root's session (its conversation), else the root run id.
+    thread_id: str | None = None
 
     async def pending(self) -> list[EventRecord]:
         """Events after the cursor now (one read, not shared)."""
@@ -227,7 +229,7 @@ class TreeStream:
                     continue
                 for record in batch:
                     self.after = record.sequence
-                    for frame in frames_of(record, self.format):
+                    for frame in frames_of(record, self.format, self.thread_id):
                         yield frame
                     if is_root_end(record):
                         return
@@ -237,7 +239,10 @@ class TreeStream:
                     continue
                 if not batch:
                     wait = await self._wait(woken, last_sent)
-                    if wait == "end":
+                    if wait == "stopped" and self.format == "ag-ui":
+                        ended = stopped_without_end(self.root_run_id)
+                        yield sse_frame(ended.model_dump_json(by_alias=True, exclude_none=True))
+                    if wait in ("end", "stopped"):
                         return
                     if wait == "quiet":  # no wake-up for a while: read the store anew
                         notifier.notify(self.root_run_id)
@@ -247,8 +252,8 @@ class TreeStream:
 
     async def _wait(self, woken: asyncio.Event, last_sent: float) -> str:
         """Sleep until woken (``woken``), a heartbeat is due or the safety re-read
-        (``quiet``), or the stream should end (``end``: the server is closing, or the root
-        stopped without a terminal event)."""
+        (``quiet``), or the stream should end (``end``: the server is closing; ``stopped``: the
+        root stopped without a terminal event)."""
         until_heartbeat = self.heartbeat_seconds - (time.monotonic() - last_sent)
         timeout = max(0.0, min(until_heartbeat, SAFETY_READ_SECONDS))
         closing = asyncio.ensure_future(self.closing.wait())
@@ -272,7 +277,7 @@ class TreeStream:
                 raise
             _outage(f"Temporal: {error}")  # not known to have ended: keep waiting
             return "quiet"
-        return "quiet" if running else "end"
+        return "quiet" if running else "stopped"
 
     async def _pause(self) -> bool:
         """Wait before reading again after a failed read; True when the server closes."""

@@ -230,13 +230,18 @@ async def test_a_live_stream_disconnected_mid_run_resumes_without_loss(
 
 async def test_ag_ui_format(client: Client, task_queue: str, tmp_path: Path) -> None:
     async with api_env(client, task_queue, config(), tmp_path) as api:
-        run_id = await start(api, run_body())
+        run_id = await start(api, run_body(session={"session_id": "conversation-1"}))
         _, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events?format=ag-ui")
         adapter: TypeAdapter[Any] = TypeAdapter(Event)
         events = [adapter.validate_json(frame.data) for frame in frames if frame.data]
         types = [event.type.value for event in events]
         assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED", types
-        assert events[0].run_id == run_id and events[0].thread_id == run_id
+        # AG-UI's thread is the conversation: the run's session, the same for every run of it.
+        assert (events[0].run_id, events[0].thread_id) == (run_id, "conversation-1")
+        assert events[-1].thread_id == "conversation-1"
+        [call] = [event for event in events if event.type.value == "TOOL_CALL_START"]
+        [child] = [event for event in events if event.type.value == "SUBAGENT_STARTED"]
+        assert child.parent_tool_call_id == call.tool_call_id
         assert {"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"} <= set(types)
         assert "SUBAGENT_STARTED" in types and "SUBAGENT_FINISHED" in types
         root_text = "".join(
@@ -253,6 +258,67 @@ async def test_ag_ui_format(client: Client, task_queue: str, tmp_path: Path) -> 
         # Ids are the envelopes' sequences: an AG-UI client resumes like any other.
         ids = [frame.id for frame in frames if frame.id is not None]
         assert ids == sorted(ids) and ids[-1] == len(api.env.store.read_events(run_id))
+
+
+async def test_an_ag_ui_stream_of_a_terminated_run_ends_with_run_error(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """AG-UI clients wait for RUN_FINISHED or RUN_ERROR: a root terminated from outside (no
+    end of its own) gets a RUN_ERROR, coded ``terminated``."""
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        run_id = await start(api, run_body("slow"))
+        url = f"/v1/runs/{run_id}/events?format=ag-ui"
+        _, head = await read_stream(api.http, url, limit=1)
+        assert json.loads(head[0].data)["type"] == "RUN_STARTED"
+        await client.get_workflow_handle(run_id).terminate("from the operator")
+        _, frames = await asyncio.wait_for(read_stream(api.http, url), 60)
+    last = json.loads(frames[-1].data)
+    assert (last["type"], last["code"]) == ("RUN_ERROR", "terminated"), frames[-3:]
+
+
+def test_ag_ui_ids_are_unique_in_a_tree_and_retries_are_calls_of_their_own() -> None:
+    """Providers number calls per turn, so a parent and its child share call ids; a tool's
+    retried attempt has its own start and result; a superseded model attempt is named."""
+    from datetime import UTC, datetime
+
+    from otherone.api.agui import to_ag_ui
+    from otherone.contracts import EventRecord
+
+    def record(run_id: str, parent: str | None, **event: Any) -> EventRecord:
+        return EventRecord(
+            event_id="e",
+            sequence=1,
+            timestamp=datetime.now(UTC),
+            root_run_id="root",
+            run_id=run_id,
+            parent_run_id=parent,
+            agent_id="agent",
+            depth=0 if parent is None else 1,
+            event=event,
+        )
+
+    tool = {"tool_call_id": "call_0", "tool_name": "lookup", "arguments": "{}"}
+    stream = [
+        record("root", None, type="tool_started", **tool),
+        record("root/child", "root", type="run_started", agent_call_id="call_0"),
+        record("root/child", "root", type="tool_started", attempt=1, **tool),
+        record("root/child", "root", type="tool_completed", attempt=1, error="flaky", **tool),
+        record("root/child", "root", type="tool_started", attempt=2, **tool),
+        record("root/child", "root", type="tool_completed", attempt=2, **tool),
+        record("root", None, type="tool_completed", **tool),
+        record("root", None, type="model_started", turn=2, attempt=2, supersedes_attempt=1),
+    ]
+    events = [event for item in stream for event in to_ag_ui(item, "thread")]
+    starts = [e.tool_call_id for e in events if e.type.value == "TOOL_CALL_START"]
+    results = [e.tool_call_id for e in events if e.type.value == "TOOL_CALL_RESULT"]
+    assert starts == ["call_0", "root/child#call_0", "root/child#call_0#attempt2"]
+    assert sorted(results) == sorted(starts)  # one result each
+    [child] = [e for e in events if e.type.value == "SUBAGENT_STARTED"]
+    assert child.parent_tool_call_id == "call_0"
+    superseded, started = events[-2:]
+    assert superseded.type.value == "CUSTOM" and superseded.name == "otherone.superseded"
+    assert superseded.value == {"message_id": "root#turn2.1"}
+    assert started.message_id == "root#turn2.2"
 
 
 async def test_idle_streams_get_heartbeats(client: Client, task_queue: str, tmp_path: Path) -> None:

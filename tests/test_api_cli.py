@@ -130,6 +130,10 @@ async def test_dev_serve_flag_serves_the_api_beside_the_dev_server(tmp_path: Pat
             assert started["ui_url"].startswith(f"http://127.0.0.1:{ui_port}/namespaces/default/")
             answer = (await http.get(f"/v1/runs/{started['run_id']}/result")).json()
             assert ANSWER in answer["output"]["value"]
+            # Checked against the dev server's configuration, as `otherone serve` checks.
+            ghost = await http.post("/v1/runs", json={"entry_agent": "ghost", "input": "x"})
+            assert ghost.status_code == 422, ghost.text
+            assert ghost.json()["field"] == "entry_agent"
         dev.send_signal(signal.SIGINT)
         _, rest = await asyncio.wait_for(dev.communicate(), 30)
         assert dev.returncode == 0, rest.decode()

@@ -42,6 +42,7 @@ async def api_beside_dev(
         namespace=settings.namespace,
         tokens=tokens,
         agents=list(config.agents.values()),
+        config=config,  # requests checked against it (unknown agents, limits): 422, as serve
         ui_url=ui_url,
         heartbeat_seconds=settings.serve_heartbeat_seconds,
         cors_origins=settings.serve_cors_origins,
