@@ -632,6 +632,13 @@ async def test_cancelling_a_child_does_not_cancel_its_parent(
         [call_result] = call_results(env, result.session_id)
     assert result.outcome is RunOutcome.COMPLETED and result.text == "went on without it"
     assert call_result["outcome"] == "cancelled"
+    # The call's end says it gave no answer (AG-UI's TOOL_CALL_RESULT showed "ok").
+    [ended] = [
+        record.event
+        for record in env.store.read_events(handle.run_id, limit=1000)
+        if record.event["type"] == "tool_completed" and record.run_id == handle.run_id
+    ]
+    assert ended["error"] == "the called agent's run was cancelled"
 
 
 async def test_parent_deadline_cancels_children_and_ends_timed_out(

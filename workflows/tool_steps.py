@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.errors import FailureCode
     from otherone.mcp_servers import MCP_PREFIX
-    from otherone.runs import AgentFailure
+    from otherone.runs import AgentFailure, RunOutcome
     from otherone.tools import ToolErrorKind
     from otherone.workflows.budgets import Claimants
     from otherone.workflows.handoffs import Handoffs
@@ -346,6 +346,8 @@ class ToolSteps:
             self._plan, self._ref, self._deadline_at, call.id, request, claimants
         )
         failed = result.failure.message if result.failure else None
+        if failed is None and result.outcome is RunOutcome.CANCELLED:
+            failed = "the called agent's run was cancelled"  # no failure, but no answer either
         self._decided.add(tool_completed_event(call, failed))
         stored = self._caller.stored_by_child(call.id) and patches.patched(
             CALL_RESULTS_BY_REFERENCE
