@@ -21,9 +21,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionDescription
 
-from otherone.api import approvals, workers
+from otherone.api import agui_runs, approvals, workers
+from otherone.api.agui_runs import STREAM_HEADERS, tree_stream
 from otherone.api.body_limit import BodyLimit
 from otherone.api.dependencies import (
     Agents,
@@ -43,7 +44,7 @@ from otherone.api.problems import (
     install_problem_handlers,
 )
 from otherone.api.request_guard import RequestGuard
-from otherone.api.streams import StreamFormat, TreeStream
+from otherone.api.streams import StreamFormat
 from otherone.client.agent_client import AgentClient
 from otherone.runs import (
     DEFAULT_PARTITION,
@@ -297,36 +298,22 @@ async def run_events(
             )
         after = int(text)
     description = await agents.describe_run(run_id)
-    runtime = api_runtime(request)
     root = description.root_id or run_id
-
-    async def is_running() -> bool:
-        current = await agents.describe_run(root)
-        return current.status == WorkflowExecutionStatus.RUNNING
-
-    stream = TreeStream(
-        readers=runtime.readers,
-        root_run_id=root,
-        partition_key=partition,
-        is_running=is_running,
-        after=after,
-        format=_format(format),
-        heartbeat_seconds=runtime.context.heartbeat_seconds,
-        closing=runtime.closing,
-        thread_id=await _thread_of(agents, description, root) if format == "ag-ui" else None,
+    thread = await _thread_of(agents, description, root) if format == "ag-ui" else None
+    stream = tree_stream(
+        request, agents, root, partition, after=after, format=_format(format), thread_id=thread
     )
-    if after and not await is_running() and not await stream.pending():
+    if after and not await stream.is_running() and not await stream.pending():
         return Response(status_code=204)  # EventSource stops reconnecting on 204
     return StreamingResponse(
-        stream.frames(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        stream.frames(), media_type="text/event-stream", headers=STREAM_HEADERS
     )
 
 
 # The approvals' routes (`otherone.api.approvals`), here: before the catch-all below.
 router.include_router(approvals.router)
 router.include_router(workers.router)
+router.include_router(agui_runs.router)
 
 
 # Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.

@@ -28,6 +28,7 @@ from otherone.api import ApiToken, openapi_schema
 from otherone.api.dependencies import ApiContext
 from otherone.api.server import ApiServer, bind_host, check_can_listen, parse_tokens
 from otherone.errors import ConfigurationError
+from otherone.runs import DEFAULT_PARTITION
 from otherone.store import Store
 from otherone.tools import tool
 from otherone.worker.settings import Settings
@@ -902,3 +903,84 @@ async def test_inputs_too_large_together_are_refused_naming_the_field(
         run_id = await start(api, run_body("slow"))
         steered = await api.http.post(f"/v1/runs/{run_id}/messages", json={"messages": [big] * 3})
         assert_problem(steered, 422, "invalid_request", "messages")
+
+
+async def _post_ag_ui(api: ApiEnv, agent: str, body: dict[str, Any]) -> tuple[int, list[Any]]:
+    """POST a RunAgentInput as AG-UI's HttpAgent does; the status and the events it streams."""
+    adapter: TypeAdapter[Any] = TypeAdapter(Event)
+    events: list[Any] = []
+    headers = {"Accept": "text/event-stream"}
+    async with api.http.stream("POST", f"/v1/ag-ui/{agent}", json=body, headers=headers) as got:
+        if got.status_code != 200:
+            await got.aread()
+            return got.status_code, [got.json()]
+        async for line in got.aiter_lines():
+            if line.startswith("data: "):
+                events.append(adapter.validate_json(line.removeprefix("data: ")))
+    return 200, events
+
+
+def _agent_input(thread: str, run: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The body `@ag-ui/client`'s HttpAgent sends (camelCase, every field)."""
+    return {
+        "threadId": thread,
+        "runId": run,
+        "state": {},
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
+async def test_an_ag_ui_client_runs_an_agent_with_its_own_request(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`POST /v1/ag-ui/{agent}` takes AG-UI's RunAgentInput and answers with the run's AG-UI
+    events: the thread is the session (the server keeps the conversation, so a later request's
+    history is not taken again), the run id makes the start idempotent."""
+    script = {"talker": ["an answer"]}  # each run's first turn
+    async with api_env(client, task_queue, scripted_config(script), tmp_path) as api:
+        hello = {"id": "m1", "role": "user", "content": "hello"}
+        status, events = await _post_ag_ui(api, "talker", _agent_input("thread-1", "r1", [hello]))
+        assert status == 200, events
+        types = [event.type.value for event in events]
+        assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED", types
+        assert events[0].thread_id == "thread-1"
+        text = "".join(e.delta for e in events if e.type.value == "TEXT_MESSAGE_CONTENT")
+        assert text == "an answer"
+        run_id = events[0].run_id
+
+        # The same AG-UI run again (a client's retry): the same run, not a second one.
+        _, again = await _post_ag_ui(api, "talker", _agent_input("thread-1", "r1", [hello]))
+        assert again[0].run_id == run_id
+
+        # The next turn: the client sends the whole thread; only its new message is taken.
+        thread = [
+            hello,
+            {"id": "m2", "role": "assistant", "content": "an answer"},
+            {"id": "m3", "role": "user", "content": [{"type": "text", "text": "and now?"}]},
+        ]
+        _, second = await _post_ag_ui(api, "talker", _agent_input("thread-1", "r2", thread))
+        assert second[0].run_id != run_id and second[0].thread_id == "thread-1"
+        assert second[-1].type.value == "RUN_FINISHED"
+        entries = api.env.store.load_entries(DEFAULT_PARTITION, "thread-1")
+        assert [(e.role, e.content) for e in entries] == [
+            ("user", "hello"),
+            ("assistant", "an answer"),
+            ("user", "and now?"),
+            ("assistant", "an answer"),
+        ]
+
+        # Bad requests are refused before anything starts, naming the field.
+        for body, field in (
+            ({"threadId": "t"}, "runId"),
+            (
+                _agent_input("t", "r", [{"id": "a", "role": "assistant", "content": "x"}]),
+                "messages",
+            ),
+        ):
+            status, [problem] = await _post_ag_ui(api, "talker", body)
+            assert (status, problem["field"]) == (422, field), problem
+        status, [problem] = await _post_ag_ui(api, "ghost", _agent_input("t", "r", [hello]))
+        assert status == 422 and problem["field"] == "entry_agent", problem
