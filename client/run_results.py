@@ -116,6 +116,9 @@ def record_from_result(
         failure=result.failure,
         output=result.output,
         metadata=dict(result.metadata),
+        iteration=result.iteration,
+        agent_definition_version=result.agent_definition_version,
+        handoffs=result.handoffs,
     )
 
 

@@ -24,7 +24,7 @@ from temporalio.client import Client
 from otherone import search_attributes as attrs
 from otherone.activities.providers.base import ModelRequest, StreamEvent
 from otherone.authorization import AuthorizationDecision, CallerView, HandoffRequest
-from otherone.client.agent_client import build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.client.console import EventPrinter, make_console, print_record
 from otherone.client.watch import WatchState
 from otherone.config import RuntimeConfig
@@ -143,6 +143,7 @@ async def test_a_chain_of_handoffs_under_each_context_policy(
             async for execution in client.list_workflows(f'WorkflowId = "{result.run_id}"')
         ]
         record = env.store.get_run_record("local", result.run_id)
+        finished = await AgentClient(client, task_queue=task_queue).get_run(result.run_id)
 
     # The root's result is the last agent's, in the same run and session.
     assert result.outcome is RunOutcome.COMPLETED, result.failure
@@ -167,6 +168,9 @@ async def test_a_chain_of_handoffs_under_each_context_policy(
         ("billing", "expert", 2),
     ]
     assert record.handoffs[0].reason == "a billing question"
+    # Without the store, the finished run's record has them too (from its result).
+    assert finished.handoffs == record.handoffs and finished.iteration == record.iteration > 0
+    assert finished.agent_definition_version == record.agent_definition_version is not None
     shown = io.StringIO()
     print_record(make_console(shown), record)  # `otherone show`
     assert "triage → billing → expert" in shown.getvalue()

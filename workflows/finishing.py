@@ -186,7 +186,9 @@ def _unstored(state: RunState, ending: Ending, reason: str) -> AgentRunResult:
 def _result(state: RunState, ending: Ending) -> AgentRunResult:
     usage = state.usage.snapshot(state.elapsed())
     budget_remaining = state.ledger.left() if state.ledger else state.input.budget
-    return run_result(state.input, state.session_id, ending, usage, budget_remaining)
+    return run_result(
+        state.input, state.session_id, ending, usage, budget_remaining, state.record()
+    )
 
 
 def _stored_ending(record: RunRecord) -> Ending:
@@ -251,7 +253,9 @@ def run_result(
     ending: Ending,
     usage: RunUsage,
     budget_remaining: TreeBudget | None,
+    record: RunRecord | None = None,
 ) -> AgentRunResult:
+    """The run's result; ``record`` (the run's own) adds its turns, version and handoffs."""
     return AgentRunResult(
         run_id=input.run_id,
         root_run_id=input.root_run_id,
@@ -264,6 +268,9 @@ def run_result(
         metadata=input.request.metadata,
         budget_remaining=budget_remaining,
         artifacts=_artifacts_of(ending.output),
+        iteration=record.iteration if record else 0,
+        agent_definition_version=record.agent_definition_version if record else None,
+        handoffs=record.handoffs if record else (),
     )
 
 
