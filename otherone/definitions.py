@@ -27,6 +27,7 @@ from pydantic import (
 
 from otherone.credentials import credential_paths, is_credential_header
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
+from otherone.run_types import NOT_A_BOOL
 from otherone.run_types import AgentId as AgentId
 from otherone.run_types import FrozenModel as _Frozen
 from otherone.run_types import HandoffContext as HandoffContext
@@ -69,6 +70,12 @@ def _finite(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise ValueError("must be a finite number")
     return value
+
+
+_Temperature = Annotated[float, Field(ge=0, le=2), AfterValidator(_finite), NOT_A_BOOL]
+_TopP = Annotated[float, Field(gt=0, le=1), AfterValidator(_finite), NOT_A_BOOL]
+_DelaySeconds = Annotated[float, Field(ge=0, le=86_400), AfterValidator(_finite), NOT_A_BOOL]
+_ChunkDelaySeconds = Annotated[float, Field(ge=0, le=60), AfterValidator(_finite), NOT_A_BOOL]
 
 
 def credentials_refused_message(paths: list[str]) -> str:
@@ -233,8 +240,8 @@ class ModelOverrides(_Frozen):
 
     context_length: Annotated[int, Field(strict=True, gt=0)] | None = None
     max_tokens: Annotated[int, Field(strict=True, gt=0)] | None = None
-    temperature: Annotated[float, Field(ge=0, le=2), AfterValidator(_finite)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1), AfterValidator(_finite)] | None = None
+    temperature: _Temperature | None = None
+    top_p: _TopP | None = None
     tool_choice: str | dict[str, JsonValue] | None = None
     parallel_tool_calls: StrictBool | None = None
     other: OtherOptions = Field(default_factory=dict)
@@ -361,8 +368,10 @@ class ScriptedTurn(_Frozen):
     chunks: tuple[str, ...] | None = None
     thinking: str | None = None
     tool_calls: tuple[ScriptedToolCall, ...] = ()
-    delay_seconds: Annotated[float, Field(ge=0, le=86_400), AfterValidator(_finite)] = 0.0
-    chunk_delay_seconds: Annotated[float, Field(ge=0, le=60), AfterValidator(_finite)] = 0.0
+    delay_seconds: _DelaySeconds = 0.0
+    chunk_delay_seconds: Annotated[
+        float, NOT_A_BOOL, Field(ge=0, le=60), AfterValidator(_finite)
+    ] = 0.0
     fail: ScriptedFailure | None = None
     input_tokens: Annotated[int, Field(strict=True, ge=0)] | None = None
     output_tokens: Annotated[int, Field(strict=True, ge=0)] | None = None
@@ -394,8 +403,8 @@ class ModelProfile(_Frozen):
     api_key_env: Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)] | None = None
     context_length: Annotated[int, Field(strict=True, gt=0)] | None = None
     max_tokens: Annotated[int, Field(strict=True, gt=0)] | None = None
-    temperature: Annotated[float, Field(ge=0, le=2), AfterValidator(_finite)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1), AfterValidator(_finite)] | None = None
+    temperature: _Temperature | None = None
+    top_p: _TopP | None = None
     other: OtherOptions = Field(default_factory=dict)
     #: Scripted provider only: the turns each agent plays, by agent id.
     script: dict[AgentId, tuple[ScriptedTurn, ...]] = Field(default_factory=dict)

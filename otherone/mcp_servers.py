@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from otherone.definitions import ENV_VAR_PATTERN, is_glob
+from otherone.run_types import NOT_A_BOOL
 
 __all__ = [
     "DEFAULT_MCP_TIMEOUT_SECONDS",
@@ -61,6 +62,9 @@ def _finite_positive(value: float) -> float:
     return value
 
 
+_PositiveSeconds = Annotated[float, NOT_A_BOOL, AfterValidator(_finite_positive)]
+
+
 class McpServer(BaseModel):
     """One MCP server a worker connects to (stdio ``command`` or streamable HTTP ``url``).
 
@@ -79,13 +83,13 @@ class McpServer(BaseModel):
     url: str | None = None
     #: HTTP header → name of the worker variable / secrets-file entry holding its value.
     headers_env: dict[HeaderName, EnvName] = Field(default_factory=dict)
-    timeout_seconds: Annotated[float, AfterValidator(_finite_positive), Field(le=86_400)] = (
-        DEFAULT_MCP_TIMEOUT_SECONDS
-    )
+    timeout_seconds: Annotated[
+        float, NOT_A_BOOL, AfterValidator(_finite_positive), Field(le=86_400)
+    ] = DEFAULT_MCP_TIMEOUT_SECONDS
     #: How long starting the server (and its initialize handshake) may take.
-    startup_timeout_seconds: Annotated[float, AfterValidator(_finite_positive), Field(le=3_600)] = (
-        30.0
-    )
+    startup_timeout_seconds: Annotated[
+        float, NOT_A_BOOL, AfterValidator(_finite_positive), Field(le=3_600)
+    ] = 30.0
     # Strict: `idempotent = "yes"` or `max_attempts = true` is a mistake to report, not coerce.
     idempotent: Annotated[bool, Field(strict=True)] = False
     max_attempts: Annotated[int, Field(ge=1, le=100, strict=True)] | None = None

@@ -8,9 +8,16 @@ Apart from `otherone.definitions` (which re-exports them): reading a run record 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 
 if TYPE_CHECKING:
     from otherone.definitions import RuntimeLimits
@@ -38,9 +45,20 @@ def _positive_finite_duration(value: timedelta) -> timedelta:
     return value
 
 
-PositiveDuration = Annotated[timedelta, AfterValidator(_positive_finite_duration)]
+def _not_a_bool(value: Any) -> Any:
+    """Refuse true/false where a number is meant: pydantic reads them as 1 and 0, so a TOML
+    `max_model_calls = true` became one model call, `run_timeout = true` one second."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not true/false")
+    return value
 
-PositiveCount = Annotated[int, Field(gt=0, le=1_000_000)]
+
+#: For numbers and durations: `true`/`false` are refused, not read as 1/0.
+NOT_A_BOOL = BeforeValidator(_not_a_bool)
+
+PositiveDuration = Annotated[timedelta, NOT_A_BOOL, AfterValidator(_positive_finite_duration)]
+
+PositiveCount = Annotated[int, Field(gt=0, le=1_000_000), NOT_A_BOOL]
 
 
 class RunLimitOverrides(FrozenModel):
@@ -53,7 +71,7 @@ class RunLimitOverrides(FrozenModel):
     max_model_calls: PositiveCount | None = None
     max_tool_calls: PositiveCount | None = None
     max_agent_calls: PositiveCount | None = None
-    max_handoffs: Annotated[int, Field(ge=0, le=1000)] | None = None
+    max_handoffs: Annotated[int, Field(strict=True, ge=0, le=1000)] | None = None
     max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
     max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
     run_timeout: PositiveDuration | None = None

@@ -520,6 +520,24 @@ CASES = {
         "tools",
         "unknown tool 'get_weather'",
     ),
+    "true for a count (pydantic reads it as 1)": (
+        "[limits]\nmax_model_calls = true\n" + MINIMAL,
+        "limits",
+        "max_model_calls",
+        "not true/false",
+    ),
+    "true for a duration (pydantic reads it as 1 s)": (
+        "[limits]\nrun_timeout = true\n" + MINIMAL,
+        "limits",
+        "run_timeout",
+        "not true/false",
+    ),
+    "true for a temperature": (
+        MINIMAL.replace('model = "demo-1"', 'model = "demo-1"\ntemperature = true'),
+        "models.demo",
+        "temperature",
+        "not true/false",
+    ),
     "no models at all": (
         '[agents.a]\ndescription = "d"\nsystem_prompt = "s"\n',
         "models",
