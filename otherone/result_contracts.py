@@ -49,7 +49,72 @@ def _problem(schema: dict[str, Any]) -> str | None:
     missing = _unresolvable_ref(schema)
     if missing is not None:
         return f"refers to '{missing}', which is not in the schema"
+    looping = _ref_loop(schema)
+    if looping is not None:
+        return (
+            f"'$ref' '{looping}' leads back to itself without going into the answer (checking "
+            "any answer would never end)"
+        )
     return None
+
+
+#: Keywords whose subschemas apply to the same part of the answer as their parent.
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_SCHEMAS = ("not", "if", "then", "else")
+
+
+def _ref_loop(schema: dict[str, Any]) -> str | None:
+    """A ``$ref`` from which references (and ``allOf``-like keywords, which check the same
+    value) lead back to it before any keyword goes into the value (``properties``, ``items``,
+    ...): jsonschema would follow it until the interpreter's recursion limit, on every answer.
+    Recursion through ``properties`` or ``items`` is fine (answers are finite)."""
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    if not _refs(schema) or _has_nested_id(schema, root=True):
+        return None
+    resource = Resource.from_contents(schema, default_specification=DRAFT202012)
+    resolver = Registry().with_resource("", resource).resolver()
+
+    def in_place(node: dict[str, Any]) -> list[tuple[Any, str | None]]:
+        found: list[tuple[Any, str | None]] = []
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            found.append((resolver.lookup(ref).contents, ref))
+        for key in _IN_PLACE_LISTS:
+            children = node.get(key)
+            if isinstance(children, list):
+                found.extend((child, None) for child in children)
+        found.extend((node[key], None) for key in _IN_PLACE_SCHEMAS if key in node)
+        return [(child, ref) for child, ref in found if isinstance(child, dict)]
+
+    visiting: set[int] = set()
+    done: set[int] = set()
+
+    def loop_from(node: dict[str, Any], via: str | None) -> str | None:
+        if id(node) in done:
+            return None
+        if id(node) in visiting:
+            return via or "#"
+        visiting.add(id(node))
+        for child, ref in in_place(node):
+            looped = loop_from(child, ref or via)
+            if looped is not None:
+                return looped
+        visiting.discard(id(node))
+        done.add(id(node))
+        return None
+
+    return next((ref for node in _subschemas(schema) if (ref := loop_from(node, None))), None)
+
+
+def _subschemas(value: Any) -> list[dict[str, Any]]:
+    """Every object in ``value`` (each may be a schema a check starts from)."""
+    if isinstance(value, dict):
+        return [value, *(node for child in value.values() for node in _subschemas(child))]
+    if isinstance(value, list):
+        return [node for child in value for node in _subschemas(child)]
+    return []
 
 
 def _unresolvable_ref(schema: dict[str, Any]) -> str | None:

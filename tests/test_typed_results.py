@@ -447,6 +447,34 @@ def test_references_that_resolve_are_kept(schema: dict[str, Any]) -> None:
     assert schema_problem(schema) is None
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"x": {"$ref": "#/properties/x"}}},
+        {"$ref": "#"},
+        {
+            "$ref": "#/$defs/a",
+            "$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"not": {"$ref": "#/$defs/a"}}},
+        },
+    ],
+)
+def test_a_reference_that_leads_back_to_itself_is_refused(schema: dict[str, Any]) -> None:
+    """Accepted before, such a schema failed every answer with a RecursionError, and the model
+    was asked to fix its answer for the schema's mistake (README: refused before anything
+    starts). Recursion through ``properties``/``items`` is kept (see above)."""
+    assert "leads back to itself" in (schema_problem(schema) or "")
+    tree = {
+        "$ref": "#/$defs/n",
+        "$defs": {
+            "n": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+            }
+        },
+    }
+    assert schema_problem(tree) is None
+
+
 def test_a_backtracking_pattern_cannot_stall_the_worker() -> None:
     """A contract's patterns run on the model's answer, and the schema is any caller's: one
     like ``^(a|aa)+$`` backtracks for hours on a long answer with Python's `re`, holding the
