@@ -423,9 +423,13 @@ async def test_every_command_honours_the_partition(
 async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTHERONE_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
-    result = await otherone("demo", env=env, limit=90, cwd=tmp_path)
+    port, ui_port = free_port(), free_port()  # the settings' flags are honoured
+    result = await otherone(
+        "demo", "--port", str(port), "--ui-port", str(ui_port), env=env, limit=90, cwd=tmp_path
+    )
 
     assert result.code == 0, result.describe()
+    assert f"Temporal 127.0.0.1:{port} · Web UI http://127.0.0.1:{ui_port}" in result.stderr
     assert TEAM_ANSWER in result.stdout and "sunny" in result.stdout
     assert "↳ researcher started (call_research)" in result.stderr
     assert "↳ writer started (call_write)" in result.stderr

@@ -590,3 +590,20 @@ async def test_web_ui_shows_decrypted_payloads_through_the_codec_server(
                     await browser.close()
     assert any('"OPTIONS /decode' in line and " 204 " in line for line in requests), requests
     assert any('"POST /decode' in line and " 200 " in line for line in requests), requests
+
+
+def test_the_codec_servers_default_origins_follow_the_web_ui_in_use() -> None:
+    """An `otherone dev --ui-port 8300` leaves ``OTHERONE_UI_URL`` in its folder's dev.env: the
+    codec server started there allows that UI (it allowed port 8233 only, whatever was used)."""
+    from otherone.worker.codec_server import default_cors_origins
+    from otherone.worker.settings import Settings
+
+    settings = Settings(ui_url="http://127.0.0.1:8300")
+    assert default_cors_origins(settings.ui_base_url()) == [
+        "http://127.0.0.1:8300",
+        "http://localhost:8300",
+    ]
+    assert default_cors_origins(Settings(ui_port=9000).ui_base_url())[0] == "http://127.0.0.1:9000"
+    assert default_cors_origins("https://temporal.example.com/ui") == [
+        "https://temporal.example.com"
+    ]

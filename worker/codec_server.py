@@ -48,9 +48,15 @@ _ALLOWED_HEADERS: Final = "content-type, x-namespace, authorization"
 Operation = Callable[[Iterable[Payload]], list[Payload]]
 
 
-def default_cors_origins(ui_port: int) -> list[str]:
-    """The origins of a local Web UI (``otherone dev``'s or ``temporal server start-dev``'s)."""
-    return [f"http://127.0.0.1:{ui_port}", f"http://localhost:{ui_port}"]
+def default_cors_origins(ui_url: str) -> list[str]:
+    """The origins of the Web UI at ``ui_url`` (`Settings.ui_base_url`: an `otherone dev`'s, as
+    its ``dev.env`` says, or ``OTHERONE_UI_URL``); a local one under both of its names."""
+    parts = urlsplit(ui_url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    if parts.hostname not in ("127.0.0.1", "localhost"):
+        return [origin]
+    port = f":{parts.port}" if parts.port else ""
+    return [f"{parts.scheme}://127.0.0.1{port}", f"{parts.scheme}://localhost{port}"]
 
 
 class _HttpError(Exception):

@@ -28,7 +28,7 @@ async def cmd_codec_server(args: argparse.Namespace, ctx: Context) -> int:
         codec,
         host=args.host,
         port=args.codec_port,
-        cors_origins=args.cors_origin or default_cors_origins(settings.ui_port),
+        cors_origins=args.cors_origin or default_cors_origins(settings.ui_base_url()),
         token=token.get_secret_value() if token is not None else None,
         log=lambda line: ctx.err.print(line, style="dim", markup=False),
     )

@@ -118,7 +118,13 @@ async def cmd_demo(args: argparse.Namespace, ctx: Context) -> int:
     request = build_request(entry_agent=DEMO_AGENT, input=DEMO_QUESTION)
     with tempfile.TemporaryDirectory(prefix="otherone-demo-") as tmp:
         store = Store.open(f"sqlite:///{Path(tmp) / 'otherone.db'}")
-        server = DevServer(db_file=None, namespace="default")
+        # Free ports unless asked for (an `otherone dev` may hold the usual ones).
+        server = DevServer(
+            db_file=None,
+            namespace="default",
+            port=getattr(args, "temporal_port", None),
+            ui_port=getattr(args, "ui_port", None),
+        )
         try:
             ctx.err.print("starting an in-memory Temporal dev server…", style="dim")
             await ctx.interruptible(server.start())
