@@ -295,6 +295,7 @@ async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_pat
     env = cli_env("unused:1", "otherone", tmp_path)
     for name in ("OTHERONE_TEMPORAL_ADDRESS", "OTHERONE_DATABASE_URL", "OTHERONE_DATA_DIR"):
         del env[name]
+    env.pop("OTHERONE_CONFIG", None)  # no otherone.toml here: dev runs the example's agents
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "otherone.client.cli", "dev",
         "--port", str(port), "--ui-port", str(ui_port),
@@ -320,6 +321,9 @@ async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_pat
         result = await otherone("run", "assistant", QUESTION, env=composed, cwd=tmp_path)
         assert result.code == 0, result.describe()
         assert "http://ui.example:8080/namespaces/default/workflows/assistant-" in result.stderr
+        # Checked against the agents dev runs (its dev.env names its configuration).
+        typo = await otherone("run", "asistant", QUESTION, env=env, cwd=tmp_path)
+        assert_one_line_error(typo, 2, "asistant")
         # A second dev in the folder (other ports) shared the database and, on stopping,
         # removed the first one's dev.env: it is refused, and the first one unharmed.
         second = await otherone(

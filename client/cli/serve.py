@@ -100,7 +100,7 @@ async def _dev(
         tracker = ActivityTracker()
         client = await connect_checked(server.address, settings.namespace, telemetry, codec=codec)
         worker = _build_worker(client, config, store, settings, telemetry, tracker)
-        dev_env = _write_dev_env(data_dir, server, settings)
+        dev_env = _write_dev_env(data_dir, server, settings, config_path)
         rows = [
             ("temporal", f"{server.address}  (namespace {settings.namespace})"),
             ("web ui", server.ui_url or "-"),
@@ -116,7 +116,7 @@ async def _dev(
             from otherone.client.cli.http_api import api_beside_dev
 
             api = api_beside_dev(ctx, client, store, config, server.ui_url)
-        needed = " ".join(_dev_settings(server, settings))
+        needed = " ".join(_dev_settings(server, settings, config_path))
         if dev_env.parent == DEFAULT_DATA_DIR.resolve():
             ctx.out.print(
                 f"other commands in this folder read {dev_env}; elsewhere set: {needed}",
@@ -168,22 +168,27 @@ async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-def _dev_settings(server: DevServer, settings: Settings) -> list[str]:
-    """What other commands need to reach this dev server, as ``NAME=value`` words."""
+def _dev_settings(server: DevServer, settings: Settings, config_path: Path) -> list[str]:
+    """What other commands need to reach this dev server, as ``NAME=value`` words; and its
+    configuration, so that they check requests against the agents it runs (`otherone run` of
+    an agent it does not define is refused at once, not a run that fails)."""
     values = {
         "OTHERONE_TEMPORAL_ADDRESS": server.address,
         "OTHERONE_NAMESPACE": settings.namespace,
         "OTHERONE_UI_URL": server.ui_url,
+        "OTHERONE_CONFIG": str(config_path.resolve()),
     }
     return [f"{name}={value}" for name, value in values.items() if value]
 
 
-def _write_dev_env(data_dir: Path, server: DevServer, settings: Settings) -> Path:
+def _write_dev_env(
+    data_dir: Path, server: DevServer, settings: Settings, config_path: Path
+) -> Path:
     """Leave `_dev_settings` where `Settings` of commands started in this folder read them."""
     path = data_dir / DEV_ENV_FILE
     path.write_text(
         "# Written by `otherone dev` while it runs (removed when it stops).\n"
-        + "".join(f"{line}\n" for line in _dev_settings(server, settings))
+        + "".join(f"{line}\n" for line in _dev_settings(server, settings, config_path))
     )
     return path
 
