@@ -65,6 +65,10 @@ def _cut_index(rows: Sequence[EntryRow], *, keep_budget: int) -> int:
     # Keep a tool call with its results: never start the kept part on a tool result.
     while 0 < cut < len(rows) and rows[cut].role == "tool":
         cut -= 1
+    # And an answer with the question right before it (the kept part opening with an
+    # assistant turn answers nothing the model can see).
+    if 0 < cut < len(rows) and rows[cut].role == "assistant" and rows[cut - 1].role == "user":
+        cut -= 1
     return cut
 
 

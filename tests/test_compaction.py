@@ -71,6 +71,42 @@ def test_a_tool_call_is_never_separated_from_its_results() -> None:
     assert [row.id for row in plan.keep] == [3, 4, 5, 6]
 
 
+def test_an_answer_is_kept_with_the_question_right_before_it() -> None:
+    """A cut that would open the kept part with the assistant's answer keeps its question too:
+    the summary had the question, the context the answer (Anthropic's Bedrock and older API
+    versions also refuse a conversation that opens with the assistant)."""
+    call = {"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+    rows = [
+        _row(1, "user", 300),
+        _row(2, "assistant", 300),
+        _row(3, "user", 50),
+        _row(4, "assistant", 150, tool_calls=[call]),
+        _row(5, "tool", 150, tool_call_id="c"),
+        _row(6, "assistant", 100),
+    ]
+    plan = plan_compaction(rows, fixed_tokens=0, context_window=1000, threshold=0.8)
+    assert plan is not None
+    assert [row.id for row in plan.keep] == [3, 4, 5, 6]
+
+
+def test_an_anthropic_context_opening_with_the_assistant_gets_a_user_turn_first() -> None:
+    from otherone.activities.providers.anthropic import EARLIER_NOT_SHOWN, anthropic_messages
+    from otherone.wire_names import WireNames
+
+    messages = [
+        {"role": "system", "content": "Summary of the earlier conversation: ..."},
+        {"role": "assistant", "content": "The answer."},
+        {"role": "user", "content": "Thanks."},
+    ]
+    system, turns = anthropic_messages(messages, WireNames([]))
+    assert system.startswith("Summary") and [turn["role"] for turn in turns] == [
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert turns[0]["content"] == [{"type": "text", "text": EARLIER_NOT_SHOWN}]
+
+
 def test_summary_request_lists_calls_and_results() -> None:
     call = {
         "id": "c",

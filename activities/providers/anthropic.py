@@ -84,6 +84,8 @@ STOP_REASONS = {
     "max_tokens": "length",
     "tool_use": "tool_calls",
 }
+#: The user turn that opens a context starting with the assistant (`anthropic_messages`).
+EARLIER_NOT_SHOWN = "(Earlier messages of this conversation are not shown.)"
 TOOL_CHOICE_TYPES = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
 
 
@@ -202,6 +204,10 @@ def anthropic_messages(
             turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
+    if turns and turns[0]["role"] == "assistant":
+        # After a compaction's cut or a handoff's last turns a context may open with the
+        # assistant, which Bedrock (and the API before late 2024) refuses: a user turn opens it.
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": EARLIER_NOT_SHOWN}]})
     return "\n\n".join(system), turns
 
 
