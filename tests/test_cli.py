@@ -612,3 +612,16 @@ def test_a_message_may_start_with_an_at_sign(tmp_path: Path) -> None:
     assert text_argument(f"@{tmp_path / 'note.txt'}", "TEXT") == "from a file"
     assert text_argument("@@alice hi", "TEXT") == "@alice hi"
     assert text_argument("@", "TEXT") == "@"
+
+
+def test_run_sets_the_sessions_context_window() -> None:
+    """`otherone run --context-window N`: the window compaction keeps a session under (the
+    request's `session.context_window`; there was no way to set it from the CLI)."""
+    from otherone.client.cli.parser import build_parser
+    from otherone.client.cli.run import _request_from
+
+    args = build_parser().parse_args(["run", "assistant", "hi", "--context-window", "64000"])
+    request = _request_from(args, None)
+    assert (request.session.context_window, request.session.session_id) == (64000, None)
+    plain = _request_from(build_parser().parse_args(["run", "assistant", "hi"]), None)
+    assert plain.session.context_window == 8192

@@ -15,7 +15,7 @@ Parameter names:
   `otherone.wire_names`), ``tool_choice`` and ``parallel_tool_calls`` (only with tools: the API
   refuses them alone); ``stream_options.include_usage`` so the last chunk carries usage;
   every other ``other`` key is merged into the body last (it may override any of these);
-* ``context_length`` is ours (compaction), never sent.
+* ``context_length`` is never sent (compaction uses the session's ``context_window``).
 
 Reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM, llama.cpp), ``reasoning``
 (OpenRouter, Ollama) or ``thinking`` deltas: all become `ThinkingDelta`. The stream is complete

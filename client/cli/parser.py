@@ -165,6 +165,12 @@ def _add_run(command: Add) -> None:
     )
     run.add_argument("--session", metavar="ID", help="continue (or create) this session")
     run.add_argument(
+        "--context-window",
+        metavar="TOKENS",
+        type=int,
+        help="the session's window: older entries are summarised past 80%% of it (default 8192)",
+    )
+    run.add_argument(
         "--idempotency-key",
         metavar="KEY",
         help="start at most once per key (the same key returns the same run)",

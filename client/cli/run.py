@@ -76,8 +76,13 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _request_from(args: argparse.Namespace, partition: str | None) -> AgentRunRequest:
     fields: dict[str, Any] = {"entry_agent": args.agent, "input": text_argument(args.text, "TEXT")}
+    session: dict[str, Any] = {}
     if args.session is not None:
-        fields["session"] = {"session_id": args.session}
+        session["session_id"] = args.session
+    if args.context_window is not None:
+        session["context_window"] = args.context_window
+    if session:
+        fields["session"] = session
     if partition is not None:
         fields["runtime_context"] = {"partition_key": partition}
     contract = _result_contract(args)
