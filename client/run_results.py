@@ -110,7 +110,7 @@ def record_from_result(
         partition_key=found.get(attrs.PARTITION) or DEFAULT_PARTITION,
         status=STATUS_FOR_OUTCOME[result.outcome],
         depth=found.get(attrs.DEPTH) or 0,
-        started_at=description.start_time,
+        started_at=result.started_at or description.start_time,
         finished_at=description.close_time,
         usage=result.usage,
         failure=result.failure,

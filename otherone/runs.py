@@ -396,9 +396,11 @@ class AgentRunResult(_Model):
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     #: What this run's tree left of its budget (a caller takes it back).
     budget_remaining: TreeBudget | None = None
-    #: Model turns taken, the definition version of ``agent_id`` it ran, and its handoffs,
-    #: oldest first: what a finished run's `RunRecord` shows without the store.
+    #: Model turns taken, the definition version of ``agent_id`` it ran, its handoffs (oldest
+    #: first) and when it started (its first history's start: a run continues as new): what a
+    #: finished run's `RunRecord` shows without the store.
     iteration: int = 0
+    started_at: datetime | None = None
     agent_definition_version: int | None = None
     handoffs: tuple[HandoffStep, ...] = ()
 

@@ -89,6 +89,10 @@ async def test_continue_as_new_keeps_the_run_id_and_everything_carried(
     assert (result.usage.model_calls, result.usage.tool_calls) == (26, 25)
     assert result.usage.duration_millis > 0 and result.metadata == {"k": 1}
     assert record.status.value == "completed"
+    # The finished record is the whole run's, not its last history's (started at the first).
+    stored = env.store.get_run_record("local", result.run_id)
+    assert stored is not None and record.started_at == stored.started_at
+    assert record.iteration == stored.iteration == 26
     # Every turn's entries were written exactly once, in order, across the histories.
     tools = [json.loads(e.content)["n"] for e in entries if e.role == "tool"]
     assert tools == list(range(25))

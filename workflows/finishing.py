@@ -271,6 +271,7 @@ def run_result(
         iteration=record.iteration if record else 0,
         agent_definition_version=record.agent_definition_version if record else None,
         handoffs=record.handoffs if record else (),
+        started_at=record.started_at if record else None,
     )
 
 
