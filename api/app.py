@@ -336,6 +336,11 @@ def _format(value: str) -> StreamFormat:
     return "ag-ui" if value == "ag-ui" else "otherone"
 
 
+#: Sessions a `GET /v1/sessions` page lists by default, and at most.
+SESSIONS_PAGE = 1000
+MAX_SESSIONS_PAGE = 10_000
+
+
 @router.get("/sessions", response_model=list[Session], tags=["sessions"])
 async def list_sessions(
     request: Request,
@@ -349,8 +354,20 @@ async def list_sessions(
         ),
     ] = None,
     internal: Annotated[bool, Query(description="Also child runs' internal sessions.")] = False,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_SESSIONS_PAGE, description="At most this many sessions.")
+    ] = SESSIONS_PAGE,
+    after: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=256,
+            description="The next page: those after this session id (the last one listed).",
+        ),
+    ] = None,
 ) -> list[Session]:
-    """The sessions (conversations) of the caller's partition, oldest first."""
+    """The sessions (conversations) of the caller's partition, oldest first, a page at a time
+    (a full page: ask again with ``after`` = its last session id)."""
     if partition is not None and partition_key not in (None, partition):
         raise ApiError(
             422,
@@ -360,7 +377,9 @@ async def list_sessions(
         )
     chosen = partition or partition_key or DEFAULT_PARTITION
     store = api_runtime(request).context.store
-    infos = await asyncio.to_thread(store.session_infos, chosen, include_internal=internal)
+    infos = await asyncio.to_thread(
+        store.session_infos, chosen, include_internal=internal, limit=limit, after=after
+    )
     now = datetime.now(tz=infos[0].created_at.tzinfo) if infos else None
     return [
         Session(

@@ -155,14 +155,32 @@ class RunStore(StoreBase):
         return [info.session_id for info in infos]
 
     def session_infos(
-        self, partition_key: str, *, include_internal: bool = False
+        self,
+        partition_key: str,
+        *,
+        include_internal: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
     ) -> list[SessionInfo]:
-        """Sessions of a partition with their lease state, oldest first (`list_sessions`)."""
+        """Sessions of a partition with their lease state, oldest first (`list_sessions`): at
+        most ``limit``, those listed after the session ``after`` (a page's last; unknown: none)."""
         query = select(sessions).where(sessions.c.partition_key == partition_key)
         if not include_internal:
             query = query.where(sessions.c.internal.is_(False))
         query = query.order_by(sessions.c.created_at, sessions.c.session_id)
+        if limit is not None:
+            query = query.limit(limit)
         with self.engine.connect() as conn:
+            if after is not None:
+                cursor = conn.execute(
+                    select(sessions.c.created_at).where(self._session_key(partition_key, after))
+                ).scalar_one_or_none()
+                if cursor is None:
+                    return []
+                query = query.where(
+                    (sessions.c.created_at > cursor)
+                    | ((sessions.c.created_at == cursor) & (sessions.c.session_id > after))
+                )
             return [session_info_from_mapping(row._mapping) for row in conn.execute(query)]
 
     # run records -------------------------------------------------------------------------

@@ -148,6 +148,14 @@ async def test_record_result_tree_and_sessions(
         assert [session["session_id"] for session in sessions] == ["s-1"]
         internal = (await api.http.get("/v1/sessions?internal=true")).json()
         assert len(internal) == 2
+        # A page at a time: `after` = the last session id of the page before.
+        pages, after = [], ""
+        while page := (await api.http.get(f"/v1/sessions?internal=true&limit=1{after}")).json():
+            pages.append([session["session_id"] for session in page])
+            after = f"&after={page[-1]['session_id']}"
+        assert pages == [[session["session_id"]] for session in internal]
+        too_many = await api.http.get("/v1/sessions?limit=10001")
+        assert_problem(too_many, 422, "invalid_request")
         agents = (await api.http.get("/v1/agents")).json()
         assert {agent["id"] for agent in agents} == {"helper", "echo", "slow"}
 
@@ -813,9 +821,9 @@ class StoreThatGoesDown(Store):
         self._check()
         return super().read_events(root_run_id, **options)
 
-    def session_infos(self, partition_key: str, *, include_internal: bool = False) -> list[Any]:
+    def session_infos(self, partition_key: str, **options: Any) -> list[Any]:
         self._check()
-        return super().session_infos(partition_key, include_internal=include_internal)
+        return super().session_infos(partition_key, **options)
 
 
 async def test_a_store_outage_is_503_and_open_streams_wait_it_out(
