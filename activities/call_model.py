@@ -177,12 +177,12 @@ async def _call_model(
 
 
 def _with_summary_usage(turn: ModelTurn, summary: Summary | None) -> ModelTurn:
-    """``turn`` counting the turn's summary call, if it made one: a model call of the run."""
+    """``turn`` counting the turn's summary calls, if it made any: model calls of the run."""
     if summary is None:
         return turn
     return turn.model_copy(
         update={
-            "compaction_calls": 1,
+            "compaction_calls": summary.calls,
             "compaction_input_tokens": summary.input_tokens,
             "compaction_output_tokens": summary.output_tokens,
         }

@@ -8,7 +8,12 @@ import dataclasses
 import json
 from datetime import timedelta
 
-from otherone.activities.compaction import plan_compaction, summary_messages
+from otherone.activities.compaction import (
+    SUMMARY_INSTRUCTIONS,
+    plan_compaction,
+    summary_chunks,
+    summary_messages,
+)
 from otherone.activities.context import generation_settings
 from otherone.activities.providers.base import (
     ModelProvider,
@@ -47,13 +52,14 @@ async def compact_context(
     if plan is None:
         return rows, summary, None
     provider, summary_request = await _summary_request(context, provider, request, input)
-    summary_request = dataclasses.replace(
-        summary_request,
-        messages=summary_messages(summary, plan.summarise),
-        tools=[],
-        purpose="summary",
+    written = await _summarise_in_parts(
+        provider,
+        dataclasses.replace(summary_request, tools=[], purpose="summary"),
+        summary,
+        plan.summarise,
+        budget=int(input.context_window * input.compaction_threshold)
+        - estimate_tokens(SUMMARY_INSTRUCTIONS + (summary or "")),
     )
-    written = await summarise(provider, summary_request)
     text = written.text
     ref = input.run_ref
     await context.io(
@@ -64,7 +70,11 @@ async def compact_context(
         summary=text,
         up_to_entry_id=plan.up_to_entry_id,
         tokens=estimate_tokens(text),
-        usage={"input_tokens": written.input_tokens, "output_tokens": written.output_tokens},
+        usage={
+            "input_tokens": written.input_tokens,
+            "output_tokens": written.output_tokens,
+            "calls": written.calls,
+        },
     )
     await context.emit(
         ref,
@@ -76,6 +86,27 @@ async def compact_context(
         },
     )
     return list(plan.keep), text, written
+
+
+async def _summarise_in_parts(
+    provider: ModelProvider,
+    request: ModelRequest,
+    summary: str | None,
+    rows: tuple[EntryRow, ...],
+    *,
+    budget: int,
+) -> Summary:
+    """One summary of ``rows`` (after ``summary``), written a part at a time when they do not
+    fit one request (`summary_chunks`): each part's summary carries into the next."""
+    chunks, omitted = summary_chunks(rows, max(budget, 1))
+    written: Summary | None = None
+    for chunk in chunks:
+        messages = summary_messages(summary, chunk, omitted=omitted)
+        part = await summarise(provider, dataclasses.replace(request, messages=messages))
+        written = part if written is None else written.then(part)
+        summary, omitted = part.text, 0
+    assert written is not None  # a plan summarises two entries at least
+    return written
 
 
 def compaction_key(ref: RunRef, turn: int) -> str:
@@ -94,7 +125,12 @@ def stored_summary(latest: Compaction | None, ref: RunRef, turn: int) -> Summary
         text=latest.summary,
         input_tokens=_count(usage.get("input_tokens")),
         output_tokens=_count(usage.get("output_tokens")),
+        calls=_count(usage.get("calls")) or 1,
     )
+
+
+def _sum(first: int | None, second: int | None) -> int | None:
+    return None if first is None or second is None else first + second
 
 
 def _count(value: object) -> int | None:
@@ -129,6 +165,17 @@ class Summary:
     text: str
     input_tokens: int | None = None
     output_tokens: int | None = None
+    #: Model calls it took (a backlog too big for one request is summarised in parts).
+    calls: int = 1
+
+    def then(self, later: Summary) -> Summary:
+        """This summary's calls followed by ``later``'s (whose text is the summary now)."""
+        return Summary(
+            later.text,
+            _sum(self.input_tokens, later.input_tokens),
+            _sum(self.output_tokens, later.output_tokens),
+            self.calls + later.calls,
+        )
 
     @property
     def total_tokens(self) -> int | None:

@@ -72,13 +72,41 @@ def _cut_index(rows: Sequence[EntryRow], *, keep_budget: int) -> int:
     return cut
 
 
+#: Summary calls one compaction makes at most; past it the oldest entries are left out
+#: (named in the request) rather than a turn spending hundreds of calls on a huge backlog.
+MAX_SUMMARY_CHUNKS = 8
+
+
+def summary_chunks(rows: Sequence[EntryRow], budget: int) -> tuple[list[tuple[EntryRow, ...]], int]:
+    """The entries to summarise in parts of at most ``budget`` tokens each (a part holds one
+    entry at least), oldest first, so that no summary request outgrows the window the session
+    assumes its model has (a session that built up more than that, e.g. under a larger
+    window before, was one request several windows long: refused by a real model, every run of
+    the session failing on it). At most `MAX_SUMMARY_CHUNKS` parts, the newest; the number of
+    entries left out before them is returned too."""
+    chunks: list[list[EntryRow]] = [[]]
+    size = 0
+    for row in rows:
+        tokens = row_tokens(row)
+        if chunks[-1] and size + tokens > budget:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(row)
+        size += tokens
+    kept = chunks[-MAX_SUMMARY_CHUNKS:]
+    omitted = sum(len(chunk) for chunk in chunks[: len(chunks) - len(kept)])
+    return [tuple(chunk) for chunk in kept], omitted
+
+
 def summary_messages(
-    previous_summary: str | None, rows: Sequence[EntryRow]
+    previous_summary: str | None, rows: Sequence[EntryRow], *, omitted: int = 0
 ) -> list[dict[str, str]]:
     """The summariser's request: instructions, then the earlier summary and the entries."""
     parts: list[str] = []
     if previous_summary:
         parts.append(f"Summary so far:\n{previous_summary}")
+    if omitted:
+        parts.append(f"({omitted} earlier entries are left out: too many to summarise.)")
     for row in rows:
         parts.append(_transcript_line(row))
     return [

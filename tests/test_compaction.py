@@ -10,7 +10,7 @@ from unittest.mock import ANY
 import pytest
 from temporalio.client import Client
 
-from otherone.activities.compaction import plan_compaction, summary_messages
+from otherone.activities.compaction import plan_compaction, summary_chunks, summary_messages
 from otherone.activities.context import parent_excerpt
 from otherone.activities.providers.base import ModelRequest, ProviderError, StreamEvent
 from otherone.client.agent_client import build_request
@@ -184,6 +184,45 @@ async def test_a_long_session_is_compacted_and_the_run_goes_on(
     assert sum(len(m["content"] or "") for m in last) < 1000 * 4  # bounded by the window
 
 
+def test_a_backlog_bigger_than_the_window_is_summarised_in_parts() -> None:
+    rows = [_row(i, "user" if i % 2 else "assistant", 100) for i in range(1, 31)]
+    chunks, omitted = summary_chunks(rows, 250)
+    assert [len(chunk) for chunk in chunks] == [2] * 8 and omitted == 14  # the newest 8 parts
+    assert chunks[-1][-1].id == 30
+    whole, none_left = summary_chunks(rows[:4], 1000)
+    assert [len(chunk) for chunk in whole] == [4] and none_left == 0
+    giant = [_row(1, "user", 5000), _row(2, "assistant", 10)]
+    assert [len(chunk) for chunk in summary_chunks(giant, 100)[0]] == [1, 1]
+    assert (
+        "(14 earlier entries are left out" in summary_messages(None, rows, omitted=14)[1]["content"]
+    )
+
+
+async def test_a_session_built_under_a_larger_window_is_summarised_a_window_at_a_time(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Found by a user: a session built up under a large window, then continued under a small
+    one, was summarised in one request several windows long (a real model refuses it, and
+    every later run of the session failed on it). Now a part at a time; each part is a model
+    call of the run."""
+    provider = RecordingProvider()
+    async with agent_env(
+        client, task_queue, reader_config(), tmp_path, providers={"scripted": provider}
+    ) as env:
+        big = {"session_id": "backlog", "context_window": 1_000_000}
+        first = await env.agents.run(build_request(entry_agent="reader", input="read", session=big))
+        small = {"session_id": "backlog", "context_window": 1000}
+        second = await env.agents.run(
+            build_request(entry_agent="reader", input="again", session=small)
+        )
+    assert first.outcome is RunOutcome.COMPLETED and second.outcome is RunOutcome.COMPLETED
+    summaries = [r for r in provider.calls("reader") if r.purpose == "summary"]
+    assert len(summaries) > 2  # the first run's backlog (~12 pages) took several parts
+    for request in summaries:  # each within the window (instructions, summary, its part)
+        assert sum(len(m["content"] or "") for m in request.messages) < 1000 * 4
+    assert second.usage.model_calls == 13 + len(summaries)
+
+
 async def test_compaction_summaries_count_against_the_model_call_budget(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
@@ -312,4 +351,5 @@ async def test_a_summary_an_earlier_attempt_stored_still_counts(
     assert result.usage.output_tokens == sum(u["output_tokens"] for u in turns) + 32 * len(
         summaries
     )
-    assert stored is not None and stored.usage == {"input_tokens": ANY, "output_tokens": 32}
+    assert stored is not None
+    assert stored.usage == {"input_tokens": ANY, "output_tokens": 32, "calls": 1}
