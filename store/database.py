@@ -31,7 +31,7 @@ from otherone.definitions import credentials_refused_message
 from otherone.errors import ConfigurationError
 from otherone.runs import AgentOutput
 from otherone.store.engine import create_store_engine, parse_url
-from otherone.store.errors import StoreError
+from otherone.store.errors import StoreError, is_outage
 from otherone.store.events import (
     in_event_transaction,
     insert_events,
@@ -93,6 +93,8 @@ class Store(TranscriptStore, RunStore):
         try:
             return upgrade(self.engine)
         except (SQLAlchemyError, CommandError) as error:
+            if is_outage(error):  # not about migrating: any command opening it says this
+                raise StoreError(f"cannot reach the database: {error}") from error
             raise StoreError(f"cannot migrate the database: {error}") from error
 
     def close(self) -> None:

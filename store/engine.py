@@ -46,6 +46,18 @@ WAL_ATTEMPTS = 200
 WAL_RETRY_SECONDS = 0.05
 #: Seconds a PostgreSQL connection attempt may take.
 PG_CONNECT_TIMEOUT = 10
+#: libpq settings of the store's PostgreSQL connections: the connect timeout, and TCP
+#: keepalives and a user timeout, so that a connection to a server that went away without
+#: closing it (a failover, dropped packets) fails in about a minute instead of blocking a
+#: worker thread or an API request for the kernel's ~15 minutes.
+PG_CONNECT_ARGS = {
+    "connect_timeout": PG_CONNECT_TIMEOUT,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,  # milliseconds
+}
 
 
 def create_store_engine(url: str | URL) -> Engine:
@@ -54,9 +66,7 @@ def create_store_engine(url: str | URL) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         # A database that does not answer (failover, dropped packets) fails a connect in
         # seconds instead of hanging a worker thread; activities then retry (`_io`).
-        return create_engine(
-            parsed, pool_pre_ping=True, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT}
-        )
+        return create_engine(parsed, pool_pre_ping=True, connect_args=PG_CONNECT_ARGS)
     _make_parent_dir(parsed)
     engine = create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
     event.listen(engine, "connect", _sqlite_pragmas)

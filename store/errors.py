@@ -70,12 +70,26 @@ def is_outage(error: BaseException) -> bool:
     import sqlalchemy.exc  # here: the CLI imports this module's errors, not SQLAlchemy
 
     if isinstance(error, sqlalchemy.exc.DBAPIError):
-        return error.connection_invalidated or isinstance(
-            error, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
+        return (
+            error.connection_invalidated
+            or isinstance(error, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError)
+            or _outage_state(getattr(error.orig, "sqlstate", None))
         )
     return isinstance(
         error, sqlalchemy.exc.DisconnectionError | sqlalchemy.exc.TimeoutError | OSError
     )
+
+
+#: PostgreSQL conditions of a server that will take the statement once it is itself again:
+#: a read-only transaction (a hot standby, or a primary demoted in a failover behind one
+#: address: psycopg raises these as `InternalError`, not `OperationalError`), a shutdown or a
+#: start in progress, too many connections.
+OUTAGE_SQLSTATES = frozenset({"25006", "53300", "57P01", "57P02", "57P03"})
+
+
+def _outage_state(sqlstate: object) -> bool:
+    """Whether a PostgreSQL SQLSTATE says the server is unavailable (class 08: connection)."""
+    return isinstance(sqlstate, str) and (sqlstate in OUTAGE_SQLSTATES or sqlstate[:2] == "08")
 
 
 def describe_store_error(error: BaseException) -> str:

@@ -174,7 +174,8 @@ def test_unsupported_urls_are_configuration_errors() -> None:
 
 
 def test_unreachable_postgresql_is_a_store_error() -> None:
-    with pytest.raises(StoreError, match="cannot migrate"):
+    # Said as it is: any command opening the store reads it, not only migrations.
+    with pytest.raises(StoreError, match="cannot reach the database"):
         Store.open("postgresql://postgres@127.0.0.1:1/nothing")
 
 

@@ -135,3 +135,17 @@ def test_a_connection_lost_mid_transaction_is_invalidated_as_through_core(store:
     # The pool let go of the dead connection: the next prepared call works.
     assert store.append_events(REF, [{"type": "x"}]) == [1]
     assert [record.event["type"] for record in store.read_events("root-1")] == ["x"]
+
+
+def test_a_read_only_database_is_an_outage_to_wait_out(store: Store) -> None:
+    """A hot standby (or a primary demoted in a failover behind the same address) refuses
+    writes with SQLSTATE 25006, which psycopg raises as an `InternalError`: it was a refusal,
+    so every run in flight failed for good within seconds; it is an outage, waited out."""
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("a read-only PostgreSQL transaction")
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+        with pytest.raises(sqlalchemy.exc.DBAPIError) as refused:
+            conn.execute(insert(events), [_event_row(1)])
+    assert getattr(refused.value.orig, "sqlstate", None) == "25006"
+    assert is_outage(refused.value)
