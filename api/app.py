@@ -46,6 +46,7 @@ from otherone.api.problems import (
 from otherone.api.request_guard import RequestGuard
 from otherone.api.streams import StreamFormat
 from otherone.client.agent_client import AgentClient
+from otherone.client.store_answers import answered
 from otherone.runs import (
     DEFAULT_PARTITION,
     PARTITION_PATTERN,
@@ -377,7 +378,7 @@ async def list_sessions(
         )
     chosen = partition or partition_key or DEFAULT_PARTITION
     store = api_runtime(request).context.store
-    infos = await asyncio.to_thread(
+    infos = await answered(
         store.session_infos, chosen, include_internal=internal, limit=limit, after=after
     )
     now = datetime.now(tz=infos[0].created_at.tzinfo) if infos else None

@@ -27,6 +27,7 @@ from temporalio.service import RPCError
 
 from otherone.api.agui import stopped_without_end, to_ag_ui
 from otherone.api.notify import EventNotifier
+from otherone.client.store_answers import answered
 from otherone.contracts import EventRecord
 from otherone.store import Store, StoreError
 from otherone.store.errors import is_outage
@@ -139,7 +140,7 @@ class TreeReader:
         return len(batch) == BATCH
 
     async def _read(self, after: int) -> list[EventRecord]:
-        return await asyncio.to_thread(
+        return await answered(
             self.store.read_events,
             self.root_run_id,
             after=after,
@@ -195,7 +196,7 @@ class TreeStream:
 
     async def pending(self) -> list[EventRecord]:
         """Events after the cursor now (one read, not shared)."""
-        return await asyncio.to_thread(
+        return await answered(
             self.readers.store.read_events,
             self.root_run_id,
             after=self.after,

@@ -76,6 +76,7 @@ from otherone.client.run_results import (
     unanswered_update,
     with_stored_record,
 )
+from otherone.client.store_answers import answered
 from otherone.client.typed_results import OutputT, output_adapter, typed_request
 from otherone.errors import (
     IdempotencyConflictError,
@@ -264,7 +265,7 @@ class AgentClient:
         assert output.artifact is not None
         if self.partition_key not in (None, output.artifact.partition_key):
             return output  # a scoped client reads its own tenant's artifacts only
-        return await asyncio.to_thread(self.store.resolve_output, output)
+        return await answered(self.store.resolve_output, output)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The run's current record: live from the workflow, or built from its result."""
@@ -424,9 +425,7 @@ class AgentClient:
         if not waiting:
             return []
         if self.store is not None:
-            found = await asyncio.to_thread(
-                open_requests_in_store, self.store, self.partition_key, waiting
-            )
+            found = await answered(open_requests_in_store, self.store, self.partition_key, waiting)
         else:
             found = await open_requests_of_runs(self._workflow, list(waiting), QUERY_TIMEOUT)
         return sorted(found, key=lambda request: (request.requested_at, request.call_id))

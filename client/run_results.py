@@ -12,6 +12,7 @@ from temporalio.client import WorkflowExecutionDescription, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
+from otherone.client.store_answers import answered
 from otherone.errors import (
     FailureCode,
     RunNotActiveError,
@@ -130,7 +131,7 @@ async def stored_record(store: Store | None, partition_key: str, run_id: str) ->
     from otherone.store.errors import StoreError, is_outage
 
     try:
-        return await asyncio.to_thread(store.get_run_record, partition_key, run_id)
+        return await answered(store.get_run_record, partition_key, run_id)
     except Exception as error:
         if is_outage(error) or isinstance(error, StoreError):
             return None

@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from temporalio.client import Client
 from otherone.api import ApiToken, openapi_schema
 from otherone.api.dependencies import ApiContext
 from otherone.api.server import ApiServer, bind_host, check_can_listen, parse_tokens
+from otherone.client import store_answers
 from otherone.errors import ConfigurationError
 from otherone.runs import DEFAULT_PARTITION
 from otherone.store import Store
@@ -864,6 +866,38 @@ async def test_a_store_outage_is_503_and_open_streams_wait_it_out(
     assert sequences == list(range(1, len(sequences) + 1))  # gap-free, none twice
     assert json.loads(events[-1].data)["event"]["type"] == "run_completed"
     assert any(frame.comment for frame in frames)  # heartbeats kept it open meanwhile
+
+
+class StoreThatHangs(Store):
+    """A database that stops answering without closing its connections (a frozen server, a
+    stalled disk): a read blocks until ``released``."""
+
+    released = threading.Event()
+
+    def session_infos(self, partition_key: str, **options: Any) -> list[Any]:
+        self.released.wait(60)
+        return super().session_infos(partition_key, **options)
+
+
+async def test_a_store_that_stops_answering_is_503_in_bounded_time(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a chaos test: with the database frozen a request waited as long as it was
+    (170 s and counting); TCP keeps such a connection open, so no driver timeout fires."""
+    monkeypatch.setattr(store_answers, "STORE_ANSWER_SECONDS", 0.5)
+    async with api_env(client, task_queue, config(), tmp_path) as api:
+        hanging = StoreThatHangs(api.env.store.engine)
+        context = ApiContext(temporal=client, store=hanging, task_queue=task_queue)
+        try:
+            async with (
+                ApiServer(context, log_level="warning") as server,
+                httpx.AsyncClient(base_url=server.url, timeout=30) as http,
+            ):
+                answer = await asyncio.wait_for(http.get("/v1/sessions"), 10)
+        finally:
+            hanging.released.set()
+    assert_problem(answer, 503, "unavailable")
+    assert "did not answer within 0.5s" in answer.json()["detail"]
 
 
 async def test_a_page_of_another_site_cannot_steer_a_server_without_tokens(
