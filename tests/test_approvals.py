@@ -131,6 +131,19 @@ def one_waiting_call() -> Any:
     )
 
 
+def two_mails(first: tuple[str, str], second: tuple[str, str]) -> Any:
+    """An agent whose two turns each call `send_email` (call id, body), then answer "done"."""
+    turns = [
+        {"tool_calls": [call("send_email", cid, to="a", body=body)]}
+        for cid, body in (first, second)
+    ]
+    return scripted_config(
+        {"agent": [*turns, "done"]},
+        agents=[agent(tools=["send_email"])],
+        tools=[send_email],
+    )
+
+
 async def start(env: AgentEnv, text: str = "go") -> RunHandle:
     return await env.agents.start(build_request(entry_agent="agent", input=text))
 
@@ -408,17 +421,7 @@ async def test_decisions_are_idempotent_conflicts_and_unknown_calls_refused(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     SENT.clear()
-    config = scripted_config(
-        {
-            "agent": [
-                {"tool_calls": [call("send_email", "mail", to="a", body="b")]},
-                {"tool_calls": [call("send_email", "again", to="a", body="c")]},
-                "done",
-            ]
-        },
-        agents=[agent(tools=["send_email"])],
-        tools=[send_email],
-    )
+    config = two_mails(("mail", "b"), ("again", "c"))
     async with agent_env(client, task_queue, config, tmp_path) as env:
         handle = await start(env)
         await open_requests(env.agents, handle.run_id)
@@ -455,17 +458,7 @@ async def test_a_call_id_repeated_in_a_later_turn_is_asked_and_decided_again(
     """A provider may repeat a call id in a later turn (the same call: the same idempotency
     key); its new request takes a new decision instead of being answered with the old one."""
     SENT.clear()
-    config = scripted_config(
-        {
-            "agent": [
-                {"tool_calls": [call("send_email", "mail", to="a", body="first")]},
-                {"tool_calls": [call("send_email", "mail", to="a", body="second")]},
-                "done",
-            ]
-        },
-        agents=[agent(tools=["send_email"])],
-        tools=[send_email],
-    )
+    config = two_mails(("mail", "first"), ("mail", "second"))
     async with agent_env(client, task_queue, config, tmp_path) as env:
         handle = await start(env)
         await open_requests(env.agents, handle.run_id)
