@@ -103,7 +103,7 @@ def _run_request(agent_id: str, given: RunAgentInput, partition: str | None) -> 
         "entry_agent": agent_id,
         "input": _new_user_messages(given),
         "session": {"session_id": given.thread_id},
-        "idempotency_key": _idempotency_key(given),
+        "idempotency_key": _idempotency_key(agent_id, given),
     }
     if partition is not None:
         fields["runtime_context"] = RuntimeContext(partition_key=partition)
@@ -147,7 +147,8 @@ def _text(message: UserMessage) -> str:
     return "\n".join(str(text) for text in texts)
 
 
-def _idempotency_key(given: RunAgentInput) -> str:
-    """One run per thread and AG-UI run id (a key names them both, whatever their length)."""
+def _idempotency_key(agent_id: str, given: RunAgentInput) -> str:
+    """One run per agent, thread and AG-UI run id (a key names them, whatever their length);
+    the run's id reads like the CLI's: ``<agent>-<16 hex>-<16 hex>``."""
     digest = hashlib.sha256(f"{given.thread_id}\0{given.run_id}".encode()).hexdigest()
-    return f"ag-ui-{digest[:40]}"
+    return f"{agent_id[:64]}-{digest[:16]}"

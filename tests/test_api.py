@@ -992,6 +992,7 @@ async def test_an_ag_ui_client_runs_an_agent_with_its_own_request(
         text = "".join(e.delta for e in events if e.type.value == "TEXT_MESSAGE_CONTENT")
         assert text == "an answer"
         run_id = events[0].run_id
+        assert run_id.startswith("talker-")  # as readable as the CLI's run ids
 
         # The same AG-UI run again (a client's retry): the same run, not a second one.
         _, again = await _post_ag_ui(api, "talker", _agent_input("thread-1", "r1", [hello]))
