@@ -8,6 +8,7 @@ sent next:
 | --- | --- |
 | ``run_started`` | ``RUN_STARTED`` (thread = the run's session) |
 | ``model_started``, ``_delta``, ``_completed`` | ``TEXT_MESSAGE_START``, ``_CONTENT``, ``_END`` |
+| ``thinking_delta`` | ``REASONING_MESSAGE_CHUNK`` (message ``<the turn's message id>.reasoning``) |
 | ``tool_started`` | ``TOOL_CALL_START``, ``TOOL_CALL_ARGS``, ``TOOL_CALL_END`` |
 | ``tool_completed`` | ``TOOL_CALL_RESULT`` (the error, or ``ok``: results stay in our store) |
 | ``run_completed`` / ``run_cancelled`` | ``RUN_FINISHED`` (outcome success / cancelled) |
@@ -31,6 +32,7 @@ from typing import Any
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    ReasoningMessageChunkEvent,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
@@ -81,6 +83,10 @@ def to_ag_ui(record: EventRecord, thread_id: str | None = None) -> list[BaseEven
     if kind == "model_delta":
         text = str(body.get("content") or "")
         return [TextMessageContentEvent(message_id=message_id, delta=text, **sub)] if text else []
+    if kind == "thinking_delta":  # a chunk: AG-UI clients open and close the message around it
+        text = str(body.get("content") or "")
+        reasoning = f"{message_id}.reasoning"
+        return [ReasoningMessageChunkEvent(message_id=reasoning, delta=text, **sub)] if text else []
     if kind == "model_completed":
         return [TextMessageEndEvent(message_id=message_id, **sub)]
     if kind == "tool_started":

@@ -318,6 +318,7 @@ def test_ag_ui_ids_are_unique_in_a_tree_and_retries_are_calls_of_their_own() -> 
         record("root/child", "root", type="tool_completed", attempt=2, **tool),
         record("root", None, type="tool_completed", **tool),
         record("root", None, type="model_started", turn=2, attempt=2, supersedes_attempt=1),
+        record("root", None, type="thinking_delta", turn=2, attempt=2, content="Hmm."),
     ]
     events = [event for item in stream for event in to_ag_ui(item, "thread")]
     starts = [e.tool_call_id for e in events if e.type.value == "TOOL_CALL_START"]
@@ -326,7 +327,9 @@ def test_ag_ui_ids_are_unique_in_a_tree_and_retries_are_calls_of_their_own() -> 
     assert sorted(results) == sorted(starts)  # one result each
     [child] = [e for e in events if e.type.value == "SUBAGENT_STARTED"]
     assert child.parent_tool_call_id == "call_0"
-    superseded, started = events[-2:]
+    superseded, started, reasoning = events[-3:]
+    assert reasoning.type.value == "REASONING_MESSAGE_CHUNK"
+    assert (reasoning.message_id, reasoning.delta) == ("root#turn2.2.reasoning", "Hmm.")
     assert superseded.type.value == "CUSTOM" and superseded.name == "otherone.superseded"
     assert superseded.value == {"message_id": "root#turn2.1"}
     assert started.message_id == "root#turn2.2"
