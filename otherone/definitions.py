@@ -369,12 +369,13 @@ class ScriptedTurn(_Frozen):
     thinking: str | None = None
     tool_calls: tuple[ScriptedToolCall, ...] = ()
     delay_seconds: _DelaySeconds = 0.0
-    chunk_delay_seconds: Annotated[
-        float, NOT_A_BOOL, Field(ge=0, le=60), AfterValidator(_finite)
-    ] = 0.0
+    chunk_delay_seconds: _ChunkDelaySeconds = 0.0
     fail: ScriptedFailure | None = None
     input_tokens: Annotated[int, Field(strict=True, ge=0)] | None = None
     output_tokens: Annotated[int, Field(strict=True, ge=0)] | None = None
+    #: How the answer ends, as a provider reports it (e.g. ``length``: cut at max_tokens);
+    #: default ``tool_calls`` when it calls tools, else ``stop``.
+    finish_reason: Literal["stop", "length", "content_filter", "refusal"] | None = None
 
     @model_validator(mode="before")
     @classmethod

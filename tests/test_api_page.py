@@ -58,7 +58,7 @@ SCRIPT: dict[str, list[Any]] = {
                 {"id": "note", "name": "send_note", "arguments": {"to": "bo", "text": "hi"}}
             ]
         },
-        {"text": "The note is sent."},
+        {"text": "The note is sent.", "finish_reason": "length"},  # cut: the page says so
     ],
 }
 
@@ -182,6 +182,8 @@ async def test_page_runs_a_team_streams_the_answer_and_cancels(
         await request.locator("button.approve").click()
         await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
         await expect(page.locator(".msg.assistant").last).to_have_text("The note is sent.")
+        cut = page.locator(".msg.system", has_text="cut at the model's max_tokens")
+        await expect(cut).to_have_count(1)
         await expect(page.locator("#approvals li.approval")).to_have_count(0)
         assert not errors, errors
         print(f"page screenshot: {screenshot}")

@@ -55,7 +55,7 @@ class ScriptedProvider:
             if turn.output_tokens is not None
             else max(1, len(turn.full_text) // 4),
         )
-        yield Finished("tool_calls" if turn.tool_calls else "stop")
+        yield Finished(turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop"))
 
     @staticmethod
     def _turn(request: ModelRequest) -> ScriptedTurn:

@@ -5,6 +5,8 @@
 
 const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["run_completed", "run_failed", "run_cancelled"]);
+// Finish reasons of an answer the model ended itself (anything else: it was cut or filtered).
+const NORMAL_FINISH = new Set(["stop", "end_turn", "stop_sequence", "tool_calls", "tool_use", "function_call"]);
 const ACTIVE = new Set(["pending", "running", "waiting_for_child", "waiting_for_approval"]);
 
 const state = {
@@ -292,6 +294,11 @@ function apply(envelope) {
     case "model_completed": {
       const bubble = isRoot && state.bubbles.get(turnKey);
       if (bubble) bubble.classList.remove("streaming");
+      if (isRoot && event.finish_reason && !NORMAL_FINISH.has(event.finish_reason)) {
+        addMessage("system", event.finish_reason === "length"
+          ? "the answer was cut at the model's max_tokens"
+          : `the model ended its answer: ${event.finish_reason}`);
+      }
       const tokens = event.usage && event.usage.total_tokens;
       if (tokens) info.tokens += tokens;
       break;
