@@ -13,7 +13,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from otherone.client.agent_client import build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.contracts.agent_calls import child_run_id
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
@@ -400,6 +400,43 @@ async def approval_mixed_turn(client: Client, task_queue: str, tmp: Path) -> str
     return handle.run_id
 
 
+async def approval_decided_at_once(client: Client, task_queue: str, tmp: Path) -> str:
+    """Two people approve one call at the same moment (two updates in one activation: the
+    second waits for the first, patch `decisions-wait-their-turn`), then a later turn repeats
+    the call id (a new request, decided by a new update)."""
+    note = {"name": "send_note", "arguments": {"to": "ann", "text": "hi"}}
+    config = scripted_config(
+        {
+            "agent": [
+                {"tool_calls": [{"id": "a", **note}]},
+                {"tool_calls": [{"id": "a", **note}]},
+                "done",
+            ]
+        },
+        agents=[_agent(tools=["send_note"])],
+        tools=[send_note],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="notes"))
+        await _open_requests(env, handle.run_id, 1)
+        other = AgentClient(client, task_queue=task_queue, store=env.store, identity="bo")
+        await asyncio.gather(
+            env.agents.approve(handle.run_id, "a"), other.approve(handle.run_id, "a")
+        )
+        await wait_until(lambda: _decided_twice(env, handle.run_id), within=20, message="turn 2")
+        await env.agents.approve(handle.run_id, "a")
+        await handle.result()
+    return handle.run_id
+
+
+async def _decided_twice(env: Any, run_id: str) -> bool:
+    """Whether the second turn's request (the repeated call id) is open."""
+    requested = [
+        e for e in env.store.read_events(run_id) if e.event["type"] == "approval_requested"
+    ]
+    return len(requested) == 2 and bool(await env.agents.pending_approvals(run_id))
+
+
 async def approval_question_and_timeout(client: Client, task_queue: str, tmp: Path) -> str:
     """Sequential: a plain call runs before an approved one; a question answered; then an
     approval nobody gives in time (denied by its timeout)."""
@@ -763,6 +800,7 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "cancelled_sequential_calls": cancelled_sequential_calls,
     "cancelled_while_children_start": cancelled_while_children_start,
     "approval_mixed_turn": approval_mixed_turn,
+    "approval_decided_at_once": approval_decided_at_once,
     "approval_question_and_timeout": approval_question_and_timeout,
     "approval_cancelled": approval_cancelled,
     "mcp_tools": mcp_tools,
