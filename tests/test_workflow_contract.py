@@ -92,13 +92,18 @@ async def test_a_run_started_by_a_plain_client_describes_itself(
     async with agent_env(client, task_queue, config, tmp_path) as env:
         handle = await client.start_workflow(
             WORKFLOW_NAME,
-            _raw_input(run_id, runtime_context={"partition_key": "acme"}),
+            _raw_input(
+                run_id,
+                runtime_context={"partition_key": "acme"},
+                session={"session_id": f"{run_id}-talk"},
+            ),
             id=run_id,
             task_queue=task_queue,
         )
         await _waiting(env.agents, run_id)
         listed = f'WorkflowId = "{run_id}" AND OtheroneAgentId = "clerk"'
         query = f'{listed} AND OtheronePartition = "acme" AND OtheroneDepth = 0'
+        query += f' AND OtheroneSessionId = "{run_id}-talk"'  # the session it names, too
         await wait_until(lambda: _count(client, query, 1), message="the run listed")
         scoped = AgentClient(client, task_queue=task_queue, partition_key="acme")
         await scoped.check_visible(run_id)
@@ -140,6 +145,8 @@ async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
             id=f"{run_id}-5",
             task_queue=task_queue,
         )
+        # `temporal workflow start` without --input: its workflow tasks failed for ever.
+        none = await client.execute_workflow(WORKFLOW_NAME, id=f"{run_id}-6", task_queue=task_queue)
         for refused_id in (run_id, f"{run_id}-2", f"{run_id}-3", f"{run_id}-4"):
             query = f'WorkflowId = "{refused_id}" AND OtheroneStatus = "failed"'
             await wait_until(lambda q=query: _count(client, q, 1), message=refused_id)
@@ -150,6 +157,7 @@ async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
     assert empty["failure"]["code"] == "invalid_request"
     assert "depth: a root run" in deep["failure"]["message"]
     assert "parent_run_id: a root run" in adopted["failure"]["message"]
+    assert none["outcome"] == "failed" and "none was given" in none["failure"]["message"]
 
 
 async def test_a_second_execution_of_an_ended_runs_id_is_refused_and_writes_nothing(
@@ -389,3 +397,34 @@ async def test_a_root_run_page_tells_what_it_is_without_opening_payloads(
     details = await description.static_details() or ""
     for shown in ("**agent** `assistant`", "**model** `demo`", "get_weather", "`k-42`", "`local`"):
         assert shown in details, details
+
+
+async def test_a_temporal_schedule_starts_runs_from_one_input_without_ids(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A schedule starts each run under an id of its own (`<id>-<time>`) from one fixed input,
+    which cannot name it: a root's input may leave `run_id` and `root_run_id` out, and takes
+    the workflow id (every firing failed `invalid_request` before)."""
+    from temporalio.client import Schedule, ScheduleActionStartWorkflow, ScheduleSpec
+
+    schedule_id = f"schedule-{uuid.uuid4().hex[:8]}"
+    raw = {"request": {"entry_agent": "assistant", "input": "Hi."}}
+    config = scripted_config({"assistant": ["scheduled answer"]})
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        action = ScheduleActionStartWorkflow(
+            WORKFLOW_NAME, raw, id=f"{schedule_id}-run", task_queue=task_queue
+        )
+        schedule = await client.create_schedule(
+            schedule_id, Schedule(action=action, spec=ScheduleSpec()), trigger_immediately=True
+        )
+        try:
+            query = f'WorkflowId STARTS_WITH "{schedule_id}-run"'
+            await wait_until(lambda: _count(client, query, 1), message="the scheduled run")
+            [execution] = [e async for e in client.list_workflows(query)]
+            result = await client.get_workflow_handle(execution.id).result()
+            record = await env.agents.get_run(execution.id)
+        finally:
+            await schedule.delete()
+    assert result["outcome"] == "completed", result
+    assert result["run_id"] == execution.id != f"{schedule_id}-run"
+    assert record.root_run_id == execution.id and record.output is not None

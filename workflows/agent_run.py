@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
 from otherone.workflows import patches, run_updates
 from otherone.workflows.finishing import finish_shielded, refused
 from otherone.workflows.run_input import (
+    NO_INPUT,
     decode_input,
     id_problem,
     missing_search_attributes,
@@ -68,6 +69,9 @@ from otherone.workflows.turns import run_until_deadline
 #: Patch id: a run whose input's run_id is not its workflow id (or a root whose root_run_id is
 #: not its run id) is refused `invalid_request` instead of running under the wrong ids.
 RUN_ID_IS_WORKFLOW_ID = "run-id-is-workflow-id"
+#: Patch id: a run started without `OtheroneSessionId` whose input names a session (by
+#: `temporal workflow start`, say) sets it itself.
+SESSION_DESCRIBED = "session-described"
 #: Patch id: a run started without our search attributes (by `temporal workflow start`, say)
 #: sets them itself.
 SELF_DESCRIBED = "self-described"
@@ -82,7 +86,7 @@ ROOTS_HAVE_NO_PARENT = "roots-have-no-parent"
 @workflow.defn(name=WORKFLOW_NAME)
 class AgentRunWorkflow:
     @workflow.init
-    def __init__(self, input: RawValue) -> None:
+    def __init__(self, input: RawValue = NO_INPUT) -> None:
         # Taken raw and validated here: input that does not fit `RunInput` (e.g. a start from
         # Temporal's own client) would otherwise fail every workflow task, for ever.
         decoded, self._invalid_input = decode_input(input)
@@ -166,7 +170,7 @@ class AgentRunWorkflow:
     # run ---------------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, input: RawValue) -> AgentRunResult:
+    async def run(self, input: RawValue = NO_INPUT) -> AgentRunResult:
         patches.check_baseline()  # first: see `otherone.workflows.patches`
         state = self._state
         state.started_at = workflow.now()
@@ -203,6 +207,12 @@ class AgentRunWorkflow:
         )
         if missing and patches.patched(SELF_DESCRIBED):
             workflow.upsert_search_attributes(missing)
+        # The session it names, which `temporal workflow start` leaves out too (a session it
+        # has none of is minted, and listed, by `run`).
+        session_id = self._state.input.request.session.session_id
+        present = workflow.info().typed_search_attributes.get(attrs.SESSION_ID)
+        if session_id and present is None and patches.patched(SESSION_DESCRIBED):
+            workflow.upsert_search_attributes([attrs.SESSION_ID.value_set(session_id)])
 
     async def _execute(self) -> Ending:
         state = self._state

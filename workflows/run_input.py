@@ -7,10 +7,12 @@ run's input, or a stand-in and the reason the run is refused (`invalid_request`)
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import (
     RawValue,
     SearchAttributeKey,
@@ -23,6 +25,17 @@ with workflow.unsafe.imports_passed_through():
     from otherone.contracts import RunInput, RunPlan, RunRef
     from otherone.runs import AgentFailure, AgentRunRequest, AgentRunResult, RunOutcome, RunStatus
 
+from otherone.workflows import patches
+
+#: Patch id: a root's input without ``run_id`` and ``root_run_id`` takes the workflow id for
+#: both (it was refused; a Temporal schedule's fixed input cannot name each run's id).
+IDS_FROM_WORKFLOW_ID = "ids-from-workflow-id"
+
+#: The input of a start that sent none (``temporal workflow start`` without ``--input``): the
+#: workflow's parameter defaults to it, so the run is refused instead of its every workflow
+#: task failing on a missing argument (a run no cancel can end).
+NO_INPUT = RawValue(Payload())
+
 
 def decode_input(raw: RawValue | RunInput) -> tuple[RunInput, str | None]:
     """The run's input, or a stand-in naming this workflow and why the input was refused.
@@ -32,15 +45,40 @@ def decode_input(raw: RawValue | RunInput) -> tuple[RunInput, str | None]:
     """
     if isinstance(raw, RunInput):
         return raw, None
+    if raw is NO_INPUT:
+        return _stand_in(), "invalid run input: none was given (start with one RunInput argument)"
     try:
         decoded = workflow.payload_converter().from_payload(raw.payload, RunInput)
     except ValidationError as error:
+        with_ids = _with_workflow_ids(raw, error)
+        if with_ids is not None:
+            return with_ids, None
         return _stand_in(), f"invalid run input: {validation_problems(error)}"
     except Exception as error:  # not JSON at all, or an encoding we do not know
         return _stand_in(), f"invalid run input: {type(error).__name__}: {error}"
     if not isinstance(decoded, RunInput):
         return _stand_in(), "invalid run input: not a RunInput object"
     return decoded, None
+
+
+def _with_workflow_ids(raw: RawValue, error: ValidationError) -> RunInput | None:
+    """A root's input that leaves out ``run_id`` and ``root_run_id`` (all it lacks), given
+    the workflow id as both: a Temporal schedule starts each run under an id of its own
+    (``<workflow id>-<time>``) from one fixed input, which cannot name it."""
+    missing = {(item["type"], tuple(item["loc"])) for item in error.errors()}
+    ids = {("missing", ("run_id",)), ("missing", ("root_run_id",))}
+    if not missing or not missing <= ids or not patches.patched(IDS_FROM_WORKFLOW_ID):
+        return None
+    try:
+        fields = json.loads(raw.payload.data)
+        if not isinstance(fields, dict) or fields.get("parent_run_id") is not None:
+            return None
+        workflow_id = workflow.info().workflow_id
+        return RunInput.model_validate_json(
+            json.dumps({**fields, "run_id": workflow_id, "root_run_id": workflow_id})
+        )
+    except (ValueError, ValidationError):
+        return None
 
 
 def id_problem(input: RunInput) -> str | None:

@@ -622,6 +622,20 @@ async def plain_client_start(client: Client, task_queue: str, tmp: Path) -> str:
     return run_id
 
 
+async def plain_client_session(client: Client, task_queue: str, tmp: Path) -> str:
+    """Started by a plain Temporal client naming a session (patch `session-described`: it
+    lists its session itself) and leaving out the ids."""
+    run_id = f"run-plain-session-{task_queue}"
+    config = scripted_config({"agent": ["Noted."]}, agents=[_agent()])
+    async with agent_env(client, task_queue, config, tmp):
+        # Without run_id and root_run_id, as a schedule starts it (patch `ids-from-workflow-id`).
+        raw = {
+            "request": {"entry_agent": "agent", "input": "Hi.", "session": {"session_id": "talk"}}
+        }
+        await client.execute_workflow("AgentRunWorkflow", raw, id=run_id, task_queue=task_queue)
+    return run_id
+
+
 _COUNT_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 
@@ -807,6 +821,7 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "cancelled_in_prepare": cancelled_in_prepare,
     "cancelled_mid_tool": cancelled_mid_tool,
     "plain_client_start": plain_client_start,
+    "plain_client_session": plain_client_session,
     "output_retry": output_retry,
     "output_retries_spent": output_retries_spent,
     "handoff_chain": handoff_chain,
