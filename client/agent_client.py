@@ -68,6 +68,8 @@ from otherone.client.run_handles import TypedRunHandle as TypedRunHandle
 from otherone.client.run_results import (
     is_stuck,
     not_found_or,
+    original_memo,
+    original_result,
     record_from_result,
     result_of_broken_run,
     stored_record,
@@ -235,7 +237,7 @@ class AgentClient:
         return run_id
 
     async def _check_fingerprint(self, run_id: str, key: str, fingerprint: str) -> None:
-        memo = await (await self._describe(run_id)).memo()
+        memo = await original_memo(self.temporal, run_id, await self._describe(run_id))
         if memo.get(MEMO_FINGERPRINT) != fingerprint:
             raise IdempotencyConflictError(key, run_id)
 
@@ -247,9 +249,9 @@ class AgentClient:
     async def result(self, run_id: str) -> AgentRunResult:
         """The run's result (waits while it runs). Terminated runs become failed results."""
         await self._check_tenant(run_id)
-        handle = self._workflow(run_id)
         try:
-            result = await handle.result()
+            latest = await self._workflow(run_id).result()
+            result = await original_result(self.temporal, run_id, latest)
         except WorkflowFailureError as error:
             return result_of_broken_run(run_id, error)
         except RPCError as error:

@@ -6,9 +6,15 @@ workflow task keeps failing), and RPC errors as our error types.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import WorkflowExecutionDescription, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
@@ -29,6 +35,7 @@ from otherone.runs import (
     RunRecord,
     RunStatus,
 )
+from otherone.workflow_names import MEMO_FINGERPRINT
 
 # The CLI imports this module: the store (and SQLAlchemy) only when a method needs one.
 if TYPE_CHECKING:
@@ -168,3 +175,47 @@ def task_failing(description: WorkflowExecutionDescription) -> bool:
     """Whether the run's workflow task has failed and is being tried again (Temporal counts
     the attempts of the pending task): a query may then wait for a worker that keeps failing."""
     return description.raw_description.pending_workflow_task.attempt > 1
+
+
+#: What an execution of an ended run's id ends with (`otherone.store.errors.RunIdUsed`).
+REUSED_ID_REFUSAL = "has already run and ended"
+
+
+def is_reused_id_refusal(result: AgentRunResult) -> bool:
+    """Whether ``result`` is a later execution's refusal of an ended run's id (started again
+    by `temporal workflow start` with Temporal's default reuse policy, or reset)."""
+    failure = result.failure
+    return failure is not None and REUSED_ID_REFUSAL in failure.message
+
+
+async def original_execution(
+    temporal: Client, run_id: str
+) -> WorkflowHandle[Any, AgentRunResult] | None:
+    """The run id's first execution: the run itself, when later ones were refused (None when
+    there is only one). Readers report it, not the refusal its id's latest execution is."""
+    found = [execution async for execution in temporal.list_workflows(f'WorkflowId = "{run_id}"')]
+    if len(found) < 2:
+        return None
+    first = min(found, key=lambda execution: execution.start_time)
+    return temporal.get_workflow_handle(run_id, run_id=first.run_id, result_type=AgentRunResult)
+
+
+async def original_result(temporal: Client, run_id: str, latest: AgentRunResult) -> AgentRunResult:
+    """``latest``, the run id's latest execution's result, or the run's own when that is a
+    refused later execution (`is_reused_id_refusal`)."""
+    if not is_reused_id_refusal(latest):
+        return latest
+    original = await original_execution(temporal, run_id)
+    return await original.result() if original is not None else latest
+
+
+async def original_memo(
+    temporal: Client, run_id: str, latest: WorkflowExecutionDescription
+) -> Mapping[str, Any]:
+    """The run's memo (its idempotency fingerprint): ``latest``'s, or the first execution's
+    when ``latest`` has none (a later execution of its id, started by a plain client)."""
+    memo = await latest.memo()
+    if MEMO_FINGERPRINT in memo:
+        return memo
+    original = await original_execution(temporal, run_id)
+    return await (await original.describe()).memo() if original is not None else memo

@@ -179,6 +179,17 @@ async def test_a_second_execution_of_an_ended_runs_id_is_refused_and_writes_noth
         after = env.store.read_events(run_id, limit=1000)
         query = f'WorkflowId = "{run_id}" AND OtheroneStatus = "failed"'
         await wait_until(lambda: _count(client, query, 1), message="the refusal listed")
+        # Readers report the run, not the refusal its id's latest execution is.
+        shown = await env.agents.get_run(run_id)
+        result = await env.agents.result(run_id)
+        # And its key still names it (the later execution has no idempotency memo).
+        keyed = build_request(entry_agent="assistant", input="x", idempotency_key=run_id)
+        keyed_run = (await env.agents.start(keyed)).run_id
+        await env.agents.result(keyed_run)
+        raw_again = _raw_input(keyed_run, agent="assistant")
+        await client.execute_workflow(WORKFLOW_NAME, raw_again, id=keyed_run, task_queue=task_queue)
+        assert (await env.agents.start(keyed)).run_id == keyed_run  # not idempotency_conflict
+    assert (shown.status.value, result.text) == ("completed", "first answer")
     assert first["outcome"] == "completed" and first["output"]["value"] == "first answer"
     assert again["outcome"] == "failed" and again["failure"]["code"] == "invalid_request"
     assert "has already run and ended (completed)" in again["failure"]["message"]
