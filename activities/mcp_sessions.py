@@ -50,8 +50,12 @@ logger = logging.getLogger(__name__)
 #: restarted instead of failing the call.
 IDLE_PING_SECONDS = 1.0
 PING_TIMEOUT_SECONDS = 5.0
-#: After a server failed to start, calls and discoveries fail at once for this long.
+#: After a server failed to start, calls and discoveries fail at once for this long; doubled
+#: after each further failure in a row, up to `MAX_START_RETRY_SECONDS` (a remote server that
+#: accepts connections and never answers held a root run's start for its whole startup
+#: timeout every 10 s).
 START_RETRY_SECONDS = 10.0
+MAX_START_RETRY_SECONDS = 300.0
 #: Bound on closing one session (the SDK's stdio shutdown is itself bounded: ~2 s + kill).
 CLOSE_TIMEOUT_SECONDS = 10.0
 #: Pages of a server's tool list read at most (100 pages of the usual 50-100 tools each).
@@ -76,6 +80,9 @@ class _Connection:
         self.server = server
         self.session: ClientSession | None = None
         self.last_used = 0.0
+        #: Calls and listings going on: a server busy with one is not dead for being slow to
+        #: answer a ping (one that answers a request at a time would be killed mid-call).
+        self.in_flight = 0
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         #: The HTTP status of the server's last error response (remote servers): the SDK's
@@ -165,7 +172,8 @@ class McpSessions:
         self._connections: dict[str, _Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         #: Servers that failed to start recently: until when not to try again, and why.
-        self._failed: dict[str, tuple[float, str]] = {}
+        #: Server name -> (held back until, why, failures in a row).
+        self._failed: dict[str, tuple[float, str, int]] = {}
         self._discovering: asyncio.Future[list[list[mcp_types.Tool] | McpUnavailable]] | None = None
         self._closed = False
 
@@ -194,7 +202,7 @@ class McpSessions:
     async def _start(self, server: McpServer) -> ClientSession:
         """Start a session; after a failed start, fail fast for `START_RETRY_SECONDS` (a server
         that is down must not hold every new run for its whole startup timeout)."""
-        until, reason = self._failed.get(server.name, (0.0, ""))
+        until, reason, _ = self._failed.get(server.name, (0.0, "", 0))
         if time.monotonic() < until:
             raise McpUnavailable(server.name, reason, held_back=True)
         connection = _Connection(server)
@@ -203,10 +211,16 @@ class McpSessions:
             session = await connection.open()
         except McpUnavailable as error:
             self._connections.pop(server.name, None)
-            self._failed[server.name] = (time.monotonic() + START_RETRY_SECONDS, error.reason)
+            self._hold_back(server.name, error.reason)
             raise
         self._failed.pop(server.name, None)
         return session
+
+    def _hold_back(self, name: str, reason: str) -> None:
+        """Fail the server's starts at once for a while (longer after each failure in a row)."""
+        failures = self._failed.get(name, (0.0, "", 0))[2] + 1
+        pause = min(START_RETRY_SECONDS * 2 ** (failures - 1), MAX_START_RETRY_SECONDS)
+        self._failed[name] = (time.monotonic() + pause, reason, failures)
 
     async def forget(self, name: str, session: ClientSession | None = None) -> None:
         """Drop a session that failed (e.g. its process died mid-call): the next call restarts.
@@ -227,6 +241,7 @@ class McpSessions:
         connection = self._connections.get(name)
         if connection is not None:
             connection.http_error = None
+            connection.in_flight += 1
         try:
             yield session
         except MCPError as error:
@@ -240,6 +255,8 @@ class McpSessions:
                 name, "the connection closed during the call (did the server crash?)"
             ) from error
         finally:
+            if connection is not None:
+                connection.in_flight -= 1
             connection = self._connections.get(name)
             if connection is not None:
                 connection.last_used = time.monotonic()
@@ -295,15 +312,18 @@ class McpSessions:
                 return await asyncio.wait_for(_list_all_tools(session, name), timeout)
         except McpUnavailable as error:
             return error
-        except (TimeoutError, MCPError) as error:
-            # A server that does not list its tools is treated like one that did not start.
-            reason = (
-                f"listing its tools {'timed out' if isinstance(error, TimeoutError) else 'failed'}"
-            )
-            if isinstance(error, MCPError):
-                reason += f": {error}"
+        except Exception as error:
+            # A server that does not list its tools (in time, or in a form the SDK reads: a
+            # schema without "type", say) is treated like one that did not start: its tools
+            # are not offered, and no run fails for it.
+            reason = "listing its tools timed out"
+            if not isinstance(error, TimeoutError):
+                reason = f"listing its tools failed: {_describe(error)}"
+            connection = self._connections.get(name)
+            if connection is not None and connection.in_flight:
+                return McpUnavailable(name, f"{reason} (busy with calls)")  # not stopped
             await self.forget(name)
-            self._failed[name] = (time.monotonic() + START_RETRY_SECONDS, reason)
+            self._hold_back(name, reason)
             return McpUnavailable(name, reason)
 
     async def aclose(self) -> None:
@@ -318,8 +338,8 @@ async def _alive(connection: _Connection) -> bool:
     session = connection.session
     if session is None:
         return False
-    if time.monotonic() - connection.last_used < IDLE_PING_SECONDS:
-        return True
+    if connection.in_flight or time.monotonic() - connection.last_used < IDLE_PING_SECONDS:
+        return True  # busy, not dead: a call that lost its server finds out on its own
     try:
         await asyncio.wait_for(session.send_ping(), PING_TIMEOUT_SECONDS)
     except (MCPError, TimeoutError, OSError):

@@ -4,6 +4,7 @@ stdio, a FastMCP server of ours over stdio (crashes) and over streamable HTTP on
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -608,3 +609,71 @@ async def test_a_tool_name_listed_twice_is_offered_once_or_not_at_all(
     assert discovery.servers["repeating"].tools == ("mcp.repeating.alone", "mcp.repeating.same")
     assert sorted(discovery.schemas) == ["mcp.repeating.alone", "mcp.repeating.same"]
     assert "lists the tool 'clash' 2 times with different definitions" in caplog.text
+
+
+RAW_TEST_SERVER = Path(__file__).with_name("mcp_raw_server.py")
+
+
+async def test_a_tool_list_the_sdk_cannot_read_offers_no_tools_and_fails_nothing() -> None:
+    """A server listing a tool whose schema has no "type": the SDK refuses the whole list. It
+    failed every root run's prepare on the worker (retried for 12 minutes and more, past the
+    run's deadline), for any agent: now the server contributes no tools, as one that did not
+    start, and says why."""
+    bad = McpServer(
+        name="bad",
+        command=sys.executable,
+        args=(str(RAW_TEST_SERVER), "--bad-schema"),
+    )
+    good = McpServer(name="good", command=sys.executable, args=(str(RAW_TEST_SERVER),))
+    sessions = McpSessions({"bad": bad, "good": good})
+    try:
+        discovery = await sessions.discover()
+    finally:
+        await sessions.aclose()
+    error = discovery.servers["bad"].error
+    assert error is not None and error.startswith("listing its tools failed"), error
+    assert discovery.servers["good"].tools == ("mcp.good.fast", "mcp.good.slow")
+
+
+async def test_a_server_busy_with_a_call_is_not_restarted_for_a_late_ping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server answering one request at a time, in a long call: another call's liveness ping
+    went unanswered, the server was taken for dead and restarted, and the long call (within its
+    timeout) failed "the connection closed during the call". A busy server is not pinged."""
+    import otherone.activities.mcp_sessions as mcp_sessions
+
+    monkeypatch.setattr(mcp_sessions, "IDLE_PING_SECONDS", 0.0)
+    monkeypatch.setattr(mcp_sessions, "PING_TIMEOUT_SECONDS", 0.2)
+    server = McpServer(name="seq", command=sys.executable, args=(str(RAW_TEST_SERVER),))
+    sessions = McpSessions({"seq": server})
+    try:
+        slow = asyncio.ensure_future(
+            sessions.call_tool("seq", "slow", {"seconds": 1.5}, timeout_seconds=20)
+        )
+        busy = lambda: getattr(sessions._connections.get("seq"), "in_flight", 0) == 1  # noqa: E731
+        await wait_until(busy, within=20, message="the slow call under way")
+        fast = await sessions.call_tool("seq", "fast", {}, timeout_seconds=20)
+        done = await slow
+    finally:
+        await sessions.aclose()
+    assert [block.text for block in done.content] == ["slow done"]  # type: ignore[union-attr]
+    assert [block.text for block in fast.content] == ["fast done"]  # type: ignore[union-attr]
+
+
+async def test_a_server_that_keeps_failing_to_start_is_held_back_longer_each_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A remote server that accepts connections and never answers held every new root run's
+    start for its whole startup timeout, again every 10 s: each failure in a row doubles the
+    time its starts fail at once (up to 5 minutes)."""
+    import otherone.activities.mcp_sessions as mcp_sessions
+
+    clock = [1000.0]
+    monkeypatch.setattr(mcp_sessions.time, "monotonic", lambda: clock[0])
+    sessions = McpSessions({})
+    pauses = []
+    for _ in range(7):
+        sessions._hold_back("hung", "it did not start within 30s")
+        pauses.append(sessions._failed["hung"][0] - clock[0])
+    assert pauses == [10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0]
