@@ -280,8 +280,7 @@ class AgentClient:
         ended = record_from_result(result, description)
         if result.agent_id:  # our structured result: the record needs no store (`show` opens
             return ended  # none unless its output is an artifact)
-        # It ended without returning one (terminated from outside): what the store knows of
-        # it, with the end Temporal reports.
+        # Ended without returning one (terminated from outside): the store's, Temporal's end.
         stored = await stored_record(self.store, ended.partition_key, run_id)
         return with_stored_record(ended, stored)
 

@@ -25,7 +25,8 @@ from otherone import search_attributes as attrs
 from otherone.activities.providers.base import ModelRequest, StreamEvent
 from otherone.authorization import AuthorizationDecision, CallerView, HandoffRequest
 from otherone.client.agent_client import AgentClient, build_request
-from otherone.client.console import EventPrinter, make_console, print_record
+from otherone.client.console import EventPrinter, make_console
+from otherone.client.records_view import print_record
 from otherone.client.watch import WatchState
 from otherone.config import RuntimeConfig
 from otherone.contracts import STORE_HEARTBEAT_TIMEOUT

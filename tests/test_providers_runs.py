@@ -23,7 +23,8 @@ import pytest
 from temporalio.client import Client
 
 from otherone.client.agent_client import build_request
-from otherone.client.console import make_console, print_result_summary
+from otherone.client.console import make_console
+from otherone.client.records_view import print_result_summary
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import FailureCode

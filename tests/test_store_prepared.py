@@ -23,6 +23,7 @@ from otherone.store.errors import is_outage
 from otherone.store.prepared import Prepared
 from otherone.store.schema import events
 from otherone.store.statements import TurnStatements
+from tests.store_fixtures import TestDatabases
 
 REF = RunRef(
     run_id="root-1",
@@ -137,15 +138,18 @@ def test_a_connection_lost_mid_transaction_is_invalidated_as_through_core(store:
     assert [record.event["type"] for record in store.read_events("root-1")] == ["x"]
 
 
-def test_a_read_only_database_is_an_outage_to_wait_out(store: Store) -> None:
+def test_a_read_only_database_is_an_outage_to_wait_out(postgres_databases: TestDatabases) -> None:
     """A hot standby (or a primary demoted in a failover behind the same address) refuses
     writes with SQLSTATE 25006, which psycopg raises as an `InternalError`: it was a refusal,
     so every run in flight failed for good within seconds; it is an outage, waited out."""
-    if store.engine.dialect.name != "postgresql":
-        pytest.skip("a read-only PostgreSQL transaction")
-    with store.engine.connect() as conn:
-        conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-        with pytest.raises(sqlalchemy.exc.DBAPIError) as refused:
-            conn.execute(insert(events), [_event_row(1)])
+    with postgres_databases.database(migrated=True) as url:
+        store = Store.open(url, migrate=False)
+        try:
+            with store.engine.connect() as conn:
+                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+                with pytest.raises(sqlalchemy.exc.DBAPIError) as refused:
+                    conn.execute(insert(events), [_event_row(1)])
+        finally:
+            store.close()
     assert getattr(refused.value.orig, "sqlstate", None) == "25006"
     assert is_outage(refused.value)

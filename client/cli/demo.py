@@ -15,7 +15,8 @@ from otherone.client.cli.output import exit_code, follow_run, print_output
 from otherone.client.cli.parser import DEMO_AGENT, DEMO_QUESTION
 from otherone.client.cli.show import load_tree
 from otherone.client.cli.temporal import connect_checked
-from otherone.client.console import EventPrinter, print_result_summary, print_run_tree
+from otherone.client.console import EventPrinter
+from otherone.client.records_view import print_result_summary, print_run_tree
 from otherone.config import AGENT_AWAIT_TOOL, AGENT_SPAWN_TOOL, RuntimeConfig
 from otherone.contracts import ApprovalRequest
 from otherone.definitions import ApprovalRule, ScriptedToolCall, ScriptedTurn

@@ -16,7 +16,8 @@ from rich.text import Text
 
 from otherone.client.agent_client import RunHandle
 from otherone.client.cli.exits import EXIT_FAILED, EXIT_FOR_OUTCOME
-from otherone.client.console import EventPrinter, print_result_summary
+from otherone.client.console import EventPrinter
+from otherone.client.records_view import print_result_summary
 from otherone.runs import AgentRunResult
 
 if TYPE_CHECKING:

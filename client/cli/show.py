@@ -15,7 +15,7 @@ from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_OK
 from otherone.client.cli.stores import existing_store
 from otherone.client.cli.temporal import agent_client, store_for_output
-from otherone.client.console import print_record, print_run_tree
+from otherone.client.records_view import print_record, print_run_tree
 from otherone.errors import RunStuckError
 from otherone.runs import RunRecord
 

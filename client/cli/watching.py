@@ -16,7 +16,8 @@ from otherone.client.cli.keys import keys_available, terminal_keys
 from otherone.client.cli.output import exit_code, print_output
 from otherone.client.cli.stores import watch_store
 from otherone.client.cli.temporal import cli_identity, connect_configured, ui_base, ui_link
-from otherone.client.console import EventPrinter, print_result_summary
+from otherone.client.console import EventPrinter
+from otherone.client.records_view import print_result_summary
 from otherone.client.watch import (
     WatchMode,
     WatchState,
