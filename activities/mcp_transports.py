@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TextIO
@@ -18,7 +19,9 @@ from mcp import types as mcp_types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from otherone.credentials import is_credential_header
 from otherone.mcp_servers import McpServer
+from otherone.redaction import redact, remember, remember_header
 
 #: What the SDK's error says for any HTTP error response of a remote server.
 SDK_HTTP_ERROR = "Server returned an error response"
@@ -95,13 +98,45 @@ def _resolved(server: McpServer, names: Mapping[str, str], field_name: str) -> d
                 f"{field_name}.{target} names '{source}', which is neither an environment "
                 "variable of the worker nor an entry of its secrets file",
             )
+        # Registered for redaction: a server may echo its credentials in errors and results.
+        # Every header value; an environment variable when its name or value is a
+        # credential's (a path or a time zone redacted from every message would only hide
+        # what went wrong; secrets-file entries are registered whatever their names).
+        if field_name == "headers_env":
+            remember_header(value)
+        elif is_credential_header(target, value):
+            remember(value)
         values[target] = value
     return values
 
 
 def _errlog() -> TextIO:
-    """Where a stdio server's stderr goes: the worker's real stderr (it has a file number)."""
-    return sys.__stderr__ or sys.stderr
+    """Where a stdio server's stderr goes: the worker's stderr, through a pipe whose lines are
+    redacted (`otherone.redaction`) on the way: a server that prints its environment or an
+    echo of its token must not put the operator's credential into the worker's log. One pipe
+    (and one forwarding thread) per process, shared by every server."""
+    global _STDERR_PIPE
+    with _PIPE_LOCK:
+        if _STDERR_PIPE is None:
+            read_end, write_end = os.pipe()
+            threading.Thread(
+                target=_forward_redacted, args=(read_end,), name="mcp-stderr", daemon=True
+            ).start()
+            _STDERR_PIPE = os.fdopen(write_end, "w", buffering=1, encoding="utf-8")
+        return _STDERR_PIPE
+
+
+_STDERR_PIPE: TextIO | None = None
+_PIPE_LOCK = threading.Lock()
+
+
+def _forward_redacted(read_end: int) -> None:
+    target = sys.__stderr__ or sys.stderr
+    with os.fdopen(read_end, "r", encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            with contextlib.suppress(OSError, ValueError):  # stderr closed at exit
+                target.write(redact(line))
+                target.flush()
 
 
 def http_failure(server: str, status: int) -> Exception:

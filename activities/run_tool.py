@@ -25,6 +25,7 @@ from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.activities.tool_events import result_error, tool_completed_body, tool_started_body
 from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
 from otherone.mcp_servers import MCP_PREFIX
+from otherone.redaction import redact_keeping_json
 from otherone.runs import ArtifactRef
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
 
@@ -77,7 +78,7 @@ async def _run_tool(
         kind, content = await _invoke(
             spec.invoke, call.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
         )
-        return await _store_tool_result(context, input, kind, valid_unicode(content), events)
+        return await _store_tool_result(context, input, kind, _shown(content), events)
 
     return await _ended(input, work(), events)
 
@@ -112,7 +113,7 @@ async def _run_mcp_tool(
     async def work() -> ToolOutcome:
         await _held_if_the_run_is_cancelled()
         kind, content = await runner.run(call, target, schema, attempt)
-        return await _store_tool_result(context, input, kind, valid_unicode(content), events)
+        return await _store_tool_result(context, input, kind, _shown(content), events)
 
     return await _ended(input, work(), events)
 
@@ -262,6 +263,13 @@ async def _store_tool_result(
     return ToolOutcome(
         tool_call_id=call.id, name=call.name, error_kind=kind, error=error, result_bytes=size
     )
+
+
+def _shown(content: str) -> str:
+    """A tool's result as it may be kept: valid Unicode, redacted of every secret the worker
+    resolved (an MCP server echoing its credentials, a tool printing its environment) before
+    it is measured, stored, streamed or returned to the model."""
+    return redact_keeping_json(valid_unicode(content))
 
 
 async def _inline(context: ActivityContext, input: ToolCallInput, size: int) -> bool:

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from otherone.api.app import ApiContext, ApiToken, close_streams, create_app
 from otherone.config import RuntimeConfig
 from otherone.errors import ConfigurationError
+from otherone.redaction import remember
 from otherone.runs import PARTITION_PATTERN
 from otherone.store import Store
 from otherone.worker.settings import Settings
@@ -72,6 +73,7 @@ def parse_tokens(value: SecretStr | str | None) -> dict[str, ApiToken]:
                 f"entry {index + 1}: the token is given twice (a token grants one partition)",
                 field=_TOKEN_SETTING,
             )
+        remember(token)
         tokens[token] = ApiToken(partition, identity.strip() if has_identity else None)
     return tokens
 

@@ -17,6 +17,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import NullPool, Pool, SingletonThreadPool
 
 from otherone.errors import ConfigurationError
+from otherone.redaction import redact_keeping_json, remember
 from otherone.store.locations import default_database_url as default_database_url
 
 SUPPORTED = "a SQLite file (sqlite:///PATH) or PostgreSQL (postgresql+psycopg://...)"
@@ -63,14 +64,48 @@ PG_CONNECT_ARGS = {
 def create_store_engine(url: str | URL) -> Engine:
     """The engine the store uses for everything but migrations."""
     parsed = parse_url(url) if isinstance(url, str) else url
+    remember(parsed.password if isinstance(parsed.password, str) else None)
     if parsed.get_backend_name() == "postgresql":
         # A database that does not answer (failover, dropped packets) fails a connect in
         # seconds instead of hanging a worker thread; activities then retry (`_io`).
-        return create_engine(parsed, pool_pre_ping=True, connect_args=PG_CONNECT_ARGS)
+        return redacting(create_engine(parsed, pool_pre_ping=True, connect_args=PG_CONNECT_ARGS))
     _make_parent_dir(parsed)
     engine = create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
     event.listen(engine, "connect", _sqlite_pragmas)
+    return redacting(engine)
+
+
+def redacting(engine: Engine) -> Engine:
+    """``engine``, whose statements never write a piece of a secret this process resolved
+    (`otherone.redaction`): the last line under every table (events, transcript, records,
+    snapshots), whichever code path wrote the text."""
+    event.listen(engine, "before_cursor_execute", _redacted_statement, retval=True)
     return engine
+
+
+def _redacted_statement(
+    connection: Any,
+    cursor: Any,
+    statement: str,
+    parameters: Any,
+    context: Any,
+    executemany: bool,
+) -> tuple[str, Any]:
+    if executemany and isinstance(parameters, list):
+        return statement, [_redacted_parameters(each) for each in parameters]
+    return statement, _redacted_parameters(parameters)
+
+
+def _redacted_parameters(parameters: Any) -> Any:
+    if isinstance(parameters, dict):
+        return {key: _redacted_value(value) for key, value in parameters.items()}
+    if isinstance(parameters, tuple | list):
+        return type(parameters)(_redacted_value(value) for value in parameters)
+    return parameters
+
+
+def _redacted_value(value: Any) -> Any:
+    return redact_keeping_json(value) if isinstance(value, str) else value
 
 
 def sqlite_no_wait_engine(url: URL) -> Engine:
@@ -97,7 +132,7 @@ def _no_wait_engine(url: URL, poolclass: type[Pool]) -> Engine:
         url, poolclass=poolclass, connect_args={"check_same_thread": False, "timeout": 0}
     )
     event.listen(engine, "connect", _no_wait_pragmas)
-    return engine
+    return redacting(engine)
 
 
 def is_sqlite_busy(error: BaseException) -> bool:
@@ -122,7 +157,7 @@ def sqlite_locking_engine(url: URL) -> Engine:
     engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": 30})
     event.listen(engine, "connect", _sqlite_autocommit_driver)
     event.listen(engine, "begin", _begin_immediate)
-    return engine
+    return redacting(engine)
 
 
 def _make_parent_dir(url: URL) -> None:

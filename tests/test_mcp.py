@@ -68,7 +68,7 @@ def child_processes(marker: str) -> list[int]:
             continue
         try:
             stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
         state, parent = stat.rsplit(")", 1)[1].split()[:2]

@@ -38,6 +38,7 @@ from otherone.worker.queues import (
     plan_workers,
     stamp_queues,
 )
+from otherone.worker.redacting import RedactingActivityInterceptor, remember_configured_secrets
 from otherone.worker.sandbox import WorkflowSandbox, workflow_sandbox_from_env
 from otherone.workflows import AgentRunWorkflow
 
@@ -246,6 +247,7 @@ def build_worker(
     if max_concurrent_local_activities <= 0:
         raise ConfigurationError("max_concurrent_local_activities: must be greater than 0")
     mode = workflow_sandbox_from_env() if workflow_sandbox is None else workflow_sandbox
+    remember_configured_secrets(config)
     activities = AgentActivities(ActivityContext(config, store, dict(providers or {}), authorizer))
     return AgentWorker(
         [
@@ -258,7 +260,8 @@ def build_worker(
                 max_concurrent_activities=spec.max_concurrent_activities,
                 # (Used where workflows run: a local activity runs on its workflow's worker.)
                 max_concurrent_local_activities=max_concurrent_local_activities,
-                interceptors=interceptors,
+                # Innermost: every other interceptor sees the activity's error redacted.
+                interceptors=[*interceptors, RedactingActivityInterceptor()],
                 max_cached_workflows=max_cached_workflows,
                 graceful_shutdown_timeout=graceful_shutdown_timeout,
                 # Our activities heartbeat every second; sending them that often (instead of

@@ -42,6 +42,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
 from otherone.errors import ConfigurationError, OtheroneError
+from otherone.redaction import remember
 
 if TYPE_CHECKING:
     from otherone.worker.settings import Settings
@@ -214,6 +215,7 @@ def codec_from_settings(settings: Settings) -> EncryptionCodec | None:
 
 
 def _key(key_id: str, encoded: str, setting: str) -> EncryptionKey:
+    remember(encoded)
     try:
         # Standard or URL-safe alphabet; padding required (a cut-off key is an error).
         standard = encoded.replace("-", "+").replace("_", "/")

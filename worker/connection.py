@@ -15,14 +15,13 @@ from pathlib import Path
 from temporalio.client import Client, Interceptor
 from temporalio.converter import (
     DataConverter,
-    DefaultFailureConverterWithEncodedAttributes,
     PayloadCodec,
 )
 from temporalio.runtime import Runtime
 from temporalio.service import RPCStatusCode, TLSConfig
 
 from otherone.errors import ConfigurationError, UnavailableError
-from otherone.payloads import compact_data_converter
+from otherone.payloads import RedactingEncodedFailureConverter, compact_data_converter
 from otherone.worker.settings import Settings
 
 
@@ -169,7 +168,7 @@ def data_converter(payload_codec: PayloadCodec | None = None) -> DataConverter:
     return dataclasses.replace(
         compact_data_converter,
         payload_codec=payload_codec,
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+        failure_converter_class=RedactingEncodedFailureConverter,
     )
 
 

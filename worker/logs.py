@@ -14,11 +14,14 @@ import logging
 import temporalio.exceptions
 
 from otherone.errors import FailureCode
+from otherone.redaction import install_log_redaction, redact, redact_urls
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Libraries whose INFO lines are internals (Alembic's plugin set-up and migration context at
-#: every start): only their warnings are shown.
-QUIET_LIBRARIES = ("alembic",)
+#: every start) or repeat what our own lines say with more than they should (the HTTP clients'
+#: request lines: a URL's query string or user info may hold a credential): only their
+#: warnings are shown, at any level.
+QUIET_LIBRARIES = ("alembic", "httpx", "httpx2", "httpcore", "httpcore2")
 
 
 class _StderrLines(logging.StreamHandler):  # type: ignore[type-arg]
@@ -33,7 +36,7 @@ class ExpectedFailuresOnOneLine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if error is not None and _expected(error):
-            record.msg = f"{record.getMessage()}: {_summary(error)}"
+            record.msg = redact(redact_urls(f"{record.getMessage()}: {_summary(error)}"))
             record.args = None
             record.exc_info = None
             record.exc_text = None
@@ -56,7 +59,9 @@ _OUR_CODES = frozenset(code.value for code in FailureCode)
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Send our and the SDK's records at ``level`` and above to stderr, once per process."""
+    """Send our and the SDK's records at ``level`` and above to stderr, once per process,
+    redacted of every secret the process resolved (`otherone.redaction`)."""
+    install_log_redaction()
     root = logging.getLogger()
     if not any(isinstance(handler, _StderrLines) for handler in root.handlers):
         handler = _StderrLines()

@@ -25,6 +25,7 @@ from pydantic import (
 
 from otherone.errors import ConfigurationError
 from otherone.partitions import PARTITION_PATTERN
+from otherone.redaction import remember
 from otherone.worker.queues import (
     ALL_ROLES,
     DEFAULT_LOCAL_ACTIVITY_SLOTS,
@@ -349,6 +350,14 @@ class Settings(BaseModel):
     @classmethod
     def _roles(cls, value: Any) -> tuple[WorkerRole, ...]:
         return parse_roles(value)
+
+    @model_validator(mode="after")
+    def _secrets_redacted(self) -> Settings:
+        """Secrets set whole are registered for redaction (`otherone.redaction`); the ones
+        set as lists (tokens, encryption keys) by the code that parses them."""
+        for secret in (self.temporal_api_key, self.codec_server_token):
+            remember(secret.get_secret_value() if secret is not None else None)
+        return self
 
     @model_validator(mode="after")
     def _client_certificate_pair(self) -> Settings:

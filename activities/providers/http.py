@@ -42,6 +42,7 @@ from otherone.activities.providers.secrets import ApiKey
 from otherone.activities.providers.sse import ServerSentEvent, iter_sse
 from otherone.credentials import is_credential_header
 from otherone.definitions import ModelProfile
+from otherone.redaction import redact
 
 CONNECT_TIMEOUT_SECONDS = 10.0
 #: Longest silence inside a response. Reasoning models can think for minutes before their first
@@ -73,7 +74,7 @@ class HttpCall:
         self, message: str, *, retryable: bool, retry_after: float | None = None
     ) -> ProviderError:
         """A ProviderError prefixed with the call's label and scrubbed of the key."""
-        text = f"{self.label}: {message}"
+        text = redact(f"{self.label}: {message}")
         if self.key is not None:
             text = self.key.scrub(text)
         return ProviderError(text, retryable=retryable, retry_after=retry_after)
@@ -336,7 +337,8 @@ def error_detail(body: str) -> str:
     with contextlib.suppress(ValueError):
         data = json.loads(text)
         text = _message_of(data) or text
-    return " ".join(text.split())[:MAX_ERROR_DETAIL_CHARS]
+    # Redacted before it is cut: a key crossing the cut would survive without its end.
+    return " ".join(redact(text).split())[:MAX_ERROR_DETAIL_CHARS]
 
 
 def _message_of(data: Any) -> str | None:
@@ -364,7 +366,7 @@ def transport_error(call: HttpCall, error: httpx.HTTPError) -> ProviderError:
 def malformed_chunk(label: str, data: str, problem: str) -> ProviderError:
     """A chunk that is not the JSON it should be: retryable (a fresh attempt re-generates)."""
     return ProviderError(
-        f"{label}: malformed stream chunk ({problem}): {data[:200]!r}", retryable=True
+        f"{label}: malformed stream chunk ({problem}): {redact(data)[:200]!r}", retryable=True
     )
 
 

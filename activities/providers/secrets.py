@@ -23,6 +23,7 @@ from pathlib import Path
 
 from otherone.activities.providers.base import ProviderError
 from otherone.definitions import ModelProfile
+from otherone.redaction import remember
 
 SECRETS_FILE_ENV = "OTHERONE_SECRETS_FILE"
 DEFAULT_KEY_ENV = {
@@ -90,9 +91,11 @@ def resolve_api_key(profile: ModelProfile) -> ApiKey | None:
 
 
 def _checked(profile: ModelProfile, key: ApiKey) -> ApiKey:
-    """``key``, unless it holds what an HTTP header cannot carry (a line break of a two-line
-    key file, a non-ASCII character pasted with it): refused before any request, naming where
-    it was read and never its value (sent, the HTTP library's error quoted the header)."""
+    """``key`` (registered for redaction: `otherone.redaction`), unless it holds what an HTTP
+    header cannot carry (a line break of a two-line key file, a non-ASCII character pasted
+    with it): refused before any request, naming where it was read and never its value (sent,
+    the HTTP library's error quoted the header)."""
+    remember(key.value)
     if all(" " < character < "\x7f" for character in key.value):
         return key
     raise ProviderError(
@@ -116,7 +119,10 @@ def read_secrets_file() -> dict[str, str]:
             f"secrets file {path} ({SECRETS_FILE_ENV}) cannot be read: {error.strerror}",
             retryable=False,
         ) from None
-    return _parse_toml(text, path) if path.suffix == ".toml" else parse_env_file(text)
+    entries = _parse_toml(text, path) if path.suffix == ".toml" else parse_env_file(text)
+    for value in entries.values():  # every entry of a secrets file is a secret
+        remember(value)
+    return entries
 
 
 def _parse_toml(text: str, path: Path) -> dict[str, str]:

@@ -10,7 +10,9 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from otherone.client.cli.exits import EXIT_USAGE, CliError
+from otherone.client.cli.stores import safe_url
 from otherone.errors import ConfigurationError
+from otherone.redaction import redact_urls
 from otherone.worker.settings import Settings
 
 SETTINGS_HELP = (
@@ -82,6 +84,8 @@ def _option_help(option: Option, defaults: Settings | None) -> str:
     shown = "(none)" if value is None else str(value)
     if isinstance(value, tuple):  # e.g. worker roles: shown as they are written
         shown = ",".join(str(item) for item in value)
+    if "://" in shown:  # a database URL's password, a URL's user info or query
+        shown = redact_urls(safe_url(shown))
     env = f"OTHERONE_{option.field.upper()}"
     return f"{info.description} [{env}; now: {shown}]".replace("%", "%%")
 
