@@ -4,7 +4,8 @@ It writes its pid to ``$MCP_TEST_DIR/pids/`` when it starts (so a test can check
 process outlives its worker), and offers: ``echo``; ``crash``, which kills the process the way a
 buggy server dies (and, when asked, leaves ``$MCP_TEST_DIR/refuse``, after which it refuses to
 start); ``wait_for_release``, which logs each attempt and returns once the test
-creates ``$MCP_TEST_DIR/release`` (a file: the test is another process). With
+creates ``$MCP_TEST_DIR/release`` (a file: the test is another process); ``show_env`` and
+``fail_env``, which echo one of its environment variables in a result, an error and stderr. With
 ``MCP_TEST_START_SECONDS`` it waits that long before serving (a slow start).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +30,20 @@ def _workdir() -> Path:
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
+
+
+@server.tool
+def show_env(name: str) -> str:
+    """Return an environment variable of the server (a server echoing its credentials)."""
+    return f"{name}={os.environ.get(name, '')}"
+
+
+@server.tool
+def fail_env(name: str) -> str:
+    """Fail with an environment variable in the error, printing it to stderr too."""
+    value = os.environ.get(name, "")
+    print(f"debug: {name}={value}", file=sys.stderr, flush=True)
+    raise ValueError(f"cannot use {name}={value}")
 
 
 @server.tool
