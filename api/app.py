@@ -44,6 +44,7 @@ from otherone.api.problems import (
     install_problem_handlers,
 )
 from otherone.api.request_guard import RequestGuard
+from otherone.api.security_headers import SecurityHeaders
 from otherone.api.streams import StreamFormat
 from otherone.client.agent_client import AgentClient
 from otherone.client.store_answers import answered
@@ -485,12 +486,13 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
         )
+    # Added last, so outermost: the guards' refusals and CORS answers get the headers too.
+    app.add_middleware(SecurityHeaders)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
-        # Never framed by another site (clickjacking an approval).
-        framing = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
-        return FileResponse(STATIC / "index.html", media_type="text/html", headers=framing)
+        # Never framed by another site (clickjacking an approval): `SecurityHeaders` says so.
+        return FileResponse(STATIC / "index.html", media_type="text/html")
 
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, str]:
