@@ -72,7 +72,11 @@ class StartedRun(BaseModel):
     run_id: str
     events_url: str
     result_url: str
-    ui_url: str | None = Field(None, description="The run in the Temporal Web UI.")
+    ui_url: str | None = Field(
+        None,
+        description="The run in the Temporal Web UI; null unless the operator shows the Web UI "
+        "(OTHERONE_SERVE_SHOW_UI_URL).",
+    )
 
 
 class PendingResult(BaseModel):
@@ -113,12 +117,21 @@ class Agent(BaseModel):
 
 class ServerInfo(BaseModel):
     auth_required: bool
-    partition_key: str | None = Field(None, description="The caller's partition (token's).")
-    identity: str | None = Field(
-        None, description="Who the caller's approval decisions are made as (token's)."
+    partition_key: str | None = Field(
+        None, description="The caller's partition (token's; `whoami` only)."
     )
-    namespace: str
-    ui_url: str | None = Field(None, description="Base URL of the Temporal Web UI.")
+    identity: str | None = Field(
+        None, description="Who the caller's approval decisions are made as (`whoami` only)."
+    )
+    namespace: str | None = Field(
+        None,
+        description="The Temporal namespace, to build Web UI links; null unless `ui_url` is given.",
+    )
+    ui_url: str | None = Field(
+        None,
+        description="Base URL of the Temporal Web UI; null unless the operator shows it "
+        "(OTHERONE_SERVE_SHOW_UI_URL: it has no login and shows every partition).",
+    )
     version: str
 
 
@@ -415,9 +428,10 @@ async def list_agents(request: Request, partition: Partition) -> list[Agent]:
 async def server_info(request: Request) -> ServerInfo:
     """What a front end needs before it asks for a token (no authentication)."""
     context = api_runtime(request).context
+    shown = context.ui_url is not None  # the namespace only serves to build Web UI links
     return ServerInfo(
         auth_required=bool(context.tokens),
-        namespace=context.namespace,
+        namespace=context.namespace if shown else None,
         ui_url=context.ui_url,
         version=_version(),
     )
