@@ -424,9 +424,15 @@ async def list_agents(request: Request, partition: Partition) -> list[Agent]:
     ]
 
 
-@public.get("/info", response_model=ServerInfo, tags=["server"])
+#: ``security: []``: the one operation that needs no token, said so in the OpenAPI document.
+NO_TOKEN: dict[str, Any] = {"security": []}
+
+
+@public.get("/info", response_model=ServerInfo, tags=["server"], openapi_extra=NO_TOKEN)
 async def server_info(request: Request) -> ServerInfo:
-    """What a front end needs before it asks for a token (no authentication)."""
+    """What a front end needs before it has a token: whether it needs one, the version, and the
+    Web UI's address when the operator shows it. No authentication, so nothing about tenants
+    (partitions, agents, runs) or the server's configuration."""
     context = api_runtime(request).context
     shown = context.ui_url is not None  # the namespace only serves to build Web UI links
     return ServerInfo(

@@ -5,17 +5,21 @@
 - The Temporal Web UI has no login and shows every partition: its address reaches API clients
   only when the operator opts in (OTHERONE_SERVE_SHOW_UI_URL; `otherone dev --serve` opts in
   by default, `otherone serve` does not).
+- `GET /v1/info` is the one operation that needs no token, says so in the OpenAPI document,
+  and tells a caller without one nothing about tenants or the server's configuration.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from temporalio.client import Client
 
+from otherone.api import openapi_schema
 from otherone.api.server import shown_ui_url, ui_note
 from otherone.client.cli.options import settings_from
 from otherone.client.cli.parser import build_parser
@@ -35,7 +39,7 @@ FRAMING = {
 def config() -> RuntimeConfig:
     from otherone.definitions import AccessPolicy, AgentDefinition
 
-    script = {
+    script: dict[str, list[Any]] = {
         "helper": [
             {"tool_calls": [{"name": "agent.call", "arguments": {"agent": "echo", "task": "go"}}]},
             {"text": "done"},
@@ -133,7 +137,7 @@ async def test_the_web_ui_address_reaches_clients_only_when_shown(
 def test_showing_the_web_ui_is_opt_in_for_serve_and_opt_out_for_dev() -> None:
     """`otherone serve` passes default=False, `otherone dev --serve` default=True; the setting
     (or its flag) wins over either."""
-    unset = Settings(_env_file=None)  # type: ignore[call-arg]
+    unset = Settings(_env_file=None)
     assert unset.serve_show_ui_url is None
     assert shown_ui_url(unset, UI, default=False) is None
     assert shown_ui_url(unset, UI, default=True) == UI
@@ -159,7 +163,7 @@ def test_the_show_ui_url_flag(
 def test_the_show_ui_url_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     for text, expected in (("true", True), ("1", True), ("false", False), ("", None)):
         monkeypatch.setenv("OTHERONE_SERVE_SHOW_UI_URL", text)
-        assert Settings(_env_file=None).serve_show_ui_url is expected  # type: ignore[call-arg]
+        assert Settings(_env_file=None).serve_show_ui_url is expected
 
 
 def test_an_operator_showing_the_web_ui_to_tenants_is_told_what_that_means() -> None:
@@ -168,3 +172,50 @@ def test_an_operator_showing_the_web_ui_to_tenants_is_told_what_that_means() -> 
     assert note is not None and "every partition" in note and UI in note
     assert ui_note(None, tokens) is None  # not shown
     assert ui_note(UI, {}) is None  # no tenants: the operator's own view
+
+
+# --------------------------------------------------------------------------- /v1/info
+
+
+def _operations() -> list[tuple[str, str, Any]]:
+    return [
+        (method.upper(), path, operation)
+        for path, methods in openapi_schema()["paths"].items()
+        for method, operation in methods.items()
+    ]
+
+
+def test_the_openapi_document_says_which_operation_needs_no_token() -> None:
+    for method, path, operation in _operations():
+        expected: list[dict[str, list[str]]] = [{"HTTPBearer": []}]
+        if path == "/v1/info":
+            expected = []
+        assert operation.get("security") == expected, (method, path)
+
+
+async def test_only_info_answers_without_a_token_and_it_names_nothing_of_the_tenants(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """As README says: every request needs a token but `GET /v1/info` (and the page, its files,
+    /healthz and /openapi.json, which hold nothing of the server's)."""
+    tokens = {"tenant-token-0123456789": "tenant-a"}
+    async with api_env(client, task_queue, config(), tmp_path, tokens=tokens, ui_url=None) as api:
+        for method, path, _ in _operations():
+            url = (
+                path.replace("{run_id}", "r-1")
+                .replace("{call_id}", "c")
+                .replace("{agent_id}", "helper")
+            )
+            body: dict[str, Any] | None = {} if method == "POST" else None
+            answer = await api.http.request(method, url, json=body)
+            if path == "/v1/info":
+                assert answer.status_code == 200, answer.text
+                info = answer.json()
+            else:
+                assert answer.status_code == 401, (method, path, answer.text)
+        for open_path in ("/", "/assets/app.js", "/healthz", "/openapi.json"):
+            assert (await api.http.get(open_path)).status_code == 200, open_path
+    assert info["auth_required"] is True and info["version"]
+    named = {key for key, value in info.items() if value is not None}
+    assert named == {"auth_required", "version"}, info
+    assert "tenant-a" not in str(info)
