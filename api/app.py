@@ -44,6 +44,7 @@ from otherone.api.problems import (
     install_problem_handlers,
 )
 from otherone.api.request_guard import RequestGuard
+from otherone.api.security_headers import SecurityHeaders
 from otherone.api.streams import StreamFormat
 from otherone.client.agent_client import AgentClient
 from otherone.client.store_answers import answered
@@ -71,7 +72,11 @@ class StartedRun(BaseModel):
     run_id: str
     events_url: str
     result_url: str
-    ui_url: str | None = Field(None, description="The run in the Temporal Web UI.")
+    ui_url: str | None = Field(
+        None,
+        description="The run in the Temporal Web UI; null unless the operator shows the Web UI "
+        "(OTHERONE_SERVE_SHOW_UI_URL).",
+    )
 
 
 class PendingResult(BaseModel):
@@ -112,12 +117,21 @@ class Agent(BaseModel):
 
 class ServerInfo(BaseModel):
     auth_required: bool
-    partition_key: str | None = Field(None, description="The caller's partition (token's).")
-    identity: str | None = Field(
-        None, description="Who the caller's approval decisions are made as (token's)."
+    partition_key: str | None = Field(
+        None, description="The caller's partition (token's; `whoami` only)."
     )
-    namespace: str
-    ui_url: str | None = Field(None, description="Base URL of the Temporal Web UI.")
+    identity: str | None = Field(
+        None, description="Who the caller's approval decisions are made as (`whoami` only)."
+    )
+    namespace: str | None = Field(
+        None,
+        description="The Temporal namespace, to build Web UI links; null unless `ui_url` is given.",
+    )
+    ui_url: str | None = Field(
+        None,
+        description="Base URL of the Temporal Web UI; null unless the operator shows it "
+        "(OTHERONE_SERVE_SHOW_UI_URL: it has no login and shows every partition).",
+    )
     version: str
 
 
@@ -410,13 +424,20 @@ async def list_agents(request: Request, partition: Partition) -> list[Agent]:
     ]
 
 
-@public.get("/info", response_model=ServerInfo, tags=["server"])
+#: ``security: []``: the one operation that needs no token, said so in the OpenAPI document.
+NO_TOKEN: dict[str, Any] = {"security": []}
+
+
+@public.get("/info", response_model=ServerInfo, tags=["server"], openapi_extra=NO_TOKEN)
 async def server_info(request: Request) -> ServerInfo:
-    """What a front end needs before it asks for a token (no authentication)."""
+    """What a front end needs before it has a token: whether it needs one, the version, and the
+    Web UI's address when the operator shows it. No authentication, so nothing about tenants
+    (partitions, agents, runs) or the server's configuration."""
     context = api_runtime(request).context
+    shown = context.ui_url is not None  # the namespace only serves to build Web UI links
     return ServerInfo(
         auth_required=bool(context.tokens),
-        namespace=context.namespace,
+        namespace=context.namespace if shown else None,
         ui_url=context.ui_url,
         version=_version(),
     )
@@ -485,12 +506,13 @@ def create_app(context: ApiContext | None = None) -> FastAPI:
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
         )
+    # Added last, so outermost: the guards' refusals and CORS answers get the headers too.
+    app.add_middleware(SecurityHeaders)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
-        # Never framed by another site (clickjacking an approval).
-        framing = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
-        return FileResponse(STATIC / "index.html", media_type="text/html", headers=framing)
+        # Never framed by another site (clickjacking an approval): `SecurityHeaders` says so.
+        return FileResponse(STATIC / "index.html", media_type="text/html")
 
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, str]:

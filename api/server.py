@@ -24,7 +24,7 @@ from otherone.runs import PARTITION_PATTERN
 from otherone.store import Store
 from otherone.worker.settings import Settings
 
-__all__ = ["ApiServer", "bind_host", "check_can_listen", "parse_tokens", "serve", "ui_base_url"]
+__all__ = ["ApiServer", "bind_host", "check_can_listen", "parse_tokens", "serve", "shown_ui_url"]
 
 LOOPBACK = "127.0.0.1"
 #: Seconds uvicorn gives open requests after SIGTERM (streams end at once: `close_streams`).
@@ -104,9 +104,24 @@ def check_can_listen(host: str, port: int) -> None:
             ) from None
 
 
-def ui_base_url(settings: Settings) -> str:
-    """Where links to the Temporal Web UI point: as the CLI's (`Settings.ui_base_url`)."""
-    return settings.ui_base_url()
+def shown_ui_url(settings: Settings, ui_url: str | None, *, default: bool) -> str | None:
+    """The Web UI address API clients are handed (`ApiContext.ui_url`): ``ui_url`` when
+    OTHERONE_SERVE_SHOW_UI_URL says so (unset: ``default``, the command's), else None.
+
+    Opt-in because the Web UI has no login and shows every partition: handed to the tenants of
+    a server with tokens, it would show each of them the others' runs (if they can reach it)."""
+    show = default if settings.serve_show_ui_url is None else settings.serve_show_ui_url
+    return ui_url if show else None
+
+
+def ui_note(ui_url: str | None, tokens: Mapping[str, object]) -> str | None:
+    """What an operator handing the Web UI address to tenants should know, or None."""
+    if ui_url is None or not tokens:
+        return None
+    return (
+        f"OTHERONE_SERVE_SHOW_UI_URL: every token's holder is told the Web UI's address "
+        f"({ui_url}), which has no login and shows every partition's runs"
+    )
 
 
 class _Server(uvicorn.Server):
@@ -214,8 +229,10 @@ async def serve(
     tokens = parse_tokens(settings.serve_tokens)
     host, note = bind_host(settings, tokens)
     check_can_listen(host, settings.serve_port)  # before connecting to anything
-    if note:
-        say(f"note: {note}")
+    ui_url = shown_ui_url(settings, settings.ui_base_url(), default=False)
+    for line in (note, ui_note(ui_url, tokens)):
+        if line:
+            say(f"note: {line}")
     config = await asyncio.to_thread(_configured, settings)
     connection = temporal_connection(settings)
     temporal = await connect(
@@ -234,7 +251,7 @@ async def serve(
         tokens=tokens,
         agents=list(config.agents.values()),
         config=config,
-        ui_url=ui_base_url(settings),
+        ui_url=ui_url,
         heartbeat_seconds=settings.serve_heartbeat_seconds,
         cors_origins=settings.serve_cors_origins,
     )

@@ -64,6 +64,7 @@ async def test_serve_binds_loopback_without_tokens_and_ends_streams_on_sigterm(
 ) -> None:
     env = cli_env(address_of(temporal_env), task_queue, tmp_path)
     env.update(OTHERONE_SERVE_HOST="0.0.0.0", OTHERONE_SERVE_PORT=str(free_port()))
+    env["OTHERONE_UI_URL"] = "http://temporal-ui.internal:8080"  # known, but not shown by default
     # The workers' configuration, as `otherone serve` reads it (it refuses agents it lacks):
     # the example's, and the `slow` agent the worker below plays.
     served = tmp_path / "otherone.toml"
@@ -88,8 +89,12 @@ async def test_serve_binds_loopback_without_tokens_and_ends_streams_on_sigterm(
             async with httpx.AsyncClient(base_url=match[1].decode(), timeout=30) as http:
                 agents = {agent["id"] for agent in (await http.get("/v1/agents")).json()}
                 assert {"assistant", "coordinator"} <= agents
+                info = (await http.get("/v1/info")).json()
+                assert info["ui_url"] is None and info["namespace"] is None, info
                 body = {"entry_agent": "assistant", "input": QUESTION}
-                run_id = (await http.post("/v1/runs", json=body)).json()["run_id"]
+                started = (await http.post("/v1/runs", json=body)).json()
+                assert started["ui_url"] is None, started
+                run_id = started["run_id"]
                 answer = (await http.get(f"/v1/runs/{run_id}/result")).json()
                 assert ANSWER in answer["output"]["value"]
 
@@ -124,7 +129,7 @@ async def test_dev_serve_flag_serves_the_api_beside_the_dev_server(tmp_path: Pat
         assert f"http://127.0.0.1:{http_port}".encode() in banner, banner
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}", timeout=30) as http:
             info = (await http.get("/v1/info")).json()
-            assert info["ui_url"] == f"http://127.0.0.1:{ui_port}"
+            assert info["ui_url"] == f"http://127.0.0.1:{ui_port}"  # shown by default in dev
             body = {"entry_agent": "assistant", "input": QUESTION}
             started = (await http.post("/v1/runs", json=body)).json()
             assert started["ui_url"].startswith(f"http://127.0.0.1:{ui_port}/namespaces/default/")

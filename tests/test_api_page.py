@@ -193,7 +193,8 @@ async def test_page_says_when_no_worker_takes_the_run(
     browser: Browser, client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     """A run with no worker shows no progress: after 15 quiet seconds the page asks Temporal
-    who polls the queue and says the run waits for a worker (a user saw "running" forever)."""
+    who polls the queue and says the run waits for a worker (a user saw "running" forever).
+    The server shows no Web UI (its context has no `ui_url`): the page links to none."""
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     context = ApiContext(temporal=client, store=store, task_queue=task_queue, agents=[AGENT])
     try:
@@ -203,6 +204,9 @@ async def test_page_says_when_no_worker_takes_the_run(
             await expect(page.locator("#agent option")).to_have_count(1, timeout=WAIT_MS)
             await send(page, "solo", "Anyone there?")
             await expect(page.locator("#run-status")).to_contain_text("running", timeout=WAIT_MS)
+            # No Web UI address handed out (`otherone serve`'s default): no link, not a dead one.
+            await expect(page.locator("#tree tbody tr")).to_have_count(1, timeout=WAIT_MS)
+            await expect(page.locator("#run-link a, a.ui-link")).to_have_count(0)
             warning = page.locator("#worker-warning")
             await expect(warning).to_contain_text(
                 f'No worker is taking task queue "{task_queue}"', timeout=40_000

@@ -62,6 +62,7 @@ NOT_SET_BY_THE_WORKER_SERVICE = {
     "serve_tokens": "`otherone serve` only (the serve service passes it through)",
     "serve_heartbeat_seconds": "`otherone serve` only (the serve service passes it through)",
     "serve_cors_origins": "`otherone serve` only (the serve service passes it through)",
+    "serve_show_ui_url": "`otherone serve` only (the serve service passes it through)",
 }
 #: Worker settings the stack itself decides (the others pass through from the shell or .env).
 SET_BY_THE_STACK = {

@@ -319,6 +319,13 @@ class Settings(BaseModel):
         le=300,
         description="Seconds between SSE heartbeat comments on an idle event stream.",
     )
+    serve_show_ui_url: bool | None = Field(
+        None,
+        description="Hand API clients the Temporal Web UI's address (OTHERONE_UI_URL): `ui_url` "
+        "of /v1/info and of started runs, and the page's Web UI links. The Web UI has no login "
+        "and shows every partition's runs, so unset it is off for `otherone serve` and on for "
+        "`otherone dev --serve` (one local user).",
+    )
 
     @field_validator("log_level", mode="before")
     @classmethod

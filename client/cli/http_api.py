@@ -28,13 +28,17 @@ async def api_beside_dev(
 ) -> AsyncIterator[None]:
     """`otherone dev --serve`: the API on the dev server's client and store while it runs."""
     from otherone.api import ApiContext, ApiServer
-    from otherone.api.server import bind_host, parse_tokens
+    from otherone.api.server import bind_host, parse_tokens, shown_ui_url, ui_note
 
     settings = ctx.settings
     tokens = parse_tokens(settings.serve_tokens)
     host, note = bind_host(settings, tokens)
-    if note:
-        ctx.err.print(f"note: {note}", markup=False)
+    # Shown unless turned off: the dev server is one person's, on this machine, and its Web UI
+    # (loopback only) shows nothing that person may not see; `otherone serve` needs the opt-in.
+    shown = shown_ui_url(settings, ui_url, default=True)
+    for line in (note, ui_note(shown, tokens)):
+        if line:
+            ctx.err.print(f"note: {line}", markup=False)
     context = ApiContext(
         temporal=client,
         store=store,
@@ -43,7 +47,7 @@ async def api_beside_dev(
         tokens=tokens,
         agents=list(config.agents.values()),
         config=config,  # requests checked against it (unknown agents, limits): 422, as serve
-        ui_url=ui_url,
+        ui_url=shown,
         heartbeat_seconds=settings.serve_heartbeat_seconds,
         cors_origins=settings.serve_cors_origins,
     )

@@ -26,6 +26,8 @@ class Option:
     flag: str
     field: str
     metavar: str
+    #: A yes/no setting: ``--flag`` / ``--no-flag``, no value (``metavar`` unused).
+    switch: bool = False
 
 
 #: Command-line options for every `Settings` field (help text comes from the field).
@@ -54,6 +56,7 @@ WORKER_OPTIONS = (
 SERVE_OPTIONS = (
     Option("--host", "serve_host", "HOST"),
     Option("--http-port", "serve_port", "PORT"),
+    Option("--show-ui-url", "serve_show_ui_url", "", switch=True),
 )
 
 
@@ -69,6 +72,15 @@ def add_options(
 ) -> None:
     """``options`` as flags of ``group``; absent unless given, so the environment's value holds."""
     for option in options:
+        if option.switch:
+            group.add_argument(
+                option.flag,
+                dest=option.field,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=_option_help(option, defaults),
+            )
+            continue
         group.add_argument(
             option.flag,
             dest=option.field,
