@@ -13,8 +13,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
 
-from otherone.workflows import patches
-
 #: Store activities are quick; they retry on their own schedule (database restarts), within
 #: `STORE_TOTAL_TIMEOUT` in all (each attempt rides out a short outage in place).
 STORE_RETRY = RetryPolicy(
@@ -33,17 +31,10 @@ MODEL_CALL_TIMEOUT = timedelta(minutes=10)
 #: The timeout itself only detects a dead or stalled worker: long enough that a busy process
 #: (hundreds of runs in one event loop) does not lose attempts of model calls, which cost tokens.
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-#: Patch id: a cancelled model or tool activity is waited for: it stores its own end event
-#: (`model_completed`, `tool_completed`) before the run's end is announced.
-PAIRED_EVENTS = "paired-activity-events"
-
-
-def paired_cancellation() -> ActivityCancellationType:
-    """How model and tool activities are cancelled: waited for (so their end events are
-    stored before the run's), except in histories from before that rule."""
-    if patches.patched(PAIRED_EVENTS):
-        return ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-    return ActivityCancellationType.TRY_CANCEL
+#: How model and tool activities are cancelled: waited for, so that a cancelled activity
+#: stores its own end event (`model_completed`, `tool_completed`) before the run's end is
+#: announced.
+PAIRED_CANCELLATION = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 
 
 def cancellation_swallowed() -> bool:

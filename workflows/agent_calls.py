@@ -54,16 +54,7 @@ with workflow.unsafe.imports_passed_through():
         failure_from_activity_error,
     )
 
-from otherone.workflows import patches
 from otherone.workflows.child_starts import abnormal_child, start_child, started_child
-
-#: Patch id of the allowance rule that splits calls between children after a small reserve.
-GENEROUS_ALLOWANCES = "generous-allowances"
-#: Patch id: max_children_per_run is checked after the call's own checks (the seed's order), so
-#: every well-formed call is announced by `prepare_call` and its refusal too.
-SEED_CALL_ORDER = "seed-call-order"
-#: Patch id: a child's workflow id names its agent (``<caller>/<target>.<call id>``).
-READABLE_CHILD_IDS = "readable-child-ids"
 
 
 class AgentCallArgumentsError(ValueError):
@@ -228,30 +219,23 @@ class AgentCaller:
         """Check the call and carve the child's allowance, or refuse with a structured result.
 
         The seed's order: the call's own checks (`prepare_call`) first, then the budgets
-        (children of this run, agent calls and runs of the tree).
+        (children of this run, agent calls and runs of the tree), so every well-formed call is
+        announced by `prepare_call` and its refusal too. The child's workflow id names its
+        agent (``<caller>/<target>.<call id>``).
         """
-        seed_order = patches.patched(SEED_CALL_ORDER)
-        if not seed_order and self._started >= plan.limits.max_children_per_run:
-            return _too_many_children(call_id, request, plan)
-        child_id = child_run_id(
-            ref.root_run_id,
-            ref.run_id,
-            call_id,
-            request.target if patches.patched(READABLE_CHILD_IDS) else None,
-        )
+        child_id = child_run_id(ref.root_run_id, ref.run_id, call_id, request.target)
         try:
             call_plan = await self._prepare(plan, ref, call_id, request, child_id, spawned=spawned)
         except ActivityError as error:
             if is_cancelled_exception(error):
                 raise asyncio.CancelledError() from error
             return failed_call(call_id, request.target, failure_from_activity_error(error))
-        if seed_order and self._started >= plan.limits.max_children_per_run:
+        if self._started >= plan.limits.max_children_per_run:
             return self._refused(_too_many_children(call_id, request, plan))
-        generous = patches.patched(GENEROUS_ALLOWANCES)
         # A spawning caller goes on working while its child runs: it keeps a claimant's share.
-        sharers = (claimants.left if generous else claimants.total) + (1 if spawned else 0)
+        sharers = claimants.left + (1 if spawned else 0)
         try:
-            allowance = self._ledger.allot(sharers, generous=generous)
+            allowance = self._ledger.allot(sharers)
         except BudgetDenied as denied:
             failure = AgentFailure(code=FailureCode.BUDGET_EXCEEDED, message=str(denied))
             return self._refused(failed_call(call_id, request.target, failure))

@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches, run_updates
+from otherone.workflows import run_updates
 from otherone.workflows.finishing import finish_shielded, refused
 from otherone.workflows.run_input import (
     NO_INPUT,
@@ -65,22 +65,6 @@ from otherone.workflows.run_state import RunState
 from otherone.workflows.spawn_results import report_to_caller
 from otherone.workflows.store_steps import RunIdUsedError, prepare_run
 from otherone.workflows.turns import run_until_deadline
-
-#: Patch id: a run whose input's run_id is not its workflow id (or a root whose root_run_id is
-#: not its run id) is refused `invalid_request` instead of running under the wrong ids.
-RUN_ID_IS_WORKFLOW_ID = "run-id-is-workflow-id"
-#: Patch id: a run started without `OtheroneSessionId` whose input names a session (by
-#: `temporal workflow start`, say) sets it itself.
-SESSION_DESCRIBED = "session-described"
-#: Patch id: a run started without our search attributes (by `temporal workflow start`, say)
-#: sets them itself.
-SELF_DESCRIBED = "self-described"
-#: Patch id: a run refused as `invalid_request` (its input is not a run request) sets
-#: `OtheroneStatus = "failed"`, so `OtheroneStatus` queries list it (it set no attribute).
-REFUSALS_LISTED = "refusals-listed"
-#: Patch id: a run that is its own root but names a parent or a depth other than 0 (a plain
-#: client's input) is refused `invalid_request` instead of running as a child of nobody.
-ROOTS_HAVE_NO_PARENT = "roots-have-no-parent"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -171,17 +155,16 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, input: RawValue = NO_INPUT) -> AgentRunResult:
-        patches.check_baseline()  # first: see `otherone.workflows.patches`
         state = self._state
         state.started_at = workflow.now()
         if self._invalid_input is not None:
-            return refused(state, self._invalid_input, visible=patches.patched(REFUSALS_LISTED))
-        wrong_ids = id_problem(state.input)
-        if wrong_ids is not None and patches.patched(RUN_ID_IS_WORKFLOW_ID):
-            return refused(state, wrong_ids, visible=patches.patched(REFUSALS_LISTED))
-        not_a_root = root_problem(state.input)
-        if not_a_root is not None and patches.patched(ROOTS_HAVE_NO_PARENT):
-            return refused(state, not_a_root, visible=True)
+            return refused(state, self._invalid_input)
+        # A run whose input's run_id is not its workflow id (or a root whose root_run_id is not
+        # its run id), or that is its own root but names a parent or a depth other than 0 (a
+        # plain client's input), is refused instead of running under the wrong ids.
+        wrong_ids = id_problem(state.input) or root_problem(state.input)
+        if wrong_ids is not None:
+            return refused(state, wrong_ids)
         self._describe_self()
         if not state.session_id and state.input.carry is None:
             state.session_id = f"session-{workflow.uuid4()}"
@@ -191,7 +174,7 @@ class AgentRunWorkflow:
         except asyncio.CancelledError:  # cancelled while preparing, before the loop began
             ending = Ending.of(RunOutcome.CANCELLED)
         except RunIdUsedError as used:  # another execution of an ended run's id
-            return refused(state, str(used), visible=True)
+            return refused(state, str(used))
         plan = state.plan
         on_exit = plan.spawned_on_exit if plan is not None else "cancel"
         await state.spawns.finish(ending.outcome, on_exit, state.deadline_at)
@@ -205,13 +188,13 @@ class AgentRunWorkflow:
         missing = missing_search_attributes(
             self._state.input, workflow.info().typed_search_attributes
         )
-        if missing and patches.patched(SELF_DESCRIBED):
+        if missing:
             workflow.upsert_search_attributes(missing)
         # The session it names, which `temporal workflow start` leaves out too (a session it
         # has none of is minted, and listed, by `run`).
         session_id = self._state.input.request.session.session_id
         present = workflow.info().typed_search_attributes.get(attrs.SESSION_ID)
-        if session_id and present is None and patches.patched(SESSION_DESCRIBED):
+        if session_id and present is None:
             workflow.upsert_search_attributes([attrs.SESSION_ID.value_set(session_id)])
 
     async def _execute(self) -> Ending:

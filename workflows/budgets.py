@@ -107,13 +107,12 @@ class BudgetLedger:
             )
             raise RunEnded(Ending.failed(failure))
 
-    def allot(self, claimants: int, *, generous: bool = False) -> TreeBudget:
+    def allot(self, claimants: int) -> TreeBudget:
         """A child's allowance when ``claimants`` children are still to be funded in this turn.
 
-        Runs are split between the children. ``generous`` (the current rule): so are agent,
-        model and tool calls, after this run keeps a small reserve to answer once its children
-        are done (their unused allowances come back to it); tokens keep a share for this run.
-        Without it (runs started before this rule): every kind keeps an equal share here.
+        Runs are split between the children, and so are agent, model and tool calls, after this
+        run keeps a small reserve to answer once its children are done (their unused
+        allowances come back to it); tokens keep a share for this run.
         """
         if self.remaining["agent_calls"] < 1:
             raise BudgetDenied(
@@ -124,14 +123,14 @@ class BudgetLedger:
                 f"max_total_runs ({self.limits.max_total_runs}) exceeded for the run tree"
             )
         self.remaining["agent_calls"] -= 1
-        share = self._generous_share(claimants) if generous else self._even_share(claimants)
+        share = self._share(claimants)
         for name, amount in share.items():
             if amount is not None:
                 self.remaining[name] -= amount
         share["runs"] = (share["runs"] or 1) - 1  # the child itself is one of its runs
         return TreeBudget.model_validate(share)
 
-    def _generous_share(self, claimants: int) -> dict[str, int | None]:
+    def _share(self, claimants: int) -> dict[str, int | None]:
         left = self.remaining
         tokens = left["tokens"]
         return {
@@ -140,17 +139,6 @@ class BudgetLedger:
             "model_calls": max(0, left["model_calls"] - PARENT_RESERVE) // max(claimants, 1),
             "tool_calls": max(0, left["tool_calls"] - PARENT_RESERVE) // max(claimants, 1),
             "tokens": None if tokens is None else tokens // (claimants + 1),
-        }
-
-    def _even_share(self, claimants: int) -> dict[str, int | None]:
-        return {
-            "runs": max(1, self.remaining["runs"] // max(claimants, 1)),
-            "model_calls": self.remaining["model_calls"] // (claimants + 1),
-            "tool_calls": self.remaining["tool_calls"] // (claimants + 1),
-            "agent_calls": self.remaining["agent_calls"] // (claimants + 1),
-            "tokens": None
-            if self.remaining["tokens"] is None
-            else self.remaining["tokens"] // (claimants + 1),
         }
 
     def refund(self, unused: TreeBudget | None) -> None:

@@ -26,13 +26,6 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
     )
 
-from otherone.workflows import patches
-
-#: Patch id: a run cancelled while its child's start is with the server waits for that start
-#: and stops the child as any running one (older runs cancelled the start, and a child the
-#: server started all the same ran on after its caller had ended).
-WAIT_FOR_CHILD_STARTS = "wait-for-child-starts"
-
 
 async def start_child(
     child: RunInput,
@@ -70,9 +63,7 @@ async def started_child(
     try:
         return await asyncio.shield(start)
     except asyncio.CancelledError:
-        if not patches.patched(WAIT_FOR_CHILD_STARTS):
-            start.cancel()  # older histories: the start itself was cancelled
-            raise
+        pass
     handle = await start
     handle.cancel()
     return handle

@@ -43,21 +43,15 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches
 from otherone.workflows.activity_options import reraise_cancellation
 from otherone.workflows.run_input import refused_result
 from otherone.workflows.run_state import RunState
 from otherone.workflows.store_steps import finish_run
 from otherone.workflows.tool_steps import tool_key
 
-#: Patch id: a cancelled run's finishing is bounded (`FINISH_GRACE`) and a failed finish_run
-#: ends the run with its result instead of failing the workflow.
-BOUNDED_FINISH = "bounded-finish"
-#: How long a cancelled run waits for its end to be stored.
+#: How long a cancelled run waits for its end to be stored (a failed finish_run ends the run
+#: with its result instead of failing the workflow).
 FINISH_GRACE = timedelta(seconds=10)
-#: Patch id: a run whose end was stored but whose update/signal handlers outlived
-#: `FINISH_GRACE` returns the stored end (a completed run used to turn into `storage_error`).
-STORED_END_OUTLIVES_HANDLERS = "stored-end-outlives-handlers"
 
 
 async def finish_shielded(state: RunState, ending: Ending, ref: RunRef) -> AgentRunResult:
@@ -71,17 +65,15 @@ async def finish_shielded(state: RunState, ending: Ending, ref: RunRef) -> Agent
     return result
 
 
-def refused(state: RunState, problem: str, *, visible: bool = False) -> AgentRunResult:
+def refused(state: RunState, problem: str) -> AgentRunResult:
     """The input is not a run request (or its run id belongs to a run that ended): nothing was
-    prepared, nothing is written. ``visible``: the run's search attributes were set, so its
-    `OtheroneStatus` says it failed."""
+    prepared, nothing is written; `OtheroneStatus` says it failed, so status queries list it."""
     failure = AgentFailure(code=FailureCode.INVALID_REQUEST, message=problem)
     state.ending = Ending.failed(failure)
     state.status = RunStatus.FAILED
     state.finished_at = workflow.now()
     workflow.logger.warning("run input refused: %s", problem)
-    if visible:
-        workflow.upsert_search_attributes([attrs.STATUS.value_set(state.status.value)])
+    workflow.upsert_search_attributes([attrs.STATUS.value_set(state.status.value)])
     return refused_result(state.input, failure)
 
 
@@ -103,9 +95,7 @@ def _out_of_grace(state: RunState, ending: Ending) -> AgentRunResult:
         ending.outcome.value,
         grace,
     )
-    if patches.patched(STORED_END_OUTLIVES_HANDLERS):
-        return _result(state, ending)
-    return _unstored(state, ending, "finishing did not complete in time")  # older histories
+    return _result(state, ending)  # the stored end, not `storage_error`
 
 
 async def _finish(state: RunState, ending: Ending, ref: RunRef) -> AgentRunResult:
@@ -120,8 +110,6 @@ async def _finish(state: RunState, ending: Ending, ref: RunRef) -> AgentRunResul
     try:
         earlier = await _finish_activity(state, ref, ending)
     except ActivityError as error:
-        if not patches.patched(BOUNDED_FINISH):
-            raise
         reraise_cancellation(error)
         failure = failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR)
         return _unstored(state, ending, failure.message)
@@ -223,10 +211,9 @@ async def shielded(
     cancelled and None returned (also when the end was stored and only update or signal
     handlers were still running: the caller tells the two apart).
     """
-    bounded = patches.patched(BOUNDED_FINISH)
     while True:
         try:
-            if bounded and cancelled:
+            if cancelled:
                 grace = FINISH_GRACE.total_seconds()
                 return await asyncio.wait_for(asyncio.shield(finishing), grace)
             return await asyncio.shield(finishing)

@@ -26,17 +26,12 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches
 from otherone.workflows.activity_options import (
     cancellation_swallowed,
     reraise_cancellation,
 )
 from otherone.workflows.run_state import RunState
 from otherone.workflows.store_steps import hand_off
-
-#: Patch id: the `summary` context's model call of a handoff counts against the run's
-#: model-call and token budgets and in its usage.
-HANDOFF_SUMMARY_USAGE = "handoff-summary-usage"
 
 
 async def hand_off_step(state: RunState, plan: RunPlan, ref: RunRef) -> None:
@@ -54,8 +49,9 @@ async def hand_off_step(state: RunState, plan: RunPlan, ref: RunRef) -> None:
 
     await workflow.wait_condition(settled)
     step = accepted.step
-    # Checked on the summary path only, so other handoffs leave no marker.
-    counted = step.context == "summary" and patches.patched(HANDOFF_SUMMARY_USAGE)
+    # The `summary` context's model call counts against the run's model-call and token
+    # budgets and in its usage.
+    counted = step.context == "summary"
     if counted:
         assert state.ledger is not None
         # The summary is a model call of the run, reserved like a turn's: a spent budget

@@ -29,7 +29,7 @@ from otherone.workflows.activity_options import (
     HEARTBEAT_TIMEOUT,
     MODEL_CALL_TIMEOUT,
     MODEL_RETRY,
-    paired_cancellation,
+    PAIRED_CANCELLATION,
 )
 
 
@@ -72,7 +72,7 @@ async def call_model(
         start_to_close_timeout=max(MODEL_CALL_TIMEOUT, remaining),
         heartbeat_timeout=HEARTBEAT_TIMEOUT,
         retry_policy=MODEL_RETRY,
-        cancellation_type=paired_cancellation(),
+        cancellation_type=PAIRED_CANCELLATION,
         summary=f"model {plan.model_label} turn {iteration}",
     )
     return turn

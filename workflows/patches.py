@@ -1,70 +1,23 @@
-"""Patch checks: one marker a run for every patch of baseline 1, not one marker per patch.
+"""Patch checks: the exception, for hot fixes of a release's workflow code.
 
-`workflow.patched(id)` records a marker in a new run's history, and Temporal's core adds an
-upsert of the `TemporalChangeVersion` search attribute next to it (a visibility update on the
-server). A usual run met four of the pre-release patches (`CANCELLABLE_PREPARE`,
-`LOCAL_PREPARE_FINISH`, `PAIRED_EVENTS`, `BOUNDED_FINISH`) and a run with an agent call four
-more: eight to sixteen history events and four to eight visibility updates a run, for code every
-new run takes anyway (issue 17: four cost ~2.4 ms a one-turn run on the bare floor, measured).
+Since 0.1.0 workflow changes ship as new builds under Worker Versioning (docs/upgrading.md): a
+run stays on the build it started on, so a change needs no branch for the histories of older
+code. A hot fix that must reach runs already waiting on the current build (a bug that would
+fail them) is the exception: the new behaviour goes behind `patched(id)`, which records a
+marker in new runs' histories and takes the old path when a history without the marker is
+replayed. Each patch id is listed in the CHANGELOG and folded into the code at the next minor
+release (runs on the old build drained), as the pre-release patches were folded into 0.1.0.
 
-So a run checks `BASELINE_1` once, first thing (`check_baseline`): a run started on code that
-has every patch in `BASELINE_1_PATCHES` records that one marker, and those patches then hold
-without markers of their own. A history recorded before has no `BASELINE_1` marker: replayed,
-the check is false and each patch is checked as before, by its own marker (the recordings in
-`tests/histories/legacy/*.markers.json`).
-
-`BASELINE_1_PATCHES` is frozen: a run that recorded `BASELINE_1` took the old path of any patch
-not in it, so adding an id would switch that run to the new path on replay (nondeterminism).
-A patch added later is checked with `patched` as any other (its own marker); folding such
-patches takes a new baseline id with its own set, checked the same way (docs/upgrading.md).
+Every check goes through `patched` (tests/test_patches.py enforces it), so the ids in use are
+found in one grep.
 """
 
 from __future__ import annotations
 
 from temporalio import workflow
 
-#: Patch id of baseline 1: the run started on code with every patch in `BASELINE_1_PATCHES`.
-BASELINE_1 = "baseline-1"
-
-#: The patches baseline 1 stands for (the pre-release ones). Never change this set.
-BASELINE_1_PATCHES = frozenset(
-    {
-        "bounded-finish",
-        "call-results-by-reference",
-        "cancellable-prepare",
-        "generous-allowances",
-        "handoff-summary-usage",
-        "local-prepare-finish",
-        "mcp-failures-to-model",
-        "output-retries",
-        "paired-activity-events",
-        "readable-child-ids",
-        "run-id-is-workflow-id",
-        "seed-call-order",
-        "self-described",
-        "skip-calls-after-cancellation",
-        "status-of-carried-spawns",
-        "stop-after-cancelled-children",
-        "stop-when-a-turn-outlives-cancel",
-        "stop-when-an-answer-outlives-cancel",
-        "stored-end-outlives-handlers",
-        "tool-concurrency-limit",
-        "wait-for-cancelled-tools",
-        "watch-carried-spawns",
-    }
-)
-
-
-def check_baseline() -> None:
-    """Check `BASELINE_1` (recording its marker in a new run), first thing in the run's first
-    workflow task: the marker then opens every new history and `TemporalChangeVersion` lists
-    it from the start. (Not needed for consistency: `patched` checks `BASELINE_1` before any id
-    of the set, and the SDK keeps the first answer for the rest of the run.)"""
-    workflow.patched(BASELINE_1)
-
 
 def patched(patch_id: str) -> bool:
-    """`workflow.patched(patch_id)`, without a marker of its own in a run of baseline 1."""
-    if patch_id in BASELINE_1_PATCHES and workflow.patched(BASELINE_1):
-        return True
+    """`workflow.patched(patch_id)`: True on new runs and on histories that recorded the
+    marker; False when replaying a history from before the patch."""
     return workflow.patched(patch_id)

@@ -25,11 +25,6 @@ with workflow.unsafe.imports_passed_through():
     from otherone.contracts import RunInput, RunPlan, RunRef
     from otherone.runs import AgentFailure, AgentRunRequest, AgentRunResult, RunOutcome, RunStatus
 
-from otherone.workflows import patches
-
-#: Patch id: a root's input without ``run_id`` and ``root_run_id`` takes the workflow id for
-#: both (it was refused; a Temporal schedule's fixed input cannot name each run's id).
-IDS_FROM_WORKFLOW_ID = "ids-from-workflow-id"
 
 #: The input of a start that sent none (``temporal workflow start`` without ``--input``): the
 #: workflow's parameter defaults to it, so the run is refused instead of its every workflow
@@ -67,7 +62,7 @@ def _with_workflow_ids(raw: RawValue, error: ValidationError) -> RunInput | None
     (``<workflow id>-<time>``) from one fixed input, which cannot name it."""
     missing = {(item["type"], tuple(item["loc"])) for item in error.errors()}
     ids = {("missing", ("run_id",)), ("missing", ("root_run_id",))}
-    if not missing or not missing <= ids or not patches.patched(IDS_FROM_WORKFLOW_ID):
+    if not missing or not missing <= ids:
         return None
     try:
         fields = json.loads(raw.payload.data)

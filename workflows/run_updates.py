@@ -17,15 +17,10 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches
 from otherone.workflows.agent_calls import failed_call
 from otherone.workflows.approvals import RUN_ENDED, outcome_of
 from otherone.workflows.run_state import RunState
 from otherone.workflows.tool_steps import record_decision
-
-#: Patch: a decision sent while another is being recorded for the same call waits for it
-#: (before, when both arrived in one activation, the second was refused as "run ended").
-DECISIONS_WAIT_THEIR_TURN = "decisions-wait-their-turn"
 
 
 async def call_agent(state: RunState, input: CallAgentInput) -> AgentCallResult:
@@ -64,9 +59,8 @@ async def decide_approval(state: RunState, decision: ApprovalDecision) -> Approv
         if not gate.deciding(call_id):
             break
         # Another handler began recording a decision after this wait was satisfied (two sent
-        # at once: their waits resolve in one activation): wait for it too. Histories from
-        # before refused this one as "run ended".
-        if state.ending is not None or not patches.patched(DECISIONS_WAIT_THEIR_TURN):
+        # at once: their waits resolve in one activation): wait for it too.
+        if state.ending is not None:
             raise _ended(state)  # the run ended while another decision was recorded
     gate.check(decision)  # again: a decision may have been recorded meanwhile
     request = gate.request(call_id)

@@ -38,12 +38,8 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches
 from otherone.workflows.child_starts import abnormal_child
 from otherone.workflows.spawn_results import ended_unseen, stub
-
-#: Patch id: waits on carried children ask Temporal about them (`describe_runs`).
-WATCH_CARRIED_SPAWNS = "watch-carried-spawns"
 
 
 class SpawnBook:
@@ -157,9 +153,9 @@ class SpawnBook:
         ]
 
     def _watching(self, handles: tuple[str, ...]) -> bool:
-        """Whether a wait on ``handles`` asks Temporal about carried children (checked only
-        when there are some, so other waits leave no patch marker)."""
-        return bool(self._carried_open(handles)) and patches.patched(WATCH_CARRIED_SPAWNS)
+        """Whether a wait on ``handles`` asks Temporal about carried children
+        (`describe_runs`): only when there are some."""
+        return bool(self._carried_open(handles))
 
     async def _wait_until_done(
         self, handles: tuple[str, ...], seconds: float | None, watch: bool

@@ -70,7 +70,6 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches
 from otherone.workflows.agent_calls import (
     AgentCallArgumentsError,
     AgentCaller,
@@ -85,9 +84,6 @@ from otherone.workflows.spawn_arguments import (
 )
 from otherone.workflows.spawn_book import SpawnBook
 from otherone.workflows.spawn_results import children_reported
-
-#: Patch id: `agent.status` of a carried child asks Temporal about it (`describe_runs`).
-STATUS_OF_CARRIED_SPAWNS = "status-of-carried-spawns"
 
 
 class Spawner(SpawnBook):
@@ -166,9 +162,9 @@ class Spawner(SpawnBook):
     async def _look_at_carried(self, handle: str) -> None:
         """A child started in an earlier history reports its end only by signal, which a
         child terminated from outside never sends: ask Temporal before saying "running"
-        (checked only for such a child, so other status calls leave no patch marker)."""
+        (`describe_runs`)."""
         carried = self._carried_open((handle,))
-        if carried and patches.patched(STATUS_OF_CARRIED_SPAWNS):
+        if carried:
             await self._describe(carried)
 
     def _known(self, handle: str) -> SpawnedCall:

@@ -3,8 +3,8 @@ between two agents, `finish_run` at its end.
 
 prepare_run resolves the snapshot into the run's plan and takes the session lease; finish_run
 flushes the pending entries, records the end and releases the lease. Both are quick store work,
-run as local activities on new histories (`LOCAL_PREPARE_FINISH`). hand_off shapes the session
-for the next agent (`otherone.workflows.handoffs`) and plans the run under it.
+run as local activities (no activity task round trip through the server). hand_off shapes
+the session for the next agent (`otherone.workflows.handoffs`) and plans the run under it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches
 from otherone.workflows.activity_options import (
     MODEL_CALL_TIMEOUT,
     MODEL_RETRY,
@@ -48,12 +47,6 @@ from otherone.workflows.activity_options import (
     cancellation_swallowed,
     reraise_cancellation,
 )
-
-#: Patch id: a run cancelled while preparing waits for prepare_run to stop (so finishing cannot
-#: race its session lease) and ends `cancelled`.
-CANCELLABLE_PREPARE = "cancellable-prepare"
-#: prepare_run and finish_run run as local activities (no task round trip through the server).
-LOCAL_PREPARE_FINISH = "local-prepare-finish"
 
 
 class RunIdUsedError(Exception):
@@ -64,13 +57,10 @@ class RunIdUsedError(Exception):
 async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
     """The run's plan, or the ending of a run that could not be prepared (a cancelled prepare
     raises `CancelledError`: the run ends cancelled, not failed)."""
-    # Wait for a cancelled prepare to stop before finishing: finish_run releases the session
-    # lease, which a prepare still going on could otherwise take after the release.
-    cancellation = (
-        ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-        if patches.patched(CANCELLABLE_PREPARE)
-        else ActivityCancellationType.TRY_CANCEL
-    )
+    # Wait for a cancelled prepare to stop before finishing (the run then ends `cancelled`):
+    # finish_run releases the session lease, which a prepare still going on could otherwise
+    # take after the release.
+    cancellation = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
     try:
         plan: RunPlan = await _store_activity(
             ACTIVITY_PREPARE_RUN,
@@ -146,9 +136,9 @@ async def _store_activity(
     summary: str,
     may_be_local: bool = True,
 ) -> Any:
-    """prepare_run / finish_run: a local activity on new histories (`LOCAL_PREPARE_FINISH`),
-    which saves the round trips of an activity task through the server."""
-    if may_be_local and patches.patched(LOCAL_PREPARE_FINISH):
+    """prepare_run / finish_run: a local activity (unless ``may_be_local`` is false), which
+    saves the round trips of an activity task through the server."""
+    if may_be_local:
         try:
             return await workflow.execute_local_activity(
                 name,

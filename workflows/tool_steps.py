@@ -17,7 +17,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
-from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from otherone.config import AGENT_CALL_TOOL
@@ -63,12 +62,11 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches
 from otherone.workflows.activity_options import (
     HEARTBEAT_TIMEOUT,
+    PAIRED_CANCELLATION,
     STORE_RETRY,
     cancellation_swallowed,
-    paired_cancellation,
     reraise_cancellation,
 )
 from otherone.workflows.agent_calls import (
@@ -84,19 +82,6 @@ from otherone.workflows.approvals import (
 )
 from otherone.workflows.spawns import Spawner
 
-#: Patch id: agent call results reach the caller's model by reference (stored by the child).
-CALL_RESULTS_BY_REFERENCE = "call-results-by-reference"
-#: Patch id: the calls of a sequential turn left when the run is cancelled are not started.
-SKIP_CALLS_AFTER_CANCELLATION = "skip-calls-after-cancellation"
-#: Patch id: a turn's parallel tool calls run at most `max_concurrent_tool_calls` at a time.
-TOOL_CONCURRENCY_LIMIT = "tool-concurrency-limit"
-#: Patch id: an MCP tool call whose activity failed for good (its worker died on the last
-#: attempt, say) is a tool error the model sees, not the end of the run: a server is
-#: third-party code, and the seed lets the model route around a broken one.
-MCP_FAILURES_TO_MODEL = "mcp-failures-to-model"
-#: Patch id: a cancelled turn's parallel tool calls are all waited for (not only until the
-#: first of them is cancelled), so every cancelled tool stores its end before the run's end.
-WAIT_FOR_CANCELLED_TOOLS = "wait-for-cancelled-tools"
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
 #: (refusal, agent call result, a person's denial or answer), nothing allowed, or the run's end
 #: (an approval that timed out with effect `fail`).
@@ -175,19 +160,16 @@ class ToolSteps:
         # input, one payload: past Temporal's payload limit its scheduling would fail the
         # workflow task again and again (the run stuck), so a wide turn stores them all.
         inline_bytes = plan.limits.inline_tool_result_bytes * len(calls)
-        # Histories from before cancelled tools were waited for (`paired_cancellation`): a
-        # result completing after the cancel would not reach the run; a stored one still wins.
-        waited_for = paired_cancellation() is ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         self._inline = (
             self._inline
-            and waited_for
             and inline_bytes <= TURN_INLINE_BYTES
             and not any(self._waits(call) for call in calls)
         )
         claimants = Claimants(agent_calls if parallel else 1)
         if parallel:
             limit = plan.limits.max_concurrent_tool_calls
-            if len(calls) - agent_calls > limit and patches.patched(TOOL_CONCURRENCY_LIMIT):
+            # At most `max_concurrent_tool_calls` at a time (agent calls have their own limit).
+            if len(calls) - agent_calls > limit:
                 slots = asyncio.Semaphore(limit)
                 return await _all_steps(self._run_tool_in(slots, call, claimants) for call in calls)
             return await _all_steps(self._run_tool(call, claimants) for call in calls)
@@ -210,11 +192,7 @@ class ToolSteps:
         steps: dict[int, ToolStep] = {}
         for index in order:
             call = calls[index]
-            if (
-                steps
-                and cancellation_swallowed()
-                and patches.patched(SKIP_CALLS_AFTER_CANCELLATION)
-            ):
+            if steps and cancellation_swallowed():
                 steps[index] = not_run_entry(call)
             else:
                 steps[index] = await self._run_tool(call, claimants)
@@ -320,7 +298,7 @@ class ToolSteps:
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 # Waiting for a cancelled tool to stop means its `tool_completed` is stored
                 # before the run's end decides which events its calls still owe.
-                cancellation_type=paired_cancellation(),
+                cancellation_type=PAIRED_CANCELLATION,
                 retry_policy=RetryPolicy(
                     initial_interval=timedelta(seconds=1), maximum_attempts=settings.max_attempts
                 ),
@@ -349,9 +327,8 @@ class ToolSteps:
         if failed is None and result.outcome is RunOutcome.CANCELLED:
             failed = "the called agent's run was cancelled"  # no failure, but no answer either
         self._decided.add(tool_completed_event(call, failed))
-        stored = self._caller.stored_by_child(call.id) and patches.patched(
-            CALL_RESULTS_BY_REFERENCE
-        )
+        # The result reaches the caller's model by reference when the child stored it.
+        stored = self._caller.stored_by_child(call.id)
         return agent_call_entry(key, call, result, stored_by_child=stored)
 
     def _handoff_call(self, call: ToolCallSpec) -> PendingEntry:
@@ -418,9 +395,13 @@ def tool_key(run_id: str, iteration: int, index: int) -> str:
 
 
 def _failed_tool(call: ToolCallSpec, error: ActivityError) -> ToolOutcome:
-    """A tool activity that failed for good: the run's end, or a tool error the model sees."""
+    """A tool activity that failed for good: the run's end, or a tool error the model sees.
+
+    An MCP tool call whose activity failed for good (its worker died on the last attempt, say)
+    is a tool error the model sees: a server is third-party code, and the seed lets the model
+    route around a broken one."""
     failure = failure_from_activity_error(error, default=FailureCode.TOOL_ERROR)
-    if call.name.startswith(MCP_PREFIX) and patches.patched(MCP_FAILURES_TO_MODEL):
+    if call.name.startswith(MCP_PREFIX):
         return ToolOutcome(
             tool_call_id=call.id,
             name=call.name,
@@ -441,14 +422,13 @@ async def _all_steps(steps: Iterable[Coroutine[Any, Any, ToolStep]]) -> list[Too
     On cancellation `asyncio.gather` raises as soon as the first call is cancelled (a call
     still waiting for a slot is at once), while the others' activities are still stopping:
     their `tool_completed` would then race the run's end. Waiting for every call to stop keeps
-    `PAIRED_EVENTS`' promise (patch `WAIT_FOR_CANCELLED_TOOLS`: older histories moved on).
+    `PAIRED_CANCELLATION`'s promise.
     """
     tasks = [asyncio.ensure_future(step) for step in steps]
     try:
         return list(await asyncio.gather(*tasks))
     except asyncio.CancelledError:
-        if patches.patched(WAIT_FOR_CANCELLED_TOOLS):
-            await workflow.wait(tasks)
+        await workflow.wait(tasks)
         raise
 
 

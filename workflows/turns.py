@@ -29,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
-from otherone.workflows import patches
 from otherone.workflows.activity_options import (
     cancellation_swallowed,
     reraise_cancellation,
@@ -38,19 +37,6 @@ from otherone.workflows.handoff_steps import hand_off_step
 from otherone.workflows.model_steps import call_model
 from otherone.workflows.run_state import RunState
 from otherone.workflows.tool_steps import ToolSteps
-
-#: Patch id: a run cancelled while waiting for its children stops once they have ended, instead
-#: of going on to another model call.
-STOP_AFTER_CANCELLED_CHILDREN = "stop-after-cancelled-children"
-#: Patch id: a model call that completed although the run was cancelled meanwhile (it was
-#: waited for, to pair its events) does not lead to its tool calls: the run stops there.
-STOP_WHEN_A_TURN_OUTLIVES_CANCEL = "stop-when-a-turn-outlives-cancel"
-#: Patch id: a model call that completed with a final answer although the run was cancelled
-#: meanwhile ends the run `cancelled` (not `completed`), with no further model call.
-STOP_WHEN_AN_ANSWER_OUTLIVES_CANCEL = "stop-when-an-answer-outlives-cancel"
-#: Patch id: a final answer that breaks the result contract is told to the model, which answers
-#: again (up to the plan's `output_retries`) before the run ends `invalid_agent_output`.
-OUTPUT_RETRIES = "output-retries"
 
 
 async def run_until_deadline(state: RunState, plan: RunPlan, ref: RunRef) -> Ending:
@@ -127,7 +113,7 @@ async def _turn(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
 
 def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
     """A turn without tool calls: the run's ending, or None to go round once more."""
-    if cancellation_swallowed() and patches.patched(STOP_WHEN_AN_ANSWER_OUTLIVES_CANCEL):
+    if cancellation_swallowed():
         # The model answered instead of stopping when the run was cancelled: the answer is
         # in the session (the model call stored it), but the run ends cancelled and calls
         # no model again (for queued messages or an output retry).
@@ -159,7 +145,7 @@ async def _run_tools(
     # Until their results are pending, the calls are open: a run ending meanwhile answers
     # them (`finishing.answer_open_calls`), so the session never holds a call without a result.
     state.open_calls = (iteration, turn.tool_calls)
-    if cancellation_swallowed() and patches.patched(STOP_WHEN_A_TURN_OUTLIVES_CANCEL):
+    if cancellation_swallowed():
         # The model call finished instead of stopping when the run was cancelled; its tool
         # calls are answered `cancelled` as the run ends, none runs (or waits for a person).
         raise asyncio.CancelledError()
@@ -178,7 +164,7 @@ async def _run_tools(
     state.open_calls, state.open_tools = None, None
     if ending is not None:
         raise RunEnded(ending)
-    if cancellation_swallowed() and patches.patched(STOP_AFTER_CANCELLED_CHILDREN):
+    if cancellation_swallowed():
         raise asyncio.CancelledError()  # the run was cancelled while its children ended
 
 
@@ -207,11 +193,10 @@ def _final_answer(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | N
 
 
 def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:
-    """Tell the model why its answer breaks the contract, while retries and turns are left."""
+    """Tell the model why its answer breaks the contract, while retries and turns are left
+    (up to the plan's `output_retries`; then the run ends `invalid_agent_output`)."""
     retries = state.output_retries
     if not retries.left or state.iteration >= plan.max_iterations:
-        return False
-    if not patches.patched(OUTPUT_RETRIES):
         return False
     state.pending.append(retries.retry(state.input.run_id, state.iteration, problem))
     state.decided.add(retries.event(state.iteration, problem))

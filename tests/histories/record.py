@@ -1,10 +1,11 @@
 """Re-record the checked-in workflow histories: `make record-histories`.
 
-Do this only when a workflow change is *meant* to be incompatible (and guarded by
-`workflow.patched`); otherwise a failing replay test is the bug report. Histories recorded by
-earlier versions of the workflow live in `legacy/` and are never re-recorded: they are what runs
-in flight during an upgrade look like. `legacy/` also holds histories recorded once by a script
-of their own, whose timing a scenario cannot count on (`record_local_timeout.py`).
+Do this when a release changes workflow code (a new build under Worker Versioning: runs of the
+old build stay on it, docs/upgrading.md), or for a hot fix behind `patches.patched`; otherwise
+a failing replay test is the bug report. Histories of the release before are kept (in
+`previous/`) only while a patch of this release must replay them. `once/` holds histories
+recorded once by a script of their own, whose timing a scenario cannot count on
+(`record_local_timeout.py`).
 """
 
 from __future__ import annotations

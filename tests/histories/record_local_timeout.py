@@ -1,4 +1,4 @@
-"""Record `legacy/local_finish_timed_out.json` and `legacy/local_prepare_timed_out.json`:
+"""Record `once/local_finish_timed_out.json` and `once/local_prepare_timed_out.json`:
 runs whose local `finish_run` (`prepare_run`) timed out, its store held at one call.
 
     .venv/bin/python -m tests.histories.record_local_timeout [finish] [prepare]
@@ -130,7 +130,8 @@ async def record(names: list[str]) -> None:
 
 
 async def _record_one(client: Client, what: str) -> None:
-    target = HERE / "legacy" / f"local_{what}_timed_out.json"
+    target = HERE / "once" / f"local_{what}_timed_out.json"
+    target.parent.mkdir(exist_ok=True)
     for attempt in range(1, TRIES + 1):
         with tempfile.TemporaryDirectory() as tmp:
             outcome = await _try_once(client, Path(tmp), what)

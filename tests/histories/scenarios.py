@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from otherone.client.agent_client import AgentClient, build_request
@@ -164,10 +166,9 @@ async def cancelled_tree(client: Client, task_queue: str, tmp: Path) -> str:
 
 
 async def cancelled_while_children_start(client: Client, task_queue: str, tmp: Path) -> str:
-    """Cancelled while two parallel children's starts are with the server (patch
-    `wait-for-child-starts`): the starts are waited for and the children stopped. The cancel
-    is sent the moment the first call is announced; a run it missed the window of is tried
-    again (most land in it)."""
+    """Cancelled while two parallel children's starts are with the server: the starts are
+    waited for and the children stopped. The cancel is sent the moment the first call is
+    announced; a run it missed the window of is tried again (most land in it)."""
     agents = [
         AgentDefinition.model_validate(
             {
@@ -193,14 +194,21 @@ async def cancelled_while_children_start(client: Client, task_queue: str, tmp: P
             await handle.cancel()
             await handle.result()
             history = await client.get_workflow_handle(handle.run_id).fetch_history()
-            markers = [
-                event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
-                for event in history.events
-                if event.marker_recorded_event_attributes.marker_name == "core_patch"
-            ]
-            if any(b"wait-for-child-starts" in marker for marker in markers):
+            if _cancelled_between_start_and_started(history.events):
                 return handle.run_id
     raise RuntimeError("no cancel landed while a child's start was under way in 20 runs")
+
+
+def _cancelled_between_start_and_started(events: Sequence[HistoryEvent]) -> bool:
+    """The cancel request arrived after a child's start was initiated, before it started."""
+    kinds = [event.event_type for event in events]
+    try:
+        initiated = kinds.index(EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
+        requested = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED)
+        started = kinds.index(EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED)
+    except ValueError:
+        return False
+    return initiated < requested < started
 
 
 async def cancelled_sequential_calls(client: Client, task_queue: str, tmp: Path) -> str:
