@@ -639,3 +639,42 @@ def test_runtime_config_and_snapshot_writer_check_metadata_urls_and_names(
     finally:
         store.close()
     assert key.encode() not in stored_bytes(tmp_path)
+
+
+def test_an_unresolved_mcp_name_is_named_by_its_field_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The name a field holds is not repeated: it could be a secret pasted in its place."""
+    from otherone.activities.mcp_transports import McpUnavailable, server_transport
+
+    name = "UNSET_VARIABLE_FOR_THIS_TEST_ONLY"
+    monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("OTHERONE_SECRETS_FILE", raising=False)
+    server = McpServer(name="s", url="https://mcp.example.com/mcp", headers_env={"X-A": name})
+    with pytest.raises(McpUnavailable) as caught:
+        server_transport(server, lambda status: None)
+    assert "headers_env.X-A names a variable that is neither" in str(caught.value)
+    assert name not in str(caught.value)
+
+
+def test_a_missing_api_key_names_its_variable_unless_that_is_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator needs the variable's name; a key pasted in its place (refused at load,
+    here built around that) is named by its field instead."""
+    from otherone.activities.providers.base import ProviderError
+    from otherone.activities.providers.secrets import resolve_api_key
+
+    monkeypatch.delenv("OTHERONE_SECRETS_FILE", raising=False)
+    monkeypatch.delenv("UNSET_KEY_FOR_THIS_TEST_ONLY", raising=False)
+    plain = ModelProfile(
+        id="gpt", provider="openai", model="m", api_key_env="UNSET_KEY_FOR_THIS_TEST_ONLY"
+    )
+    with pytest.raises(ProviderError, match="environment variable UNSET_KEY_FOR_THIS_TEST_ONLY"):
+        resolve_api_key(plain)
+    key = f"ghp_{secrets.token_hex(18)}"
+    pasted = plain.model_copy(update={"api_key_env": key})
+    with pytest.raises(ProviderError) as caught:
+        resolve_api_key(pasted)
+    assert "named by api_key_env is not set" in str(caught.value)
+    assert_not_echoed(str(caught.value), key)
