@@ -4,7 +4,9 @@ An `McpServer` is either a local process spoken to over stdio (``command``, ``ar
 ``cwd``) or a remote server over streamable HTTP (``url``, ``headers_env``). Secrets never appear
 in a declaration: ``env`` and ``headers_env`` map the name the server sees (an environment
 variable of the child process, an HTTP header) to the *name* of a worker environment variable or
-secrets-file entry that holds the value, resolved on the worker when the session starts.
+secrets-file entry that holds the value, resolved on the worker when the session starts. A
+value (or key) that looks like a credential itself, and a ``url`` carrying one, are refused at
+load without being echoed (the rules: `otherone.credentials`).
 
 A server's tools are exposed as ``mcp.<server>.<tool>`` (sent to providers as
 ``mcp__<server>__<tool>``); access policies name them like any tool, with globs
