@@ -35,11 +35,11 @@ The rules (the table in ``tests/test_credential_rules.py`` lists examples of eac
   ``metadata``), at any depth, are credentials by `is_credential_key`: one of
   `CREDENTIAL_OPTION_KEYS` (``api_key``, ``token``, ``secret``, ``password``, ``access_token``,
   ``private_key``, ``credentials``, ...) or a key whose last word says so (``*_secret``,
-  ``*_password``, ``*_credentials``, ``*_token`` except a tokenizer's ``eos_token``-like ones,
-  ``*_api_key``/``*_access_key``/``*_private_key``...). ``max_tokens``, ``budget_tokens``,
-  ``top_k``, ``prompt_cache_key``, ``session_id`` are not. Such a key is refused unless its value
-  is a table (then checked entry by entry: a JSON schema's ``properties.password`` is fine),
-  a boolean or null.
+  ``*_password``, ``*_credentials``, ``*_api_key``/``*_access_key``/``*_private_key``...,
+  ``*_token`` except tokens of text such as ``eos_token`` or ``first_token``). ``max_tokens``,
+  ``budget_tokens``, ``top_k``, ``prompt_cache_key``, ``session_id`` are not. Such a key is
+  refused unless its value is a table (then checked entry by entry: a JSON schema's
+  ``properties.password`` is fine), a boolean or null.
 * **String values of body options and metadata**, at any depth, are credentials when they hold a
   bearer token (``Bearer`` and 8+ token characters) or a well-known key shape
   (`looks_like_credential`; not the other schemes nor opaque runs: "Token count" is a fine stop
@@ -178,10 +178,11 @@ _KEY_QUALIFIERS = frozenset(
     {"access", "account", "api", "auth", "client", "encryption", "license", "master", "private"}
     | {"secret", "service", "session", "signing", "subscription"}
 )
-#: ``<word>_token`` is a tokenizer's special token, not a credential, after one of these.
+#: ``<word>_token`` is a token of text, not a credential, after one of these (a tokenizer's
+#: special tokens, ``first_token`` of a latency measure).
 _TOKENIZER_WORDS = frozenset(
-    {"audio", "begin", "bos", "cls", "end", "eos", "image", "mask", "pad", "sep", "special"}
-    | {"start", "stop", "unk", "video"}
+    {"audio", "begin", "bos", "cls", "end", "eos", "first", "image", "last", "mask", "next"}
+    | {"pad", "sep", "special", "start", "stop", "unk", "video"}
 )
 #: A header value in the ``Authorization`` form: an HTTP auth scheme, then its credentials.
 _AUTH_SCHEME = re.compile(r"^\s*(?:bearer|basic|token|digest|apikey|api-key)\s+\S", re.I)

@@ -200,6 +200,7 @@ ORDINARY_KEYS = [
     "session_id",
     "eos_token",
     "pad_token",
+    "first_token",
     "user",
     "seed",
     "provider",
