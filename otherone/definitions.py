@@ -136,8 +136,8 @@ def _checked_metadata(metadata: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return metadata
 
 
-def checked_http_url(url: str) -> urllib.parse.SplitResult:
-    """``url`` split, when it is an http(s) URL with a host and a valid port; else ValueError."""
+def _check_http_url(url: str) -> None:
+    """ValueError unless ``url`` is an http(s) URL with a host and a valid port."""
     try:
         parts = urllib.parse.urlsplit(url)
         port_ok = parts.port is None or parts.port > 0
@@ -145,7 +145,6 @@ def checked_http_url(url: str) -> urllib.parse.SplitResult:
         raise ValueError("must be an http:// or https:// URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ValueError("must be an http:// or https:// URL (e.g. http://127.0.0.1:11434/v1)")
-    return parts
 
 
 def url_credentials_refused(url: str, remedy: str) -> None:
@@ -160,19 +159,22 @@ def _no_url_credentials(url: str | None) -> str | None:
     """A base URL ends up in the stored snapshot and in error messages: no user information,
     and no key in its query, path or fragment (``?key=…``; ``?api-version=…`` is fine)."""
     if url is not None:
-        checked_http_url(url)
+        _check_http_url(url)
         url_credentials_refused(url, _USE_KEY_ENV)
     return url
 
 
-def _not_a_key(value: Any) -> Any:
-    """``api_key_env`` holding a key instead of its name: refused before the name pattern (which
-    a ``ghp_…`` or opaque key matches), in words that say what to write instead."""
-    if isinstance(value, str) and is_credential_value(value):
-        raise ValueError(
-            secret_name_refused('api_key_env = "OPENAI_API_KEY" and export OPENAI_API_KEY=...')
-        )
-    return value
+def refuse_secret_value(example: str) -> BeforeValidator:
+    """For a field holding the *name* of a secret: a value that is a credential itself is
+    refused before the name pattern (which a ``ghp_…`` or opaque key matches), in words that
+    say what to write instead (``example``)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and is_credential_value(value):
+            raise ValueError(secret_name_refused(example))
+        return value
+
+    return BeforeValidator(check)
 
 
 _USE_KEY_ENV = (
@@ -182,7 +184,11 @@ _USE_KEY_ENV = (
 #: A model's base URL: anything httpx can call, without credentials.
 BaseUrl = Annotated[str, AfterValidator(_no_url_credentials)]
 #: ``api_key_env``: the name of the variable (or secrets-file entry) holding the key.
-KeyEnvName = Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN), BeforeValidator(_not_a_key)]
+KeyEnvName = Annotated[
+    str,
+    StringConstraints(pattern=ENV_VAR_PATTERN),
+    refuse_secret_value('api_key_env = "OPENAI_API_KEY" and export OPENAI_API_KEY=...'),
+]
 
 
 #: A profile's or an override's ``other`` table (extra body options and transport settings).

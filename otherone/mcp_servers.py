@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -35,6 +34,7 @@ from otherone.credentials import is_credential_value
 from otherone.definitions import (
     ENV_VAR_PATTERN,
     is_glob,
+    refuse_secret_value,
     secret_name_refused,
     url_credentials_refused,
 )
@@ -77,25 +77,15 @@ _USE_HEADERS_ENV = (
 )
 
 
-def _refuse_secret(example: str) -> BeforeValidator:
-    """A value pasted where the name of a variable belongs is refused before the name pattern
-    (which a ``ghp_…`` or opaque key matches), saying what to write instead."""
-
-    def check(value: Any) -> Any:
-        if isinstance(value, str) and is_credential_value(value):
-            raise ValueError(secret_name_refused(example))
-        return value
-
-    return BeforeValidator(check)
-
-
 EnvName = Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)]
 HeaderName = Annotated[str, StringConstraints(pattern=_HEADER_NAME)]
 #: The name of the worker variable / secrets-file entry an ``env`` value is read from.
-EnvSource = Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN), _refuse_secret(_ENV_EXAMPLE)]
+EnvSource = Annotated[
+    str, StringConstraints(pattern=ENV_VAR_PATTERN), refuse_secret_value(_ENV_EXAMPLE)
+]
 #: The name of the worker variable / secrets-file entry a ``headers_env`` header is read from.
 HeaderSource = Annotated[
-    str, StringConstraints(pattern=ENV_VAR_PATTERN), _refuse_secret(_HEADERS_EXAMPLE)
+    str, StringConstraints(pattern=ENV_VAR_PATTERN), refuse_secret_value(_HEADERS_EXAMPLE)
 ]
 
 
