@@ -93,9 +93,10 @@ def _resolved(server: McpServer, names: Mapping[str, str], field_name: str) -> d
             secrets = read_secrets_file() if secrets is None else secrets
             value = secrets.get(source)
         if value is None:
+            # The field, not the name it holds: that could be a secret pasted in place of it.
             raise McpUnavailable(
                 server.name,
-                f"{field_name}.{target} names '{source}', which is neither an environment "
+                f"{field_name}.{target} names a variable that is neither an environment "
                 "variable of the worker nor an entry of its secrets file",
             )
         # Registered for redaction: a server may echo its credentials in errors and results.

@@ -15,7 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from otherone.credentials import credential_paths
+from otherone.credentials import (
+    agent_credential_paths,
+    is_credential_value,
+    profile_credential_paths,
+    url_credential_parts,
+)
 from otherone.definitions import (
     INHERIT_MODEL,
     AgentDefinition,
@@ -23,7 +28,6 @@ from otherone.definitions import (
     ModelProfile,
     RuntimeLimits,
     RuntimePolicy,
-    credentials_refused_message,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name
@@ -128,7 +132,7 @@ class RuntimeSnapshot(BaseModel):
     versioned again (``copy.with_version()``, as `with_mcp` does), never keep the original's.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     version: str = ""
     default_model: str
@@ -274,31 +278,39 @@ class RuntimeConfig:
         """Declare an MCP server; its tools are discovered by the worker for each new root run."""
         if server.name in self.mcp_servers:
             raise self._error(f"duplicate MCP server '{server.name}'", table=f"mcp.{server.name}")
+        self._refuse_credentials(_mcp_credential_paths(server), f"mcp.{server.name}")
         self.mcp_servers[server.name] = server
 
     def add_agent(self, agent: AgentDefinition) -> None:
         if agent.id in self.agents:
             raise self._error(f"duplicate agent id '{agent.id}'", table=f"agents.{agent.id}")
         self._require_utf8(agent, f"agents.{agent.id}")
-        self._refuse_credentials(
-            agent.model_overrides.other, f"agents.{agent.id}", "model_overrides.other"
+        found = agent_credential_paths(
+            {"model_overrides": {"other": agent.model_overrides.other}, "metadata": agent.metadata}
         )
+        self._refuse_credentials(found, f"agents.{agent.id}")
         self.agents[agent.id] = agent
 
     def add_model(self, model: ModelProfile) -> None:
         if model.id in self.models:
             raise self._error(f"duplicate model id '{model.id}'", table=f"models.{model.id}")
         self._require_utf8(model, f"models.{model.id}")
-        self._refuse_credentials(model.other, f"models.{model.id}", "other")
+        found = profile_credential_paths(
+            {"other": model.other, "base_url": model.base_url, "api_key_env": model.api_key_env}
+        )
+        self._refuse_credentials(found, f"models.{model.id}")
         self.models[model.id] = model
 
-    def _refuse_credentials(self, other: dict[str, Any], table: str, field: str) -> None:
+    def _refuse_credentials(self, paths: list[str], table: str) -> None:
         """Validation already refuses these; checked again for definitions built without it
         (``model_construct``, ``model_copy(update=...)``), since a snapshot would store them."""
-        paths = credential_paths(other)
         if paths:
             raise self._error(
-                credentials_refused_message(paths), table=table, field=f"{field}.{paths[0]}"
+                f"must not carry credentials ({', '.join(paths)}): secrets are never written in "
+                "configuration, only the names of the worker variables that hold them "
+                "(api_key_env, an MCP server's env and headers_env)",
+                table=table,
+                field=paths[0],
             )
 
     def _require_utf8(self, definition: BaseModel, table: str) -> None:
@@ -454,6 +466,19 @@ class RuntimeConfig:
             policy=self.policy,
             limits=self.limits,
         ).with_version()
+
+
+def _mcp_credential_paths(server: McpServer) -> list[str]:
+    """Fields of an MCP server holding a secret instead of a name (or a URL carrying one):
+    validation refuses them, this catches a server built without it."""
+    found = ["url"] if server.url is not None and url_credential_parts(server.url) else []
+    for field, names in (("env", server.env), ("headers_env", server.headers_env)):
+        for target, source in names.items():
+            if is_credential_value(target):
+                found.append(field)
+            elif is_credential_value(source):
+                found.append(f"{field}.{target}")
+    return found
 
 
 __all__ = [

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     Field,
     JsonValue,
     StrictBool,
@@ -25,7 +26,12 @@ from pydantic import (
     model_validator,
 )
 
-from otherone.credentials import credential_paths, is_credential_header
+from otherone.credentials import (
+    credential_paths,
+    is_credential_value,
+    nested_credential_paths,
+    url_credential_parts,
+)
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
 from otherone.run_types import NOT_A_BOOL
 from otherone.run_types import AgentId as AgentId
@@ -80,9 +86,23 @@ _ChunkDelaySeconds = Annotated[float, Field(ge=0, le=60), AfterValidator(_finite
 
 def credentials_refused_message(paths: list[str]) -> str:
     """Why ``other`` entries holding credentials are refused (names the entries, never values)."""
+    return f"must not carry credentials ({', '.join(paths)}): " + _USE_KEY_ENV
+
+
+def metadata_refused_message(paths: list[str]) -> str:
+    """Why ``metadata`` entries holding credentials are refused (names them, never values)."""
     return (
-        f"must not carry credentials ({', '.join(paths)}): keys are never written in "
-        "configuration; set api_key_env to the name of the environment variable that holds it"
+        f"must not carry credentials ({', '.join(paths)}): metadata is stored with every run's "
+        "snapshot; keep secrets in the worker's environment or secrets file"
+    )
+
+
+def secret_name_refused(example: str) -> str:
+    """Why a credential written where the *name* of a secret belongs is refused (the value
+    itself is never shown: it is the secret)."""
+    return (
+        "looks like a credential, not the name of one (the value is not shown): name a worker "
+        f"environment variable or secrets-file entry that holds it, e.g. {example}"
     )
 
 
@@ -108,11 +128,16 @@ def _checked_other(other: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return other
 
 
-def _no_url_credentials(url: str | None) -> str | None:
-    """A base URL ends up in the stored snapshot and in error messages: no password in it, and
-    no query parameter carrying a key (``?key=…``; ``?api-version=…`` is fine)."""
-    if url is None:
-        return None
+def _checked_metadata(metadata: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """An agent's metadata is stored in the snapshot too: no key may hide in it."""
+    paths = nested_credential_paths(metadata)
+    if paths:
+        raise ValueError(metadata_refused_message(paths))
+    return metadata
+
+
+def _check_http_url(url: str) -> None:
+    """ValueError unless ``url`` is an http(s) URL with a host and a valid port."""
     try:
         parts = urllib.parse.urlsplit(url)
         port_ok = parts.port is None or parts.port > 0
@@ -120,19 +145,36 @@ def _no_url_credentials(url: str | None) -> str | None:
         raise ValueError("must be an http:// or https:// URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ValueError("must be an http:// or https:// URL (e.g. http://127.0.0.1:11434/v1)")
-    if parts.password is not None:
-        raise ValueError("must not carry a password (user:password@): " + _USE_KEY_ENV)
-    credentials = sorted(
-        name
-        for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-        if is_credential_header(name, value)
-    )
-    if credentials:
-        raise ValueError(
-            f"must not carry credentials (query parameter {', '.join(credentials)}): "
-            + _USE_KEY_ENV
-        )
+
+
+def url_credentials_refused(url: str, remedy: str) -> None:
+    """Refuse a URL carrying a credential (user information, a key in its query, path or
+    fragment), saying where it is but not what, and how to send it instead (``remedy``)."""
+    found = url_credential_parts(url)
+    if found:
+        raise ValueError(f"must not carry credentials ({', '.join(found)}): {remedy}")
+
+
+def _no_url_credentials(url: str | None) -> str | None:
+    """A base URL ends up in the stored snapshot and in error messages: no user information,
+    and no key in its query, path or fragment (``?key=…``; ``?api-version=…`` is fine)."""
+    if url is not None:
+        _check_http_url(url)
+        url_credentials_refused(url, _USE_KEY_ENV)
     return url
+
+
+def refuse_secret_value(example: str) -> BeforeValidator:
+    """For a field holding the *name* of a secret: a value that is a credential itself is
+    refused before the name pattern (which a ``ghp_…`` or opaque key matches), in words that
+    say what to write instead (``example``)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and is_credential_value(value):
+            raise ValueError(secret_name_refused(example))
+        return value
+
+    return BeforeValidator(check)
 
 
 _USE_KEY_ENV = (
@@ -141,6 +183,12 @@ _USE_KEY_ENV = (
 )
 #: A model's base URL: anything httpx can call, without credentials.
 BaseUrl = Annotated[str, AfterValidator(_no_url_credentials)]
+#: ``api_key_env``: the name of the variable (or secrets-file entry) holding the key.
+KeyEnvName = Annotated[
+    str,
+    StringConstraints(pattern=ENV_VAR_PATTERN),
+    refuse_secret_value('api_key_env = "OPENAI_API_KEY" and export OPENAI_API_KEY=...'),
+]
 
 
 #: A profile's or an override's ``other`` table (extra body options and transport settings).
@@ -304,7 +352,10 @@ class AgentDefinition(_Frozen):
     memory: MemoryPolicy = MemoryPolicy.DISABLED
     context: ContextTransferPolicy = Field(default_factory=ContextTransferPolicy)
     limits: AgentLimits = Field(default_factory=AgentLimits)
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    #: Free-form data kept with the definition (and so in every snapshot): no credentials.
+    metadata: Annotated[dict[str, JsonValue], AfterValidator(_checked_metadata)] = Field(
+        default_factory=dict
+    )
     #: Tool calls of this agent that need a person's approval (by tool name, see ApprovalRules).
     approval: ApprovalRules = Field(default_factory=dict)
     #: Offer the built-in ``human.ask`` tool: the model may ask the user and wait for the answer.
@@ -401,7 +452,7 @@ class ModelProfile(_Frozen):
     model: Annotated[str, StringConstraints(min_length=1, max_length=256)]
     base_url: BaseUrl | None = None
     #: Name of the environment variable holding the API key (read inside the activity).
-    api_key_env: Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)] | None = None
+    api_key_env: KeyEnvName | None = None
     context_length: Annotated[int, Field(strict=True, gt=0)] | None = None
     max_tokens: Annotated[int, Field(strict=True, gt=0)] | None = None
     temperature: _Temperature | None = None

@@ -4,7 +4,9 @@ An `McpServer` is either a local process spoken to over stdio (``command``, ``ar
 ``cwd``) or a remote server over streamable HTTP (``url``, ``headers_env``). Secrets never appear
 in a declaration: ``env`` and ``headers_env`` map the name the server sees (an environment
 variable of the child process, an HTTP header) to the *name* of a worker environment variable or
-secrets-file entry that holds the value, resolved on the worker when the session starts.
+secrets-file entry that holds the value, resolved on the worker when the session starts. A
+value (or key) that looks like a credential itself, and a ``url`` carrying one, are refused at
+load without being echoed (the rules: `otherone.credentials`).
 
 A server's tools are exposed as ``mcp.<server>.<tool>`` (sent to providers as
 ``mcp__<server>__<tool>``); access policies name them like any tool, with globs
@@ -14,7 +16,8 @@ A server's tools are exposed as ``mcp.<server>.<tool>`` (sent to providers as
 from __future__ import annotations
 
 import math
-from typing import Annotated, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Self
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -27,7 +30,14 @@ from pydantic import (
     model_validator,
 )
 
-from otherone.definitions import ENV_VAR_PATTERN, is_glob
+from otherone.credentials import is_credential_value
+from otherone.definitions import (
+    ENV_VAR_PATTERN,
+    is_glob,
+    refuse_secret_value,
+    secret_name_refused,
+    url_credentials_refused,
+)
 from otherone.run_types import NOT_A_BOOL
 
 __all__ = [
@@ -52,8 +62,31 @@ IDEMPOTENT_MAX_ATTEMPTS = 3
 
 _HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$"
 
+#: How ``env`` and ``headers_env`` are written right, shown when a value is a secret itself.
+_ENV_EXAMPLE = (
+    'env = { GITHUB_PERSONAL_ACCESS_TOKEN = "GITHUB_TOKEN" } and export GITHUB_TOKEN=... on '
+    "the worker"
+)
+_HEADERS_EXAMPLE = (
+    'headers_env = { Authorization = "SEARCH_AUTH_HEADER" } and export '
+    'SEARCH_AUTH_HEADER="Bearer ..." on the worker'
+)
+_USE_HEADERS_ENV = (
+    'send them in a header instead: headers_env = { Authorization = "SEARCH_AUTH_HEADER" } '
+    "names the worker variable (or secrets-file entry) that holds the header's value"
+)
+
+
 EnvName = Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)]
 HeaderName = Annotated[str, StringConstraints(pattern=_HEADER_NAME)]
+#: The name of the worker variable / secrets-file entry an ``env`` value is read from.
+EnvSource = Annotated[
+    str, StringConstraints(pattern=ENV_VAR_PATTERN), refuse_secret_value(_ENV_EXAMPLE)
+]
+#: The name of the worker variable / secrets-file entry a ``headers_env`` header is read from.
+HeaderSource = Annotated[
+    str, StringConstraints(pattern=ENV_VAR_PATTERN), refuse_secret_value(_HEADERS_EXAMPLE)
+]
 
 
 def _finite_positive(value: float) -> float:
@@ -71,18 +104,19 @@ class McpServer(BaseModel):
     ``idempotent`` servers' calls are retried (``max_attempts`` defaults to 3 for them, else 1).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Errors never show the input: a secret pasted in env or url would be printed back.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     name: Annotated[str, StringConstraints(pattern=MCP_SERVER_NAME_PATTERN)]
     command: Annotated[str, StringConstraints(min_length=1)] | None = None
     args: tuple[str, ...] = ()
     #: Child environment variable → name of the worker variable / secrets-file entry holding it.
-    env: dict[EnvName, EnvName] = Field(default_factory=dict)
+    env: dict[EnvName, EnvSource] = Field(default_factory=dict)
     #: The server's working directory (blank is refused: it would be the worker's, silently).
     cwd: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = None
     url: str | None = None
     #: HTTP header → name of the worker variable / secrets-file entry holding its value.
-    headers_env: dict[HeaderName, EnvName] = Field(default_factory=dict)
+    headers_env: dict[HeaderName, HeaderSource] = Field(default_factory=dict)
     timeout_seconds: Annotated[
         float, NOT_A_BOOL, AfterValidator(_finite_positive), Field(le=86_400)
     ] = DEFAULT_MCP_TIMEOUT_SECONDS
@@ -93,6 +127,20 @@ class McpServer(BaseModel):
     # Strict: `idempotent = "yes"` or `max_attempts = true` is a mistake to report, not coerce.
     idempotent: Annotated[bool, Field(strict=True)] = False
     max_attempts: Annotated[int, Field(ge=1, le=100, strict=True)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secret_as_key(cls, value: Any) -> Any:
+        """A secret written as an ``env`` or ``headers_env`` *key*: refused here, as pydantic's
+        error for a key would name the field by the key, that is by the secret."""
+        if isinstance(value, Mapping):
+            for field, example in (("env", _ENV_EXAMPLE), ("headers_env", _HEADERS_EXAMPLE)):
+                table = value.get(field)
+                if isinstance(table, Mapping) and any(
+                    is_credential_value(str(key)) for key in table
+                ):
+                    raise ValueError(f"a name in {field} {secret_name_refused(example)}")
+        return value
 
     @field_validator("url")
     @classmethod
@@ -127,8 +175,7 @@ def _check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError("url must be an http:// or https:// URL")
-    if parts.username or parts.password:
-        raise ValueError("url must not carry credentials; put them in a header through headers_env")
+    url_credentials_refused(url, _USE_HEADERS_ENV)
 
 
 def mcp_tool_name(server: str, tool: str) -> str:

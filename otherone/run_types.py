@@ -32,9 +32,13 @@ HandoffContext = Literal["full", "summary", "last_turns"]
 
 
 class FrozenModel(BaseModel):
-    """Base of the declarations: immutable, unknown fields refused."""
+    """Base of the declarations: immutable, unknown fields refused.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Errors never show the input: a secret pasted in the wrong field (a key as ``api_key_env``,
+    in ``metadata``) would otherwise be printed back with pydantic's ``input_value=...``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 def _positive_finite_duration(value: timedelta) -> timedelta:

@@ -34,7 +34,7 @@ from otherone.agent_files import (
     merge_agents,
 )
 from otherone.config import RuntimeConfig
-from otherone.credentials import credential_paths
+from otherone.credentials import credential_paths, nested_credential_paths
 from otherone.definitions import (
     AGENT_ID_PATTERN,
     PROFILE_ID_PATTERN,
@@ -43,6 +43,7 @@ from otherone.definitions import (
     RuntimeLimits,
     RuntimePolicy,
     credentials_refused_message,
+    metadata_refused_message,
 )
 from otherone.errors import ConfigurationError
 from otherone.mcp_servers import MCP_SERVER_NAME_PATTERN, McpServer
@@ -293,21 +294,21 @@ def _model_profile(key: str, data: dict[str, Any], source: str) -> ModelProfile:
             table=table,
             field="api_key",
         )
-    _refuse_credentials(data.get("other"), "other", source, table)
+    other = data.get("other")
+    if isinstance(other, Mapping):
+        paths = credential_paths(other)
+        _refuse_credentials(paths, credentials_refused_message(paths), "other", source, table)
     return _validate(ModelProfile, {**data, "id": key}, source, table)
 
 
-def _refuse_credentials(other: Any, field: str, source: str, table: str) -> None:
-    """A key in ``other`` (e.g. an Authorization header) is refused before anything keeps it,
-    naming the exact entry (the model validators would only name ``other``)."""
-    paths = credential_paths(other) if isinstance(other, Mapping) else []
+def _refuse_credentials(
+    paths: list[str], message: str, field: str, source: str, table: str
+) -> None:
+    """A key in ``other`` (e.g. an Authorization header) or ``metadata`` is refused before
+    anything keeps it, naming the exact entry (the model validators would only name the table
+    that holds it)."""
     if paths:
-        raise ConfigurationError(
-            credentials_refused_message(paths),
-            file=source,
-            table=table,
-            field=f"{field}.{paths[0]}",
-        )
+        raise ConfigurationError(message, file=source, table=table, field=f"{field}.{paths[0]}")
 
 
 def _agent(key: str, data: dict[str, Any], source: str, base_dir: Path) -> AgentDefinition:
@@ -315,8 +316,15 @@ def _agent(key: str, data: dict[str, Any], source: str, base_dir: Path) -> Agent
     _check_key(key, AGENT_ID_PATTERN, "agent", source, table)
     _forbid_inline_id(data, source, table)
     overrides = data.get("model_overrides")
-    if isinstance(overrides, Mapping):
-        _refuse_credentials(overrides.get("other"), "model_overrides.other", source, table)
+    other = overrides.get("other") if isinstance(overrides, Mapping) else None
+    if isinstance(other, Mapping):
+        paths = credential_paths(other)
+        message = credentials_refused_message(paths)
+        _refuse_credentials(paths, message, "model_overrides.other", source, table)
+    metadata = data.get("metadata")
+    if isinstance(metadata, Mapping):
+        paths = nested_credential_paths(metadata)
+        _refuse_credentials(paths, metadata_refused_message(paths), "metadata", source, table)
     body = {name: value for name, value in data.items() if name != "system_prompt_file"}
     body["system_prompt"] = _system_prompt(data, source, table, base_dir)
     body["id"] = key

@@ -25,6 +25,7 @@ from otherone.config import RuntimeConfig, RuntimeSnapshot
 from otherone.credentials import credential_paths, is_credential_header
 from otherone.definitions import AgentDefinition, ModelOverrides, ModelProfile
 from otherone.errors import ConfigurationError
+from otherone.mcp_servers import McpServer
 from otherone.store import Store
 from otherone.toml_config import load_config
 
@@ -279,7 +280,7 @@ def test_body_options_are_checked_by_key_name_and_value_shape() -> None:
 @pytest.mark.parametrize(
     ("base_url", "said"),
     [
-        ("https://proxy:{key}@gateway.example/v1", "must not carry a password"),
+        ("https://proxy:{key}@gateway.example/v1", "user information"),
         ("https://gateway.example/v1?key={key}", "query parameter key"),
         ("https://gateway.example/v1?api-version=1&access_token={key}", "access_token"),
     ],
@@ -300,3 +301,380 @@ def test_a_key_in_base_url_is_refused_at_load(tmp_path: Path, base_url: str, sai
     assert key not in str(caught.value)
     fine = "https://r.example/openai/deployments/d?api-version=2024-10-21"
     assert ModelProfile(id="p", provider="openai", model="m", base_url=fine).base_url == fine
+
+
+# --------------------------------------------------------------------------- issue 51
+# Secrets written where the *name* of a secret belongs, in a URL, in nested options or in an
+# agent's metadata: refused at load (TOML and Python), naming the field, never the value.
+
+
+def assert_not_echoed(text: str, secret: str) -> None:
+    """Neither the secret nor any 16-character piece of it appears in ``text``."""
+    assert secret not in text
+    pieces = {secret[start : start + 16] for start in range(max(len(secret) - 15, 1))}
+    assert not [piece for piece in pieces if piece in text], text
+
+
+#: Secrets of each known shape (random each run), as someone would paste them.
+SECRET_SHAPES = {
+    "github classic": lambda: f"ghp_{secrets.token_hex(18)}",
+    "github fine-grained": lambda: f"github_pat_11{secrets.token_hex(20)}",
+    "openai": lambda: f"sk-proj-{secrets.token_hex(20)}",
+    "aws": lambda: "AKIA" + secrets.token_hex(8).upper(),
+    "jwt": lambda: f"eyJ{secrets.token_hex(10)}.eyJ{secrets.token_hex(10)}.{secrets.token_hex(8)}",
+    "opaque": lambda: secrets.token_hex(20),
+}
+SHAPES = pytest.mark.parametrize("shape", SECRET_SHAPES, ids=str)
+#: Variable names that must still load everywhere a name is expected.
+ORDINARY_NAMES = ["OPENAI_API_KEY", "GITHUB_TOKEN", "MY_SERVICE_KEY_2", "_PRIVATE", "X"]
+
+MCP_GITHUB = """\
+[mcp.github]
+command = "github-mcp-server"
+env = {{ GITHUB_PERSONAL_ACCESS_TOKEN = "{value}" }}
+"""
+MCP_SEARCH = """\
+[mcp.search]
+url = "{url}"
+headers_env = {{ Authorization = "{value}" }}
+"""
+MODEL = """\
+[models.gpt]
+provider = "openai"
+model = "m"
+api_key_env = "{value}"
+base_url = "{url}"
+"""
+
+
+def refused(tmp_path: Path, body: str) -> ConfigurationError:
+    path = tmp_path / "otherone.toml"
+    path.write_text(body)
+    with pytest.raises(ConfigurationError) as caught:
+        load_config(path)
+    return caught.value
+
+
+def loaded(tmp_path: Path, body: str) -> RuntimeConfig:
+    path = tmp_path / "otherone.toml"
+    path.write_text(body)
+    return load_config(path)
+
+
+@SHAPES
+def test_a_key_as_api_key_env_is_refused_in_toml(tmp_path: Path, shape: str) -> None:
+    key = SECRET_SHAPES[shape]()
+    error = refused(tmp_path, MODEL.format(value=key, url="https://api.openai.com/v1"))
+    assert (error.table, error.field) == ("models.gpt", "api_key_env")
+    assert "looks like a credential" in str(error) and "export OPENAI_API_KEY=" in str(error)
+    assert_not_echoed(str(error), key)
+
+
+@SHAPES
+def test_a_key_as_an_mcp_env_value_is_refused_in_toml(tmp_path: Path, shape: str) -> None:
+    key = SECRET_SHAPES[shape]()
+    error = refused(tmp_path, MCP_GITHUB.format(value=key))
+    assert (error.table, error.field) == ("mcp.github", "env.GITHUB_PERSONAL_ACCESS_TOKEN")
+    message = str(error)
+    assert "looks like a credential" in message
+    assert 'env = { GITHUB_PERSONAL_ACCESS_TOKEN = "GITHUB_TOKEN" }' in message
+    assert "export GITHUB_TOKEN=" in message
+    assert_not_echoed(message, key)
+
+
+@SHAPES
+def test_a_key_as_an_mcp_header_value_is_refused_in_toml(tmp_path: Path, shape: str) -> None:
+    key = SECRET_SHAPES[shape]()
+    error = refused(tmp_path, MCP_SEARCH.format(url="https://mcp.example.com/mcp", value=key))
+    assert (error.table, error.field) == ("mcp.search", "headers_env.Authorization")
+    assert "looks like a credential" in str(error) and "headers_env = {" in str(error)
+    assert_not_echoed(str(error), key)
+
+
+def test_a_key_as_an_mcp_env_name_is_refused_without_naming_it(tmp_path: Path) -> None:
+    """The key side of env: pydantic would name the field by the key, that is by the secret."""
+    key = SECRET_SHAPES["github classic"]()
+    body = f'[mcp.github]\ncommand = "x"\nenv = {{ "{key}" = "GITHUB_TOKEN" }}\n'
+    error = refused(tmp_path, body)
+    assert error.table == "mcp.github" and "a name in env looks like a credential" in str(error)
+    assert_not_echoed(str(error), key)
+
+
+@SHAPES
+def test_keys_in_secret_name_fields_are_refused_in_python(shape: str) -> None:
+    key = SECRET_SHAPES[shape]()
+    with pytest.raises(ValidationError) as caught:
+        ModelProfile(id="gpt", provider="openai", model="m", api_key_env=key)
+    assert "api_key_env" in str(caught.value) and "looks like a credential" in str(caught.value)
+    assert_not_echoed(str(caught.value), key)
+    for field, target in (("env", "GITHUB_PERSONAL_ACCESS_TOKEN"), ("headers_env", "X-Token")):
+        table = {"command": "x"} if field == "env" else {"url": "https://mcp.example.com/mcp"}
+        with pytest.raises(ValidationError) as caught:
+            McpServer.model_validate({"name": "s", **table, field: {target: key}})
+        assert f"{field}.{target}" in str(caught.value)
+        assert "looks like a credential" in str(caught.value)
+        assert_not_echoed(str(caught.value), key)
+        assert_not_echoed(repr(caught.value), key)
+
+
+def test_pydantic_never_echoes_a_secret_in_a_name_field() -> None:
+    """A secret of no known shape fails the name pattern: pydantic's message must not show
+    it either (``input_value=...``), in Python as in TOML."""
+    secret = "correct horse battery staple 2024!"
+    with pytest.raises(ValidationError) as caught:
+        McpServer(name="s", command="x", env={"PASSWORD": secret})
+    assert "env.PASSWORD" in str(caught.value)
+    assert_not_echoed(str(caught.value), secret)
+    with pytest.raises(ValidationError) as caught:
+        ModelProfile(id="gpt", provider="openai", model="m", api_key_env=secret)
+    assert_not_echoed(str(caught.value), secret)
+
+
+@pytest.mark.parametrize("name", ORDINARY_NAMES)
+def test_ordinary_variable_names_load(tmp_path: Path, name: str) -> None:
+    body = MODEL.format(value=name, url="https://api.openai.com/v1")
+    body += MCP_GITHUB.format(value=name)
+    body += MCP_SEARCH.format(url="https://mcp.example.com/mcp", value=name)
+    config = loaded(tmp_path, body)
+    assert config.models["gpt"].api_key_env == name
+    assert config.mcp_servers["github"].env == {"GITHUB_PERSONAL_ACCESS_TOKEN": name}
+    assert config.mcp_servers["search"].headers_env == {"Authorization": name}
+
+
+#: URLs with a key in them, {key} standing for it, and where the message says it is.
+SECRET_URLS = {
+    "user and password": ("https://proxy:{key}@gateway.example/v1", "user information"),
+    "user name only": ("http://{key}@gateway.example/v1", "user information"),
+    "empty password": ("http://{key}:@gateway.example/v1", "user information"),
+    "?token=": ("https://gateway.example/v1?token={key}", "query parameter token"),
+    "?api_key=": ("https://gateway.example/v1?api_key={key}", "query parameter api_key"),
+    "?sig=": ("https://gateway.example/v1?sv=1&sig={key}", "query parameter sig"),
+    "?code=": ("https://gateway.example/v1?code={key}", "query parameter code"),
+    "a keyed value": ("https://gateway.example/v1?x={key}", "query parameter x"),
+    "a path segment": ("https://gateway.example/v1/{key}/chat", "a path segment"),
+    "a ;param": ("https://gateway.example/v1;token={key}", "a path parameter"),
+    "the fragment": ("https://gateway.example/v1#access_token={key}", "fragment parameter"),
+}
+URL_CASES = pytest.mark.parametrize(
+    ("url", "said"), SECRET_URLS.values(), ids=list(SECRET_URLS.keys())
+)
+ORDINARY_URLS = [
+    "https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21",
+    "http://127.0.0.1:11434/v1",
+    "http://[::1]:8080/v1",
+    "https://gateway.example:8443/v1",
+]
+
+
+@URL_CASES
+def test_a_key_in_a_model_base_url_is_refused(tmp_path: Path, url: str, said: str) -> None:
+    key = secret_value()
+    body = MODEL.format(value="OPENAI_API_KEY", url=url.format(key=key))
+    error = refused(tmp_path, body)
+    assert (error.table, error.field) == ("models.gpt", "base_url")
+    assert said in str(error) and "api_key_env" in str(error)
+    assert_not_echoed(str(error), key)
+    with pytest.raises(ValidationError) as caught:
+        ModelProfile(id="gpt", provider="openai", model="m", base_url=url.format(key=key))
+    assert "base_url" in str(caught.value) and said in str(caught.value)
+    assert_not_echoed(str(caught.value), key)
+
+
+@URL_CASES
+def test_a_key_in_an_mcp_url_is_refused(tmp_path: Path, url: str, said: str) -> None:
+    key = secret_value()
+    error = refused(tmp_path, MCP_SEARCH.format(url=url.format(key=key), value="SEARCH_AUTH"))
+    assert (error.table, error.field) == ("mcp.search", "url")
+    assert said in str(error) and "headers_env" in str(error)
+    assert_not_echoed(str(error), key)
+    with pytest.raises(ValidationError) as caught:
+        McpServer(name="search", url=url.format(key=key))
+    assert "url" in str(caught.value) and "headers_env" in str(caught.value)
+    assert_not_echoed(str(caught.value), key)
+
+
+@pytest.mark.parametrize("url", ORDINARY_URLS)
+def test_ordinary_urls_load(tmp_path: Path, url: str) -> None:
+    config = loaded(
+        tmp_path, MODEL.format(value="K", url=url) + MCP_SEARCH.format(url=url, value="A")
+    )
+    assert config.models["gpt"].base_url == url and config.mcp_servers["search"].url == url
+
+
+AGENT = """\
+[models.m]
+provider = "scripted"
+model = "m"
+
+[agents.assistant]
+description = "Answers"
+{line}
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ('metadata = {{ api_key = "{key}" }}', "metadata.api_key"),
+        ('metadata = {{ deploy = {{ password = "pw" }} }}', "metadata.deploy.password"),
+        ('metadata = {{ notes = ["{key}"] }}', "metadata.notes.0"),
+        ('model_overrides = {{ other = {{ token = "t" }} }}', "model_overrides.other.token"),
+        (
+            'model_overrides = {{ other = {{ metadata = {{ password = "pw" }} }} }}',
+            "model_overrides.other.metadata.password",
+        ),
+    ],
+    ids=["metadata key", "nested metadata key", "metadata value", "token option", "nested"],
+)
+def test_credentials_in_agent_metadata_and_nested_options_are_refused(
+    tmp_path: Path, line: str, field: str
+) -> None:
+    key = secret_value()
+    error = refused(tmp_path, AGENT.format(line=line.format(key=key)))
+    assert (error.table, error.field) == ("agents.assistant", field)
+    assert "must not carry credentials" in str(error)
+    assert_not_echoed(str(error), key)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        '{ token = "t0ps3cret" }',
+        '{ secret = "s" }',
+        '{ passphrase = "p" }',
+        '{ metadata = { password = "p" } }',
+        '{ provider = { auth = { refresh_token = "r" } } }',
+    ],
+)
+def test_credentials_in_a_profiles_other_are_refused_at_any_depth(
+    tmp_path: Path, other: str
+) -> None:
+    body = f'[models.gpt]\nprovider = "openai"\nmodel = "m"\nother = {other}\n'
+    error = refused(tmp_path, body)
+    assert error.table == "models.gpt" and error.field is not None
+    assert error.field.startswith("other.") and "api_key_env" in str(error)
+
+
+def test_ordinary_options_and_metadata_still_load(tmp_path: Path) -> None:
+    body = """\
+[models.gpt]
+provider = "anthropic"
+model = "m"
+
+[models.gpt.other]
+max_tokens = 5
+max_completion_tokens = 5
+top_k = 4
+stop = ["Token count"]
+reasoning_effort = "high"
+thinking = { type = "enabled", budget_tokens = 2048 }
+prompt_cache_key = "user-42"
+response_format = { type = "json_schema", json_schema = { schema = { properties = { password = { type = "string" } } } } }
+extra_headers = { "X-Title" = "My agents", "anthropic-beta" = "fine-grained-tool-streaming-2025-05-14" }
+
+[agents.assistant]
+description = "Answers"
+metadata = { owner = "team-a", session_id = "s1", tags = ["x"], max_tokens = 10 }
+"""  # noqa: E501
+    config = loaded(tmp_path, body)
+    assert config.models["gpt"].other["top_k"] == 4
+    assert config.agents["assistant"].metadata["owner"] == "team-a"
+
+
+def test_python_definitions_refuse_metadata_and_nested_credentials() -> None:
+    key = secret_value()
+    with pytest.raises(ValidationError) as caught:
+        AgentDefinition(id="a", description="d", metadata={"api_key": key})
+    assert "metadata" in str(caught.value) and "api_key" in str(caught.value)
+    assert_not_echoed(str(caught.value), key)
+    with pytest.raises(ValidationError) as caught:
+        ModelProfile(id="gpt", provider="openai", model="m", other={"metadata": {"password": key}})
+    assert "metadata.password" in str(caught.value)
+    assert_not_echoed(str(caught.value), key)
+
+
+def test_runtime_config_and_snapshot_writer_check_metadata_urls_and_names(
+    tmp_path: Path,
+) -> None:
+    """Definitions built without validation: `RuntimeConfig` refuses them, and the store's
+    snapshot writer (the last line) refuses a snapshot holding one."""
+    key = secret_value()
+    agent = AgentDefinition(id="a", description="d").model_copy(
+        update={"metadata": {"deploy": {"api_key": key}}}
+    )
+    scripted = ModelProfile(id="m", provider="scripted", model="m")
+    with pytest.raises(ConfigurationError) as caught:
+        RuntimeConfig(models=[scripted], agents=[agent])
+    assert (caught.value.table, caught.value.field) == ("agents.a", "metadata.deploy.api_key")
+    assert_not_echoed(str(caught.value), key)
+    for update, field in (
+        ({"base_url": f"https://{key}@h/v1"}, "base_url"),
+        ({"api_key_env": key}, "api_key_env"),
+    ):
+        profile = ModelProfile(id="gpt", provider="openai", model="m").model_copy(update=update)
+        with pytest.raises(ConfigurationError) as caught:
+            RuntimeConfig(models=[profile])
+        assert (caught.value.table, caught.value.field) == ("models.gpt", field)
+        assert_not_echoed(str(caught.value), key)
+    server = McpServer(name="gh", command="x").model_copy(update={"env": {"TOKEN": key}})
+    with pytest.raises(ConfigurationError) as caught:
+        RuntimeConfig(mcp_servers=[server])
+    assert (caught.value.table, caught.value.field) == ("mcp.gh", "env.TOKEN")
+    assert_not_echoed(str(caught.value), key)
+
+    snapshot = RuntimeSnapshot(
+        default_model="m",
+        agents={"a": agent},
+        models={"m": scripted},
+        tools={},
+        policy=RuntimeConfig().policy,
+        limits=RuntimeConfig().limits,
+    ).with_version()
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        with pytest.raises(ConfigurationError) as caught:
+            store.save_snapshot(snapshot)
+        assert (caught.value.table, caught.value.field) == ("agents.a", "metadata.deploy.api_key")
+        assert_not_echoed(str(caught.value), key)
+    finally:
+        store.close()
+    assert key.encode() not in stored_bytes(tmp_path)
+
+
+def test_an_unresolved_mcp_name_is_named_by_its_field_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The name a field holds is not repeated: it could be a secret pasted in its place."""
+    from otherone.activities.mcp_transports import McpUnavailable, server_transport
+
+    name = "UNSET_VARIABLE_FOR_THIS_TEST_ONLY"
+    monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("OTHERONE_SECRETS_FILE", raising=False)
+    server = McpServer(name="s", url="https://mcp.example.com/mcp", headers_env={"X-A": name})
+    with pytest.raises(McpUnavailable) as caught:
+        server_transport(server, lambda status: None)
+    assert "headers_env.X-A names a variable that is neither" in str(caught.value)
+    assert name not in str(caught.value)
+
+
+def test_a_missing_api_key_names_its_variable_unless_that_is_a_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator needs the variable's name; a key pasted in its place (refused at load,
+    here built around that) is named by its field instead."""
+    from otherone.activities.providers.base import ProviderError
+    from otherone.activities.providers.secrets import resolve_api_key
+
+    monkeypatch.delenv("OTHERONE_SECRETS_FILE", raising=False)
+    monkeypatch.delenv("UNSET_KEY_FOR_THIS_TEST_ONLY", raising=False)
+    plain = ModelProfile(
+        id="gpt", provider="openai", model="m", api_key_env="UNSET_KEY_FOR_THIS_TEST_ONLY"
+    )
+    with pytest.raises(ProviderError, match="environment variable UNSET_KEY_FOR_THIS_TEST_ONLY"):
+        resolve_api_key(plain)
+    key = f"ghp_{secrets.token_hex(18)}"
+    pasted = plain.model_copy(update={"api_key_env": key})
+    with pytest.raises(ProviderError) as caught:
+        resolve_api_key(pasted)
+    assert "named by api_key_env is not set" in str(caught.value)
+    assert_not_echoed(str(caught.value), key)

@@ -185,7 +185,9 @@ async def test_env_values_come_from_named_variables_or_the_secrets_file(
     finally:
         await missing.aclose()
     assert unavailable.error is not None
-    assert "env.MCP_TEST_DIR names 'OTHERONE_MCP_TEST_DIR_SECRET'" in unavailable.error
+    # The field, never the name it holds (a secret pasted in its place would be echoed).
+    assert "env.MCP_TEST_DIR names a variable that is neither" in unavailable.error
+    assert "OTHERONE_MCP_TEST_DIR_SECRET" not in unavailable.error
 
     secrets = tmp_path / "secrets.env"
     secrets.write_text(f"OTHERONE_MCP_TEST_DIR_SECRET={tmp_path}\n")

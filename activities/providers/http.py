@@ -40,7 +40,7 @@ import httpx
 from otherone.activities.providers.base import ProviderError, StreamEvent
 from otherone.activities.providers.secrets import ApiKey
 from otherone.activities.providers.sse import ServerSentEvent, iter_sse
-from otherone.credentials import is_credential_header
+from otherone.credentials import is_credential_header, shown_name
 from otherone.definitions import ModelProfile
 from otherone.redaction import redact
 
@@ -104,7 +104,7 @@ class TransportOptions:
             raise ProviderError(f"{label}: other.extra_headers must be a table", retryable=False)
         # Configuration validation refuses these already; a request is the last line.
         refused = sorted(
-            name for name, value in headers.items() if is_credential_header(name, value)
+            shown_name(name) for name, value in headers.items() if is_credential_header(name, value)
         )
         if refused:
             raise ProviderError(

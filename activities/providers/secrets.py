@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from otherone.activities.providers.base import ProviderError
+from otherone.credentials import is_credential_value
 from otherone.definitions import ModelProfile
 from otherone.redaction import remember
 
@@ -51,8 +52,11 @@ class ApiKey:
     def origin(self) -> str:
         """Where the key was read, for messages: the operator must know which one to replace."""
         if self.secrets_file is None:
-            return f"environment variable {self.name}"
-        return f"key {self.name} of the secrets file {self.secrets_file} ({SECRETS_FILE_ENV})"
+            return f"environment variable {shown_key_name(self.name)}"
+        return (
+            f"key {shown_key_name(self.name)} of the secrets file {self.secrets_file} "
+            f"({SECRETS_FILE_ENV})"
+        )
 
     def scrub(self, text: str) -> str:
         """``text`` with every occurrence of the key's value replaced, as it is and as a
@@ -62,6 +66,13 @@ class ApiKey:
         for shown in {self.value, repr(self.value)[1:-1], repr(self.value.encode())[2:-1]}:
             text = text.replace(shown, "<redacted>")
         return text
+
+
+def shown_key_name(name: str) -> str:
+    """The name of a key's variable, for messages: the operator needs it, but a credential
+    pasted in place of the name (refused at load; this is for a profile built around that) is
+    only named by its field."""
+    return "named by api_key_env" if is_credential_value(name) else name
 
 
 def key_env_name(profile: ModelProfile) -> str | None:
@@ -81,7 +92,7 @@ def resolve_api_key(profile: ModelProfile) -> ApiKey | None:
     source = os.environ.get(SECRETS_FILE_ENV)
     if source and from_file and from_file.strip():
         return _checked(profile, ApiKey(name=name, value=from_file.strip(), secrets_file=source))
-    where = f"environment variable {name}" + (
+    where = f"environment variable {shown_key_name(name)}" + (
         f" (nor in the secrets file {source})" if source else ""
     )
     raise ProviderError(
