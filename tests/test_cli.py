@@ -28,6 +28,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.api.app import Session
+from otherone.api.workers import Workers
 from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.client.cli.run import text_argument
 from otherone.examples import EXAMPLE_CONFIG
@@ -466,6 +467,28 @@ async def test_every_command_honours_the_partition(
     # The same fields as the HTTP API's `GET /v1/sessions`.
     assert set(json.loads(sessions.stdout)[0]) == set(Session.model_fields)
     assert json.loads(none.stdout) == []
+
+
+async def test_workers_lists_the_queues_pollers_as_the_http_api_does(cli: Cli) -> None:
+    """`otherone workers` answers what `GET /v1/workers` answers (the same function): the
+    worker the fixture runs polls the queue; nobody polls another one, and the text says so."""
+    answered = await cli("workers", "--json")
+    assert answered.code == 0, answered.describe()
+    found = Workers.model_validate_json(answered.stdout)
+    assert found.task_queue == cli.env["OTHERONE_TASK_QUEUE"]
+    assert found.live_workflow_pollers >= 1 and found.live_activity_pollers >= 1
+    assert {poller.kind for poller in found.pollers} == {"workflow", "activity"}
+    assert any(poller.identity.startswith(f"{os.getpid()}@") for poller in found.pollers)
+
+    shown = await cli("workers")
+    assert shown.code == 0, shown.describe()
+    assert re.search(r"^workflows +\d+ live workers?$", shown.stdout, re.M), shown.describe()
+    assert f"{os.getpid()}@" in shown.stdout and "no worker polls" not in shown.stderr
+
+    idle = await otherone("workers", "--task-queue", "nobody-polls", env=cli.env)
+    assert idle.code == 0, idle.describe()
+    assert "workflows   0 live workers" in idle.stdout, idle.describe()
+    assert "note: no worker polls task queue nobody-polls" in idle.stderr, idle.describe()
 
 
 async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:
