@@ -101,9 +101,14 @@ def _runnable(language: str) -> list[Example]:
     return [example for example in RUNNABLE if example.language == language]
 
 
-def test_first_screen_gives_the_two_commands() -> None:
+def test_first_screen_gives_the_two_commands_and_how_to_install_and_reach_otherone() -> None:
+    """The two make commands come first; then how to get `otherone` on the PATH (it is in
+    .venv/bin: `command not found` until activated) and how to install without make."""
     first_screen = "\n".join(README.read_text().splitlines()[:25])
-    assert "make demo" in first_screen and "make test" in first_screen
+    first_block = next(examples_of(README))
+    assert "make demo" in first_block.code and "make test" in first_block.code
+    for needle in ("source .venv/bin/activate", "command not found", "pip install ."):
+        assert needle in first_screen, needle
 
 
 def test_every_example_is_marked_runnable_or_says_why_not() -> None:
