@@ -230,3 +230,8 @@ async def test_shell_example_runs(
 def test_toml_example_loads(example: Example) -> None:
     config = parse_config(tomllib.loads(example.code), source=example.name, base_dir=REPO)
     assert config.snapshot().agents
+    # A stdio MCP server's command is one the project's own set-up installs (`uvx` was not).
+    for server in config.mcp_servers.values():
+        if server.command is not None:
+            installed = Path(sys.executable).parent / server.command
+            assert installed.is_file(), f"{example.name}: {server.name}: {server.command}"
