@@ -1,24 +1,33 @@
 # Developer entry points. `make test` is what CI runs (.ci/run).
-# The venv is (re)installed only when pyproject.toml changes, tracked by a stamp file.
+# The venv is (re)installed only when pyproject.toml changes, tracked by stamp files: one for
+# what running needs (`make demo`, `make dev`: the package without extras), one for the
+# development toolchain on top of it (`make test`, `make lint`, ...: the `dev` extras).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
 PACKAGES := otherone
 
-.PHONY: venv demo test lint fmt dev record-histories clean bench bench-serve profile
+.PHONY: venv run-venv demo test lint fmt dev record-histories clean bench bench-serve profile
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+run-venv: $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -e .
+	touch $@
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install -e '.[dev]'
 	touch $@
 
-demo: venv
+demo: run-venv
 	$(BIN)/otherone demo
 
 test: venv
@@ -34,7 +43,7 @@ fmt: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-dev: venv
+dev: run-venv
 	$(BIN)/otherone dev
 
 record-histories: venv

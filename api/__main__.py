@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
 from pydantic import ValidationError
@@ -40,4 +41,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Leave without the interpreter's teardown, where the Temporal SDK's runtime can abort the
+    # process (temporalio/sdk-python#300, ../shared/TEMPORAL-NOTES.md): flushed, then _exit.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

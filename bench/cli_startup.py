@@ -56,6 +56,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.cli_startup", description=__doc__)
     parser.add_argument("--repeat", type=int, default=10)
     asyncio.run(measure(parser.parse_args().repeat))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # see bench.common.main (it used a Client: sdk-python#300)
 
 
 if __name__ == "__main__":

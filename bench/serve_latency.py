@@ -19,7 +19,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -133,6 +135,9 @@ def cli() -> None:
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--clients", type=int, default=10)
     asyncio.run(main(parser.parse_args()))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # see bench.common.main (it used a Client and a worker: sdk-python#300)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -142,6 +143,9 @@ def main() -> None:
         print(asyncio.run(_record(args.contender, args.turns, args.runs, args.out, args.spy)))
     else:
         print(compare(args.floor_file, args.ours_file, args.runs))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # see bench.common.main (record used a Client: sdk-python#300)
 
 
 if __name__ == "__main__":

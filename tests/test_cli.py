@@ -28,6 +28,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.api.app import Session
+from otherone.api.workers import Workers
 from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.client.cli.run import text_argument
 from otherone.examples import EXAMPLE_CONFIG
@@ -290,7 +291,8 @@ async def test_dev_serves_runs_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> No
 async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_path: Path) -> None:
     """`otherone dev --port P --ui-port U` leaves P and U in .otherone/dev.env while it runs:
     `otherone run` in the same folder, with no address setting, reaches it and links to U;
-    OTHERONE_UI_URL (as compose sets it) wins; the file goes when dev stops."""
+    OTHERONE_UI_URL (as compose sets it) wins; the file goes when dev stops. Its pid is in
+    .otherone/dev.pid meanwhile (never in the working folder, where it got committed once)."""
     port, ui_port = free_port(), free_port()
     env = cli_env("unused:1", "otherone", tmp_path)
     for name in ("OTHERONE_TEMPORAL_ADDRESS", "OTHERONE_DATABASE_URL", "OTHERONE_DATA_DIR"):
@@ -312,6 +314,9 @@ async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_pat
             banner += line
         assert f"OTHERONE_UI_URL=http://127.0.0.1:{ui_port}".encode() in banner
         assert f"OTHERONE_TEMPORAL_ADDRESS=127.0.0.1:{port}" in dev_env.read_text()
+        dev_pid = tmp_path / ".otherone" / "dev.pid"
+        assert dev_pid.read_text() == f"{process.pid}\n"
+        assert not (tmp_path / "dev.pid").exists()
 
         result = await otherone("run", "assistant", QUESTION, env=env, cwd=tmp_path)
         assert result.code == 0, result.describe()
@@ -330,13 +335,13 @@ async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_pat
             "dev", "--port", str(free_port()), "--ui-port", str(free_port()),
             env=env, cwd=tmp_path,
         )  # fmt: skip
-        assert_one_line_error(second, 2, "another `otherone dev` uses")
-        assert dev_env.is_file()
+        assert_one_line_error(second, 2, f"another `otherone dev` (pid {process.pid}) uses")
+        assert dev_env.is_file() and dev_pid.is_file()
 
         process.send_signal(signal.SIGINT)
         _, rest = await asyncio.wait_for(process.communicate(), 30)
         assert process.returncode == 0, rest.decode()
-        assert not dev_env.exists()
+        assert not dev_env.exists() and not dev_pid.exists()
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -345,6 +350,46 @@ async def test_commands_in_the_folder_of_dev_reach_it_and_link_to_its_ui(tmp_pat
             except TimeoutError:
                 process.kill()
                 await process.wait()
+
+
+async def test_a_second_dev_names_every_conflict_and_the_first_gives_every_setting(
+    tmp_path: Path,
+) -> None:
+    """A second `otherone dev` on the first one's ports and folder is told all three at once
+    (it was told one, then the next after the user fixed it). The first one's "other commands
+    need" is enough for `otherone run` elsewhere to reach it and stream from its store (it left
+    out OTHERONE_DATA_DIR: "no event store", and no streaming)."""
+    port, ui_port = free_port(), free_port()
+    env = cli_env("unused:1", "otherone", tmp_path / "dev", database="unused.db")
+    for name in ("OTHERONE_TEMPORAL_ADDRESS", "OTHERONE_DATABASE_URL", "OTHERONE_TASK_QUEUE"):
+        del env[name]
+    (tmp_path / "dev").mkdir()
+    env.update(OTHERONE_TEMPORAL_PORT=str(port), OTHERONE_UI_PORT=str(ui_port))
+    dev = await BackgroundProcess.start(
+        *cli_command("dev", "--task-queue", "own-queue"), env=env, cwd=tmp_path / "dev"
+    )
+    try:
+        await dev.wait_for("ready")
+        second = await otherone("dev", env=env, cwd=tmp_path / "dev")
+        assert_one_line_error(
+            second, 2, f"port {port} is in use", f"port {ui_port} is in use", "--port",
+            "--ui-port", f"another `otherone dev` (pid {dev.pid}) uses", "--data-dir",
+        )  # fmt: skip
+
+        [hint] = [line for line in dev.lines if line.startswith("other commands need: ")]
+        needed = dict(word.split("=", 1) for word in hint.split(": ", 1)[1].split())
+        assert needed["OTHERONE_DATA_DIR"] == str((tmp_path / "dev" / "data").resolve())
+        assert needed["OTHERONE_TASK_QUEUE"] == "own-queue"
+        elsewhere = {k: v for k, v in env.items() if not k.startswith("OTHERONE_")} | needed
+        (tmp_path / "elsewhere").mkdir()
+        result = await otherone(
+            "run", "assistant", QUESTION, env=elsewhere, cwd=tmp_path / "elsewhere"
+        )
+        assert result.code == 0, result.describe()
+        assert "no event store" not in result.stderr, result.describe()
+        assert ANSWER in result.stdout
+    finally:
+        await dev.stop(20)  # SIGTERM lets dev stop its server
 
 
 async def test_a_dev_server_that_cannot_start_shows_its_log(tmp_path: Path) -> None:
@@ -422,6 +467,28 @@ async def test_every_command_honours_the_partition(
     # The same fields as the HTTP API's `GET /v1/sessions`.
     assert set(json.loads(sessions.stdout)[0]) == set(Session.model_fields)
     assert json.loads(none.stdout) == []
+
+
+async def test_workers_lists_the_queues_pollers_as_the_http_api_does(cli: Cli) -> None:
+    """`otherone workers` answers what `GET /v1/workers` answers (the same function): the
+    worker the fixture runs polls the queue; nobody polls another one, and the text says so."""
+    answered = await cli("workers", "--json")
+    assert answered.code == 0, answered.describe()
+    found = Workers.model_validate_json(answered.stdout)
+    assert found.task_queue == cli.env["OTHERONE_TASK_QUEUE"]
+    assert found.live_workflow_pollers >= 1 and found.live_activity_pollers >= 1
+    assert {poller.kind for poller in found.pollers} == {"workflow", "activity"}
+    assert any(poller.identity.startswith(f"{os.getpid()}@") for poller in found.pollers)
+
+    shown = await cli("workers")
+    assert shown.code == 0, shown.describe()
+    assert re.search(r"^workflows +\d+ live workers?$", shown.stdout, re.M), shown.describe()
+    assert f"{os.getpid()}@" in shown.stdout and "no worker polls" not in shown.stderr
+
+    idle = await otherone("workers", "--task-queue", "nobody-polls", env=cli.env)
+    assert idle.code == 0, idle.describe()
+    assert "workflows   0 live workers" in idle.stdout, idle.describe()
+    assert "note: no worker polls task queue nobody-polls" in idle.stderr, idle.describe()
 
 
 async def test_demo_runs_offline_and_prints_ui_link(tmp_path: Path) -> None:

@@ -34,7 +34,9 @@ from otherone.worker.devserver import (
     DevServerError,
     find_temporal_binary,
     free_port,
+    port_in_use,
 )
+from tests.harness import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -76,6 +78,47 @@ def test_free_port_is_bindable() -> None:
     assert 0 < port < 65536
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", port))
+
+
+#: State of a TCP socket in /proc/net/tcp (include/net/tcp_states.h).
+TCP_TIME_WAIT = "06"
+
+
+def in_time_wait(port: int) -> bool:
+    """Whether a connection of 127.0.0.1:``port`` is in TIME_WAIT (Linux's /proc/net/tcp)."""
+    local = f"0100007F:{port:04X}"
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return any(row[1] == local and row[3] == TCP_TIME_WAIT for row in rows)
+
+
+def leave_in_time_wait() -> int:
+    """A port whose server accepted a connection and closed it first (so its end is the one
+    left in TIME_WAIT, as the Web UI's after a browser used it and `otherone dev` stopped),
+    then stopped listening. The listener sets SO_REUSEADDR, as Go's (the server's) do."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port: int = listener.getsockname()[1]
+        assert port_in_use(port)  # a live server
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # the server's end closes first
+            assert client.recv(1) == b""  # its FIN arrived; our FIN answers it
+    return port
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="reads Linux's /proc/net/tcp")
+async def test_a_port_left_in_time_wait_is_free_for_a_new_server(tmp_path: Path) -> None:
+    """After Ctrl-C, `otherone dev` on the same --port was refused for a minute ("port in use")
+    while only TIME_WAIT connections were left: the server itself binds beside them."""
+    port = leave_in_time_wait()
+    await wait_until(lambda: in_time_wait(port), within=10, message="TIME_WAIT")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # what the old check did: "in use"
+    assert not port_in_use(port)
+    async with DevServer(port=port, headless=True) as server:
+        assert server.running and port_in_use(port)
 
 
 def test_dev_server_args_register_custom_attributes_only() -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from otherone.definitions import ScriptedFailure, ScriptedToolCall, ScriptedTurn
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.store import Store
 from otherone.toml_config import load_config, parse_config
@@ -101,9 +102,28 @@ def _runnable(language: str) -> list[Example]:
     return [example for example in RUNNABLE if example.language == language]
 
 
-def test_first_screen_gives_the_two_commands() -> None:
+def test_first_screen_gives_the_two_commands_and_how_to_install_and_reach_otherone() -> None:
+    """The two make commands come first; then how to get `otherone` on the PATH (it is in
+    .venv/bin: `command not found` until activated) and how to install without make."""
     first_screen = "\n".join(README.read_text().splitlines()[:25])
-    assert "make demo" in first_screen and "make test" in first_screen
+    first_block = next(examples_of(README))
+    assert "make demo" in first_block.code and "make test" in first_block.code
+    for needle in ("source .venv/bin/activate", "command not found", "pip install ."):
+        assert needle in first_screen, needle
+
+
+def test_the_scripted_providers_turn_fields_and_turn_rule_are_documented() -> None:
+    """Every field of a scripted turn (and of its failure and tool calls) is in the README's
+    section on the scripted provider, with the rule that counts turns per agent and run (it
+    was only in a comment of the example configuration)."""
+    text = README.read_text()
+    start = text.index("### The scripted provider")
+    section = " ".join(text[start : text.index("\n## ", start)].split())
+    assert "Turn n of an agent is the n-th model call of a run of that agent" in section
+    missing = [name for name in ScriptedTurn.model_fields if f"`{name}`" not in section]
+    parts = [*ScriptedFailure.model_fields, *ScriptedToolCall.model_fields]
+    missing += [name for name in parts if not re.search(rf"\b{name}\b", section)]
+    assert not missing, f"scripted turn fields the README does not describe: {missing}"
 
 
 def test_every_example_is_marked_runnable_or_says_why_not() -> None:
@@ -225,3 +245,8 @@ async def test_shell_example_runs(
 def test_toml_example_loads(example: Example) -> None:
     config = parse_config(tomllib.loads(example.code), source=example.name, base_dir=REPO)
     assert config.snapshot().agents
+    # A stdio MCP server's command is one the project's own set-up installs (`uvx` was not).
+    for server in config.mcp_servers.values():
+        if server.command is not None:
+            installed = Path(sys.executable).parent / server.command
+            assert installed.is_file(), f"{example.name}: {server.name}: {server.command}"

@@ -27,6 +27,7 @@ from otherone.store import Store
 # Re-exported: clients import them from `otherone.worker.connection` (light: no activities).
 from otherone.worker.connection import connect as connect
 from otherone.worker.connection import data_converter as data_converter
+from otherone.worker.logs import expected_failures_on_one_line
 from otherone.worker.queues import (
     ALL_ROLES,
     DEFAULT_LOCAL_ACTIVITY_SLOTS,
@@ -248,6 +249,7 @@ def build_worker(
         raise ConfigurationError("max_concurrent_local_activities: must be greater than 0")
     mode = workflow_sandbox_from_env() if workflow_sandbox is None else workflow_sandbox
     remember_configured_secrets(config)
+    expected_failures_on_one_line()
     activities = AgentActivities(ActivityContext(config, store, dict(providers or {}), authorizer))
     return AgentWorker(
         [

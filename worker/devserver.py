@@ -43,6 +43,7 @@ __all__ = [
     "dynamic_config_args",
     "find_temporal_binary",
     "free_port",
+    "port_in_use",
 ]
 
 THROTTLE_FIX_DYNAMIC_CONFIG: Final[Mapping[str, Any]] = {
@@ -124,6 +125,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something listens on ``host:port``, so that a server started there would fail.
+
+    The probe binds with ``SO_REUSEADDR``, as the Temporal server (Go) binds its own ports: the
+    connections of a server that just stopped stay in TIME_WAIT for a minute and make a plain
+    bind fail, but the server can bind beside them; only a listening socket stops it.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
 
 
 class DevServer:

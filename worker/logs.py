@@ -52,10 +52,33 @@ def _expected(error: BaseException) -> bool:
 def _summary(error: BaseException) -> str:
     kind = getattr(error, "type", None) or type(error).__name__
     text = str(error).strip().splitlines()
-    return f"{kind}: {text[0]}" if text else kind
+    if not text:
+        return kind
+    # An ApplicationError's text may start with its type already ("model_error: model 'gpt'").
+    return text[0] if text[0].startswith(f"{kind}: ") else f"{kind}: {text[0]}"
 
 
 _OUR_CODES = frozenset(code.value for code in FailureCode)
+
+
+#: The SDK's loggers that report a failed activity with its traceback (WARNING "Completing
+#: activity as failed", and activities that fail while the worker shuts down).
+SDK_ACTIVITY_LOGGERS = ("temporalio.activity", "temporalio.worker._activity")
+
+
+def expected_failures_on_one_line() -> None:
+    """Put `ExpectedFailuresOnOneLine` on the SDK's activity loggers themselves, once.
+
+    A filter of our handler (`configure_logging`) reaches only `otherone worker` and `dev`;
+    a process with an embedded worker that configured no logging (a script calling
+    `build_worker`, `otherone demo`) printed every expected failure, e.g. a missing API key,
+    as a 41-line chained traceback through Python's last-resort handler. A logger's own
+    filter applies whatever the handler: the application's, pytest's or that last resort.
+    """
+    for name in SDK_ACTIVITY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(kept, ExpectedFailuresOnOneLine) for kept in logger.filters):
+            logger.addFilter(ExpectedFailuresOnOneLine())
 
 
 def configure_logging(level: str = "INFO") -> None:

@@ -38,6 +38,8 @@ DEFAULT_TASK_QUEUE = "otherone"
 DEFAULT_DATA_DIR = Path(".otherone")
 #: Where `otherone dev` leaves the settings other commands need to reach it (see `Settings`).
 DEV_ENV_FILE = "dev.env"
+#: The pid of the `otherone dev` that uses a data folder, in that folder while it runs.
+DEV_PID_FILE = "dev.pid"
 #: Seconds in-flight activities get to finish after SIGTERM (`Settings.shutdown_grace_seconds`).
 DEFAULT_SHUTDOWN_GRACE_SECONDS = 30.0
 #: Port of `otherone codec-server` unless --port says otherwise (here, not in

@@ -17,6 +17,8 @@ Commands (module of ``otherone.client.cli`` in brackets)::
     otherone answer RUN_ID CALL_ID TEXT  decide, or answer a human.ask question   [approvals]
     otherone sessions [--internal] [--partition P] [--json]
                                         sessions of a partition (child sessions on request)
+    otherone workers [--json]           workers polling the task queue (as GET /v1/workers)
+                                                                              [workers]
     otherone db upgrade                 create or upgrade the store's tables
                                         (migrations)                              [sessions]
     otherone demo [--interactive] [--keep]  offline end-to-end demo (own server, worker, example

@@ -47,6 +47,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "tree": CommandTarget("show", "cmd_tree"),
     "watch": CommandTarget("watching", "cmd_watch"),
     "sessions": CommandTarget("sessions", "cmd_sessions"),
+    "workers": CommandTarget("workers", "cmd_workers"),
     "db": CommandTarget("sessions", "cmd_db"),
     "codec-server": CommandTarget("codec_server", "cmd_codec_server", handles_signals=True),
     "approvals": CommandTarget("approvals", "cmd_approvals"),
@@ -305,6 +306,17 @@ def _add_show(command: Add) -> None:
     )
     for scoped in (show, tree, watch):
         _add_all_partitions(scoped)
+    workers = command(
+        "workers",
+        "list the workers polling the task queue",
+        "Whether workers poll --task-queue at --address (a run started there waits while none "
+        "does), as the HTTP API's GET /v1/workers answers: the live workflow and activity "
+        "pollers (seen by Temporal in the last 90 s) and every poller Temporal lists, with "
+        "when it last polled (stopped workers linger for a few minutes).",
+    )
+    workers.add_argument(
+        "--json", action="store_true", help="print the answer of GET /v1/workers as JSON"
+    )
 
 
 def _add_all_partitions(command: argparse.ArgumentParser) -> None:

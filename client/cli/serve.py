@@ -6,10 +6,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fcntl
-import socket
 import sys
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,6 +15,12 @@ from rich.console import Console
 from temporalio.client import Client
 
 from otherone.client.cli.context import Context
+from otherone.client.cli.dev_folder import (
+    claim_dev_folder,
+    dev_settings,
+    settings_hint,
+    write_dev_env,
+)
 from otherone.client.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, exit_now
 from otherone.client.cli.stores import open_store, safe_url
 from otherone.client.cli.temporal import connect_checked
@@ -41,38 +45,10 @@ async def cmd_dev(args: argparse.Namespace, ctx: Context) -> int:
     config_path = _config_path(settings, ctx.err)
     config = load_config(config_path)
     codec = codec_from_settings(settings)
-    for port, flag in ((settings.temporal_port, "--port"), (settings.ui_port, "--ui-port")):
-        if _port_in_use(port):
-            raise CliError(
-                EXIT_USAGE,
-                f"port {port} is in use (another `otherone dev`?); choose one with {flag}",
-            )
     data_dir = settings.data_dir.resolve()
-    store = open_store(settings.store_url())  # makes data_dir (naming it if it cannot)
-    with _folder_lock(data_dir, store):
+    with claim_dev_folder(settings, data_dir):
+        store = open_store(settings.store_url())
         return await _dev(args, ctx, settings, config, config_path, codec, data_dir, store)
-
-
-@contextlib.contextmanager
-def _folder_lock(data_dir: Path, store: Store) -> Iterator[None]:
-    """One `otherone dev` a data folder: a second one shared its Temporal database (SQLite
-    "database is locked"), overwrote its `dev.env` and removed it on stopping, leaving the first
-    unreachable for this folder's commands. The lock goes with the process, however it ends."""
-    lock = (data_dir / "dev.lock").open("a")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
-        store.close()
-        raise CliError(
-            EXIT_USAGE,
-            f"another `otherone dev` uses {data_dir}; stop it, or give this one its own "
-            "folder with --data-dir",
-        ) from None
-    try:
-        yield
-    finally:
-        lock.close()
 
 
 async def _dev(
@@ -100,7 +76,8 @@ async def _dev(
         tracker = ActivityTracker()
         client = await connect_checked(server.address, settings.namespace, telemetry, codec=codec)
         worker = _build_worker(client, config, store, settings, telemetry, tracker)
-        dev_env = _write_dev_env(data_dir, server, settings, config_path)
+        needed = dev_settings(server, settings, config_path)
+        dev_env = write_dev_env(data_dir, needed, settings)
         rows = [
             ("temporal", f"{server.address}  (namespace {settings.namespace})"),
             ("web ui", server.ui_url or "-"),
@@ -116,14 +93,14 @@ async def _dev(
             from otherone.client.cli.http_api import api_beside_dev
 
             api = api_beside_dev(ctx, client, store, config, server.ui_url)
-        needed = " ".join(_dev_settings(server, settings, config_path))
+        hint = settings_hint(needed, settings)
         if dev_env.parent == DEFAULT_DATA_DIR.resolve():
             ctx.out.print(
-                f"other commands in this folder read {dev_env}; elsewhere set: {needed}",
+                f"other commands in this folder read {dev_env}; elsewhere set: {hint}",
                 markup=False,
             )
         else:
-            ctx.out.print(f"other commands need: {needed}", markup=False)
+            ctx.out.print(f"other commands need: {hint}", markup=False)
         ctx.out.print("ready: Ctrl-C to stop", style="dim")
         sys.stdout.flush()
         async with api, _event_pruning(settings, store):
@@ -166,31 +143,6 @@ async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
     finally:
         store.close()
     return EXIT_OK
-
-
-def _dev_settings(server: DevServer, settings: Settings, config_path: Path) -> list[str]:
-    """What other commands need to reach this dev server, as ``NAME=value`` words; and its
-    configuration, so that they check requests against the agents it runs (`otherone run` of
-    an agent it does not define is refused at once, not a run that fails)."""
-    values = {
-        "OTHERONE_TEMPORAL_ADDRESS": server.address,
-        "OTHERONE_NAMESPACE": settings.namespace,
-        "OTHERONE_UI_URL": server.ui_url,
-        "OTHERONE_CONFIG": str(config_path.resolve()),
-    }
-    return [f"{name}={value}" for name, value in values.items() if value]
-
-
-def _write_dev_env(
-    data_dir: Path, server: DevServer, settings: Settings, config_path: Path
-) -> Path:
-    """Leave `_dev_settings` where `Settings` of commands started in this folder read them."""
-    path = data_dir / DEV_ENV_FILE
-    path.write_text(
-        "# Written by `otherone dev` while it runs (removed when it stops).\n"
-        + "".join(f"{line}\n" for line in _dev_settings(server, settings, config_path))
-    )
-    return path
 
 
 def _build_worker(
@@ -238,15 +190,6 @@ def _ui_codec_args(settings: Settings) -> list[str]:
     """``otherone dev``'s Web UI decodes payloads through ``OTHERONE_UI_CODEC_ENDPOINT``."""
     endpoint = settings.ui_codec_endpoint
     return ["--ui-codec-endpoint", endpoint] if endpoint else []
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
 
 
 async def _serve(worker: AgentWorker, ctx: Context, tracker: ActivityTracker) -> ShutdownReport:
