@@ -51,6 +51,7 @@ from otherone.activities.spawn_tools import spawn_tool_definitions
 from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
+from otherone.contracts.turns import SAID_EXCERPT_CHARS
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_instructions
@@ -174,6 +175,14 @@ async def _call_model(
     turn = _with_summary_usage(turn, compaction)
     turn = await with_approvals(context, ref, _with_output(turn, input))
     return await _returnable(context, turn, input)
+
+
+def _excerpt(text: str) -> str:
+    """The start of ``text`` on one line, at most `SAID_EXCERPT_CHARS` characters."""
+    line = " ".join(text.split())
+    if len(line) <= SAID_EXCERPT_CHARS:
+        return line
+    return line[: SAID_EXCERPT_CHARS - 1].rstrip() + "…"
 
 
 def _with_summary_usage(turn: ModelTurn, summary: Summary | None) -> ModelTurn:
@@ -362,10 +371,11 @@ async def _returnable(
 ) -> ModelTurn:
     """Keep what goes back into the workflow's history under the inline payload limit, and
     out of it what the workflow does not read (it is in the stored entry): the finish reason,
-    and the text of a turn that calls tools."""
+    and the text of a turn that calls tools (but for its first words, `ModelTurn.said`)."""
     if turn.finish_reason is not None or (turn.tool_calls and turn.content):
         text = "" if turn.tool_calls else turn.content
-        turn = turn.model_copy(update={"finish_reason": None, "content": text})
+        said = _excerpt(turn.content) if turn.tool_calls else ""
+        turn = turn.model_copy(update={"finish_reason": None, "content": text, "said": said})
     snapshot = await context.snapshot(input.run_ref.snapshot_version)
     if not needs_offload(turn, snapshot.policy.inline_payload_bytes):
         return turn

@@ -120,3 +120,41 @@ async def test_a_run_with_2000_model_turns_completes(
     assert len(histories) >= 4
     assert all(size < 10 * 1024 * 1024 for _, size in histories)
     assert compacted is not None  # the context stayed within the window
+
+
+async def test_what_the_model_said_on_a_tool_turn_reads_in_history_briefly(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A turn's text is in the store, not in history; but the Web UI and `temporal workflow
+    show` should read as a conversation: a tool-calling turn's result carries the start of
+    what the model said (one line, at most 200 characters), the final answer all of it."""
+    long_thought = "I will look this up now. " + "Then I compare the numbers. " * 40
+    config = scripted_config(
+        {
+            "counter": [
+                {"text": "Let me count\nthe first step.", "tool_calls": [tick_call(1)]},
+                {"text": long_thought, "tool_calls": [tick_call(2)]},
+                {"text": "Counted to two."},
+            ]
+        },
+        agents=[AgentDefinition(id="counter", description="counts", tools=["tick"])],  # type: ignore[arg-type]
+        tools=[tick],
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="counter", input="count"))
+    assert result.outcome is RunOutcome.COMPLETED
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    said = [
+        json.loads(payload.data).get("said")
+        for event in history.events
+        if event.HasField("activity_task_completed_event_attributes")
+        for payload in event.activity_task_completed_event_attributes.result.payloads
+        if b'"tool_calls"' in payload.data
+    ]
+    assert said[0] == "Let me count the first step."
+    assert said[1].startswith("I will look this up now. Then I compare") and len(said[1]) == 200
+    assert said[1].endswith("…") and long_thought not in history.to_json()
+
+
+def tick_call(n: int) -> dict[str, Any]:
+    return {"name": "tick", "arguments": {"n": n}}

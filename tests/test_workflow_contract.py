@@ -147,6 +147,13 @@ async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
         )
         # `temporal workflow start` without --input: its workflow tasks failed for ever.
         none = await client.execute_workflow(WORKFLOW_NAME, id=f"{run_id}-6", task_queue=task_queue)
+        # `temporal workflow start --input A --input B`: two arguments (it failed for ever too).
+        two = await client.execute_workflow(
+            WORKFLOW_NAME,
+            args=[_raw_input(f"{run_id}-7"), {"extra": True}],
+            id=f"{run_id}-7",
+            task_queue=task_queue,
+        )
         for refused_id in (run_id, f"{run_id}-2", f"{run_id}-3", f"{run_id}-4"):
             query = f'WorkflowId = "{refused_id}" AND OtheroneStatus = "failed"'
             await wait_until(lambda q=query: _count(client, q, 1), message=refused_id)
@@ -158,6 +165,8 @@ async def test_input_whose_run_id_is_not_the_workflow_id_is_refused(
     assert "depth: a root run" in deep["failure"]["message"]
     assert "parent_run_id: a root run" in adopted["failure"]["message"]
     assert none["outcome"] == "failed" and "none was given" in none["failure"]["message"]
+    assert two["failure"]["code"] == "invalid_request"
+    assert "2 inputs were given" in two["failure"]["message"]
 
 
 async def test_a_second_execution_of_an_ended_runs_id_is_refused_and_writes_nothing(

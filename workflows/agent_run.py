@@ -19,6 +19,7 @@ work `run_updates`, the end `finishing`.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -55,10 +56,10 @@ with workflow.unsafe.imports_passed_through():
 from otherone.workflows import run_updates
 from otherone.workflows.finishing import finish_shielded, refused
 from otherone.workflows.run_input import (
-    NO_INPUT,
     decode_input,
     id_problem,
     missing_search_attributes,
+    one_raw_input,
     root_problem,
 )
 from otherone.workflows.run_state import RunState
@@ -70,10 +71,11 @@ from otherone.workflows.turns import run_until_deadline
 @workflow.defn(name=WORKFLOW_NAME)
 class AgentRunWorkflow:
     @workflow.init
-    def __init__(self, input: RawValue = NO_INPUT) -> None:
+    @one_raw_input
+    def __init__(self, *inputs: Any) -> None:
         # Taken raw and validated here: input that does not fit `RunInput` (e.g. a start from
         # Temporal's own client) would otherwise fail every workflow task, for ever.
-        decoded, self._invalid_input = decode_input(input)
+        decoded, self._invalid_input = decode_input(inputs)
         self._state = RunState(decoded)
 
     # messages ----------------------------------------------------------------------------
@@ -154,7 +156,8 @@ class AgentRunWorkflow:
     # run ---------------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, input: RawValue = NO_INPUT) -> AgentRunResult:
+    @one_raw_input
+    async def run(self, *inputs: Any) -> AgentRunResult:
         state = self._state
         state.started_at = workflow.now()
         if self._invalid_input is not None:

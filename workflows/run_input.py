@@ -7,8 +7,10 @@ run's input, or a stand-in and the reason the run is refused (`invalid_request`)
 
 from __future__ import annotations
 
+import inspect
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from temporalio import workflow
@@ -31,13 +33,43 @@ with workflow.unsafe.imports_passed_through():
 #: task failing on a missing argument (a run no cancel can end).
 NO_INPUT = RawValue(Payload())
 
+_Function = TypeVar("_Function", bound=Callable[..., Any])
 
-def decode_input(raw: RawValue | RunInput) -> tuple[RunInput, str | None]:
+
+def one_raw_input(function: _Function) -> _Function:
+    """``function(self, *inputs)``, shown to Temporal as ``function(self, input: RawValue =
+    NO_INPUT)``.
+
+    The SDK decodes a start's arguments by the run method's type hints only when their count
+    matches: one argument then arrives raw (`decode_input` checks it), none takes the default.
+    Two (``temporal workflow start --input A --input B``) arrive decoded without hints, and a
+    run method of one parameter would raise `TypeError` on every workflow task, for ever (a
+    run no cancel can end). Taking ``*inputs`` behind a one-parameter signature keeps the
+    typed path and lets the run refuse the extra inputs (`invalid_request`).
+    """
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    raw = inspect.Parameter(
+        "input", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=NO_INPUT, annotation=RawValue
+    )
+    returned = function.__annotations__.get("return", inspect.Signature.empty)
+    function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [self_parameter, raw], return_annotation=returned
+    )
+    function.__annotations__ = {"input": RawValue, "return": returned}
+    return function
+
+
+def decode_input(inputs: tuple[Any, ...]) -> tuple[RunInput, str | None]:
     """The run's input, or a stand-in naming this workflow and why the input was refused.
 
     A subclass registered in its place (a changed version, as a deploy brings) may declare
     ``RunInput`` and hand over the decoded input.
     """
+    if len(inputs) > 1:
+        return _stand_in(), (
+            f"invalid run input: {len(inputs)} inputs were given (start with one RunInput argument)"
+        )
+    raw = inputs[0] if inputs else NO_INPUT
     if isinstance(raw, RunInput):
         return raw, None
     if raw is NO_INPUT:

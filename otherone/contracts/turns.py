@@ -13,6 +13,9 @@ from otherone.contracts.refs import RunRef, _Contract, resolved_ref
 from otherone.runs import AgentOutput, ResultContract
 from otherone.tools import ToolErrorKind
 
+#: Longest excerpt of a tool-calling turn's text kept in its history (`ModelTurn.said`).
+SAID_EXCERPT_CHARS = 200
+
 
 class PendingEntry(_Contract):
     """A transcript entry the workflow wants written before the next model call.
@@ -108,6 +111,10 @@ class ModelTurn(_Contract):
     compaction_calls: int = 0
     compaction_input_tokens: int | None = None
     compaction_output_tokens: int | None = None
+    #: The start of what the model said on a turn that also calls tools (its text is in the
+    #: store, not in history): up to `SAID_EXCERPT_CHARS`, so `temporal workflow show` and the
+    #: Web UI read as a conversation. The workflow never reads it.
+    said: str = ""
 
     def compaction_usage(self) -> ModelTurn:
         """The compaction's tokens, shaped as a turn's usage (for `UsageCounter`)."""
