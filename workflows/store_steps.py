@@ -10,6 +10,7 @@ the session for the next agent (`otherone.workflows.handoffs`) and plans the run
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -35,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         RunRef,
     )
     from otherone.errors import FailureCode
-    from otherone.runs import RunRecord
+    from otherone.runs import RunOutcome, RunRecord
     from otherone.workflows.outcomes import Ending, failure_from_activity_error
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
@@ -61,6 +62,7 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
     # finish_run releases the session lease, which a prepare still going on could otherwise
     # take after the release.
     cancellation = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+    bound, by_deadline = prepare_bound(input)
     try:
         plan: RunPlan = await _store_activity(
             ACTIVITY_PREPARE_RUN,
@@ -76,18 +78,20 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
             result_type=RunPlan,
             cancellation_type=cancellation,
             summary=f"prepare {input.request.entry_agent}",
+            total=bound,
         )
     except ActivityError as error:
         reraise_cancellation(error)  # `run` ends the run cancelled, not failed
         cause = error.cause
         if isinstance(cause, ApplicationError) and cause.type == RUN_ID_USED:
             raise RunIdUsedError(cause.message) from None
+        if by_deadline and (
+            error.retry_state is RetryState.TIMEOUT or isinstance(error.cause, ActivityTimeoutError)
+        ):
+            return Ending.of(RunOutcome.TIMED_OUT)  # the run's deadline passed while preparing
         # Prepare is store work: running out of time is a storage error.
         return Ending.failed(failure_from_activity_error(error, default=FailureCode.STORAGE_ERROR))
-    if (
-        cancellation is ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-        and cancellation_swallowed()
-    ):
+    if cancellation_swallowed():
         # Prepare completed just as the run was cancelled, and handed its result back: the
         # run was cancelled all the same.
         raise asyncio.CancelledError()
@@ -127,6 +131,29 @@ async def hand_off(handoff: HandOffInput) -> RunPlan | HandOffResult:
     return done
 
 
+#: The least a prepare is given even when the caller's deadline is (nearly) past: the child
+#: still gets to store that it ran out of time.
+MIN_PREPARE_TIME = timedelta(seconds=1)
+
+
+def prepare_bound(input: RunInput) -> tuple[timedelta, bool]:
+    """How long preparing may take, retries included, and whether that is the run's deadline
+    (else the store's `STORE_TOTAL_TIMEOUT`): a prepare that keeps failing (a store refusing
+    the session's writes) ends the run when the run would have ended anyway, not minutes
+    later. The deadline known before the plan: a caller's (``input.deadline``), and the
+    request's own ``root_timeout`` / ``run_timeout`` (the runtime's limits are only in the
+    snapshot that prepare reads: the plan applies them)."""
+    now = workflow.now()
+    bounds = [(STORE_TOTAL_TIMEOUT, False)]
+    if input.deadline is not None:
+        bounds.append((max(input.deadline - now, MIN_PREPARE_TIME), True))
+    limits = input.request.limits
+    if limits is not None:
+        timeouts = [limits.run_timeout, limits.root_timeout if input.depth == 0 else None]
+        bounds += [(timeout, True) for timeout in timeouts if timeout is not None]
+    return min(bounds, key=lambda bound: bound[0])
+
+
 async def _store_activity(
     name: str,
     input: Any,
@@ -135,17 +162,19 @@ async def _store_activity(
     cancellation_type: ActivityCancellationType,
     summary: str,
     may_be_local: bool = True,
+    total: timedelta = STORE_TOTAL_TIMEOUT,
 ) -> Any:
     """prepare_run / finish_run: a local activity (unless ``may_be_local`` is false), which
-    saves the round trips of an activity task through the server."""
+    saves the round trips of an activity task through the server; ``total`` bounds it,
+    retries included."""
     if may_be_local:
         try:
             return await workflow.execute_local_activity(
                 name,
                 input,
                 result_type=result_type,
-                start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
-                schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
+                start_to_close_timeout=min(STORE_ACTIVITY_TIMEOUT, total),
+                schedule_to_close_timeout=total,
                 retry_policy=STORE_RETRY,
                 cancellation_type=cancellation_type,
                 summary=summary,
@@ -162,8 +191,8 @@ async def _store_activity(
         name,
         input,
         result_type=result_type,
-        start_to_close_timeout=STORE_ACTIVITY_TIMEOUT,
-        schedule_to_close_timeout=STORE_TOTAL_TIMEOUT,
+        start_to_close_timeout=min(STORE_ACTIVITY_TIMEOUT, total),
+        schedule_to_close_timeout=total,
         heartbeat_timeout=STORE_HEARTBEAT_TIMEOUT,
         retry_policy=STORE_RETRY,
         cancellation_type=cancellation_type,
