@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # events are printed by `watch` and `run`; `show` prints a re
 
 __all__ = [
     "EventPrinter",
+    "denied_line",
     "make_console",
     "output_rejected_line",
 ]
@@ -40,6 +41,12 @@ def output_rejected_line(event: dict[str, Any]) -> str:
         f"↺ answer rejected, retry {event.get('retry')} of {event.get('retries')}: "
         f"{event.get('problem')}"
     )
+
+
+def denied_line(event: Mapping[str, Any]) -> str:
+    """A call that never ran: a person denied it, or nobody decided in time (`tool_denied`)."""
+    how = "not decided in time" if event.get("decision") == "timed_out" else "denied"
+    return f"⊘ {event.get('tool_name')} {how}: nothing was executed"
 
 
 def make_console(file: TextIO) -> Console:
@@ -102,6 +109,8 @@ class EventPrinter:
             self._note(_tool_started(event))
         elif kind == "tool_completed":
             self._tool_completed(event)
+        elif kind == "tool_denied":
+            self._note(denied_line(event), style="yellow")
         elif kind == "handed_off":
             self._note(
                 f"⇢ {event.get('from_agent')} handed the conversation to "
@@ -130,6 +139,8 @@ class EventPrinter:
             self._note(f"{indent}{record.agent_id} {_tool_started(event)}")
         elif kind == "tool_completed":
             self._tool_completed(event, prefix=f"{indent}{record.agent_id} ")
+        elif kind == "tool_denied":
+            self._note(f"{indent}{record.agent_id} {denied_line(event)}", style="yellow")
         elif kind in _TERMINAL_EVENTS or kind == "run_failed":
             outcome = _TERMINAL_EVENTS.get(str(kind)) or str(event.get("status") or "failed")
             failure = event.get("failure")

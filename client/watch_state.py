@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from otherone.client.console import output_rejected_line
+from otherone.client.console import denied_line, output_rejected_line
 from otherone.contracts import EventRecord, child_run_id
 
 #: Display status of a run: the terminal ones are the outcomes the events spell.
@@ -292,6 +292,14 @@ class WatchState:
         else:
             self._note(view, record, f"✓ {name}")
 
+    def _tool_denied(self, view: RunView, record: EventRecord) -> None:
+        """A call a person denied (or nobody decided in time): made by the model, so counted
+        among the run's tool calls as its usage counts it, but it never started."""
+        event = record.event
+        self._ensure_running(view, record)
+        view.tool_call_ids.add(str(event.get("tool_call_id")))
+        self._note(view, record, denied_line(event), "yellow")
+
     def _call_started(self, view: RunView, record: EventRecord) -> None:
         call_id, target = str(record.event.get("call_id")), str(record.event.get("target"))
         if call_id in view.agent_call_ids:
@@ -426,6 +434,7 @@ _HANDLERS: dict[str, _Handler] = {
     "model_completed": WatchState._model_completed,
     "tool_started": WatchState._tool_started,
     "tool_completed": WatchState._tool_completed,
+    "tool_denied": WatchState._tool_denied,
     "agent_call_started": WatchState._call_started,
     "agent_call_completed": WatchState._call_completed,
     "user_message_queued": WatchState._messages_queued,

@@ -26,6 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from otherone.activities.approvals import approval_needs
 from otherone.client import approval_requests
 from otherone.client.agent_client import AgentClient, RunHandle, build_request
+from otherone.client.console import EventPrinter
 from otherone.client.watch import WatchState, render_tree
 from otherone.contracts import (
     QUERY_APPROVALS,
@@ -243,6 +244,28 @@ async def test_a_denial_reaches_the_model_as_a_structured_result(
     [message] = tool_messages(provider)
     body = json.loads(message["content"])
     assert body["status"] == "denied" and body["reason"] == "not to everyone"
+    assert_denied_events(env.store, result.run_id, "mail", "denied")
+
+
+def assert_denied_events(store: Store, run_id: str, call_id: str, decision: str) -> None:
+    """A call nobody let run has one `tool_denied` and no start (a consumer counting
+    `tool_started` counted it as run), in the store and as `otherone watch` shows it."""
+    mine = [r for r in store.read_events(run_id) if r.event.get("tool_call_id") == call_id]
+    assert [r.event["type"] for r in mine] == ["tool_denied"]
+    [denied] = mine
+    assert denied.event["decision"] == decision and denied.event["tool_name"] == "send_email"
+    assert "nothing was executed" in denied.event["error"]
+    state = WatchState(run_id)
+    printed = io.StringIO()
+    printer = EventPrinter(run_id, io.StringIO(), Console(file=printed, width=200))
+    for record in store.read_events(run_id):
+        state.apply(record)
+        printer.handle(record)
+    assert state.root is not None and state.root.tool_calls == 1  # as the run's usage counts
+    how = "denied" if decision == "denied" else "not decided in time"
+    line = f"⊘ send_email {how}: nothing was executed"
+    assert line in [item.text for item in state.activity]
+    assert line in printed.getvalue()
 
 
 @pytest.mark.parametrize("effect", ["deny", "fail"])
@@ -268,6 +291,9 @@ async def test_an_approval_timeout_denies_or_fails_the_run(
         assert result.outcome is RunOutcome.COMPLETED and result.text == "gave up"
         [message] = tool_messages(provider)
         assert json.loads(message["content"])["status"] == "timed_out"
+        [denied] = events(env.store, result.run_id, "tool_denied")
+        assert (denied["tool_call_id"], denied["decision"]) == ("look", "timed_out")
+        assert events(env.store, result.run_id, "tool_started") == []
     else:
         assert result.outcome is RunOutcome.FAILED
         assert result.failure is not None

@@ -310,6 +310,10 @@ function apply(envelope) {
     case "tool_completed":
       if (event.error) note(`${envelope.agent_id}: ${event.tool_name} failed: ${event.error}`);
       break;
+    case "tool_denied": // never started: a person denied it, or nobody decided in time
+      note(`${envelope.agent_id}: ${event.tool_name} ${event.decision === "timed_out"
+        ? "not decided in time" : "denied"}: nothing was executed`);
+      break;
     case "agent_call_started":
       info.agents += 1;
       note(`${envelope.agent_id} → ${event.target}`);
