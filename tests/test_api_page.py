@@ -9,13 +9,14 @@ waits for a person. Chromium missing: skipped locally, a failure in CI.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, Route, async_playwright, expect
 from temporalio.client import Client
 
 from otherone.api.dependencies import ApiContext
@@ -213,3 +214,67 @@ async def test_page_says_when_no_worker_takes_the_run(
             await client.get_workflow_handle(run_id).terminate("the test ends")
     finally:
         store.close()
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
+def clerk() -> Any:
+    """A clerk whose note waits for a person, then adds up four sums (activity to list)."""
+    sums = [
+        {"id": f"sum_{index}", "name": "add", "arguments": {"a": index, "b": 2}}
+        for index in range(4)
+    ]
+    script = {
+        "clerk": [
+            {"tool_calls": [{"id": "note", "name": "send_note", "arguments": {"to": "bo"}}]},
+            {"tool_calls": sums},
+            "Noted and added.",
+        ]
+    }
+    agents = [
+        AgentDefinition(
+            id="clerk", description="Notes and sums", tools=AccessPolicy.allow("send_note", "add")
+        )
+    ]
+    return scripted_config(script, agents=agents, tools=[send_note, add])
+
+
+async def test_an_approved_call_is_counted_once_in_the_run_tree(
+    browser: Browser, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The tree's numbers are the run's record: the record counts a call as the model makes it,
+    so the page that also added the call's `tool_started` showed one tool too many until the
+    next refresh. The refreshes are held here, so the page shows only what events did."""
+    async with api_env(client, task_queue, clerk(), tmp_path) as api:
+        page = await browser.new_page(viewport={"width": 1400, "height": 900})
+        await page.goto(api.url)
+        await send(page, "clerk", "Note it.")
+        request = page.locator("#approvals li.approval")
+        await expect(request).to_contain_text("send_note", timeout=WAIT_MS)
+        tools = page.locator("#tree tbody tr").first.locator("td").nth(3)
+        await expect(tools).to_have_text("1", timeout=WAIT_MS)  # the record counts the call
+
+        release = asyncio.Event()
+
+        async def held(route: Route) -> None:
+            await release.wait()
+            await route.continue_()
+
+        await page.route("**/tree", held)
+        await request.locator("button.approve").click()
+        started = page.locator("#activity li", has_text="send_note({")
+        await expect(started).to_have_count(1, timeout=WAIT_MS)
+        await expect(tools).to_have_text("1")
+        release.set()
+        await page.unroute("**/tree")
+        await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
+        await expect(tools).to_have_text("5", timeout=WAIT_MS)

@@ -8,6 +8,11 @@ const TERMINAL = new Set(["run_completed", "run_failed", "run_cancelled"]);
 // Finish reasons of an answer the model ended itself (anything else: it was cut or filtered).
 const NORMAL_FINISH = new Set(["stop", "end_turn", "stop_sequence", "tool_calls", "tool_use", "function_call"]);
 const ACTIVE = new Set(["pending", "running", "waiting_for_child", "waiting_for_approval"]);
+// Events after which a run's record (status, usage) may read differently. The tree's numbers
+// come from the records alone: a record already counts a call the model made before its
+// events arrive, so adding events to it would count some calls twice.
+const TREE_CHANGES = new Set(["run_started", "model_completed", "tool_started", "tool_denied",
+  "agent_call_started", "agent_call_completed", "run_completed", "run_failed", "run_cancelled"]);
 
 const state = {
   info: null,
@@ -17,6 +22,7 @@ const state = {
   running: false,
   cursor: 0, // last event sequence seen
   runs: new Map(), // run id -> {agent, depth, parent, status, model, tools, agents, tokens, live}
+  // (model, tools, agents and tokens as the run's record says: `refreshTree`)
   bubbles: new Map(), // "turn.attempt" of the root -> assistant message element
   stream: null, // AbortController of the event stream
 };
@@ -239,7 +245,7 @@ async function refreshTree() {
       info.model = record.usage.model_calls;
       info.tools = record.usage.tool_calls;
       info.agents = record.usage.agent_calls;
-      info.tokens = record.usage.total_tokens || info.tokens;
+      info.tokens = record.usage.total_tokens || 0;
     }
     renderTree();
   } catch (error) {
@@ -268,7 +274,6 @@ function apply(envelope) {
       if (!isRoot) note(`${envelope.agent_id} started`);
       break;
     case "model_started":
-      info.model += 1;
       info.live = "";
       if (isRoot) {
         if (event.supersedes_attempt) {
@@ -299,12 +304,9 @@ function apply(envelope) {
           ? "the answer was cut at the model's max_tokens"
           : `the model ended its answer: ${event.finish_reason}`);
       }
-      const tokens = event.usage && event.usage.total_tokens;
-      if (tokens) info.tokens += tokens;
       break;
     }
     case "tool_started":
-      info.tools += 1;
       note(`${envelope.agent_id}: ${event.tool_name}(${event.arguments || ""})`);
       break;
     case "tool_completed":
@@ -315,7 +317,6 @@ function apply(envelope) {
         ? "not decided in time" : "denied"}: nothing was executed`);
       break;
     case "agent_call_started":
-      info.agents += 1;
       note(`${envelope.agent_id} → ${event.target}`);
       break;
     case "agent_call_completed":
@@ -335,8 +336,7 @@ function apply(envelope) {
     default:
       break;
   }
-  if (["run_started", "agent_call_completed", "run_completed", "run_failed", "run_cancelled"]
-    .includes(event.type)) refreshTreeSoon();
+  if (TREE_CHANGES.has(event.type)) refreshTreeSoon();
   if (event.type === "approval_requested" || event.type === "approval_decided") {
     note(event.type === "approval_requested"
       ? `${envelope.agent_id} waits for you: ${event.tool_name}` : `decided: ${event.tool_name}`);
