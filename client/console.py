@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # events are printed by `watch` and `run`; `show` prints a re
 
 __all__ = [
     "EventPrinter",
+    "completed_line",
     "denied_line",
     "make_console",
     "output_rejected_line",
@@ -49,6 +50,14 @@ def denied_line(event: Mapping[str, Any]) -> str:
     return f"⊘ {event.get('tool_name')} {how}: nothing was executed"
 
 
+def completed_line(event: Mapping[str, object], *, verbose: bool) -> str:
+    """A tool call that ended without an error; ``verbose``: with the start of its result (the
+    event's ``result``: one line, at most 200 characters; absent from older workers' events)."""
+    line = f"✓ {event.get('tool_name')}"
+    result = event.get("result")
+    return f"{line} → {_one_line(str(result))}" if verbose and result is not None else line
+
+
 def make_console(file: TextIO) -> Console:
     """A console that never highlights, never wraps long lines (URLs, ids) and never guesses."""
     return Console(file=file, highlight=False, soft_wrap=True, emoji=False)
@@ -73,10 +82,12 @@ class EventPrinter:
     their tool calls (prefixed with the agent); their text never goes to ``out``.
     """
 
-    def __init__(self, run_id: str, out: TextIO, err: Console) -> None:
+    def __init__(self, run_id: str, out: TextIO, err: Console, *, verbose: bool = False) -> None:
         self.run_id = run_id
         self.out = out
         self.err = err
+        #: Show the start of each tool's result after its name (``--verbose``).
+        self.verbose = verbose
         self._at_line_start = True
         self._position: tuple[int, int] | None = None  # (turn, attempt) of the text on screen
         self._turn_text: dict[int, str] = {}
@@ -244,7 +255,7 @@ class EventPrinter:
         if error:
             self._note(f"{prefix}✗ {event.get('tool_name')}: {_one_line(str(error))}", style="red")
         else:
-            self._note(f"{prefix}✓ {event.get('tool_name')}")
+            self._note(f"{prefix}{completed_line(event, verbose=self.verbose)}")
 
     def _delta(self, event: Mapping[str, object]) -> None:
         content = event.get("content")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from otherone.client.console import denied_line, output_rejected_line
+from otherone.client.console import completed_line, denied_line, output_rejected_line
 from otherone.contracts import EventRecord, child_run_id
 
 #: Display status of a run: the terminal ones are the outcomes the events spell.
@@ -124,8 +124,10 @@ class WatchState:
     Unknown event types are counted and otherwise ignored (newer workers may emit more).
     """
 
-    def __init__(self, root_run_id: str, *, max_activity: int = 8) -> None:
+    def __init__(self, root_run_id: str, *, max_activity: int = 8, verbose: bool = False) -> None:
         self.root_run_id = root_run_id
+        #: Recent activity shows the start of each tool's result (``--verbose``).
+        self.verbose = verbose
         self.runs: dict[str, RunView] = {}
         self.activity: deque[Activity] = deque(maxlen=max_activity)
         self.last_sequence = 0
@@ -290,7 +292,7 @@ class WatchState:
         if error:
             self._note(view, record, f"✗ {name}: {one_line(str(error))[:120]}", "red")
         else:
-            self._note(view, record, f"✓ {name}")
+            self._note(view, record, completed_line(event, verbose=self.verbose))
 
     def _tool_denied(self, view: RunView, record: EventRecord) -> None:
         """A call a person denied (or nobody decided in time): made by the model, so counted

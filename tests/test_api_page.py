@@ -235,7 +235,11 @@ def clerk() -> Any:
     ]
     script = {
         "clerk": [
-            {"tool_calls": [{"id": "note", "name": "send_note", "arguments": {"to": "bo"}}]},
+            {
+                "tool_calls": [
+                    {"id": "note", "name": "send_note", "arguments": {"to": "bo", "text": "hi"}}
+                ]
+            },
             {"tool_calls": sums},
             "Noted and added.",
         ]
@@ -278,3 +282,46 @@ async def test_an_approved_call_is_counted_once_in_the_run_tree(
         await page.unroute("**/tree")
         await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
         await expect(tools).to_have_text("5", timeout=WAIT_MS)
+
+
+#: Whether every number of the activity list fits where it is drawn: inside the items, or in
+#: the list's padding (outside, "10." and up were clipped to ".0" by the scrolling list).
+MARKERS_FIT = """() => {
+  const list = document.querySelector("#activity");
+  const style = getComputedStyle(list);
+  if (style.listStylePosition === "inside") return true;
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = `${style.fontSize} ${style.fontFamily}`;
+  return context.measureText(`${list.children.length}. `).width <= parseFloat(style.paddingLeft);
+}"""
+
+
+async def test_the_activity_shows_results_in_order_and_numbers_past_nine(
+    browser: Browser, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Each tool's result (its start, one line) is listed; a person's decision comes before
+    the run's `approval_decided`, even when the run's event arrives before the answer to the
+    decision (held here until it has); the list's numbers 10 and up are whole."""
+    async with api_env(client, task_queue, clerk(), tmp_path) as api:
+        page = await browser.new_page(viewport={"width": 1400, "height": 900})
+        await page.goto(api.url)
+        await send(page, "clerk", "Note it.")
+        request = page.locator("#approvals li.approval")
+        await expect(request).to_contain_text("send_note", timeout=WAIT_MS)
+        activity = page.locator("#activity li")
+
+        async def answered_after_the_event(route: Route) -> None:
+            answer = await route.fetch()
+            decided = activity.filter(has_text="decided: send_note")
+            await expect(decided).to_have_count(1, timeout=WAIT_MS)
+            await route.fulfill(response=answer)
+
+        await page.route("**/approvals/note", answered_after_the_event)
+        await request.locator("button.approve").click()
+        await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
+        texts = await activity.all_inner_texts()
+        assert texts.index("approve: send_note") < texts.index("decided: send_note"), texts
+        assert "clerk: send_note → sent to bo" in texts, texts
+        assert [f"clerk: add → {index + 2}" in texts for index in range(4)] == [True] * 4
+        assert len(texts) >= 10, texts
+        assert await page.evaluate(MARKERS_FIT)

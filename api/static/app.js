@@ -156,12 +156,15 @@ function renderApprovals(requests) {
     const row = document.createElement("div");
     row.className = "row";
     const decide = (body) => async () => {
+      // Said before it is sent: the run's `approval_decided` event may arrive on the stream
+      // before the answer to the request does, and it comes of this decision.
+      note(`${body.decision}: ${request.tool_name}`);
       try {
         await api(`/v1/runs/${request.run_id}/approvals/${encodeURIComponent(request.call_id)}`, {
           method: "POST", body: JSON.stringify(body),
         });
-        note(`${body.decision}: ${request.tool_name}`);
       } catch (error) {
+        note(`not decided: ${request.tool_name}`);
         showError(error);
       }
       refreshApprovals();
@@ -311,6 +314,8 @@ function apply(envelope) {
       break;
     case "tool_completed":
       if (event.error) note(`${envelope.agent_id}: ${event.tool_name} failed: ${event.error}`);
+      // The start of what it returned (one line, at most 200 characters; older workers: none).
+      else if (event.result !== undefined) note(`${envelope.agent_id}: ${event.tool_name} → ${event.result}`);
       break;
     case "tool_denied": // never started: a person denied it, or nobody decided in time
       note(`${envelope.agent_id}: ${event.tool_name} ${event.decision === "timed_out"
