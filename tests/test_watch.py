@@ -311,6 +311,23 @@ def test_verbose_shows_the_start_of_each_tools_result() -> None:
         assert state.activity[-1].text == line
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_summary_fits_the_terminal_whole(width: int) -> None:
+    """On a terminal the table is narrowed to fit (short headers, then fewer columns) rather
+    than cut: at 80 columns rich cut its own headers ("model cal…") and cells ("cle…")."""
+    state = fold(team_events().records)
+    output = io.StringIO()
+    console = Console(file=output, width=width, force_terminal=True, color_system=None)
+    print_summary(console, state, START + timedelta(hours=1))
+    text = output.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= width, text
+    table = rows(text)
+    header = "model calls" if width == 120 else "model"
+    assert header in text.splitlines()[0], text
+    assert "completed" in table["researcher"] and table["researcher"][-1] == "1.50 s", text
+    assert table["total (3 runs)"][:2] == ["5", "1"], text
+
+
 def test_summary_is_not_folded_on_a_narrow_pipe() -> None:
     """Not on a terminal, the table keeps one line per run whatever the console width."""
     state = fold(team_events().records)
