@@ -23,6 +23,7 @@ __all__ = [
     "completed_line",
     "denied_line",
     "make_console",
+    "mcp_unavailable_line",
     "output_rejected_line",
 ]
 
@@ -56,6 +57,14 @@ def completed_line(event: Mapping[str, object], *, verbose: bool) -> str:
     line = f"✓ {event.get('tool_name')}"
     result = event.get("result")
     return f"{line} → {_one_line(str(result))}" if verbose and result is not None else line
+
+
+def mcp_unavailable_line(event: Mapping[str, Any]) -> str:
+    """An MCP server the agent was granted tools of that offered none (`mcp_unavailable`)."""
+    return (
+        f"⚠ MCP server '{event.get('server')}' offered no tools: "
+        f"{_one_line(str(event.get('reason')))}"
+    )
 
 
 def make_console(file: TextIO) -> Console:
@@ -112,6 +121,9 @@ class EventPrinter:
             self._call_completed(record)
         elif kind in ("approval_requested", "approval_decided"):
             self._approval(record)
+        elif kind == "mcp_unavailable":  # any run's: its agent lacks tools it was granted
+            who = "" if record.run_id == self.run_id else f"{'  ' * record.depth}{record.agent_id} "
+            self._note(f"{who}{mcp_unavailable_line(event)}", style="yellow")
         elif record.run_id != self.run_id:
             self._child_event(record)
         elif kind == "model_delta":

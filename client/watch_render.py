@@ -237,6 +237,9 @@ def _node(view: RunView, now: datetime) -> RenderableType:
         label.append(f"  {doing}", style="cyan")
     if view.failure and view.terminal:
         label.append(f"  {view.failure}", style="red")
+    if view.mcp_unavailable:
+        servers = ", ".join(view.mcp_unavailable)
+        label.append(f"  ⚠ no tools from MCP {servers}", style="yellow")
     if view.in_model_call and not view.terminal:
         return Spinner("dots", text=label, style="cyan")
     return label

@@ -22,6 +22,7 @@ from temporalio.client import Client
 from otherone.api.dependencies import ApiContext
 from otherone.api.server import ApiServer
 from otherone.definitions import AccessPolicy, AgentDefinition, ModelOverrides
+from otherone.mcp_servers import McpServer
 from otherone.store import Store
 from otherone.tools import tool
 from tests.api_env import api_env
@@ -325,3 +326,22 @@ async def test_the_activity_shows_results_in_order_and_numbers_past_nine(
         assert [f"clerk: add → {index + 2}" in texts for index in range(4)] == [True] * 4
         assert len(texts) >= 10, texts
         assert await page.evaluate(MARKERS_FIT)
+
+
+async def test_the_page_says_when_a_granted_mcp_server_offers_no_tools(
+    browser: Browser, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A run whose agent was granted the tools of a server that could not start (its command
+    does not exist) says so in the conversation, not only in the worker's log."""
+    config = scripted_config(
+        {"clock": ["I cannot tell the time."]},
+        agents=[AgentDefinition(id="clock", description="Tells the time", tools=["mcp.time.*"])],
+    )
+    config.add_mcp_server(McpServer(name="time", command=str(tmp_path / "uvx")))
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        page = await browser.new_page(viewport={"width": 1400, "height": 900})
+        await page.goto(api.url)
+        await send(page, "clock", "What time is it in Tokyo?")
+        await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
+        said = page.locator(".msg.system", has_text="MCP server 'time' offered no tools")
+        await expect(said).to_contain_text("its command was not found")

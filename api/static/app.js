@@ -327,6 +327,12 @@ function apply(envelope) {
     case "agent_call_completed":
       note(`${event.target} → ${envelope.agent_id}: ${event.outcome}`);
       break;
+    case "mcp_unavailable": { // its agent lacks the tools of a server it was granted
+      const text = `MCP server '${event.server}' offered no tools: ${event.reason}`;
+      note(`${envelope.agent_id}: ${text}`);
+      if (isRoot) addMessage("system", text);
+      break;
+    }
     case "user_message_queued":
       note(`${event.count} message(s) taken`);
       break;
