@@ -304,9 +304,10 @@ class AgentClient:
         if task_failing(await self._describe(run_id)):
             reason = "no worker could answer a query"
             return await stuck_record(self.store, description, run_id, reason)
+        queue = description.task_queue or self.task_queue  # the run's, maybe not this client's
         raise UnavailableError(
             f"run '{run_id}' is running but no worker answered within "
-            f"{QUERY_TIMEOUT.total_seconds():g}s (is a worker polling '{self.task_queue}'?)"
+            f"{QUERY_TIMEOUT.total_seconds():g}s (is a worker polling '{queue}'?)"
         )
 
     async def describe_run(self, run_id: str) -> WorkflowExecutionDescription:

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 #: waiting for as long as that lasts. The update stays with the run: a worker that comes takes
 #: it (sending the same decision again meanwhile is answered with the one recorded).
 DECISION_TIMEOUT = timedelta(seconds=30)
+#: How long the hint of an unanswered decision waits for Temporal's description of the run.
+DESCRIBE_TIMEOUT = timedelta(seconds=5)
 
 
 async def send_decision(
@@ -70,15 +72,30 @@ async def send_decision(
     except WorkflowUpdateFailedError as error:
         raise refused_decision(run_id, decision.call_id, error) from None
     except (WorkflowUpdateRPCTimeoutOrCancelledError, TimeoutError):
+        queue = await run_task_queue(handle, task_queue)
         raise unanswered_update(
             f"run '{run_id}' did not take the decision within "
-            f"{DECISION_TIMEOUT.total_seconds():g}s (is a worker polling '{task_queue}'?); it "
+            f"{DECISION_TIMEOUT.total_seconds():g}s (is a worker polling '{queue}'?); it "
             "is taken when a worker comes, unless the request is decided otherwise first: "
             "send it again to see its outcome"
         ) from None
     except RPCError as error:
         raise not_found_or(error, run_id, finished=True) from None
     return request
+
+
+async def run_task_queue(handle: WorkflowHandle[Any, Any], fallback: str) -> str:
+    """The task queue the run is on, as Temporal describes it: the hint must name the queue a
+    worker has to poll, which need not be the client's (``fallback``: what is said when the run
+    cannot be described, or our caller is giving up)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        return fallback
+    try:
+        description = await handle.describe(rpc_timeout=DESCRIBE_TIMEOUT)
+    except RPCError:
+        return fallback
+    return description.task_queue or fallback
 
 
 async def open_requests_of_runs(

@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.activities.approvals import approval_needs
-from otherone.client import approval_requests
+from otherone.client import agent_client, approval_requests
 from otherone.client.agent_client import AgentClient, RunHandle, build_request
 from otherone.client.console import EventPrinter
 from otherone.client.watch import WatchState, render_tree
@@ -1116,15 +1116,22 @@ async def test_a_decision_no_worker_takes_is_reported_not_waited_for(
 ) -> None:
     """With no worker polling the run's queue, Temporal keeps an update waiting for one: the
     decision used to wait as long (`otherone approve` hung with no word). Now the caller is
-    told within `DECISION_TIMEOUT`, naming the queue."""
+    told within `DECISION_TIMEOUT`, naming the queue: the run's, not the deciding client's
+    (`otherone approve` named the CLI's configured queue, wrong when the run is on another),
+    as `otherone show` does when no worker answers its query."""
     monkeypatch.setattr(approval_requests, "DECISION_TIMEOUT", timedelta(seconds=2))
+    monkeypatch.setattr(agent_client, "QUERY_TIMEOUT", timedelta(seconds=2))
     nobody = f"{task_queue}-no-worker"
-    agents = AgentClient(client, task_queue=nobody)
-    handle = await agents.start(build_request(entry_agent="agent", input="hello"))
+    handle = await AgentClient(client, task_queue=nobody).start(
+        build_request(entry_agent="agent", input="hello")
+    )
+    agents = AgentClient(client, task_queue=f"{task_queue}-configured")
     try:
         began = asyncio.get_running_loop().time()
         with pytest.raises(UnavailableError, match=f"is a worker polling '{nobody}'"):
             await asyncio.wait_for(agents.approve(handle.run_id, "call-1"), 30)
         assert asyncio.get_running_loop().time() - began < 15
+        with pytest.raises(UnavailableError, match=f"is a worker polling '{nobody}'"):
+            await asyncio.wait_for(agents.get_run(handle.run_id), 30)
     finally:
         await client.get_workflow_handle(handle.run_id).terminate("test over")
