@@ -443,6 +443,61 @@ async def test_an_approval_deep_in_a_tree_is_listed_and_decided_from_the_root(
     assert SENT == [{"to": "bob", "body": "x"}]
 
 
+async def test_a_call_of_a_child_is_decided_with_the_root_id_when_unique_in_the_tree(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`otherone approve ROOT CALL` for a call a child waits on was refused ("run ROOT has no
+    approval request"): it is decided in the one run of the tree that waits on it (the answer
+    names that run); when several do (providers number calls per turn), the refusal names them."""
+    SENT.clear()
+    config = scripted_config(
+        {
+            "boss": [
+                {
+                    "tool_calls": [
+                        call("agent.call", "one", agent="first", task="mail"),
+                        call("agent.call", "two", agent="second", task="mail"),
+                    ]
+                },
+                "boss done",
+            ],
+            "first": [{"tool_calls": [call("send_email", "mail", to="a", body="1")]}, "sent"],
+            "second": [{"tool_calls": [call("send_email", "mail", to="b", body="2")]}, "sent"],
+        },
+        agents=[
+            agent(
+                "boss",
+                callable_agents=["first", "second"],
+                model_overrides=ModelOverrides(parallel_tool_calls=True),
+            ),
+            agent("first", tools=["send_email"]),
+            agent("second", tools=["send_email"]),
+        ],
+        tools=[send_email],
+    )
+    env = cli_env(temporal_env.client.service_client.config.target_host, task_queue, tmp_path)
+    async with agent_env(client, task_queue, config, tmp_path) as agents_env:
+        agents = agents_env.agents
+        handle = await agents.start(build_request(entry_agent="boss", input="go"))
+        root = handle.run_id
+        first, second = sorted(r.run_id for r in await open_requests(agents, root, count=2))
+        with pytest.raises(ApprovalNotFoundError) as ambiguous:
+            await agents.approve(root, "mail")
+        assert ambiguous.value.waiting_in == (first, second)
+        assert f"runs '{first}', '{second}' of its tree wait on a call 'mail'" in str(
+            ambiguous.value
+        )
+        await agents.approve(first, "mail")
+        approved = await otherone("approve", root, "mail", env=env)
+        assert approved.code == 0, approved.describe()
+        assert f"call mail (send_email) of run {second}: approved by" in approved.stderr
+        with pytest.raises(ApprovalNotFoundError):
+            await agents.approve(root, "nothing")  # no run of the tree waits on it
+        result = await handle.result()
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "boss done"
+    assert sorted(mail["body"] for mail in SENT) == ["1", "2"]
+
+
 async def test_decisions_are_idempotent_conflicts_and_unknown_calls_refused(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
