@@ -1,7 +1,8 @@
 """The events a workflow decided (`DecidedEvents`: refused tool calls, calls that ended with the
 run, ...) as an activity stores them: keyed when the activity may run again whole, and those
-marked `IF_MISSING` only while the run's stored events still lack them; and the
-`agent_call_completed` events owed for child results that reached a run inline."""
+marked `IF_MISSING` only while the run's stored events still lack them, a call a person did
+not let run as one `tool_denied`; and the `agent_call_completed` events owed for child results
+that reached a run inline."""
 
 from __future__ import annotations
 
@@ -16,9 +17,18 @@ from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import PendingEntry, RunRef, ToolCallSpec
 from otherone.store import Store
 from otherone.store.records import EVENT_KEY, event_key
+from otherone.workflows.approvals import DENIED_ERROR, UNANSWERED_ERROR, UNAPPROVED_ERROR
 from otherone.workflows.outcomes import CLOSE_LOST_ATTEMPTS, IF_MISSING
 
 T = TypeVar("T")
+
+#: The `tool_completed` error of a call a person did not let run -> what `tool_denied` says
+#: was decided (`otherone.workflows.approvals.denied_entry` writes these errors).
+DENIALS = {
+    DENIED_ERROR: "denied",
+    UNANSWERED_ERROR: "timed_out",
+    UNAPPROVED_ERROR: "timed_out",
+}
 
 
 class StoreCall(Protocol):
@@ -39,7 +49,7 @@ async def owed_decided_bodies(
     those marked `IF_MISSING` only if the run's stored events still lack them (read through
     ``io``, as every other store call: an outage is waited for, not a failed attempt;
     `ActivityContext.decided_bodies`)."""
-    bodies = [dict(event) for event in events]
+    bodies = with_denials([dict(event) for event in events])
     if once is not None:
         bodies = [
             {**body, EVENT_KEY: event_key(ref.run_id, once, str(index))}
@@ -52,6 +62,42 @@ async def owed_decided_bodies(
         stored = await io(_stored_event_keys, store, ref, calls)
         bodies = [body for body in bodies if _still_owed(body, stored)]
     return bodies
+
+
+def with_denials(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``bodies`` with each denied call's `tool_started` and `tool_completed` as one
+    `tool_denied`: the workflow decides a denial's events as any refused call's (both, side by
+    side), but nothing started, and a consumer counting `tool_started` would count it as run.
+    Done here rather than in the workflow, so runs already waiting get it too, with no patch;
+    deterministic, so every attempt keys the same events the same way."""
+    merged: list[dict[str, Any]] = []
+    for body in bodies:
+        denied = _denial(merged[-1], body) if merged else None
+        if denied is None:
+            merged.append(body)
+        else:
+            merged[-1] = denied
+    return merged
+
+
+def _denial(started: Mapping[str, Any], completed: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The `tool_denied` of a denied call's two events, else None."""
+    decision = DENIALS.get(str(completed.get("error")))
+    if (
+        decision is None
+        or started.get("type") != "tool_started"
+        or completed.get("type") != "tool_completed"
+        or started.get("tool_call_id") != completed.get("tool_call_id")
+    ):
+        return None
+    return {
+        "type": "tool_denied",
+        "tool_call_id": started.get("tool_call_id"),
+        "tool_name": started.get("tool_name"),
+        "arguments": started.get("arguments"),
+        "decision": decision,
+        "error": completed.get("error"),
+    }
 
 
 async def _with_lost_attempt_ends(

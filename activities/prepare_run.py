@@ -13,6 +13,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from otherone.activities.mcp_unavailable import unavailable_bodies, unavailable_servers
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
 from otherone.contracts import RUN_ID_USED, PrepareRunInput, RunPlan, RunRef, ToolSettings
@@ -49,6 +50,8 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         lease_until = min(lease_until, input.inherited_deadline + LEASE_SLACK)
     ref = input.ref.model_copy(update={"snapshot_version": snapshot.version})
     started = run_started_body(ref)
+    # Stored with the run's start: a person watching sees at once why tools are missing.
+    unavailable = unavailable_servers(snapshot, agent)
     lease = SessionLease(
         ref.partition_key,
         ref.session_id,
@@ -56,14 +59,17 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         lease_until,
         internal=input.internal_session,
     )
-    record = _running_record(input, agent.version)
+    record = _running_record(input, agent.version).model_copy(
+        update={"mcp_unavailable": unavailable}
+    )
+    announced = [started, *unavailable_bodies(ref.run_id, unavailable)]
     try:
         try:
-            await _start(context, ref, lease, record, started)
+            await _start(context, ref, lease, record, announced)
         except SessionBusyError as busy:
             if not await _ended_holder(context, busy.holder, ref):
                 raise
-            await _start(context, ref, lease, record, started)  # its lease was released
+            await _start(context, ref, lease, record, announced)  # its lease was released
     except SessionBusyError as error:
         raise failure(FailureCode.SESSION_BUSY, error.message) from error
     except RunIdUsed as error:
@@ -101,6 +107,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         output_retries=_output_retries(input, snapshot.policy.output_retries),
         spawn=snapshot.may_spawn(agent),
         spawned_on_exit=agent.spawned_on_exit,
+        mcp_unavailable=unavailable,
     )
 
 
@@ -141,18 +148,19 @@ async def _start(
     ref: RunRef,
     lease: SessionLease,
     record: RunRecord,
-    started: dict[str, Any],
+    started: list[dict[str, Any]],
 ) -> None:
-    """Take the session's lease, record the run as running and store ``started``: one
-    transaction (`Store.start_run`). A cancellation does not leave the store call behind: the
-    call goes on in its thread and could take the lease after the run has ended (and its
-    finish released nothing), locking the session until the lease expires. So a cancelled
-    prepare lets the call end, gives back whatever lease it took, and only then stops."""
+    """Take the session's lease, record the run as running and store ``started`` (its
+    `run_started` and what else it announces): one transaction (`Store.start_run`). A
+    cancellation does not leave the store call behind: the call goes on in its thread and
+    could take the lease after the run has ended (and its finish released nothing), locking
+    the session until the lease expires. So a cancelled prepare lets the call end, gives back
+    whatever lease it took, and only then stops."""
     store = context.store
     starting = asyncio.ensure_future(
         context.io_with_events(
             ref,
-            [started],
+            started,
             lambda bodies: store.start_run(lease, record, ref, bodies or []),
             brief=True,
         )

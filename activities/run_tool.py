@@ -252,7 +252,8 @@ async def _store_tool_result(
             content=content,
         )
     # The result, `tool_completed` and whatever else is queued: one transaction.
-    events.add(tool_completed_body(call, error, attempt))
+    succeeded = content if kind is None else None  # a tool error's message is its `error`
+    events.add(tool_completed_body(call, error, attempt, content=succeeded))
     store, error_kind = context.store, kind.value if kind else None
     await events.write_with(
         lambda bodies: store.put_tool_result_and_events(

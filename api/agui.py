@@ -11,9 +11,15 @@ sent next:
 | ``thinking_delta`` | ``REASONING_MESSAGE_CHUNK`` (message ``<the turn's message id>.reasoning``) |
 | ``tool_started`` | ``TOOL_CALL_START``, ``TOOL_CALL_ARGS``, ``TOOL_CALL_END`` |
 | ``tool_completed`` | ``TOOL_CALL_RESULT`` (the error, or ``ok``: results stay in our store) |
+| ``tool_denied`` | ``TOOL_CALL_START``, ``_ARGS``, ``_END``, ``TOOL_CALL_RESULT`` (``denied: …``) |
 | ``run_completed`` / ``run_cancelled`` | ``RUN_FINISHED`` (outcome success / cancelled) |
 | ``run_failed`` | ``RUN_ERROR`` (message and our failure code) |
 | anything else | ``CUSTOM`` named ``otherone.<type>`` with the event body |
+
+A call a person denied never ran, yet the model made it and read the denial as its result: AG-UI
+clients rebuild the conversation from the stream, where an assistant's tool call without its
+result is invalid, so it appears as a call (the model's arguments) with the denial as the
+result, all at the time of the denial.
 
 A message id names the run, turn and attempt; a model call retried after streaming part of an
 answer first sends ``CUSTOM otherone.superseded`` naming the message to drop (AG-UI cannot take
@@ -92,17 +98,11 @@ def to_ag_ui(record: EventRecord, thread_id: str | None = None) -> list[BaseEven
     if kind == "tool_started":
         return _tool_started(record, body, sub)
     if kind == "tool_completed":
-        call_id = _tool_call_id(record, body)
         error = body.get("error")
-        return [
-            ToolCallResultEvent(
-                message_id=f"{record.run_id}#tool{call_id}",
-                tool_call_id=call_id,
-                content=f"error: {error}" if error else "ok",
-                role="tool",
-                **sub,
-            )
-        ]
+        return [_tool_result(record, body, f"error: {error}" if error else "ok", sub)]
+    if kind == "tool_denied":
+        content = f"{body.get('decision') or 'denied'}: {body.get('error')}"
+        return [*_tool_started(record, body, sub), _tool_result(record, body, content, sub)]
     return [CustomEvent(name=f"otherone.{kind}", value=body, **sub)]
 
 
@@ -146,6 +146,19 @@ def _tool_started(
         events.append(ToolCallArgsEvent(tool_call_id=call_id, delta=arguments, **sub))
     events.append(ToolCallEndEvent(tool_call_id=call_id, **sub))
     return events
+
+
+def _tool_result(
+    record: EventRecord, body: dict[str, Any], content: str, sub: dict[str, str]
+) -> ToolCallResultEvent:
+    call_id = _tool_call_id(record, body)
+    return ToolCallResultEvent(
+        message_id=f"{record.run_id}#tool{call_id}",
+        tool_call_id=call_id,
+        content=content,
+        role="tool",
+        **sub,
+    )
 
 
 def _root_lifecycle(record: EventRecord, body: dict[str, Any], thread: str) -> BaseEvent | None:

@@ -35,6 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from otherone import search_attributes as attrs
 from otherone.client.approval_requests import (
     approval_decision,
+    decide_in_tree,
     open_requests_in_store,
     open_requests_of_runs,
     runs_waiting,
@@ -304,9 +305,10 @@ class AgentClient:
         if task_failing(await self._describe(run_id)):
             reason = "no worker could answer a query"
             return await stuck_record(self.store, description, run_id, reason)
+        queue = description.task_queue or self.task_queue  # the run's, maybe not this client's
         raise UnavailableError(
             f"run '{run_id}' is running but no worker answered within "
-            f"{QUERY_TIMEOUT.total_seconds():g}s (is a worker polling '{self.task_queue}'?)"
+            f"{QUERY_TIMEOUT.total_seconds():g}s (is a worker polling '{queue}'?)"
         )
 
     async def describe_run(self, run_id: str) -> WorkflowExecutionDescription:
@@ -408,7 +410,11 @@ class AgentClient:
         (``identity``, else the Temporal client's)."""
         decision = approval_decision(call_id, self.identity or self.temporal.identity, fields)
         await self._check_tenant(run_id)
-        return await send_decision(self._workflow(run_id), run_id, decision, self.task_queue)
+        return await decide_in_tree(
+            lambda run: send_decision(self._workflow(run), run, decision, self.task_queue),
+            self.pending_approvals,
+            run_id,
+        )
 
     async def pending_approvals(self, root_run_id: str | None = None) -> list[ApprovalRequest]:
         """Every open approval request and question of a root's tree (of every tree when

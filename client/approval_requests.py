@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from otherone.errors import (
     ApprovalNotAllowedError,
     ApprovalNotFoundError,
     InvalidRequestError,
+    OtheroneError,
     RunNotActiveError,
 )
 from otherone.runs import DEFAULT_PARTITION, RunStatus
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 #: waiting for as long as that lasts. The update stays with the run: a worker that comes takes
 #: it (sending the same decision again meanwhile is answered with the one recorded).
 DECISION_TIMEOUT = timedelta(seconds=30)
+#: How long the hint of an unanswered decision waits for Temporal's description of the run.
+DESCRIBE_TIMEOUT = timedelta(seconds=5)
 
 
 async def send_decision(
@@ -70,15 +73,69 @@ async def send_decision(
     except WorkflowUpdateFailedError as error:
         raise refused_decision(run_id, decision.call_id, error) from None
     except (WorkflowUpdateRPCTimeoutOrCancelledError, TimeoutError):
+        queue = await run_task_queue(handle, task_queue)
         raise unanswered_update(
             f"run '{run_id}' did not take the decision within "
-            f"{DECISION_TIMEOUT.total_seconds():g}s (is a worker polling '{task_queue}'?); it "
+            f"{DECISION_TIMEOUT.total_seconds():g}s (is a worker polling '{queue}'?); it "
             "is taken when a worker comes, unless the request is decided otherwise first: "
             "send it again to see its outcome"
         ) from None
     except RPCError as error:
         raise not_found_or(error, run_id, finished=True) from None
     return request
+
+
+async def decide_in_tree(
+    send: Callable[[str], Awaitable[ApprovalRequest]],
+    pending: Callable[[str], Awaitable[list[ApprovalRequest]]],
+    run_id: str,
+) -> ApprovalRequest:
+    """The decision ``send`` sends to a run, sent to ``run_id``; when that run has no request
+    for its call, to the one run of its tree that waits on it (`holder_of_call`; ``pending``:
+    the open requests of a run's tree)."""
+    try:
+        return await send(run_id)
+    except ApprovalNotFoundError as missing:
+        holder = holder_of_call(await _open_in_tree(pending, run_id), run_id, missing.call_id)
+        if holder is None:
+            raise
+    return await send(holder)
+
+
+async def _open_in_tree(
+    pending: Callable[[str], Awaitable[list[ApprovalRequest]]], run_id: str
+) -> list[ApprovalRequest]:
+    """The open requests of ``run_id``'s tree; none when they cannot be listed (an id no
+    visibility query can name, the store down): the run's own answer stands then."""
+    try:
+        return await pending(run_id)
+    except OtheroneError:
+        return []
+
+
+def holder_of_call(requests: Sequence[ApprovalRequest], run_id: str, call_id: str) -> str | None:
+    """The run of ``run_id``'s tree whose open ``requests`` include ``call_id`` when ``run_id``
+    has no such request: `otherone approve ROOT CALL` for a call a child waits on is decided in
+    that child. None when no run waits on it; refused, naming the runs, when several do (call
+    ids are the model provider's, unique within a turn only)."""
+    holders = sorted({r.run_id for r in requests if r.call_id == call_id and r.run_id != run_id})
+    if len(holders) > 1:
+        raise ApprovalNotFoundError(run_id, call_id, waiting_in=tuple(holders))
+    return holders[0] if holders else None
+
+
+async def run_task_queue(handle: WorkflowHandle[Any, Any], fallback: str) -> str:
+    """The task queue the run is on, as Temporal describes it: the hint must name the queue a
+    worker has to poll, which need not be the client's (``fallback``: what is said when the run
+    cannot be described, or our caller is giving up)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        return fallback
+    try:
+        description = await handle.describe(rpc_timeout=DESCRIBE_TIMEOUT)
+    except RPCError:
+        return fallback
+    return description.task_queue or fallback
 
 
 async def open_requests_of_runs(

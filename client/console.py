@@ -20,7 +20,10 @@ if TYPE_CHECKING:  # events are printed by `watch` and `run`; `show` prints a re
 
 __all__ = [
     "EventPrinter",
+    "completed_line",
+    "denied_line",
     "make_console",
+    "mcp_unavailable_line",
     "output_rejected_line",
 ]
 
@@ -39,6 +42,28 @@ def output_rejected_line(event: dict[str, Any]) -> str:
     return (
         f"↺ answer rejected, retry {event.get('retry')} of {event.get('retries')}: "
         f"{event.get('problem')}"
+    )
+
+
+def denied_line(event: Mapping[str, Any]) -> str:
+    """A call that never ran: a person denied it, or nobody decided in time (`tool_denied`)."""
+    how = "not decided in time" if event.get("decision") == "timed_out" else "denied"
+    return f"⊘ {event.get('tool_name')} {how}: nothing was executed"
+
+
+def completed_line(event: Mapping[str, object], *, verbose: bool) -> str:
+    """A tool call that ended without an error; ``verbose``: with the start of its result (the
+    event's ``result``: one line, at most 200 characters; absent from older workers' events)."""
+    line = f"✓ {event.get('tool_name')}"
+    result = event.get("result")
+    return f"{line} → {_one_line(str(result))}" if verbose and result is not None else line
+
+
+def mcp_unavailable_line(event: Mapping[str, Any]) -> str:
+    """An MCP server the agent was granted tools of that offered none (`mcp_unavailable`)."""
+    return (
+        f"⚠ MCP server '{event.get('server')}' offered no tools: "
+        f"{_one_line(str(event.get('reason')))}"
     )
 
 
@@ -66,10 +91,12 @@ class EventPrinter:
     their tool calls (prefixed with the agent); their text never goes to ``out``.
     """
 
-    def __init__(self, run_id: str, out: TextIO, err: Console) -> None:
+    def __init__(self, run_id: str, out: TextIO, err: Console, *, verbose: bool = False) -> None:
         self.run_id = run_id
         self.out = out
         self.err = err
+        #: Show the start of each tool's result after its name (``--verbose``).
+        self.verbose = verbose
         self._at_line_start = True
         self._position: tuple[int, int] | None = None  # (turn, attempt) of the text on screen
         self._turn_text: dict[int, str] = {}
@@ -94,6 +121,9 @@ class EventPrinter:
             self._call_completed(record)
         elif kind in ("approval_requested", "approval_decided"):
             self._approval(record)
+        elif kind == "mcp_unavailable":  # any run's: its agent lacks tools it was granted
+            who = "" if record.run_id == self.run_id else f"{'  ' * record.depth}{record.agent_id} "
+            self._note(f"{who}{mcp_unavailable_line(event)}", style="yellow")
         elif record.run_id != self.run_id:
             self._child_event(record)
         elif kind == "model_delta":
@@ -102,6 +132,8 @@ class EventPrinter:
             self._note(_tool_started(event))
         elif kind == "tool_completed":
             self._tool_completed(event)
+        elif kind == "tool_denied":
+            self._note(denied_line(event), style="yellow")
         elif kind == "handed_off":
             self._note(
                 f"⇢ {event.get('from_agent')} handed the conversation to "
@@ -130,6 +162,8 @@ class EventPrinter:
             self._note(f"{indent}{record.agent_id} {_tool_started(event)}")
         elif kind == "tool_completed":
             self._tool_completed(event, prefix=f"{indent}{record.agent_id} ")
+        elif kind == "tool_denied":
+            self._note(f"{indent}{record.agent_id} {denied_line(event)}", style="yellow")
         elif kind in _TERMINAL_EVENTS or kind == "run_failed":
             outcome = _TERMINAL_EVENTS.get(str(kind)) or str(event.get("status") or "failed")
             failure = event.get("failure")
@@ -233,7 +267,7 @@ class EventPrinter:
         if error:
             self._note(f"{prefix}✗ {event.get('tool_name')}: {_one_line(str(error))}", style="red")
         else:
-            self._note(f"{prefix}✓ {event.get('tool_name')}")
+            self._note(f"{prefix}{completed_line(event, verbose=self.verbose)}")
 
     def _delta(self, event: Mapping[str, object]) -> None:
         content = event.get("content")

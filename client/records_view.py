@@ -71,6 +71,8 @@ def print_result_summary(
     cut = _cut_answer(result.output)
     if cut is not None:
         console.print(_row("answer", cut))
+    for server, reason in result.mcp_unavailable.items():
+        console.print(_row("mcp", f"server '{server}' offered no tools: {_one_line(reason)}"))
     console.print(_row("usage", usage_line(result.usage)))
     console.print(_row("run id", result.run_id))
     if result.session_id:
@@ -107,6 +109,7 @@ def print_record(console: Console, record: RunRecord) -> None:
         ("output", record.output.text if record.output is not None else None),
         ("answer", _cut_answer(record.output)),
         ("metadata", json.dumps(record.metadata, ensure_ascii=False) if record.metadata else None),
+        ("mcp unavailable", _mcp_unavailable(record)),
     ]
     for label, value in rows:
         if value is not None:
@@ -215,6 +218,12 @@ def _handoff_chain(record: RunRecord) -> str | None:
     if not record.handoffs:
         return None
     return " → ".join([record.handoffs[0].from_agent, *(h.to_agent for h in record.handoffs)])
+
+
+def _mcp_unavailable(record: RunRecord) -> str | None:
+    """``time: its command was not found (uvx)``, a line per server that offered no tools."""
+    lines = [f"{server}: {_one_line(why)}" for server, why in record.mcp_unavailable.items()]
+    return "\n".join(lines) or None
 
 
 def _agent_label(record: RunRecord) -> str:

@@ -127,6 +127,7 @@ def record_from_result(
         iteration=result.iteration,
         agent_definition_version=result.agent_definition_version,
         handoffs=result.handoffs,
+        mcp_unavailable=result.mcp_unavailable,
     )
 
 

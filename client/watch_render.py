@@ -105,45 +105,101 @@ def _decision_prompt(state: WatchState) -> RenderableType | None:
     return Panel(text, title="decide", title_align="left", border_style="yellow")
 
 
-def render_summary(state: WatchState, now: datetime) -> Table:
+#: The summary's columns: key, header, its short form (narrow terminals), right-justified.
+_COLUMNS: tuple[tuple[str, str, str, bool], ...] = (
+    ("run", "run", "run", False),
+    ("call", "call", "call", False),
+    ("status", "status", "status", False),
+    ("model", "model calls", "model", True),
+    ("tools", "tool calls", "tools", True),
+    ("agents", "agent calls", "agents", True),
+    ("tokens", "tokens", "tokens", True),
+    ("duration", "duration", "time", True),
+)
+#: How the summary is narrowed until it fits a terminal, first to last: (short headers, the
+#: columns left out). The run's call id is in `otherone tree`; agent calls and tokens go last.
+SUMMARY_LAYOUTS: tuple[tuple[bool, frozenset[str]], ...] = (
+    (False, frozenset()),
+    (True, frozenset()),
+    (True, frozenset({"call"})),
+    (True, frozenset({"call", "agents", "tokens"})),
+)
+
+
+def render_summary(
+    state: WatchState, now: datetime, *, short: bool = False, without: frozenset[str] = frozenset()
+) -> Table:
     """One row per run (tree order): status, model calls, tool calls, agent calls, tokens,
-    duration; a total row when the tree has more than one run."""
+    duration; a total row when the tree has more than one run. ``short`` headers and the
+    columns named in ``without`` left out make it narrower (`fitted_summary`)."""
+    columns = [column for column in _COLUMNS if column[0] not in without]
     table = Table(box=box.HORIZONTALS, pad_edge=False, header_style="bold", show_edge=False)
-    table.add_column("run", no_wrap=True)
-    table.add_column("call", style="dim", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    for header in ("model calls", "tool calls", "agent calls", "tokens", "duration"):
-        table.add_column(header, justify="right", no_wrap=True)
+    for key, header, brief, right in columns:
+        table.add_column(
+            brief if short else header,
+            justify="right" if right else "left",
+            style="dim" if key == "call" else None,
+            no_wrap=True,
+        )
     views = state.ordered()
     for view in views:
-        tokens = view.tokens
-        seconds = view.duration(now)
-        table.add_row(
-            Text("  " * view.depth + view.agent_id),
-            view.call_id or "",
-            _status(view),
-            str(view.model_calls),
-            str(view.tool_calls),
-            str(view.agent_calls),
-            "-" if tokens is None else str(tokens),
-            "-" if seconds is None else f"{seconds:.2f} s",
-        )
+        cells = _summary_cells(view, now)
+        table.add_row(*(cells[key] for key, *_ in columns))
     if len(views) > 1:
-        known = [view.tokens for view in views if view.tokens is not None]
-        root = state.root
-        seconds = root.duration(now) if root is not None else None
         table.add_section()
-        table.add_row(
-            Text(f"total ({len(views)} runs)", style="bold"),
-            "",
-            "",
-            str(sum(view.model_calls for view in views)),
-            str(sum(view.tool_calls for view in views)),
-            str(sum(view.agent_calls for view in views)),
-            str(sum(known)) if known else "-",
-            "-" if seconds is None else f"{seconds:.2f} s",
-        )
+        totals = _total_cells(state, views, now)
+        table.add_row(*(totals[key] for key, *_ in columns))
     return table
+
+
+def fitted_summary(console: Console, state: WatchState, now: datetime) -> Table:
+    """`render_summary` in the first of `SUMMARY_LAYOUTS` that fits ``console``'s width
+    whole (rich would cut headers and cells to fit: "model cal…", "cle…"); the narrowest if
+    none does."""
+    for short, without in SUMMARY_LAYOUTS:
+        table = render_summary(state, now, short=short, without=without)
+        if _natural_width(console, table) <= console.width:
+            return table
+    return table
+
+
+def _natural_width(console: Console, table: Table) -> int:
+    """The width ``table`` takes uncut (measured against an unbounded width: a measurement
+    within the console's own width is capped at it)."""
+    return Measurement.get(console, console.options.update(width=100_000), table).maximum
+
+
+def _summary_cells(view: RunView, now: datetime) -> dict[str, RenderableType]:
+    tokens = view.tokens
+    seconds = view.duration(now)
+    return {
+        "run": Text("  " * view.depth + view.agent_id),
+        "call": view.call_id or "",
+        "status": _status(view),
+        "model": str(view.model_calls),
+        "tools": str(view.tool_calls),
+        "agents": str(view.agent_calls),
+        "tokens": "-" if tokens is None else str(tokens),
+        "duration": "-" if seconds is None else f"{seconds:.2f} s",
+    }
+
+
+def _total_cells(
+    state: WatchState, views: list[RunView], now: datetime
+) -> dict[str, RenderableType]:
+    known = [view.tokens for view in views if view.tokens is not None]
+    root = state.root
+    seconds = root.duration(now) if root is not None else None
+    return {
+        "run": Text(f"total ({len(views)} runs)", style="bold"),
+        "call": "",
+        "status": "",
+        "model": str(sum(view.model_calls for view in views)),
+        "tools": str(sum(view.tool_calls for view in views)),
+        "agents": str(sum(view.agent_calls for view in views)),
+        "tokens": str(sum(known)) if known else "-",
+        "duration": "-" if seconds is None else f"{seconds:.2f} s",
+    }
 
 
 def _header(state: WatchState, now: datetime) -> Text:
@@ -181,6 +237,9 @@ def _node(view: RunView, now: datetime) -> RenderableType:
         label.append(f"  {doing}", style="cyan")
     if view.failure and view.terminal:
         label.append(f"  {view.failure}", style="red")
+    if view.mcp_unavailable:
+        servers = ", ".join(view.mcp_unavailable)
+        label.append(f"  ⚠ no tools from MCP {servers}", style="yellow")
     if view.in_model_call and not view.terminal:
         return Spinner("dots", text=label, style="cyan")
     return label
@@ -219,14 +278,13 @@ def _tail(text: str, chars: int) -> str:
 
 
 def print_summary(console: Console, state: WatchState, now: datetime) -> None:
-    """`render_summary` on ``console``; not on a terminal, at its natural width (a pipe or a
-    file gets one line per run, never folded)."""
-    table = render_summary(state, now)
+    """`render_summary` on ``console``: on a terminal, narrowed to fit it (`fitted_summary`);
+    elsewhere at its natural width (a pipe or a file gets one line per run, never folded)."""
     if console.is_terminal:
-        console.print(table)
+        console.print(fitted_summary(console, state, now))
         return
-    wide = Measurement.get(console, console.options.update(width=100_000), table).maximum
-    options = console.options.update(width=max(console.width, wide))
+    table = render_summary(state, now)
+    options = console.options.update(width=max(console.width, _natural_width(console, table)))
     for line in console.render_lines(table, options, pad=False, new_lines=True):
         console.print(Segments(line), end="")
 

@@ -11,7 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from otherone.client.console import output_rejected_line
+from otherone.client.console import (
+    completed_line,
+    denied_line,
+    mcp_unavailable_line,
+    output_rejected_line,
+)
 from otherone.contracts import EventRecord, child_run_id
 
 #: Display status of a run: the terminal ones are the outcomes the events spell.
@@ -57,6 +62,8 @@ class RunView:
     open_calls: dict[str, str] = field(default_factory=dict)  # call id -> target agent
     #: Calls waiting for a person: call id -> tool name.
     open_approvals: dict[str, str] = field(default_factory=dict)
+    #: MCP servers granted to the run's agent that offered no tools: server -> why.
+    mcp_unavailable: dict[str, str] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)  # child run ids, in call order
     #: Sequence of the last event of this run (to pick the most recently active runs).
     last_sequence: int = 0
@@ -124,8 +131,10 @@ class WatchState:
     Unknown event types are counted and otherwise ignored (newer workers may emit more).
     """
 
-    def __init__(self, root_run_id: str, *, max_activity: int = 8) -> None:
+    def __init__(self, root_run_id: str, *, max_activity: int = 8, verbose: bool = False) -> None:
         self.root_run_id = root_run_id
+        #: Recent activity shows the start of each tool's result (``--verbose``).
+        self.verbose = verbose
         self.runs: dict[str, RunView] = {}
         self.activity: deque[Activity] = deque(maxlen=max_activity)
         self.last_sequence = 0
@@ -290,7 +299,20 @@ class WatchState:
         if error:
             self._note(view, record, f"✗ {name}: {one_line(str(error))[:120]}", "red")
         else:
-            self._note(view, record, f"✓ {name}")
+            self._note(view, record, completed_line(event, verbose=self.verbose))
+
+    def _tool_denied(self, view: RunView, record: EventRecord) -> None:
+        """A call a person denied (or nobody decided in time): made by the model, so counted
+        among the run's tool calls as its usage counts it, but it never started."""
+        event = record.event
+        self._ensure_running(view, record)
+        view.tool_call_ids.add(str(event.get("tool_call_id")))
+        self._note(view, record, denied_line(event), "yellow")
+
+    def _mcp_unavailable(self, view: RunView, record: EventRecord) -> None:
+        event = record.event
+        view.mcp_unavailable[str(event.get("server"))] = str(event.get("reason"))
+        self._note(view, record, mcp_unavailable_line(event), "yellow")
 
     def _call_started(self, view: RunView, record: EventRecord) -> None:
         call_id, target = str(record.event.get("call_id")), str(record.event.get("target"))
@@ -426,6 +448,8 @@ _HANDLERS: dict[str, _Handler] = {
     "model_completed": WatchState._model_completed,
     "tool_started": WatchState._tool_started,
     "tool_completed": WatchState._tool_completed,
+    "tool_denied": WatchState._tool_denied,
+    "mcp_unavailable": WatchState._mcp_unavailable,
     "agent_call_started": WatchState._call_started,
     "agent_call_completed": WatchState._call_completed,
     "user_message_queued": WatchState._messages_queued,

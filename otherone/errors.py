@@ -151,10 +151,16 @@ class ApprovalNotFoundError(OtheroneError):
 
     code = FailureCode.INVALID_CONFIGURATION
 
-    def __init__(self, run_id: str, call_id: str) -> None:
+    def __init__(self, run_id: str, call_id: str, waiting_in: tuple[str, ...] = ()) -> None:
         self.run_id = run_id
         self.call_id = call_id
-        super().__init__(f"run '{run_id}' has no approval request for call '{call_id}'")
+        #: Runs of the tree that wait on a call of this id (when more than one: which is meant?).
+        self.waiting_in = waiting_in
+        message = f"run '{run_id}' has no approval request for call '{call_id}'"
+        if waiting_in:
+            runs = ", ".join(f"'{run}'" for run in waiting_in)
+            message += f"; runs {runs} of its tree wait on a call '{call_id}': decide it there"
+        super().__init__(message)
 
 
 class ApprovalConflictError(OtheroneError):

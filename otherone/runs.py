@@ -403,6 +403,9 @@ class AgentRunResult(_Model):
     started_at: datetime | None = None
     agent_definition_version: int | None = None
     handoffs: tuple[HandoffStep, ...] = ()
+    #: MCP servers the agent was granted tools of that offered none when the run started
+    #: (server -> why: it could not start, or not list its tools); as on the run's record.
+    mcp_unavailable: dict[str, str] = Field(default_factory=dict)
 
     @property
     def text(self) -> str | None:
@@ -456,6 +459,9 @@ class RunRecord(_Model):
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     #: The run's handoffs so far, oldest first (``agent_id`` is the agent it was handed to last).
     handoffs: tuple[HandoffStep, ...] = ()
+    #: MCP servers the agent was granted tools of that offered none when the run started
+    #: (server -> why: it could not start, or not list its tools); the run went on without them.
+    mcp_unavailable: dict[str, str] = Field(default_factory=dict)
 
 
 STATUS_FOR_OUTCOME: dict[RunOutcome, RunStatus] = {

@@ -171,6 +171,7 @@ def run_record_values(record: RunRecord) -> dict[str, Any]:
         "meta": dict(record.metadata),
         "updated_at": utc_now(),
         "handoffs": [step.model_dump(mode="json") for step in record.handoffs] or None,
+        "mcp_unavailable": dict(record.mcp_unavailable) or None,
     }
 
 
@@ -195,5 +196,6 @@ def run_record_from_mapping(mapping: RowMapping) -> RunRecord:
             "output": mapping["output"],
             "metadata": mapping["meta"] or {},
             "handoffs": mapping["handoffs"] or (),
+            "mcp_unavailable": mapping["mcp_unavailable"] or {},
         }
     )

@@ -201,6 +201,9 @@ run_records = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     #: The run's handoffs (`RunRecord.handoffs`), oldest first; NULL: none (migration 0004).
     Column("handoffs", JSON, nullable=True),
+    #: MCP servers granted to the agent that offered no tools (`RunRecord.mcp_unavailable`);
+    #: NULL: none (migration 0008).
+    Column("mcp_unavailable", JSON, nullable=True),
     PrimaryKeyConstraint("partition_key", "run_id", name="pk_otherone_run_records"),
     Index("ix_otherone_run_records_root", "partition_key", "root_run_id"),
 )

@@ -733,6 +733,25 @@ async def test_approvals_are_listed_and_decided(
             if event.event["type"] == "approval_decided"
         ]
         assert decided_events and decided_events[0]["decision"] == "denied"
+        await assert_denied_in_streams(api, denied, "note")
+
+
+async def assert_denied_in_streams(api: ApiEnv, run_id: str, call_id: str) -> None:
+    """A denied call is a `tool_denied` frame of the SSE stream, with no `tool_started`; in
+    AG-UI a call (START, ARGS, END) whose RESULT is the denial, so every call has its result."""
+    _, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events")
+    mine = [frame.event for frame in frames if frame.json()["event"].get("tool_call_id") == call_id]
+    assert mine == ["tool_denied"]
+    _, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events?format=ag-ui")
+    adapter: TypeAdapter[Any] = TypeAdapter(Event)
+    events = [adapter.validate_json(frame.data) for frame in frames if frame.data]
+    calls = [event for event in events if getattr(event, "tool_call_id", None) == call_id]
+    kinds = [event.type.value for event in calls]
+    assert kinds == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    assert calls[-1].content.startswith("denied: a person denied this call")
+    starts = [e.tool_call_id for e in events if e.type.value == "TOOL_CALL_START"]
+    results = [e.tool_call_id for e in events if e.type.value == "TOOL_CALL_RESULT"]
+    assert sorted(starts) == sorted(results)
 
 
 async def test_approvals_are_decided_as_the_tokens_identity(

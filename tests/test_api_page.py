@@ -9,18 +9,20 @@ waits for a person. Chromium missing: skipped locally, a failure in CI.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, Route, async_playwright, expect
 from temporalio.client import Client
 
 from otherone.api.dependencies import ApiContext
 from otherone.api.server import ApiServer
 from otherone.definitions import AccessPolicy, AgentDefinition, ModelOverrides
+from otherone.mcp_servers import McpServer
 from otherone.store import Store
 from otherone.tools import tool
 from tests.api_env import api_env
@@ -217,3 +219,133 @@ async def test_page_says_when_no_worker_takes_the_run(
             await client.get_workflow_handle(run_id).terminate("the test ends")
     finally:
         store.close()
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
+def clerk() -> Any:
+    """A clerk whose note waits for a person, then adds up four sums (activity to list)."""
+    sums = [
+        {"id": f"sum_{index}", "name": "add", "arguments": {"a": index, "b": 2}}
+        for index in range(4)
+    ]
+    script = {
+        "clerk": [
+            {
+                "tool_calls": [
+                    {"id": "note", "name": "send_note", "arguments": {"to": "bo", "text": "hi"}}
+                ]
+            },
+            {"tool_calls": sums},
+            "Noted and added.",
+        ]
+    }
+    agents = [
+        AgentDefinition(
+            id="clerk", description="Notes and sums", tools=AccessPolicy.allow("send_note", "add")
+        )
+    ]
+    return scripted_config(script, agents=agents, tools=[send_note, add])
+
+
+async def test_an_approved_call_is_counted_once_in_the_run_tree(
+    browser: Browser, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The tree's numbers are the run's record: the record counts a call as the model makes it,
+    so the page that also added the call's `tool_started` showed one tool too many until the
+    next refresh. The refreshes are held here, so the page shows only what events did."""
+    async with api_env(client, task_queue, clerk(), tmp_path) as api:
+        page = await browser.new_page(viewport={"width": 1400, "height": 900})
+        await page.goto(api.url)
+        await send(page, "clerk", "Note it.")
+        request = page.locator("#approvals li.approval")
+        await expect(request).to_contain_text("send_note", timeout=WAIT_MS)
+        tools = page.locator("#tree tbody tr").first.locator("td").nth(3)
+        await expect(tools).to_have_text("1", timeout=WAIT_MS)  # the record counts the call
+
+        release = asyncio.Event()
+
+        async def held(route: Route) -> None:
+            await release.wait()
+            await route.continue_()
+
+        await page.route("**/tree", held)
+        await request.locator("button.approve").click()
+        started = page.locator("#activity li", has_text="send_note({")
+        await expect(started).to_have_count(1, timeout=WAIT_MS)
+        await expect(tools).to_have_text("1")
+        release.set()
+        await page.unroute("**/tree")
+        await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
+        await expect(tools).to_have_text("5", timeout=WAIT_MS)
+
+
+#: Whether every number of the activity list fits where it is drawn: inside the items, or in
+#: the list's padding (outside, "10." and up were clipped to ".0" by the scrolling list).
+MARKERS_FIT = """() => {
+  const list = document.querySelector("#activity");
+  const style = getComputedStyle(list);
+  if (style.listStylePosition === "inside") return true;
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = `${style.fontSize} ${style.fontFamily}`;
+  return context.measureText(`${list.children.length}. `).width <= parseFloat(style.paddingLeft);
+}"""
+
+
+async def test_the_activity_shows_results_in_order_and_numbers_past_nine(
+    browser: Browser, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Each tool's result (its start, one line) is listed; a person's decision comes before
+    the run's `approval_decided`, even when the run's event arrives before the answer to the
+    decision (held here until it has); the list's numbers 10 and up are whole."""
+    async with api_env(client, task_queue, clerk(), tmp_path) as api:
+        page = await browser.new_page(viewport={"width": 1400, "height": 900})
+        await page.goto(api.url)
+        await send(page, "clerk", "Note it.")
+        request = page.locator("#approvals li.approval")
+        await expect(request).to_contain_text("send_note", timeout=WAIT_MS)
+        activity = page.locator("#activity li")
+
+        async def answered_after_the_event(route: Route) -> None:
+            answer = await route.fetch()
+            decided = activity.filter(has_text="decided: send_note")
+            await expect(decided).to_have_count(1, timeout=WAIT_MS)
+            await route.fulfill(response=answer)
+
+        await page.route("**/approvals/note", answered_after_the_event)
+        await request.locator("button.approve").click()
+        await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
+        texts = await activity.all_inner_texts()
+        assert texts.index("approve: send_note") < texts.index("decided: send_note"), texts
+        assert "clerk: send_note → sent to bo" in texts, texts
+        assert [f"clerk: add → {index + 2}" in texts for index in range(4)] == [True] * 4
+        assert len(texts) >= 10, texts
+        assert await page.evaluate(MARKERS_FIT)
+
+
+async def test_the_page_says_when_a_granted_mcp_server_offers_no_tools(
+    browser: Browser, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A run whose agent was granted the tools of a server that could not start (its command
+    does not exist) says so in the conversation, not only in the worker's log."""
+    config = scripted_config(
+        {"clock": ["I cannot tell the time."]},
+        agents=[AgentDefinition(id="clock", description="Tells the time", tools=["mcp.time.*"])],
+    )
+    config.add_mcp_server(McpServer(name="time", command=str(tmp_path / "uvx")))
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        page = await browser.new_page(viewport={"width": 1400, "height": 900})
+        await page.goto(api.url)
+        await send(page, "clock", "What time is it in Tokyo?")
+        await expect(page.locator("#run-status")).to_have_text("run completed", timeout=WAIT_MS)
+        said = page.locator(".msg.system", has_text="MCP server 'time' offered no tools")
+        await expect(said).to_contain_text("its command was not found")

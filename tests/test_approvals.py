@@ -24,8 +24,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.activities.approvals import approval_needs
-from otherone.client import approval_requests
+from otherone.client import agent_client, approval_requests
 from otherone.client.agent_client import AgentClient, RunHandle, build_request
+from otherone.client.console import EventPrinter
 from otherone.client.watch import WatchState, render_tree
 from otherone.contracts import (
     QUERY_APPROVALS,
@@ -243,6 +244,28 @@ async def test_a_denial_reaches_the_model_as_a_structured_result(
     [message] = tool_messages(provider)
     body = json.loads(message["content"])
     assert body["status"] == "denied" and body["reason"] == "not to everyone"
+    assert_denied_events(env.store, result.run_id, "mail", "denied")
+
+
+def assert_denied_events(store: Store, run_id: str, call_id: str, decision: str) -> None:
+    """A call nobody let run has one `tool_denied` and no start (a consumer counting
+    `tool_started` counted it as run), in the store and as `otherone watch` shows it."""
+    mine = [r for r in store.read_events(run_id) if r.event.get("tool_call_id") == call_id]
+    assert [r.event["type"] for r in mine] == ["tool_denied"]
+    [denied] = mine
+    assert denied.event["decision"] == decision and denied.event["tool_name"] == "send_email"
+    assert "nothing was executed" in denied.event["error"]
+    state = WatchState(run_id)
+    printed = io.StringIO()
+    printer = EventPrinter(run_id, io.StringIO(), Console(file=printed, width=200))
+    for record in store.read_events(run_id):
+        state.apply(record)
+        printer.handle(record)
+    assert state.root is not None and state.root.tool_calls == 1  # as the run's usage counts
+    how = "denied" if decision == "denied" else "not decided in time"
+    line = f"⊘ send_email {how}: nothing was executed"
+    assert line in [item.text for item in state.activity]
+    assert line in printed.getvalue()
 
 
 @pytest.mark.parametrize("effect", ["deny", "fail"])
@@ -268,6 +291,9 @@ async def test_an_approval_timeout_denies_or_fails_the_run(
         assert result.outcome is RunOutcome.COMPLETED and result.text == "gave up"
         [message] = tool_messages(provider)
         assert json.loads(message["content"])["status"] == "timed_out"
+        [denied] = events(env.store, result.run_id, "tool_denied")
+        assert (denied["tool_call_id"], denied["decision"]) == ("look", "timed_out")
+        assert events(env.store, result.run_id, "tool_started") == []
     else:
         assert result.outcome is RunOutcome.FAILED
         assert result.failure is not None
@@ -415,6 +441,61 @@ async def test_an_approval_deep_in_a_tree_is_listed_and_decided_from_the_root(
         result = await handle.result()
     assert result.outcome is RunOutcome.COMPLETED and result.text == "boss done"
     assert SENT == [{"to": "bob", "body": "x"}]
+
+
+async def test_a_call_of_a_child_is_decided_with_the_root_id_when_unique_in_the_tree(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`otherone approve ROOT CALL` for a call a child waits on was refused ("run ROOT has no
+    approval request"): it is decided in the one run of the tree that waits on it (the answer
+    names that run); when several do (providers number calls per turn), the refusal names them."""
+    SENT.clear()
+    config = scripted_config(
+        {
+            "boss": [
+                {
+                    "tool_calls": [
+                        call("agent.call", "one", agent="first", task="mail"),
+                        call("agent.call", "two", agent="second", task="mail"),
+                    ]
+                },
+                "boss done",
+            ],
+            "first": [{"tool_calls": [call("send_email", "mail", to="a", body="1")]}, "sent"],
+            "second": [{"tool_calls": [call("send_email", "mail", to="b", body="2")]}, "sent"],
+        },
+        agents=[
+            agent(
+                "boss",
+                callable_agents=["first", "second"],
+                model_overrides=ModelOverrides(parallel_tool_calls=True),
+            ),
+            agent("first", tools=["send_email"]),
+            agent("second", tools=["send_email"]),
+        ],
+        tools=[send_email],
+    )
+    env = cli_env(temporal_env.client.service_client.config.target_host, task_queue, tmp_path)
+    async with agent_env(client, task_queue, config, tmp_path) as agents_env:
+        agents = agents_env.agents
+        handle = await agents.start(build_request(entry_agent="boss", input="go"))
+        root = handle.run_id
+        first, second = sorted(r.run_id for r in await open_requests(agents, root, count=2))
+        with pytest.raises(ApprovalNotFoundError) as ambiguous:
+            await agents.approve(root, "mail")
+        assert ambiguous.value.waiting_in == (first, second)
+        assert f"runs '{first}', '{second}' of its tree wait on a call 'mail'" in str(
+            ambiguous.value
+        )
+        await agents.approve(first, "mail")
+        approved = await otherone("approve", root, "mail", env=env)
+        assert approved.code == 0, approved.describe()
+        assert f"call mail (send_email) of run {second}: approved by" in approved.stderr
+        with pytest.raises(ApprovalNotFoundError):
+            await agents.approve(root, "nothing")  # no run of the tree waits on it
+        result = await handle.result()
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "boss done"
+    assert sorted(mail["body"] for mail in SENT) == ["1", "2"]
 
 
 async def test_decisions_are_idempotent_conflicts_and_unknown_calls_refused(
@@ -1090,15 +1171,22 @@ async def test_a_decision_no_worker_takes_is_reported_not_waited_for(
 ) -> None:
     """With no worker polling the run's queue, Temporal keeps an update waiting for one: the
     decision used to wait as long (`otherone approve` hung with no word). Now the caller is
-    told within `DECISION_TIMEOUT`, naming the queue."""
+    told within `DECISION_TIMEOUT`, naming the queue: the run's, not the deciding client's
+    (`otherone approve` named the CLI's configured queue, wrong when the run is on another),
+    as `otherone show` does when no worker answers its query."""
     monkeypatch.setattr(approval_requests, "DECISION_TIMEOUT", timedelta(seconds=2))
+    monkeypatch.setattr(agent_client, "QUERY_TIMEOUT", timedelta(seconds=2))
     nobody = f"{task_queue}-no-worker"
-    agents = AgentClient(client, task_queue=nobody)
-    handle = await agents.start(build_request(entry_agent="agent", input="hello"))
+    handle = await AgentClient(client, task_queue=nobody).start(
+        build_request(entry_agent="agent", input="hello")
+    )
+    agents = AgentClient(client, task_queue=f"{task_queue}-configured")
     try:
         began = asyncio.get_running_loop().time()
         with pytest.raises(UnavailableError, match=f"is a worker polling '{nobody}'"):
             await asyncio.wait_for(agents.approve(handle.run_id, "call-1"), 30)
         assert asyncio.get_running_loop().time() - began < 15
+        with pytest.raises(UnavailableError, match=f"is a worker polling '{nobody}'"):
+            await asyncio.wait_for(agents.get_run(handle.run_id), 30)
     finally:
         await client.get_workflow_handle(handle.run_id).terminate("test over")

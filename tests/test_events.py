@@ -280,3 +280,20 @@ async def test_a_consumer_that_reconnects_with_its_cursor_misses_nothing(
     assert result.text == "finished"
     assert [e.event_id for e in first + rest] == [e.event_id for e in everything]
     assert everything[-1].event["type"] == "run_completed"
+
+
+def test_a_tools_result_preview_is_one_line_of_at_most_200_characters() -> None:
+    """`tool_completed` carries the start of a successful result for people (`otherone watch
+    --verbose`, the page): a JSON string as its text, anything else as JSON, on one line, cut
+    with an ellipsis; a result too large to decode is cut as stored."""
+    import json
+
+    from otherone.activities.tool_events import RESULT_PREVIEW_CHARS, result_preview
+
+    assert result_preview(json.dumps("sent to bo")) == "sent to bo"
+    assert result_preview('{"sum":\n  5}') == '{"sum": 5}'
+    assert result_preview("not json\tat all") == "not json at all"
+    long = result_preview(json.dumps("many words\n" * 100))
+    assert len(long) == RESULT_PREVIEW_CHARS and long.endswith("…") and "\n" not in long
+    huge = result_preview(json.dumps({"text": "x" * 200_000}))
+    assert huge.startswith('{"text": "xxx') and len(huge) == RESULT_PREVIEW_CHARS

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +20,23 @@ import pytest
 from mcp import types as mcp_types
 from mcp.shared.exceptions import MCPError
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from otherone.activities.mcp_results import map_result, validate_arguments
 from otherone.activities.mcp_sessions import McpSessions, McpUnavailable
 from otherone.client.agent_client import build_request
+from otherone.client.watch import WatchState, render_tree
 from otherone.config import McpToolRef, RuntimeConfig
 from otherone.definitions import AgentDefinition
 from otherone.errors import InvalidRequestError
 from otherone.mcp_servers import McpServer
 from otherone.runs import ArtifactRef, RunOutcome
 from otherone.store import EntryRow
+from otherone.toml_config import load_config
 from otherone.tools import ToolError
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.mcp_http_server import BLOB, PIXEL_PNG, McpTestServer, serving
+from tests.processes import address_of, cli_env, otherone
 from tests.providers import RecordingProvider
 
 BIN = Path(sys.executable).parent
@@ -264,6 +270,76 @@ async def test_a_crashed_stdio_server_is_restarted_and_one_that_cannot_start_fai
     assert "MCP server 'fragile' is unavailable" in json.loads(refused.content)["error"]
     assert len(list((tmp_path / "pids").iterdir())) == 2, "one start, one restart"
     assert child_processes(str(STDIO_TEST_SERVER)) == []
+
+
+CLOCK_TOML = """
+[models.scripted]
+provider = "scripted"
+model = "test"
+script = { clock = ["I cannot tell the time right now."], other = ["Fine."], waiter = [
+  { delay_seconds = 60, text = "never" },
+] }
+
+[mcp.time]
+command = "{command}"
+
+[agents.clock]
+description = "Tells the time"
+model = "scripted"
+tools = ["mcp.time.*"]
+
+[agents.other]
+description = "Granted no MCP tools"
+model = "scripted"
+tools = "none"
+
+[agents.waiter]
+description = "Granted every MCP tool, and slow"
+model = "scripted"
+tools = ["mcp.*"]
+"""
+
+
+async def test_a_run_granted_a_server_that_offers_no_tools_says_why(
+    client: Client, task_queue: str, tmp_path: Path, temporal_env: WorkflowEnvironment
+) -> None:
+    """`otherone run clock "What time is it in Tokyo?"` exited 0 with "0 tool calls" while
+    the cause (the server's command not found) was only in the worker's log: the run now says
+    so in an `mcp_unavailable` event (once), `otherone run`'s output and the run's record."""
+    path = tmp_path / "otherone.toml"
+    path.write_text(CLOCK_TOML.replace("{command}", str(tmp_path / "uvx")), encoding="utf-8")
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path, config=path)
+    async with agent_env(client, task_queue, load_config(path), tmp_path) as agents:
+        ran = await otherone("run", "clock", "What time is it in Tokyo?", env=env)
+        assert ran.code == 0, ran.describe()
+        [run_id] = re.findall(r"^run (\S+) started", ran.stderr, re.MULTILINE)
+        record = await agents.agents.get_run(run_id)
+        stored = agents.store.get_run_record("local", run_id)
+        other = await agents.agents.run(build_request(entry_agent="other", input="hi"))
+        waiting = await agents.agents.start(build_request(entry_agent="waiter", input="wait"))
+
+        async def live_record_says_so() -> bool:  # the workflow's `record` query
+            return bool((await waiting.record()).mcp_unavailable)
+
+        await wait_until(live_record_says_so, message="the live record")
+        await waiting.cancel()
+        await waiting.result()
+        events = agents.store.read_events(run_id)
+        found = [record.event for record in events if record.event["type"] == "mcp_unavailable"]
+        shown = await otherone("show", run_id, env=env)
+    [event] = found
+    assert event["server"] == "time" and "its command was not found" in event["reason"]
+    why = {"time": event["reason"]}
+    assert ran.stderr.count(f"⚠ MCP server 'time' offered no tools: {event['reason']}") == 1
+    assert f"mcp      server 'time' offered no tools: {event['reason']}" in ran.stderr
+    assert stored is not None and stored.mcp_unavailable == record.mcp_unavailable == why
+    assert "mcp unavailable" in shown.stdout and "its command was not found" in shown.stdout
+    assert other.mcp_unavailable == {}  # an agent not granted the server: nothing to say
+    state = WatchState(run_id)
+    for envelope in events:
+        state.apply(envelope)
+    assert state.root is not None and state.root.mcp_unavailable == why
+    assert "⚠ no tools from MCP time" in str(render_tree(state, datetime.now(UTC)).label)
 
 
 async def test_a_server_restarting_slower_than_its_calls_may_take_still_answers(

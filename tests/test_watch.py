@@ -293,6 +293,41 @@ def test_failures_refusals_retries_and_unseen_starts() -> None:
     assert activity[-1] == "■ budget exceeded: budget_exceeded: max_iterations (1) reached"
 
 
+def test_verbose_shows_the_start_of_each_tools_result() -> None:
+    """``--verbose``: a tool's end shows what it returned (the event's bounded ``result``), in
+    plain lines and in the live view's recent activity; without it, the name alone."""
+    ev = Events()
+    ev.add(ROOT, "clerk", type="run_started")
+    ev.add(ROOT, "clerk", type="tool_started", tool_call_id="c", tool_name="add", arguments="{}")
+    ev.add(ROOT, "clerk", type="tool_completed", tool_call_id="c", tool_name="add", result="5")
+    for verbose, line in ((True, "✓ add → 5"), (False, "✓ add")):
+        err = io.StringIO()
+        printer = EventPrinter(ROOT, io.StringIO(), make_console(err), verbose=verbose)
+        state = WatchState(ROOT, verbose=verbose)
+        for record in ev.records:
+            printer.handle(record)
+            state.apply(record)
+        assert err.getvalue().splitlines()[-1] == line
+        assert state.activity[-1].text == line
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_summary_fits_the_terminal_whole(width: int) -> None:
+    """On a terminal the table is narrowed to fit (short headers, then fewer columns) rather
+    than cut: at 80 columns rich cut its own headers ("model cal…") and cells ("cle…")."""
+    state = fold(team_events().records)
+    output = io.StringIO()
+    console = Console(file=output, width=width, force_terminal=True, color_system=None)
+    print_summary(console, state, START + timedelta(hours=1))
+    text = output.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= width, text
+    table = rows(text)
+    header = "model calls" if width == 120 else "model"
+    assert header in text.splitlines()[0], text
+    assert "completed" in table["researcher"] and table["researcher"][-1] == "1.50 s", text
+    assert table["total (3 runs)"][:2] == ["5", "1"], text
+
+
 def test_summary_is_not_folded_on_a_narrow_pipe() -> None:
     """Not on a terminal, the table keeps one line per run whatever the console width."""
     state = fold(team_events().records)
@@ -408,7 +443,7 @@ async def test_watch_follows_a_live_team_run_until_the_root_ends(
     client: Client, task_queue: str, tmp_path: Path, team_env: dict[str, str]
 ) -> None:
     run_id = await _start_team_run(client, task_queue, f"watch-{task_queue}")
-    process = await _spawn("watch", run_id, env=team_env)
+    process = await _spawn("watch", run_id, "--verbose", env=team_env)
     head = await _attached(process)
     async with agent_env(client, task_queue, load_config(EXAMPLE_CONFIG), tmp_path):
         result = await _finish(process, head)
@@ -419,12 +454,16 @@ async def test_watch_follows_a_live_team_run_until_the_root_ends(
         assert "↳ researcher started (call_research)" in result.stderr
         _assert_team_summary(result)
         assert f"/namespaces/default/workflows/{run_id}" in result.stderr
+        # --verbose: what the tool returned, on the line of its end (its start, one line).
+        weather = '{"city": "Paris", "condition": "sunny", "temperature_c": 21, "wind_kmh": 12}'
+        assert f"researcher ✓ get_weather → {weather}\n" in result.stderr, result.describe()
 
         # A finished run: a child's id watches its root's tree, which has ended: exit at once.
         child = await otherone("watch", f"{run_id}/writer.call_write", env=team_env)
         assert child.code == 0, child.describe()
         assert f"watching run {run_id} " in child.stderr
         _assert_team_summary(child)
+        assert "researcher ✓ get_weather\n" in child.stderr  # not verbose: the name alone
 
 
 async def test_watch_json_prints_one_envelope_per_line(

@@ -41,6 +41,12 @@ MAX_CARRIED_DECISIONS = 256
 
 _DECIDED = {"approve": "approved", "deny": "denied", "answer": "answered"}
 
+#: The errors of a call a person did not let run (`denied_entry`): the activity that stores the
+#: call's decided events knows a denial by them (`otherone.activities.decided_events`).
+DENIED_ERROR = "a person denied this call; nothing was executed"
+UNANSWERED_ERROR = "nobody answered in time; nothing was executed"
+UNAPPROVED_ERROR = "nobody approved this call in time; nothing was executed"
+
 
 def new_request(
     ref: RunRef, call: ToolCallSpec, need: ApprovalNeed, now: datetime
@@ -227,14 +233,12 @@ def denied_entry(call: ToolCallSpec, request: ApprovalRequest) -> PendingEntry:
     if outcome.decision == "timed_out":
         body = {
             "status": "timed_out",
-            "error": "nobody answered in time; nothing was executed"
-            if request.kind == "question"
-            else "nobody approved this call in time; nothing was executed",
+            "error": UNANSWERED_ERROR if request.kind == "question" else UNAPPROVED_ERROR,
         }
     else:
         body = {
             "status": "denied",
-            "error": "a person denied this call; nothing was executed",
+            "error": DENIED_ERROR,
             "reason": outcome.reason or "",
         }
     return PendingEntry(

@@ -259,6 +259,7 @@ def run_result(
         agent_definition_version=record.agent_definition_version if record else None,
         handoffs=record.handoffs if record else (),
         started_at=record.started_at if record else None,
+        mcp_unavailable=record.mcp_unavailable if record else {},
     )
 
 

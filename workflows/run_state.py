@@ -183,6 +183,8 @@ class RunState:
             output=ending.output if ending else None,
             metadata=self.input.request.metadata,
             handoffs=self.handoffs.chain,
+            # Data only (no command depends on it): the plan in the history says it.
+            mcp_unavailable=self.plan.mcp_unavailable if self.plan else {},
         )
 
     def ref(self, plan: RunPlan | None) -> RunRef:

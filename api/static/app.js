@@ -8,6 +8,11 @@ const TERMINAL = new Set(["run_completed", "run_failed", "run_cancelled"]);
 // Finish reasons of an answer the model ended itself (anything else: it was cut or filtered).
 const NORMAL_FINISH = new Set(["stop", "end_turn", "stop_sequence", "tool_calls", "tool_use", "function_call"]);
 const ACTIVE = new Set(["pending", "running", "waiting_for_child", "waiting_for_approval"]);
+// Events after which a run's record (status, usage) may read differently. The tree's numbers
+// come from the records alone: a record already counts a call the model made before its
+// events arrive, so adding events to it would count some calls twice.
+const TREE_CHANGES = new Set(["run_started", "model_completed", "tool_started", "tool_denied",
+  "agent_call_started", "agent_call_completed", "run_completed", "run_failed", "run_cancelled"]);
 
 const state = {
   info: null,
@@ -17,6 +22,7 @@ const state = {
   running: false,
   cursor: 0, // last event sequence seen
   runs: new Map(), // run id -> {agent, depth, parent, status, model, tools, agents, tokens, live}
+  // (model, tools, agents and tokens as the run's record says: `refreshTree`)
   bubbles: new Map(), // "turn.attempt" of the root -> assistant message element
   stream: null, // AbortController of the event stream
 };
@@ -150,12 +156,15 @@ function renderApprovals(requests) {
     const row = document.createElement("div");
     row.className = "row";
     const decide = (body) => async () => {
+      // Said before it is sent: the run's `approval_decided` event may arrive on the stream
+      // before the answer to the request does, and it comes of this decision.
+      note(`${body.decision}: ${request.tool_name}`);
       try {
         await api(`/v1/runs/${request.run_id}/approvals/${encodeURIComponent(request.call_id)}`, {
           method: "POST", body: JSON.stringify(body),
         });
-        note(`${body.decision}: ${request.tool_name}`);
       } catch (error) {
+        note(`not decided: ${request.tool_name}`);
         showError(error);
       }
       refreshApprovals();
@@ -239,7 +248,7 @@ async function refreshTree() {
       info.model = record.usage.model_calls;
       info.tools = record.usage.tool_calls;
       info.agents = record.usage.agent_calls;
-      info.tokens = record.usage.total_tokens || info.tokens;
+      info.tokens = record.usage.total_tokens || 0;
     }
     renderTree();
   } catch (error) {
@@ -268,7 +277,6 @@ function apply(envelope) {
       if (!isRoot) note(`${envelope.agent_id} started`);
       break;
     case "model_started":
-      info.model += 1;
       info.live = "";
       if (isRoot) {
         if (event.supersedes_attempt) {
@@ -299,24 +307,32 @@ function apply(envelope) {
           ? "the answer was cut at the model's max_tokens"
           : `the model ended its answer: ${event.finish_reason}`);
       }
-      const tokens = event.usage && event.usage.total_tokens;
-      if (tokens) info.tokens += tokens;
       break;
     }
     case "tool_started":
-      info.tools += 1;
       note(`${envelope.agent_id}: ${event.tool_name}(${event.arguments || ""})`);
       break;
     case "tool_completed":
       if (event.error) note(`${envelope.agent_id}: ${event.tool_name} failed: ${event.error}`);
+      // The start of what it returned (one line, at most 200 characters; older workers: none).
+      else if (event.result !== undefined) note(`${envelope.agent_id}: ${event.tool_name} → ${event.result}`);
+      break;
+    case "tool_denied": // never started: a person denied it, or nobody decided in time
+      note(`${envelope.agent_id}: ${event.tool_name} ${event.decision === "timed_out"
+        ? "not decided in time" : "denied"}: nothing was executed`);
       break;
     case "agent_call_started":
-      info.agents += 1;
       note(`${envelope.agent_id} → ${event.target}`);
       break;
     case "agent_call_completed":
       note(`${event.target} → ${envelope.agent_id}: ${event.outcome}`);
       break;
+    case "mcp_unavailable": { // its agent lacks the tools of a server it was granted
+      const text = `MCP server '${event.server}' offered no tools: ${event.reason}`;
+      note(`${envelope.agent_id}: ${text}`);
+      if (isRoot) addMessage("system", text);
+      break;
+    }
     case "user_message_queued":
       note(`${event.count} message(s) taken`);
       break;
@@ -331,8 +347,7 @@ function apply(envelope) {
     default:
       break;
   }
-  if (["run_started", "agent_call_completed", "run_completed", "run_failed", "run_cancelled"]
-    .includes(event.type)) refreshTreeSoon();
+  if (TREE_CHANGES.has(event.type)) refreshTreeSoon();
   if (event.type === "approval_requested" || event.type === "approval_decided") {
     note(event.type === "approval_requested"
       ? `${envelope.agent_id} waits for you: ${event.tool_name}` : `decided: ${event.tool_name}`);

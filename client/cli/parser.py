@@ -213,6 +213,7 @@ def _add_run(command: Add) -> None:
         help="show the live view of `otherone watch` (the whole tree: status, text, tools, "
         "usage; a table per run at the end); with --json: the event envelopes, one a line",
     )
+    _add_verbose(run)
     send = command(
         "send",
         "queue user messages for a running run",
@@ -304,6 +305,7 @@ def _add_show(command: Add) -> None:
         action="store_true",
         help="print the raw event envelopes (EventRecord), one JSON object a line",
     )
+    _add_verbose(watch)
     for scoped in (show, tree, watch):
         _add_all_partitions(scoped)
     workers = command(
@@ -316,6 +318,16 @@ def _add_show(command: Add) -> None:
     )
     workers.add_argument(
         "--json", action="store_true", help="print the answer of GET /v1/workers as JSON"
+    )
+
+
+def _add_verbose(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="show what each tool call returned after its name (the start of its result, "
+        "one line, at most 200 characters)",
     )
 
 

@@ -62,10 +62,12 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             link = await ui_link(client, ui_base(settings), settings.namespace, handle.run_id)
             ctx.err.print(f"run {handle.run_id} started · {link}", style="dim", markup=False)
         if args.follow:
-            return await watch_tree(ctx, agents, handle.run_id, json_lines=args.json)
+            return await watch_tree(
+                ctx, agents, handle.run_id, json_lines=args.json, verbose=args.verbose
+            )
         if not streaming:
             return _print_unstreamed(ctx, await handle.result(), json_line=args.json)
-        printer = EventPrinter(handle.run_id, sys.stdout, ctx.err)
+        printer = EventPrinter(handle.run_id, sys.stdout, ctx.err, verbose=args.verbose)
         result = await follow_run(handle, store, printer)
         link = await ui_link(client, ui_base(settings), settings.namespace, result.run_id)
         return print_outcome(ctx.err, result, printer, link)

@@ -49,24 +49,27 @@ async def cmd_watch(args: argparse.Namespace, ctx: Context) -> int:
             style="dim",
             markup=False,
         )
-        return await watch_tree(ctx, agents, root, json_lines=args.json)
+        return await watch_tree(ctx, agents, root, json_lines=args.json, verbose=args.verbose)
     finally:
         store.close()
 
 
-async def watch_tree(ctx: Context, agents: AgentClient, run_id: str, *, json_lines: bool) -> int:
+async def watch_tree(
+    ctx: Context, agents: AgentClient, run_id: str, *, json_lines: bool, verbose: bool = False
+) -> int:
     """Follow the tree of root ``run_id`` until it ends (`otherone.client.watch`); exit code by
     outcome.
 
     A live view when stderr is an interactive terminal, plain lines otherwise, envelopes with
-    ``json_lines``; then (not for JSON) the output text, a table per run and the summary."""
+    ``json_lines``; then (not for JSON) the output text, a table per run and the summary.
+    ``verbose``: tool calls are shown with the start of their results."""
     console = live_console(sys.stderr)
     if json_lines:
         mode = WatchMode.JSON
     else:
         mode = WatchMode.LIVE if console.is_interactive else WatchMode.PLAIN
-    printer = EventPrinter(run_id, sys.stdout, ctx.err)
-    state = WatchState(run_id)
+    printer = EventPrinter(run_id, sys.stdout, ctx.err, verbose=verbose)
+    state = WatchState(run_id, verbose=verbose)
     following = follow_tree(
         agents.events(run_id),
         state,

@@ -192,6 +192,9 @@ class RunPlan(_Contract):
     spawn: bool = False
     #: What happens to spawned children still running when the run completes.
     spawned_on_exit: Literal["cancel", "wait"] = "cancel"
+    #: MCP servers the agent was granted tools of that offered none (server -> why), for the
+    #: run's record (plans recorded before it: none).
+    mcp_unavailable: dict[str, str] = {}
 
 
 class FinishRunInput(_Contract):
