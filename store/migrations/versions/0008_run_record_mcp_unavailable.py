@@ -1,8 +1,7 @@
 """Run records say which MCP servers granted to the agent offered no tools when it started.
 
 Revision ID: 0008
-Revises: 0006 (main's 0007, scrubbing snapshot credentials, was written meanwhile on another
-branch: once both are in one tree this one revises 0007)
+Revises: 0007
 Create Date: 2026-12-07
 """
 
@@ -15,7 +14,7 @@ from alembic import op
 
 revision: str = "0008"
 # "0007" once merged with the branch that adds 0007_scrub_snapshot_credentials.py.
-down_revision: str | None = "0006"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
