@@ -28,7 +28,7 @@ from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES
 from otherone.store import Store
 from otherone.worker.app import AgentWorker, build_worker
 from otherone.worker.connection import data_converter
-from otherone.worker.devserver import THROTTLE_FIX_ARGS, find_temporal_binary
+from otherone.worker.devserver import THROTTLE_FIX_ARGS, dynamic_config_args, find_temporal_binary
 from otherone.worker.sandbox import WorkflowSandbox
 
 
@@ -38,9 +38,19 @@ async def start_test_server() -> WorkflowEnvironment:
         dev_server_existing_path=str(find_temporal_binary()),
         search_attributes=CUSTOM_SEARCH_ATTRIBUTES,
         data_converter=data_converter(),  # the workers' own (compact activity payloads)
-        dev_server_extra_args=THROTTLE_FIX_ARGS,
+        dev_server_extra_args=[*THROTTLE_FIX_ARGS, *FAST_DRAINAGE_ARGS],
         ui=False,
     )
+
+
+#: A Worker Deployment version's drainage is computed every 3 minutes by default: every
+#: second here, so a test sees ``draining`` turn ``drained`` (tests/test_versioning.py).
+FAST_DRAINAGE_ARGS = dynamic_config_args(
+    {
+        "matching.wv.VersionDrainageStatusVisibilityGracePeriod": "1s",
+        "matching.wv.VersionDrainageStatusRefreshInterval": "1s",
+    }
+)
 
 
 @dataclass

@@ -41,6 +41,7 @@ from otherone.worker.queues import (
 )
 from otherone.worker.redacting import RedactingActivityInterceptor, remember_configured_secrets
 from otherone.worker.sandbox import WorkflowSandbox, workflow_sandbox_from_env
+from otherone.worker.versioning import WorkerDeployment
 from otherone.workflows import AgentRunWorkflow
 
 #: Our pure modules (pydantic models, constants): passed through the sandbox so they are imported
@@ -215,6 +216,7 @@ def build_worker(
     graceful_shutdown_timeout: timedelta = timedelta(0),
     workflows: Sequence[type] = (AgentRunWorkflow,),
     workflow_sandbox: WorkflowSandbox | None = None,
+    deployment: WorkerDeployment | None = None,
 ) -> AgentWorker:
     """The workers that run agent workflows (on ``task_queue``) and their activities.
 
@@ -236,6 +238,8 @@ def build_worker(
     ``workflow_sandbox`` is how workflow code runs (`otherone.worker.sandbox`); ``None`` reads
     ``OTHERONE_WORKFLOW_SANDBOX`` as `Settings` does (environment, then ``.env`` files; default
     ``off``; the test suite sets ``strict``).
+    ``deployment`` makes every worker a version of a Temporal Worker Deployment whose runs are
+    pinned to the build they started on (`otherone.worker.versioning`); None: unversioned.
     Raises `ConfigurationError` for roles that cannot work with these queues, slots below 1, or
     for an
     unknown ``OTHERONE_WORKFLOW_SANDBOX``.
@@ -271,6 +275,7 @@ def build_worker(
                 # model call within ~1-2 s while the timeout itself can tolerate a busy process.
                 max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
                 **payload_visiting(client.data_converter),
+                deployment_config=deployment.config() if deployment else None,
             )
             for spec in planned
         ],

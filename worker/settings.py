@@ -33,6 +33,7 @@ from otherone.worker.queues import (
     parse_roles,
 )
 from otherone.worker.sandbox import DEFAULT_WORKFLOW_SANDBOX, WorkflowSandbox
+from otherone.worker.versioning import WorkerDeployment
 
 DEFAULT_TASK_QUEUE = "otherone"
 DEFAULT_DATA_DIR = Path(".otherone")
@@ -176,6 +177,20 @@ class Settings(BaseModel):
         None, description="API key for Temporal Cloud (sent as a bearer token; implies TLS)."
     )
     max_concurrent_activities: int = Field(64, gt=0, description="Activity slots of one worker.")
+    # Worker Versioning (docs/upgrading.md): set both, or neither (an unversioned worker).
+    deployment_name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]{1,100}$",
+        description="Temporal Worker Deployment this worker belongs to (no '.'); with "
+        "--build-id, runs stay on the build they started on (pinned) while it is current or "
+        "draining.",
+    )
+    build_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.+-]{1,100}$",
+        description="Build id of this worker's code within --deployment-name (e.g. 0.1.0 or a "
+        "git commit): every worker of one build runs the same workflow code.",
+    )
     max_concurrent_local_activities: int = Field(
         DEFAULT_LOCAL_ACTIVITY_SLOTS,
         gt=0,
@@ -367,6 +382,21 @@ class Settings(BaseModel):
         for secret in (self.temporal_api_key, self.codec_server_token):
             remember(secret.get_secret_value() if secret is not None else None)
         return self
+
+    @model_validator(mode="after")
+    def _deployment_pair(self) -> Settings:
+        if (self.deployment_name is None) != (self.build_id is None):
+            raise ValueError(
+                "OTHERONE_DEPLOYMENT_NAME and OTHERONE_BUILD_ID must be set together (a "
+                "versioned worker names its deployment and its build)"
+            )
+        return self
+
+    def worker_deployment(self) -> WorkerDeployment | None:
+        """This worker's deployment version, when versioned."""
+        if self.deployment_name is None or self.build_id is None:
+            return None
+        return WorkerDeployment(self.deployment_name, self.build_id)
 
     @model_validator(mode="after")
     def _client_certificate_pair(self) -> Settings:

@@ -30,6 +30,7 @@ from otherone.workflows.activity_options import (
     cancellation_swallowed,
     reraise_cancellation,
 )
+from otherone.workflows.continuing import continue_as_new
 from otherone.workflows.run_state import RunState
 from otherone.workflows.store_steps import hand_off
 
@@ -120,4 +121,4 @@ async def _continue_as_next_agent(
     workflow.upsert_search_attributes([attrs.AGENT_ID.value_set(step.to_agent)])
     request = state.input.request.model_copy(update={"entry_agent": step.to_agent})
     carry = state.carry_over(next_plan)
-    workflow.continue_as_new(state.input.model_copy(update={"request": request, "carry": carry}))
+    continue_as_new(state.input.model_copy(update={"request": request, "carry": carry}))

@@ -33,6 +33,7 @@ from otherone.workflows.activity_options import (
     cancellation_swallowed,
     reraise_cancellation,
 )
+from otherone.workflows.continuing import continue_as_new
 from otherone.workflows.handoff_steps import hand_off_step
 from otherone.workflows.model_steps import call_model
 from otherone.workflows.run_state import RunState
@@ -91,7 +92,7 @@ async def _maybe_continue_as_new(state: RunState, plan: RunPlan) -> None:
     )
     if not due or state.caller.active or state.gate.waiting or not workflow.all_handlers_finished():
         return
-    workflow.continue_as_new(state.input.model_copy(update={"carry": state.carry_over(plan)}))
+    continue_as_new(state.input.model_copy(update={"carry": state.carry_over(plan)}))
 
 
 async def _turn(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> Ending | None:

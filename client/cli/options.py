@@ -51,6 +51,8 @@ WORKER_OPTIONS = (
     Option("--max-concurrent-model-calls", "max_concurrent_model_calls", "N"),
     Option("--max-concurrent-tool-calls", "max_concurrent_tool_calls", "N"),
     Option("--max-concurrent-local-activities", "max_concurrent_local_activities", "N"),
+    Option("--deployment-name", "deployment_name", "NAME"),
+    Option("--build-id", "build_id", "ID"),
 )
 #: Options of `otherone serve` (and `otherone dev --serve`): where the HTTP API listens.
 SERVE_OPTIONS = (

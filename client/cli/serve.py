@@ -172,6 +172,7 @@ def _build_worker(
         max_concurrent_tool_calls=settings.max_concurrent_tool_calls,
         roles=roles,
         workflow_sandbox=settings.workflow_sandbox,
+        deployment=settings.worker_deployment(),
     )
 
 
