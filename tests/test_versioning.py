@@ -11,12 +11,14 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, build_request
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import Store
 from otherone.worker.app import build_worker
 from otherone.worker.settings import Settings
+from otherone.worker.upgrade import replay_check
 from otherone.worker.versioning import (
     VersionState,
     WorkerDeployment,
@@ -25,6 +27,7 @@ from otherone.worker.versioning import (
 )
 from tests.approval_worker import approval_config
 from tests.harness import wait_until
+from tests.processes import address_of, cli_env, otherone
 from tests.upgrade_workflows import VERSION_KEY, UnpatchedAgentRunWorkflow
 
 pytestmark = pytest.mark.timeout(180)
@@ -58,8 +61,9 @@ async def builds_that_ran(client: Client, run_id: str) -> set[str]:
 
 
 async def test_a_waiting_run_finishes_on_its_build_after_a_new_one_becomes_current(
-    client: Client, task_queue: str, tmp_path: Path
+    client: Client, task_queue: str, tmp_path: Path, temporal_env: WorkflowEnvironment
 ) -> None:
+    address = address_of(temporal_env)
     name = f"otherone-{uuid.uuid4().hex[:8]}"
     build_1, build_2 = WorkerDeployment(name, "b1"), WorkerDeployment(name, "b2")
     config = approval_config()
@@ -74,6 +78,19 @@ async def test_a_waiting_run_finishes_on_its_build_after_a_new_one_becomes_curre
             await made_current(client, build_1)
             old = await agents.start(build_request(entry_agent="mailer", input="mail bob"))
             await wait_until(lambda: waiting(old.run_id), message="the old run waits")
+            # The pre-deploy check leaves pinned runs out: they never move to build 2's code.
+            only_old = f'WorkflowId = "{old.run_id}"'
+            changed = [UnpatchedAgentRunWorkflow]
+            skipped = await replay_check(client, workflows=changed, query=only_old)
+            assert skipped.checked == 0
+            moved = await replay_check(
+                client, workflows=changed, query=only_old, include_pinned=True
+            )
+            assert moved.checked == 1 and list(moved.failures) == [old.run_id]
+            check = await otherone(
+                "upgrade", "check", "--query", only_old, env=cli_env(address, None, tmp_path)
+            )
+            assert check.code == 0 and "0 run(s) checked" in check.stdout, check
             # Build 2 changes the workflow: replaying the old run on it would fail.
             async with build_worker(
                 client,

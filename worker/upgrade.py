@@ -19,20 +19,23 @@ import logging
 import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client
+from temporalio.api.enums.v1 import VersioningBehavior
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.worker import Replayer
 
-from otherone.contracts import WORKFLOW_NAME
 from otherone.worker.app import sandbox_runner
+from otherone.worker.upgrade_options import RUNNING_RUNS, add_check_options
 from otherone.workflows import AgentRunWorkflow
 
+if TYPE_CHECKING:
+    from otherone.worker.settings import Settings
+
 CONNECT_TIMEOUT_SECONDS = 15.0
-#: The runs a deploy meets: every agent run still running.
-RUNNING_RUNS = f'WorkflowType="{WORKFLOW_NAME}" AND ExecutionStatus="Running"'
 
 
 #: Longest reason printed for a run without ``--verbose``.
@@ -58,8 +61,14 @@ async def replay_check(
     *,
     workflows: Sequence[type] = (AgentRunWorkflow,),
     query: str = RUNNING_RUNS,
+    include_pinned: bool = False,
 ) -> ReplayCheck:
-    """Replay the histories of the runs ``query`` lists on ``workflows`` (this code's)."""
+    """Replay the histories of the runs ``query`` lists on ``workflows`` (this code's).
+
+    Runs pinned to a build (Worker Versioning: `otherone.worker.versioning`) never move to
+    another build's code, so they are left out unless ``include_pinned`` (e.g. before moving
+    them with ``temporal workflow update-options``); unversioned runs move to the first version
+    made current, and are checked."""
     replayer = Replayer(
         workflows=list(workflows),
         data_converter=client.data_converter,
@@ -68,7 +77,7 @@ async def replay_check(
     checked = 0
     failures: dict[str, str] = {}
     details: dict[str, str] = {}
-    histories = client.list_workflows(query).map_histories()
+    histories = _histories(client, query, include_pinned)
     async with replayer.workflow_replay_iterator(histories) as results:
         async for result in results:
             checked += 1
@@ -80,15 +89,39 @@ async def replay_check(
     return ReplayCheck(checked=checked, failures=failures, details=details)
 
 
+async def _histories(
+    client: Client, query: str, include_pinned: bool
+) -> AsyncIterator[WorkflowHistory]:
+    async for execution in client.list_workflows(query):
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        if not include_pinned and await _pinned(handle):
+            continue
+        yield await handle.fetch_history()
+
+
+async def _pinned(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Asked of the run itself: a listing's versioning info can lag or be left out."""
+    described = await handle.describe()
+    versioning = described.raw_description.workflow_execution_info.versioning_info
+    return versioning.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED
+
+
 def _one_line(error: Exception) -> str:
     lines = str(error).strip().splitlines()
     text = f"{type(error).__name__}: {lines[0] if lines else ''}"
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
 
-async def _main(
-    query: str, *, verbose: bool = False, workflows: Sequence[type] = (AgentRunWorkflow,)
+async def check_main(
+    query: str,
+    *,
+    verbose: bool = False,
+    include_pinned: bool = False,
+    workflows: Sequence[type] = (AgentRunWorkflow,),
+    settings: Settings | None = None,
 ) -> int:
+    """The check against the Temporal of ``settings`` (default: the environment's); the exit
+    code (0 all replay, 1 some would fail, 2 bad settings, 4 Temporal unreachable)."""
     from pydantic import ValidationError
 
     from otherone.errors import ConfigurationError, UnavailableError
@@ -97,7 +130,7 @@ async def _main(
     from otherone.worker.settings import Settings
 
     try:
-        settings = Settings()
+        settings = settings or Settings()
         codec = codec_from_settings(settings)
         connection = temporal_connection(settings)
     except (ValidationError, ConfigurationError) as error:
@@ -118,7 +151,9 @@ async def _main(
         reason = str(error) or f"no answer from Temporal at {settings.temporal_address} in time"
         print(f"error: {reason}", file=sys.stderr)
         return 4
-    check = await replay_check(client, query=query, workflows=workflows)
+    check = await replay_check(
+        client, query=query, workflows=workflows, include_pinned=include_pinned
+    )
     for workflow_id, reason in sorted(check.failures.items()):
         print(f"would fail: {workflow_id}: {reason}")
         if verbose:
@@ -128,7 +163,7 @@ async def _main(
     return 0 if check.ok else 1
 
 
-def _quiet_replay_warnings() -> None:
+def quiet_replay_warnings() -> None:
     """Keep the SDK's warnings about failed workflow tasks (the Rust core's and Python's, each
     with the whole failure) out of the output: they repeat what the one line per run says."""
     logging.getLogger("temporalio").setLevel(logging.CRITICAL)
@@ -144,18 +179,23 @@ def main(
         prog="python -m otherone.worker.upgrade",
         description="Replay the running agent runs on this code's workflow (pre-deploy check).",
     )
-    parser.add_argument(
-        "--query", default=RUNNING_RUNS, help=f"visibility query (default: {RUNNING_RUNS})"
-    )
-    parser.add_argument(
-        "--verbose",
-        action="store_true",
-        help="print each failure in full, and the SDK's workflow-task warnings",
-    )
+    add_check_options(parser)
     args = parser.parse_args(argv)
+    return run_check(args, workflows)
+
+
+def run_check(args: argparse.Namespace, workflows: Sequence[type] = (AgentRunWorkflow,)) -> int:
+    """Run the check the parsed ``args`` ask for (its own event loop)."""
     if not args.verbose:
-        _quiet_replay_warnings()
-    return asyncio.run(_main(args.query, verbose=args.verbose, workflows=workflows))
+        quiet_replay_warnings()
+    return asyncio.run(
+        check_main(
+            args.query,
+            verbose=args.verbose,
+            include_pinned=args.include_pinned,
+            workflows=workflows,
+        )
+    )
 
 
 if __name__ == "__main__":

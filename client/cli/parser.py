@@ -49,6 +49,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "sessions": CommandTarget("sessions", "cmd_sessions"),
     "workers": CommandTarget("workers", "cmd_workers"),
     "db": CommandTarget("sessions", "cmd_db"),
+    "upgrade": CommandTarget("upgrade", "cmd_upgrade"),
     "codec-server": CommandTarget("codec_server", "cmd_codec_server", handles_signals=True),
     "approvals": CommandTarget("approvals", "cmd_approvals"),
     "approve": CommandTarget("approvals", "cmd_approve"),
@@ -101,6 +102,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_show(command)
     _add_approvals(command)
     _add_sessions(command, common)
+    _add_upgrade(command, common)
     _add_demo(command)
     _add_codec_server(commands)
     return parser
@@ -369,6 +371,29 @@ def _add_sessions(command: Add, common: argparse.ArgumentParser) -> None:
         formatter_class=_HelpFormatter,
         parents=[common],
     )
+
+
+def _add_upgrade(command: Add, common: argparse.ArgumentParser) -> None:
+    from otherone.worker.upgrade_options import add_check_options
+
+    upgrade = command(
+        "upgrade",
+        "check workflow code before a deploy",
+        "Checks for a deploy of new workflow code (docs/upgrading.md).",
+    )
+    actions = upgrade.add_subparsers(dest="upgrade_action", metavar="ACTION", required=True)
+    check = actions.add_parser(
+        "check",
+        help="replay the running runs that would move to this code",
+        description="Replay, on this installation's workflow code, the running agent runs at "
+        "--address that a deploy would move to it: unversioned runs (they move to the first "
+        "version made current) and, with --include-pinned, runs pinned to a build. One line "
+        "per run that would fail; exit 0 when all replay, 1 otherwise.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    add_check_options(check)
 
 
 def _add_demo(command: Add) -> None:
