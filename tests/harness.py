@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -134,3 +136,22 @@ async def wait_until(
             return
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {within}s waiting for {message}")
+
+
+def history_with_payloads(history_json: str) -> str:
+    """A history's JSON plus every payload in it decoded (they are base64 in the JSON): the
+    text a search for a leaked value must cover."""
+    decoded: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("data"), str) and "metadata" in value:
+                decoded.append(base64.b64decode(value["data"]).decode("utf-8", "replace"))
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(json.loads(history_json))
+    return "\n".join([history_json, *decoded])

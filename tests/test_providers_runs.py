@@ -9,7 +9,6 @@ run leaves traces: workflow histories, events, the store's tables and the logs.
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import logging
@@ -37,7 +36,7 @@ from tests.fixtures.providers.wire_server import (
     anthropic_stream,
     openai_stream,
 )
-from tests.harness import AgentEnv, agent_env, wait_until
+from tests.harness import AgentEnv, agent_env, history_with_payloads, wait_until
 
 KEY_ENV = "OTHERONE_TEST_RUN_KEY"
 PROVIDERS = ["openai", "openrouter", "local", "anthropic"]
@@ -191,7 +190,7 @@ async def _traces(
     traces = {"result": result.model_dump_json()}
     for record in await env.agents.list_run_tree(result.run_id):
         history = await client.get_workflow_handle(record.run_id).fetch_history()
-        traces[f"history of {record.agent_id}"] = _with_payloads(history.to_json())
+        traces[f"history of {record.agent_id}"] = history_with_payloads(history.to_json())
     events = env.store.read_events(result.run_id, limit=10_000)
     traces["events"] = json.dumps([event.model_dump(mode="json") for event in events])
     with sqlite3.connect(database) as connection:
@@ -202,24 +201,6 @@ async def _traces(
     assert "agent_call_completed" in traces["events"] and "model_delta" in traces["events"]
     assert "pack a jumper." in traces["store"] and "INSERT INTO" in traces["store"]
     return traces
-
-
-def _with_payloads(history_json: str) -> str:
-    """The history's JSON plus its payloads decoded (they are base64 in the JSON)."""
-    decoded: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            if isinstance(value.get("data"), str) and "metadata" in value:
-                decoded.append(base64.b64decode(value["data"]).decode("utf-8", "replace"))
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(json.loads(history_json))
-    return "\n".join([history_json, *decoded])
 
 
 async def _tree_size(env: AgentEnv, run_id: str) -> bool:

@@ -18,7 +18,6 @@ that each secret did reach the server it was meant for.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import secrets
@@ -54,6 +53,7 @@ from otherone.worker.app import build_worker
 from otherone.worker.devserver import free_port
 from otherone.worker.telemetry import OtheroneActivityInterceptor
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer
+from tests.harness import history_with_payloads
 from tests.mcp_http_server import McpTestServer, serving
 from tests.processes import address_of, cli_env, otherone
 from tests.sse import read_stream
@@ -368,25 +368,7 @@ async def collect_histories(observed: Observed) -> None:
     """Every execution of every run (none of them has children)."""
     for run_id in observed.runs.values():
         history = await observed.client.get_workflow_handle(run_id).fetch_history()
-        observed.sinks[f"history of {run_id}"] = decoded(history.to_json())
-
-
-def decoded(history_json: str) -> str:
-    """The history's JSON plus every payload in it decoded (they are base64 in the JSON)."""
-    parts = [history_json]
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            if isinstance(value.get("data"), str) and "metadata" in value:
-                parts.append(base64.b64decode(value["data"]).decode("utf-8", "replace"))
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(json.loads(history_json))
-    return "\n".join(parts)
+        observed.sinks[f"history of {run_id}"] = history_with_payloads(history.to_json())
 
 
 def collect_store(observed: Observed) -> None:
