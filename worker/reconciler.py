@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
 )
 from temporalio.service import RPCError, RPCStatusCode
@@ -186,19 +187,25 @@ async def temporal_end(client: Client, record: RunRecord) -> RunRecord | None:
         message = "cancelled in Temporal"
         return _closed(record, RunStatus.CANCELLED, FailureCode.CANCELLED, message, closed_at)
     how = "terminated" if status is WorkflowExecutionStatus.TERMINATED else "failed"
-    reason = await _failure_reason(handle)
+    reason = await _closing_reason(client, description)
     message = f"{how} in Temporal" + (f": {reason}" if reason else "")
     return _closed(record, RunStatus.FAILED, FailureCode.INTERNAL_ERROR, message, closed_at)
 
 
-async def _failure_reason(handle: WorkflowHandle[Any, AgentRunResult]) -> str:
-    """Why a run failed or was terminated, as its workflow's failure says."""
-    try:
-        await handle.result(follow_runs=False)
-    except WorkflowFailureError as error:
-        return str(error.cause or error)
-    except Exception as error:
-        return str(error)
+async def _closing_reason(client: Client, description: WorkflowExecutionDescription) -> str:
+    """Why Temporal closed the run's execution: the termination's reason, or the workflow
+    failure's message, as its history's last event says ("" when it says none)."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=description.id, run_id=description.run_id),
+        maximum_page_size=1,
+    )
+    response = await client.workflow_service.get_workflow_execution_history_reverse(request)
+    for event in response.history.events[:1]:
+        if event.HasField("workflow_execution_terminated_event_attributes"):
+            return event.workflow_execution_terminated_event_attributes.reason
+        if event.HasField("workflow_execution_failed_event_attributes"):
+            return event.workflow_execution_failed_event_attributes.failure.message
     return ""
 
 
