@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from temporalio.client import Client, WorkflowFailureError
 
@@ -23,6 +24,8 @@ from otherone.runs import AgentFailure, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
 from otherone.store.lifecycle import EndStored, RunEnd
 from otherone.store.records import EVENT_KEY, event_key
+from otherone.store.schema import run_records
+from otherone.worker.app import build_worker
 from otherone.worker.reconciler import Reconciler, reconcile_once, temporal_end
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
@@ -343,3 +346,37 @@ async def test_a_pass_goes_on_after_a_batch_of_runs_that_still_run(
         for handle in handles:
             if handle.run_id != last:
                 assert (await handle.result()).outcome is RunOutcome.COMPLETED
+
+
+async def test_a_worker_built_to_reconcile_closes_a_record_temporal_never_heard_of(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`build_worker(reconcile_every=...)` runs the reconciler while the worker runs; a record
+    whose run Temporal does not know (past its retention) is closed as failed."""
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        record = _record(f"run-gone-{uuid.uuid4().hex[:8]}", partition_key="p1")
+        store.upsert_run_record(record)
+        store.acquire_session(
+            "p1", "s-gone", record.run_id, internal=False, lease_until=_later() + timedelta(hours=1)
+        )
+        with store.engine.begin() as conn:  # written long ago: past the reconciler's grace
+            conn.execute(
+                update(run_records).values(updated_at=datetime.now(UTC) - timedelta(minutes=5))
+            )
+        worker = build_worker(
+            client, _config(), store, task_queue=task_queue, reconcile_every=timedelta(seconds=0.1)
+        )
+
+        def closed() -> bool:
+            stored = store.get_run_record("p1", record.run_id)
+            return stored is not None and stored.status.is_terminal
+
+        async with worker:
+            await wait_until(closed, message="the record closed by the worker's reconciler")
+        stored = store.get_run_record("p1", record.run_id)
+        assert stored is not None and stored.status is RunStatus.FAILED
+        assert stored.failure is not None and "not found in Temporal" in stored.failure.message
+        assert _event_types(store, record.run_id) == ["run_failed"]
+    finally:
+        store.close()
