@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
+from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from otherone.api.streams import TERMINAL_EVENTS
 from otherone.client.agent_client import build_request
@@ -380,3 +383,39 @@ async def test_a_worker_built_to_reconcile_closes_a_record_temporal_never_heard_
         assert _event_types(store, record.run_id) == ["run_failed"]
     finally:
         store.close()
+
+
+@workflow.defn(name="otherone-test-broken-run")
+class BrokenRun:
+    """A run's workflow that fails (as a bug in workflow code would end it)."""
+
+    @workflow.run
+    async def run(self) -> None:
+        raise ApplicationError("a bug", non_retryable=True)
+
+
+async def test_a_run_whose_workflow_failed_is_closed_failed(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        record = _record(f"run-broken-{uuid.uuid4().hex[:8]}")
+        store.upsert_run_record(record)
+        async with Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[BrokenRun],
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
+            handle = await client.start_workflow(
+                BrokenRun.run, id=record.run_id, task_queue=task_queue
+            )
+            with pytest.raises(WorkflowFailureError):
+                await handle.result()
+        done = await reconcile_once(client, store, grace=NOW_GRACE)
+        stored = store.get_run_record(record.partition_key, record.run_id)
+    finally:
+        store.close()
+    assert done.closed == {"failed": 1}
+    assert stored is not None and stored.status is RunStatus.FAILED
+    assert stored.failure is not None and stored.failure.message == "failed in Temporal: a bug"
