@@ -16,7 +16,14 @@ from otherone.activities.shared import ActivityContext, pending_rows, tool_resul
 from otherone.activities.store_calls import brief_write
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
-from otherone.runs import AgentCallResult, RunOutcome, RunRecord, RunStatus
+from otherone.runs import (
+    AgentCallResult,
+    AgentFailure,
+    RunOutcome,
+    RunRecord,
+    RunStatus,
+    RunUsage,
+)
 from otherone.store import Store
 from otherone.store.errors import StoreError, describe_store_error
 from otherone.store.events import EntryEvents
@@ -193,15 +200,24 @@ def _written_texts(input: FinishRunInput) -> list[str | None]:
 
 
 def _terminal_event(input: FinishRunInput) -> dict[str, Any]:
+    return terminal_event(input.status, input.failure, input.usage)
+
+
+def terminal_event(
+    status: RunStatus, failure: AgentFailure | None, usage: RunUsage
+) -> dict[str, Any]:
+    """The event a run's end is announced with (unkeyed): `run_completed`, `run_cancelled` or
+    `run_failed` (the ends streams stop at); also written by the reconciler
+    (`otherone.worker.reconciler`) for a run whose own end was never stored."""
     # Every end carries the run's own duration, the one its record and `otherone tree` show.
-    duration = {"duration_millis": input.usage.duration_millis}
-    if input.status is RunStatus.COMPLETED:
+    duration = {"duration_millis": usage.duration_millis}
+    if status is RunStatus.COMPLETED:
         return {"type": "run_completed", **duration}
-    if input.status is RunStatus.CANCELLED:
+    if status is RunStatus.CANCELLED:
         return {"type": "run_cancelled", **duration}
     return {
         "type": "run_failed",
-        "status": input.status.value,
-        "failure": input.failure.model_dump(mode="json") if input.failure else None,
+        "status": status.value,
+        "failure": failure.model_dump(mode="json") if failure else None,
         **duration,
     }

@@ -4,15 +4,16 @@ its record (statements in `otherone.store.lifecycle`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, select
+from sqlalchemy import ColumnElement, Connection, select, update
 
 from otherone.contracts import RunRef
 from otherone.runs import RunRecord
 from otherone.store.context_cache import SessionContext
-from otherone.store.events import in_event_transaction, insert_events
+from otherone.store.events import LIVE_STATUSES, in_event_transaction, insert_events
 from otherone.store.lifecycle import (
     EndStored,
     RunEnd,
@@ -22,9 +23,10 @@ from otherone.store.lifecycle import (
     start_record,
     upsert_record,
 )
-from otherone.store.records import SessionInfo, aware
+from otherone.store.records import SessionInfo, aware, event_key, utc
 from otherone.store.rows import (
     run_record_from_mapping,
+    run_record_values,
     session_info_from_mapping,
     tool_result_values,
     utc_now,
@@ -214,6 +216,111 @@ class RunStore(StoreBase):
         )
         with self.engine.connect() as conn:
             return [run_record_from_mapping(row._mapping) for row in conn.execute(query)]
+
+    # reconciling (`otherone.worker.reconciler`) --------------------------------------------
+
+    def open_run_records(
+        self,
+        updated_before: datetime,
+        *,
+        limit: int = 100,
+        after: OpenRecord | None = None,
+    ) -> list[OpenRecord]:
+        """Records of every partition that do not hold an end (``running``, waiting) and were
+        last written before ``updated_before``: the least recently written first, at most
+        ``limit``, those after ``after`` (the last of a previous page)."""
+        query = select(run_records).where(
+            run_records.c.status.in_([status.value for status in LIVE_STATUSES])
+            & (run_records.c.updated_at < utc(updated_before))
+        )
+        if after is not None:
+            at = utc(after.updated_at)
+            partition_key, run_id = after.record.partition_key, after.record.run_id
+            query = query.where(
+                (run_records.c.updated_at > at)
+                | (
+                    (run_records.c.updated_at == at)
+                    & (
+                        (run_records.c.partition_key > partition_key)
+                        | (
+                            (run_records.c.partition_key == partition_key)
+                            & (run_records.c.run_id > run_id)
+                        )
+                    )
+                )
+            )
+        query = query.order_by(
+            run_records.c.updated_at, run_records.c.partition_key, run_records.c.run_id
+        ).limit(limit)
+        with self.engine.connect() as conn:
+            return [
+                OpenRecord(run_record_from_mapping(row._mapping), aware(row.updated_at))
+                for row in conn.execute(query)
+            ]
+
+    def close_open_run(self, record: RunRecord, ended: Sequence[dict[str, Any]] = ()) -> bool:
+        """Store ``record``'s end for a run whose record is still open, in one transaction: the
+        record is replaced only if it holds no end yet (a conditional UPDATE: of several
+        closers, and of a late `end_run`, one wins); then the session's lease the run holds is
+        given back and ``ended`` (its end event) appended. A child's end event is written only
+        where its start is (a tree that keeps no events of its descendants gets none). True
+        when this call closed the record; False when it held an end already (nothing
+        written)."""
+        if not record.status.is_terminal:
+            raise ValueError(f"a run is closed with an end, not {record.status.value}")
+        values = run_record_values(record)
+        key = (run_records.c.partition_key == record.partition_key) & (
+            run_records.c.run_id == record.run_id
+        )
+        closing = (
+            update(run_records)
+            .where(key & run_records.c.status.in_([status.value for status in LIVE_STATUSES]))
+            .values({name: value for name, value in values.items() if name not in _KEY})
+            .returning(run_records.c.run_id)
+        )
+        ref = RunRef(
+            run_id=record.run_id,
+            root_run_id=record.root_run_id,
+            parent_run_id=record.parent_run_id,
+            agent_call_id=record.agent_call_id,
+            agent_id=record.agent_id,
+            depth=record.depth,
+            partition_key=record.partition_key,
+            session_id=record.session_id or "",
+            snapshot_version="",
+        )
+        statements, turn = self._lifecycle, self._turn
+
+        def write(conn: Connection) -> bool:
+            if conn.execute(closing).first() is None:
+                return False
+            if record.session_id:
+                release(conn, statements, record.partition_key, record.session_id, record.run_id)
+            bodies = list(ended)
+            if bodies and record.depth > 0:
+                started = {"root_run_id": record.root_run_id, "event_key_0": _started(record)}
+                if not turn.stored_event_keys(1).rows(conn, started):
+                    bodies = []
+            insert_events(conn, turn, ref, bodies)
+            return True
+
+        return in_event_transaction(self._transaction, write)
+
+
+@dataclass(frozen=True)
+class OpenRecord:
+    """A record `RunStore.open_run_records` found open, and when it was last written."""
+
+    record: RunRecord
+    updated_at: datetime
+
+
+_KEY = ("partition_key", "run_id")
+
+
+def _started(record: RunRecord) -> str:
+    """The key of the run's `run_started` event (`otherone.activities.prepare_run`)."""
+    return event_key(record.run_id, "started")
 
 
 def _read_record(conn: Connection, partition_key: str, run_id: str) -> RunRecord | None:

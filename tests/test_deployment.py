@@ -693,6 +693,7 @@ def cli(*args: str, env: Mapping[str, str], cwd: Path = REPO) -> subprocess.Comp
         # Both became a timedelta: infinity crashed the worker (after its ready line).
         ("OTHERONE_SHUTDOWN_GRACE_SECONDS", "inf", "less than or equal to"),
         ("OTHERONE_EVENT_RETENTION_HOURS", "1e300", "less than or equal to"),
+        ("OTHERONE_RECONCILE_SECONDS", "inf", "less than or equal to"),
         # Not a port: an "unexpected OverflowError" from bind().
         ("OTHERONE_TEMPORAL_PORT", "70000", "less than 65536"),
         ("OTHERONE_UI_PORT", "-5", "greater than 0"),

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Self
@@ -39,6 +47,7 @@ from otherone.worker.queues import (
     plan_workers,
     stamp_queues,
 )
+from otherone.worker.reconciler import reconcile_periodically
 from otherone.worker.redacting import RedactingActivityInterceptor, remember_configured_secrets
 from otherone.worker.sandbox import WorkflowSandbox, workflow_sandbox_from_env
 from otherone.worker.versioning import WorkerDeployment
@@ -114,6 +123,7 @@ class AgentWorker:
         self,
         workers: Sequence[Worker],
         on_shutdown: Callable[[], Awaitable[None]] | None = None,
+        housekeeping: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
     ) -> None:
         if not workers:
             raise ValueError("an AgentWorker needs at least one worker")
@@ -121,6 +131,8 @@ class AgentWorker:
         self._stack: contextlib.AsyncExitStack | None = None
         #: Runs once the workers have stopped (closes the MCP servers' sessions and processes).
         self._on_shutdown = on_shutdown
+        #: Periodic tasks run beside the workers (`background`): the reconciler.
+        self._housekeeping = tuple(housekeeping)
 
     @property
     def workers(self) -> tuple[Worker, ...]:
@@ -138,8 +150,26 @@ class AgentWorker:
     def is_shutdown(self) -> bool:
         return all(worker.is_shutdown for worker in self._workers)
 
+    @contextlib.asynccontextmanager
+    async def background(self) -> AsyncIterator[None]:
+        """Run the periodic tasks (the reconciler, `otherone.worker.reconciler`) while the
+        block runs; `run` and ``async with`` do it, and so should a caller that drives the
+        workers itself (as the CLI does)."""
+        tasks = [asyncio.create_task(job()) for job in self._housekeeping]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     async def run(self) -> None:
-        """Run every worker until `shutdown`; raise the first fatal error (after stopping all)."""
+        """Run every worker until `shutdown`; raise the first fatal error (after stopping all).
+        The periodic tasks (`background`) run meanwhile."""
+        async with self.background():
+            await self._run()
+
+    async def _run(self) -> None:
         tasks = [asyncio.ensure_future(worker.run()) for worker in self._workers]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -175,6 +205,7 @@ class AgentWorker:
         try:
             for worker in self._workers:
                 await stack.enter_async_context(worker)
+            await stack.enter_async_context(self.background())
         except BaseException:
             await stack.aclose()
             raise
@@ -217,6 +248,7 @@ def build_worker(
     workflows: Sequence[type] = (AgentRunWorkflow,),
     workflow_sandbox: WorkflowSandbox | None = None,
     deployment: WorkerDeployment | None = None,
+    reconcile_every: timedelta | None = None,
 ) -> AgentWorker:
     """The workers that run agent workflows (on ``task_queue``) and their activities.
 
@@ -240,6 +272,10 @@ def build_worker(
     ``off``; the test suite sets ``strict``).
     ``deployment`` makes every worker a version of a Temporal Worker Deployment whose runs are
     pinned to the build they started on (`otherone.worker.versioning`); None: unversioned.
+    ``reconcile_every`` runs the reconciler that often while the worker runs
+    (`otherone.worker.reconciler`: closes the store's records of runs that ended in Temporal
+    without storing their end); None or 0: not at all (`otherone worker` passes
+    ``OTHERONE_RECONCILE_SECONDS``).
     Raises `ConfigurationError` for roles that cannot work with these queues, slots below 1, or
     for an
     unknown ``OTHERONE_WORKFLOW_SANDBOX``.
@@ -255,6 +291,10 @@ def build_worker(
     remember_configured_secrets(config)
     expected_failures_on_one_line()
     activities = AgentActivities(ActivityContext(config, store, dict(providers or {}), authorizer))
+    housekeeping: list[Callable[[], Coroutine[Any, Any, None]]] = []
+    if reconcile_every:
+        every = reconcile_every
+        housekeeping.append(lambda: reconcile_periodically(client, store, every))
     return AgentWorker(
         [
             Worker(
@@ -280,6 +320,7 @@ def build_worker(
             for spec in planned
         ],
         on_shutdown=activities.aclose,
+        housekeeping=housekeeping,
     )
 
 

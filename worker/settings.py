@@ -277,6 +277,15 @@ class Settings(BaseModel):
         description="Workers delete the stored events of run trees quiet for longer than this "
         "(hourly; whole trees only). 0 keeps events for ever.",
     )
+    reconcile_seconds: float = Field(
+        60.0,
+        ge=0,
+        le=24 * 3600,  # finite: it becomes a timedelta
+        description="Every this many seconds a worker closes the store's records of runs that "
+        "ended in Temporal without storing their end (terminated, timed out, failed by a bug, "
+        "or while the store was down): the end Temporal reports, the session's lease given "
+        "back, an end event (docs/operations.md). 0 disables it.",
+    )
     shutdown_grace_seconds: float = Field(
         DEFAULT_SHUTDOWN_GRACE_SECONDS,
         ge=0,

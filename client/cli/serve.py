@@ -103,7 +103,7 @@ async def _dev(
             ctx.out.print(f"other commands need: {hint}", markup=False)
         ctx.out.print("ready: Ctrl-C to stop", style="dim")
         sys.stdout.flush()
-        async with api, _event_pruning(settings, store):
+        async with api, _event_pruning(settings, store), worker.background():
             report = await _serve(worker, ctx, tracker)
     finally:
         ctx.err.print("stopping the Temporal dev server…", style="dim")
@@ -137,7 +137,7 @@ async def cmd_worker(args: argparse.Namespace, ctx: Context) -> int:
             f"store {safe_url(settings.store_url())}); Ctrl-C to stop",
             markup=False,
         )
-        async with _event_pruning(settings, store):
+        async with _event_pruning(settings, store), worker.background():
             report = await _serve(worker, ctx, tracker)
         _leave_if_unclean(report)
     finally:
@@ -173,6 +173,7 @@ def _build_worker(
         roles=roles,
         workflow_sandbox=settings.workflow_sandbox,
         deployment=settings.worker_deployment(),
+        reconcile_every=timedelta(seconds=settings.reconcile_seconds),
     )
 
 
