@@ -19,7 +19,9 @@ starts. Finding them is a handful of ``str.find`` calls per secret (C speed), no
 character: a piece of at least ``2 * BLOCK - 1`` characters always contains one of the secret's
 aligned ``BLOCK``-character blocks, so only where a block occurs is the match grown to its full
 extent. Values shorter than `MIN_SECRET_CHARS` are not registered (they would redact words), and
-one shorter than `MIN_PIECE_CHARS` is redacted whole and only where it stands alone.
+one shorter than `MIN_PIECE_CHARS` is redacted whole and only where it stands alone. Pieces are
+for values shaped like generated secrets (one unbroken word); a path or a phrase (a secrets-file
+entry can be either) is redacted whole only, or every file beside it would lose its name.
 
 This module does no I/O and imports nothing of ours: workflow code and the sandbox may load it.
 """
@@ -66,19 +68,25 @@ class _Registry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._forms: frozenset[str] = frozenset()
-        #: block text -> [(form, offset of the block in the form)]
-        self._blocks: dict[str, list[tuple[str, int]]] = {}
+        #: block text -> [(form, offset of the block in the form, matched only whole)]
+        self._blocks: dict[str, list[tuple[str, int, bool]]] = {}
 
     def add(self, value: str) -> None:
         forms = {form for form in _forms_of(value) if len(form) >= MIN_SECRET_CHARS}
+
         if forms <= self._forms:
             return
+        # A path or a phrase is matched whole only: it shares its pieces with ordinary text
+        # (every file under /home/user/project, every sentence with "the project").
+        whole = not _token_like(value)
         with self._lock:
             new = forms - self._forms
             blocks = {key: list(places) for key, places in self._blocks.items()}
             for form in new:
-                for offset in _block_offsets(form):
-                    blocks.setdefault(form[offset : offset + BLOCK], []).append((form, offset))
+                offsets = range(0, 1) if whole else _block_offsets(form)
+                for offset in offsets:
+                    place = (form, offset, whole)
+                    blocks.setdefault(form[offset : offset + BLOCK], []).append(place)
             # Readers see either the old or the new tables, never half of them.
             self._blocks = blocks
             self._forms = self._forms | new
@@ -107,6 +115,17 @@ class _Registry:
         return len(self._forms)
 
 
+def _token_like(value: str) -> bool:
+    """A key, token or password as generated: one unbroken word, not a path or a URL. Such a
+    value shares no 12-character piece with ordinary text, so any piece of it is redacted."""
+    return (
+        not any(character.isspace() for character in value)
+        and not value.startswith(("/", "~", "."))
+        and "://" not in value
+        and not re.match(r"^[A-Za-z]:\\", value)
+    )
+
+
 def _forms_of(value: str) -> Iterable[str]:
     """The value as a text may quote it: plain, JSON-escaped, ``repr``-escaped, URL-encoded."""
     yield value
@@ -123,19 +142,20 @@ def _block_offsets(form: str) -> range:
     return range(0, len(form) - BLOCK + 1, BLOCK)
 
 
-def _grown(text: str, at: int, places: list[tuple[str, int]]) -> list[tuple[int, int]]:
+def _grown(text: str, at: int, places: list[tuple[str, int, bool]]) -> list[tuple[int, int]]:
     """The spans of ``text`` around a block found at ``at`` that match a secret long enough."""
     spans = []
-    for form, offset in places:
+    for form, offset, whole in places:
         left, right = at, at + BLOCK
         inner_left, inner_right = offset, offset + BLOCK
         while left > 0 and inner_left > 0 and text[left - 1] == form[inner_left - 1]:
             left, inner_left = left - 1, inner_left - 1
         while right < len(text) and inner_right < len(form) and text[right] == form[inner_right]:
             right, inner_right = right + 1, inner_right + 1
-        if right - left >= MIN_PIECE_CHARS or (
-            right - left == len(form) and _stands_alone(text, left, right)
-        ):
+        if right - left == len(form):
+            if len(form) >= MIN_PIECE_CHARS or _stands_alone(text, left, right):
+                spans.append((left, right))
+        elif right - left >= MIN_PIECE_CHARS and not whole:
             spans.append((left, right))
     return spans
 

@@ -155,6 +155,8 @@ async def test_the_api_key_appears_nowhere_a_run_leaves_traces(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    # Our processes keep httpx at WARNING (`otherone.worker.logs`); an application may not.
+    caplog.set_level(logging.DEBUG, logger="httpx")
     for provider in PROVIDERS:
         key = f"sk-secret-{provider}-{secrets.token_hex(16)}"
         monkeypatch.setenv(KEY_ENV, key)

@@ -78,6 +78,20 @@ def test_short_secrets_only_when_they_stand_alone() -> None:
     assert redact("a tiny word") == "a tiny word"
 
 
+def test_paths_and_phrases_are_redacted_whole_only() -> None:
+    """A secrets-file entry may be a path or a passphrase: its pieces are ordinary text."""
+    remember("/srv/app/credentials/service-account.json")
+    remember("correct horse battery staple")
+    shown = redact(
+        "read /srv/app/credentials/service-account.json, not /srv/app/credentials/other.json;"
+        " the phrase was correct horse battery staple, a correct horse"
+    )
+    assert shown == (
+        f"read {REDACTED}, not /srv/app/credentials/other.json; the phrase was {REDACTED}, a "
+        "correct horse"
+    )
+
+
 def test_header_values_register_the_token_alone_too() -> None:
     remember_header(f"Bearer {SECRET}")
     assert redact(f"got token {SECRET[3:]}") == f"got token {REDACTED}"
