@@ -231,7 +231,7 @@ async def run_result(
     ] = 30.0,
 ) -> Any:
     """The run's result; waits up to ``wait`` seconds, then answers 202 (ask again)."""
-    await agents.describe_run(run_id)  # 404 before waiting
+    await agents.check_visible(run_id)  # 404 before waiting (a forgotten run: its record)
     try:
         return await asyncio.wait_for(agents.result(run_id), timeout=wait or 0.001)
     except TimeoutError:

@@ -56,6 +56,8 @@ from otherone.client.request_checks import (
 )
 from otherone.client.root_starts import (
     check_session_free,
+    keep_fingerprint,
+    keyed_run,
     legacy_run,
     root_search_attributes,
     start_details,
@@ -67,11 +69,13 @@ from otherone.client.root_starts import root_run_id as root_run_id
 from otherone.client.run_handles import RunHandle as RunHandle
 from otherone.client.run_handles import TypedRunHandle as TypedRunHandle
 from otherone.client.run_results import (
+    forgotten_run,
     is_stuck,
     not_found_or,
     original_memo,
     original_result,
     record_from_result,
+    result_from_record,
     result_of_broken_run,
     stored_record,
     stuck_record,
@@ -212,6 +216,12 @@ class AgentClient:
         check_input_size(request)
         check_against_config(request, self.config)
         fingerprint = request.fingerprint()
+        key = request.idempotency_key
+        if key is not None:
+            known = await keyed_run(self.store, partition, run_id)
+            if known is not None:  # the key was used: never a new run under its id
+                await self._join_known(partition, run_id, key, fingerprint, known.fingerprint)
+                return run_id
         legacy = await legacy_run(self.temporal, request) if self.legacy_run_ids else None
         if legacy is not None:
             assert request.idempotency_key is not None
@@ -233,9 +243,27 @@ class AgentClient:
                 static_summary=start_summary(request),
                 static_details=start_details(request, self.config),
             )
-        if request.idempotency_key is not None:
-            await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
+        if key is not None:
+            await self._check_fingerprint(run_id, key, fingerprint)
+            await keep_fingerprint(self.store, partition, run_id, fingerprint)
         return run_id
+
+    async def _join_known(
+        self, partition: str, run_id: str, key: str, fingerprint: str, kept: str | None
+    ) -> None:
+        """A start of a key the store knows, answered without starting anything: by the
+        fingerprint kept for it, else (only its run's record is kept) by Temporal's memo while
+        Temporal keeps the run; a run Temporal no longer keeps, whose request cannot be
+        compared, is a conflict (a new run under its id is never started)."""
+        if kept is not None:
+            if kept != fingerprint:
+                raise IdempotencyConflictError(key, run_id)
+            return
+        try:
+            await self._check_fingerprint(run_id, key, fingerprint)
+        except RunNotFoundError:
+            raise IdempotencyConflictError(key, run_id) from None
+        await keep_fingerprint(self.store, partition, run_id, fingerprint)
 
     async def _check_fingerprint(self, run_id: str, key: str, fingerprint: str) -> None:
         memo = await original_memo(self.temporal, run_id, await self._describe(run_id))
@@ -248,7 +276,19 @@ class AgentClient:
     # following ---------------------------------------------------------------------------
 
     async def result(self, run_id: str) -> AgentRunResult:
-        """The run's result (waits while it runs). Terminated runs become failed results."""
+        """The run's result (waits while it runs). Terminated runs become failed results. A
+        run Temporal no longer keeps (namespace retention) is answered from its record in the
+        store, when the client has one."""
+        try:
+            return await self._temporal_result(run_id)
+        except RunNotFoundError:
+            stored = await forgotten_run(self.store, self.partition_key, run_id)
+            if stored is None:
+                raise
+        result = result_from_record(stored)
+        return result.model_copy(update={"output": await self.resolve_output(result.output)})
+
+    async def _temporal_result(self, run_id: str) -> AgentRunResult:
         await self._check_tenant(run_id)
         try:
             latest = await self._workflow(run_id).result()
@@ -271,9 +311,15 @@ class AgentClient:
         return await answered(self.store.resolve_output, output)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        """The run's current record: live from the workflow, or built from its result."""
-        description = await self._describe(run_id)
-        self._check_partition(run_id, description)
+        """The run's current record: live from the workflow, or built from its result; the
+        store's for a run Temporal no longer keeps (namespace retention)."""
+        try:
+            description = await self.describe_run(run_id)
+        except RunNotFoundError:
+            stored = await forgotten_run(self.store, self.partition_key, run_id)
+            if stored is None:
+                raise
+            return stored.model_copy(update={"output": await self.resolve_output(stored.output)})
         if description.status == WorkflowExecutionStatus.RUNNING:
             record = await self._live_record(run_id, description)
             return record.model_copy(update={"output": await self.resolve_output(record.output)})
@@ -472,8 +518,13 @@ class AgentClient:
 
     async def check_visible(self, run_id: str) -> None:
         """`RunNotFoundError` unless ``run_id`` exists and, for a scoped client, belongs to its
-        partition (without querying the workflow, so no worker is needed)."""
-        self._check_partition(run_id, await self._describe(run_id))
+        partition (without querying the workflow, so no worker is needed); a run Temporal no
+        longer keeps exists while the store keeps its record."""
+        try:
+            self._check_partition(run_id, await self._describe(run_id))
+        except RunNotFoundError:
+            if await forgotten_run(self.store, self.partition_key, run_id) is None:
+                raise
 
     async def _check_tenant(self, run_id: str) -> None:
         """A scoped client treats runs of other partitions as absent."""
