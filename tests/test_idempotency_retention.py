@@ -138,3 +138,34 @@ async def test_a_forgotten_run_without_a_kept_fingerprint_is_never_started_again
         assert (await env.agents.result(first.run_id)).text == "once"
     await assert_not_in_temporal(client, first.run_id)
     assert len(provider.calls()) == 1
+
+
+async def test_the_http_api_answers_a_forgotten_key_and_run_from_the_store(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    from tests.api_env import api_env
+
+    config = scripted_config({"agent": ["once", "twice"]})
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        body = {"entry_agent": "agent", "input": "hello"}
+        headers = {"Idempotency-Key": "http-kept"}
+        started = await api.http.post("/v1/runs", json=body, headers=headers)
+        assert started.status_code == 201, started.text
+        run_id = started.json()["run_id"]
+        first = await api.http.get(f"/v1/runs/{run_id}/result?wait=60")
+        assert first.status_code == 200 and first.json()["outcome"] == "completed", first.text
+        await forget(client, run_id)
+
+        again = await api.http.post("/v1/runs", json=body, headers=headers)
+        assert again.status_code == 201 and again.json()["run_id"] == run_id, again.text
+        answer = await api.http.get(f"/v1/runs/{run_id}/result?wait=60")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["output"] == first.json()["output"]
+        record = await api.http.get(f"/v1/runs/{run_id}")
+        assert record.status_code == 200 and record.json()["status"] == "completed", record.text
+        changed = await api.http.post("/v1/runs", json={**body, "input": "other"}, headers=headers)
+        assert changed.status_code == 409, changed.text
+        assert changed.json()["code"] == "idempotency_conflict"
+        unknown = await api.http.get("/v1/runs/never-started/result")
+        assert unknown.status_code == 404, unknown.text
+    await assert_not_in_temporal(client, run_id)
