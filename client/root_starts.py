@@ -170,12 +170,11 @@ async def keyed_run(store: Store | None, partition_key: str, run_id: str) -> Key
     if store is None:
         return None
     from otherone.client.store_answers import answered
-    from otherone.store.errors import StoreError, is_outage
 
     try:
         return await answered(store.keyed_run, partition_key, run_id)
     except Exception as error:
-        if is_outage(error) or isinstance(error, StoreError):
+        if _unanswered(error):
             return None
         raise
 
@@ -189,10 +188,23 @@ async def keep_fingerprint(
     if store is None:
         return
     from otherone.client.store_answers import answered
-    from otherone.store.errors import StoreError, is_outage
 
     try:
         await answered(store.keep_idempotency_fingerprint, partition_key, run_id, fingerprint)
     except Exception as error:
-        if not (is_outage(error) or isinstance(error, StoreError)):
+        if not _unanswered(error):
             raise
+
+
+def _unanswered(error: Exception) -> bool:
+    """A store that is down, or whose schema predates kept fingerprints (a client opens the
+    store without migrating it: the workers' start does; SQLite reports the missing table as
+    an `OperationalError`, an outage, PostgreSQL as undefined_table)."""
+    import sqlalchemy.exc
+
+    from otherone.store.errors import StoreError, is_outage
+
+    if is_outage(error) or isinstance(error, StoreError):
+        return True
+    sqlstate = getattr(getattr(error, "orig", None), "sqlstate", None)
+    return isinstance(error, sqlalchemy.exc.ProgrammingError) and sqlstate == "42P01"

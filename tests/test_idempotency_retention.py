@@ -169,3 +169,22 @@ async def test_the_http_api_answers_a_forgotten_key_and_run_from_the_store(
         unknown = await api.http.get("/v1/runs/never-started/result")
         assert unknown.status_code == 404, unknown.text
     await assert_not_in_temporal(client, run_id)
+
+
+async def test_a_store_not_yet_migrated_leaves_keyed_starts_to_temporal(
+    client: Client, task_queue: str, tmp_path: Path, store: Store
+) -> None:
+    """A client opens the store without migrating it (the workers' start does): before
+    migration 0009 there is nowhere to keep fingerprints, and keyed starts work as before."""
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE otherone_idempotency_keys")
+    config = scripted_config({"agent": ["once", "twice"]})
+    async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+        request = build_request(entry_agent="agent", input="hello", idempotency_key="unmigrated")
+        first = await env.agents.run(request)
+        again = await env.agents.run(request)
+        assert (again.run_id, again.text) == (first.run_id, "once")
+        with pytest.raises(IdempotencyConflictError):
+            await env.agents.start(
+                build_request(entry_agent="agent", input="other", idempotency_key="unmigrated")
+            )
