@@ -400,16 +400,38 @@ class AgentClient:
         `get_run` (live query for running runs, the result for finished ones).
         """
         check_root_run_id(root_run_id)
-        await self._check_tenant(root_run_id)
+        try:
+            await self._check_tenant(root_run_id)
+        except RunNotFoundError:
+            return await self._stored_tree(root_run_id)
         query = f'RootWorkflowId = "{root_run_id}"'
         if self.partition_key is not None:
             query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'
         ids = [execution.id async for execution in self.temporal.list_workflows(query)]
         if root_run_id not in ids:
+            if self.partition_key is None:  # (a scoped client's `_check_tenant` described it)
+                try:
+                    await self._describe(root_run_id)
+                except RunNotFoundError:
+                    return await self._stored_tree(root_run_id)
             ids.insert(0, root_run_id)  # visibility may lag a fresh start; describe is exact
         records = await asyncio.gather(*(self.get_run(run_id) for run_id in dict.fromkeys(ids)))
         return sorted(
             records, key=lambda record: (record.depth, record.started_at or _EPOCH, record.run_id)
+        )
+
+    async def _stored_tree(self, root_run_id: str) -> list[RunRecord]:
+        """The tree of a root Temporal no longer keeps, as the store keeps its records
+        (`RunNotFoundError` when it keeps none)."""
+        root = await forgotten_run(self.store, self.partition_key, root_run_id)
+        if root is None or self.store is None:
+            raise RunNotFoundError(root_run_id)
+        records = await answered(self.store.list_run_records, root.partition_key, root.run_id)
+        found = [root, *(record for record in records if record.run_id != root.run_id)]
+        ended = [await forgotten_run(self.store, root.partition_key, r.run_id) for r in found]
+        return sorted(
+            (record for record in ended if record is not None),
+            key=lambda record: (record.depth, record.started_at or _EPOCH, record.run_id),
         )
 
     async def call_agent(

@@ -75,6 +75,7 @@ async def test_a_key_temporal_forgot_is_answered_from_the_store(
         record = await env.agents.get_run(first.run_id)
         assert (record.status, record.output) == (RunStatus.COMPLETED, first.output)
         await env.agents.check_visible(first.run_id)
+        assert await env.agents.list_run_tree(first.run_id) == [record]
 
         changed = build_request(entry_agent="agent", input="other", idempotency_key="kept-1")
         with pytest.raises(IdempotencyConflictError):
@@ -163,6 +164,8 @@ async def test_the_http_api_answers_a_forgotten_key_and_run_from_the_store(
         assert answer.json()["output"] == first.json()["output"]
         record = await api.http.get(f"/v1/runs/{run_id}")
         assert record.status_code == 200 and record.json()["status"] == "completed", record.text
+        tree = await api.http.get(f"/v1/runs/{run_id}/tree")
+        assert tree.status_code == 200 and tree.json() == [record.json()], tree.text
         changed = await api.http.post("/v1/runs", json={**body, "input": "other"}, headers=headers)
         assert changed.status_code == 409, changed.text
         assert changed.json()["code"] == "idempotency_conflict"
