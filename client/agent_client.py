@@ -69,6 +69,7 @@ from otherone.client.root_starts import root_run_id as root_run_id
 from otherone.client.run_handles import RunHandle as RunHandle
 from otherone.client.run_handles import TypedRunHandle as TypedRunHandle
 from otherone.client.run_results import (
+    as_ended,
     forgotten_run,
     is_stuck,
     not_found_or,
@@ -426,12 +427,14 @@ class AgentClient:
         root = await forgotten_run(self.store, self.partition_key, root_run_id)
         if root is None or self.store is None:
             raise RunNotFoundError(root_run_id)
-        records = await answered(self.store.list_run_records, root.partition_key, root.run_id)
-        found = [root, *(record for record in records if record.run_id != root.run_id)]
-        ended = [await forgotten_run(self.store, root.partition_key, r.run_id) for r in found]
+        stored = await answered(self.store.list_run_records, root.partition_key, root.run_id)
+        found = [root, *(as_ended(record) for record in stored if record.run_id != root.run_id)]
+        records = [
+            record.model_copy(update={"output": await self.resolve_output(record.output)})
+            for record in found
+        ]
         return sorted(
-            (record for record in ended if record is not None),
-            key=lambda record: (record.depth, record.started_at or _EPOCH, record.run_id),
+            records, key=lambda record: (record.depth, record.started_at or _EPOCH, record.run_id)
         )
 
     async def call_agent(

@@ -163,7 +163,13 @@ async def forgotten_run(
         if is_outage(error) or isinstance(error, StoreError):
             return None
         raise
-    if stored is None or stored.status.is_terminal:
+    return None if stored is None else as_ended(stored)
+
+
+def as_ended(stored: RunRecord) -> RunRecord:
+    """The stored record of a run Temporal no longer keeps: as it is when it holds the run's
+    end, else failed (terminated from outside: Temporal no longer says how it ended)."""
+    if stored.status.is_terminal:
         return stored
     failure = AgentFailure(
         code=FailureCode.INTERNAL_ERROR,

@@ -191,3 +191,41 @@ async def test_a_store_not_yet_migrated_leaves_keyed_starts_to_temporal(
             await env.agents.start(
                 build_request(entry_agent="agent", input="other", idempotency_key="unmigrated")
             )
+
+
+async def test_a_tree_temporal_does_not_know_is_the_stores(
+    client: Client, task_queue: str, store: Store
+) -> None:
+    """Records of a tree Temporal does not know (never saw, here): the records, a run whose
+    end was never stored (terminated from outside) reported failed."""
+    from otherone.runs import AgentOutput, RunRecord
+
+    root = RunRecord(
+        run_id="stored-root",
+        root_run_id="stored-root",
+        agent_id="agent",
+        session_id="s",
+        status=RunStatus.COMPLETED,
+        output=AgentOutput(type="text", value="done"),
+    )
+    child = RunRecord(
+        run_id="stored-root/helper.c1",
+        root_run_id="stored-root",
+        parent_run_id="stored-root",
+        agent_id="helper",
+        depth=1,
+        status=RunStatus.RUNNING,
+    )
+    store.upsert_run_record(root)
+    store.upsert_run_record(child)
+    agents = AgentClient(client, task_queue=task_queue, store=store)
+    tree = await agents.list_run_tree("stored-root")
+    assert [record.run_id for record in tree] == ["stored-root", "stored-root/helper.c1"]
+    assert tree[0] == root
+    assert tree[1].status is RunStatus.FAILED and tree[1].failure is not None
+    assert (await agents.result("stored-root")).text == "done"
+    failed = await agents.result("stored-root/helper.c1")
+    assert failed.outcome is RunOutcome.FAILED
+    without_store = AgentClient(client, task_queue=task_queue)
+    with pytest.raises(RunNotFoundError):
+        await without_store.result("stored-root")
