@@ -380,13 +380,14 @@ class AgentClient:
         ``poll_seconds``."""
         if self.store is None:
             raise InvalidRequestError("AgentClient needs a store to read events", field="store")
-        await self._check_tenant(run_id)
+        if self.partition_key is not None:
+            await self.check_visible(run_id)  # a run Temporal forgot: while the store has it
         polling = poll_events(
             self.store,
             run_id,
             partition_key=self.partition_key,
             after=after,
-            is_running=self._is_running,
+            is_running=self._is_running_or_forgotten,
             poll_seconds=poll_seconds,
             busy_poll_seconds=busy_poll_seconds,
         )
@@ -575,6 +576,15 @@ class AgentClient:
         try:
             return await self._is_running(run_id)
         except RunNotFoundError:
+            return False
+
+    async def _is_running_or_forgotten(self, run_id: str) -> bool:
+        """`_is_running`; False for a run Temporal forgot whose record the store keeps."""
+        try:
+            return await self._is_running(run_id)
+        except RunNotFoundError:
+            if await forgotten_run(self.store, self.partition_key, run_id) is None:
+                raise
             return False
 
     async def _is_running(self, run_id: str) -> bool:

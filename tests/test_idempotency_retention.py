@@ -104,6 +104,8 @@ async def test_a_scoped_client_reads_its_forgotten_run_only(
         await forget(client, first.run_id)
         own = AgentClient(client, task_queue=task_queue, store=env.store, partition_key="t1")
         assert (await own.result(first.run_id)).text == "once"
+        events = [event.event["type"] async for event in own.events(first.run_id)]
+        assert (events[0], events[-1]) == ("run_started", "run_completed"), events
         assert (await own.start(request)).run_id == first.run_id
         stranger = AgentClient(client, task_queue=task_queue, store=env.store, partition_key="t2")
         with pytest.raises(RunNotFoundError):
