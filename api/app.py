@@ -48,6 +48,7 @@ from otherone.api.security_headers import SecurityHeaders
 from otherone.api.streams import StreamFormat
 from otherone.client.agent_client import AgentClient
 from otherone.client.store_answers import answered
+from otherone.errors import RunNotFoundError
 from otherone.runs import (
     DEFAULT_PARTITION,
     PARTITION_PATTERN,
@@ -231,7 +232,7 @@ async def run_result(
     ] = 30.0,
 ) -> Any:
     """The run's result; waits up to ``wait`` seconds, then answers 202 (ask again)."""
-    await agents.describe_run(run_id)  # 404 before waiting
+    await agents.check_visible(run_id)  # 404 before waiting (a forgotten run: its record)
     try:
         return await asyncio.wait_for(agents.result(run_id), timeout=wait or 0.001)
     except TimeoutError:
@@ -243,7 +244,10 @@ async def run_result(
 @router.get("/runs/{run_id:path}/tree", response_model=list[RunRecord], tags=["runs"])
 async def run_tree(run_id: RunId, agents: Agents) -> list[RunRecord]:
     """Every run of the run's tree (root first), live records for the running ones."""
-    description = await agents.describe_run(run_id)
+    try:
+        description = await agents.describe_run(run_id)
+    except RunNotFoundError:  # Temporal forgot it (retention): the store's record names its root
+        return await agents.list_run_tree((await agents.get_run(run_id)).root_run_id)
     return await agents.list_run_tree(description.root_id or run_id)
 
 

@@ -56,6 +56,8 @@ from otherone.client.request_checks import (
 )
 from otherone.client.root_starts import (
     check_session_free,
+    keep_fingerprint,
+    keyed_run,
     legacy_run,
     root_search_attributes,
     start_details,
@@ -67,11 +69,14 @@ from otherone.client.root_starts import root_run_id as root_run_id
 from otherone.client.run_handles import RunHandle as RunHandle
 from otherone.client.run_handles import TypedRunHandle as TypedRunHandle
 from otherone.client.run_results import (
+    as_ended,
+    forgotten_run,
     is_stuck,
     not_found_or,
     original_memo,
     original_result,
     record_from_result,
+    result_from_record,
     result_of_broken_run,
     stored_record,
     stuck_record,
@@ -212,6 +217,12 @@ class AgentClient:
         check_input_size(request)
         check_against_config(request, self.config)
         fingerprint = request.fingerprint()
+        key = request.idempotency_key
+        if key is not None:
+            known = await keyed_run(self.store, partition, run_id)
+            if known is not None:  # the key was used: never a new run under its id
+                await self._join_known(partition, run_id, key, fingerprint, known.fingerprint)
+                return run_id
         legacy = await legacy_run(self.temporal, request) if self.legacy_run_ids else None
         if legacy is not None:
             assert request.idempotency_key is not None
@@ -233,9 +244,27 @@ class AgentClient:
                 static_summary=start_summary(request),
                 static_details=start_details(request, self.config),
             )
-        if request.idempotency_key is not None:
-            await self._check_fingerprint(run_id, request.idempotency_key, fingerprint)
+        if key is not None:
+            await self._check_fingerprint(run_id, key, fingerprint)
+            await keep_fingerprint(self.store, partition, run_id, fingerprint)
         return run_id
+
+    async def _join_known(
+        self, partition: str, run_id: str, key: str, fingerprint: str, kept: str | None
+    ) -> None:
+        """A start of a key the store knows, answered without starting anything: by the
+        fingerprint kept for it, else (only its run's record is kept) by Temporal's memo while
+        Temporal keeps the run; a run Temporal no longer keeps, whose request cannot be
+        compared, is a conflict (a new run under its id is never started)."""
+        if kept is not None:
+            if kept != fingerprint:
+                raise IdempotencyConflictError(key, run_id)
+            return
+        try:
+            await self._check_fingerprint(run_id, key, fingerprint)
+        except RunNotFoundError:
+            raise IdempotencyConflictError(key, run_id) from None
+        await keep_fingerprint(self.store, partition, run_id, fingerprint)
 
     async def _check_fingerprint(self, run_id: str, key: str, fingerprint: str) -> None:
         memo = await original_memo(self.temporal, run_id, await self._describe(run_id))
@@ -248,7 +277,19 @@ class AgentClient:
     # following ---------------------------------------------------------------------------
 
     async def result(self, run_id: str) -> AgentRunResult:
-        """The run's result (waits while it runs). Terminated runs become failed results."""
+        """The run's result (waits while it runs). Terminated runs become failed results. A
+        run Temporal no longer keeps (namespace retention) is answered from its record in the
+        store, when the client has one."""
+        try:
+            return await self._temporal_result(run_id)
+        except RunNotFoundError:
+            stored = await forgotten_run(self.store, self.partition_key, run_id)
+            if stored is None:
+                raise
+        result = result_from_record(stored)
+        return result.model_copy(update={"output": await self.resolve_output(result.output)})
+
+    async def _temporal_result(self, run_id: str) -> AgentRunResult:
         await self._check_tenant(run_id)
         try:
             latest = await self._workflow(run_id).result()
@@ -271,9 +312,15 @@ class AgentClient:
         return await answered(self.store.resolve_output, output)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        """The run's current record: live from the workflow, or built from its result."""
-        description = await self._describe(run_id)
-        self._check_partition(run_id, description)
+        """The run's current record: live from the workflow, or built from its result; the
+        store's for a run Temporal no longer keeps (namespace retention)."""
+        try:
+            description = await self.describe_run(run_id)
+        except RunNotFoundError:
+            stored = await forgotten_run(self.store, self.partition_key, run_id)
+            if stored is None:
+                raise
+            return stored.model_copy(update={"output": await self.resolve_output(stored.output)})
         if description.status == WorkflowExecutionStatus.RUNNING:
             record = await self._live_record(run_id, description)
             return record.model_copy(update={"output": await self.resolve_output(record.output)})
@@ -333,13 +380,14 @@ class AgentClient:
         ``poll_seconds``."""
         if self.store is None:
             raise InvalidRequestError("AgentClient needs a store to read events", field="store")
-        await self._check_tenant(run_id)
+        if self.partition_key is not None:
+            await self.check_visible(run_id)  # a run Temporal forgot: while the store has it
         polling = poll_events(
             self.store,
             run_id,
             partition_key=self.partition_key,
             after=after,
-            is_running=self._is_running,
+            is_running=self._is_running_or_forgotten,
             poll_seconds=poll_seconds,
             busy_poll_seconds=busy_poll_seconds,
         )
@@ -354,14 +402,38 @@ class AgentClient:
         `get_run` (live query for running runs, the result for finished ones).
         """
         check_root_run_id(root_run_id)
-        await self._check_tenant(root_run_id)
+        try:
+            await self._check_tenant(root_run_id)
+        except RunNotFoundError:
+            return await self._stored_tree(root_run_id)
         query = f'RootWorkflowId = "{root_run_id}"'
         if self.partition_key is not None:
             query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'
         ids = [execution.id async for execution in self.temporal.list_workflows(query)]
         if root_run_id not in ids:
+            if self.partition_key is None:  # (a scoped client's `_check_tenant` described it)
+                try:
+                    await self._describe(root_run_id)
+                except RunNotFoundError:
+                    return await self._stored_tree(root_run_id)
             ids.insert(0, root_run_id)  # visibility may lag a fresh start; describe is exact
         records = await asyncio.gather(*(self.get_run(run_id) for run_id in dict.fromkeys(ids)))
+        return sorted(
+            records, key=lambda record: (record.depth, record.started_at or _EPOCH, record.run_id)
+        )
+
+    async def _stored_tree(self, root_run_id: str) -> list[RunRecord]:
+        """The tree of a root Temporal no longer keeps, as the store keeps its records
+        (`RunNotFoundError` when it keeps none)."""
+        root = await forgotten_run(self.store, self.partition_key, root_run_id)
+        if root is None or self.store is None:
+            raise RunNotFoundError(root_run_id)
+        stored = await answered(self.store.list_run_records, root.partition_key, root.run_id)
+        found = [root, *(as_ended(record) for record in stored if record.run_id != root.run_id)]
+        records = [
+            record.model_copy(update={"output": await self.resolve_output(record.output)})
+            for record in found
+        ]
         return sorted(
             records, key=lambda record: (record.depth, record.started_at or _EPOCH, record.run_id)
         )
@@ -472,8 +544,13 @@ class AgentClient:
 
     async def check_visible(self, run_id: str) -> None:
         """`RunNotFoundError` unless ``run_id`` exists and, for a scoped client, belongs to its
-        partition (without querying the workflow, so no worker is needed)."""
-        self._check_partition(run_id, await self._describe(run_id))
+        partition (without querying the workflow, so no worker is needed); a run Temporal no
+        longer keeps exists while the store keeps its record."""
+        try:
+            self._check_partition(run_id, await self._describe(run_id))
+        except RunNotFoundError:
+            if await forgotten_run(self.store, self.partition_key, run_id) is None:
+                raise
 
     async def _check_tenant(self, run_id: str) -> None:
         """A scoped client treats runs of other partitions as absent."""
@@ -499,6 +576,15 @@ class AgentClient:
         try:
             return await self._is_running(run_id)
         except RunNotFoundError:
+            return False
+
+    async def _is_running_or_forgotten(self, run_id: str) -> bool:
+        """`_is_running`; False for a run Temporal forgot whose record the store keeps."""
+        try:
+            return await self._is_running(run_id)
+        except RunNotFoundError:
+            if await forgotten_run(self.store, self.partition_key, run_id) is None:
+                raise
             return False
 
     async def _is_running(self, run_id: str) -> bool:

@@ -23,6 +23,7 @@ from otherone.store import SessionBusyError
 if TYPE_CHECKING:
     from otherone.config import RuntimeConfig
     from otherone.store import Store
+    from otherone.store.records import KeyedRun
 
 _UNREADABLE = re.compile(r"[^A-Za-z0-9_.-]+")
 _READABLE_KEY_CHARS = 48
@@ -158,3 +159,52 @@ async def check_session_free(
     if await still_running(holder):
         raise SessionBusyError(session_id, holder)
     await asyncio.to_thread(store.release_session, partition, session_id, holder)
+
+
+async def keyed_run(store: Store | None, partition_key: str, run_id: str) -> KeyedRun | None:
+    """What the store knows of the keyed root ``run_id`` (`Store.keyed_run`): checked before
+    every keyed start, since once Temporal no longer keeps the run (namespace retention) a start
+    would make a new run under its id. None without a store, or when the store does not answer
+    (the start then has Temporal's retention-bound idempotency only; the run itself waits for
+    the store)."""
+    if store is None:
+        return None
+    from otherone.client.store_answers import answered
+
+    try:
+        return await answered(store.keyed_run, partition_key, run_id)
+    except Exception as error:
+        if _unanswered(error):
+            return None
+        raise
+
+
+async def keep_fingerprint(
+    store: Store | None, partition_key: str, run_id: str, fingerprint: str
+) -> None:
+    """Keep the key's request fingerprint in the store, once Temporal's memo confirmed it (the
+    next start of the key is answered from the store: `keyed_run`). A store that does not
+    answer keeps nothing now: the next start of the key, while Temporal keeps the run, does."""
+    if store is None:
+        return
+    from otherone.client.store_answers import answered
+
+    try:
+        await answered(store.keep_idempotency_fingerprint, partition_key, run_id, fingerprint)
+    except Exception as error:
+        if not _unanswered(error):
+            raise
+
+
+def _unanswered(error: Exception) -> bool:
+    """A store that is down, or whose schema predates kept fingerprints (a client opens the
+    store without migrating it: the workers' start does; SQLite reports the missing table as
+    an `OperationalError`, an outage, PostgreSQL as undefined_table)."""
+    import sqlalchemy.exc
+
+    from otherone.store.errors import StoreError, is_outage
+
+    if is_outage(error) or isinstance(error, StoreError):
+        return True
+    sqlstate = getattr(getattr(error, "orig", None), "sqlstate", None)
+    return isinstance(error, sqlalchemy.exc.ProgrammingError) and sqlstate == "42P01"

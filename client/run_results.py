@@ -146,6 +146,64 @@ async def stored_record(store: Store | None, partition_key: str, run_id: str) ->
         raise
 
 
+async def forgotten_run(
+    store: Store | None, partition_key: str | None, run_id: str
+) -> RunRecord | None:
+    """The record of a run Temporal does not know (any more: namespace retention, or deleted),
+    as the store keeps it: None without a store or when it has none (``partition_key`` None:
+    any partition's). A record that never got its end (the run was terminated from outside, and
+    Temporal no longer says how it ended) is reported failed."""
+    if store is None:
+        return None
+    from otherone.store.errors import StoreError, is_outage
+
+    try:
+        stored = await answered(store.find_run_record, run_id, partition_key)
+    except Exception as error:
+        if is_outage(error) or isinstance(error, StoreError):
+            return None
+        raise
+    return None if stored is None else as_ended(stored)
+
+
+def as_ended(stored: RunRecord) -> RunRecord:
+    """The stored record of a run Temporal no longer keeps: as it is when it holds the run's
+    end, else failed (terminated from outside: Temporal no longer says how it ended)."""
+    if stored.status.is_terminal:
+        return stored
+    failure = AgentFailure(
+        code=FailureCode.INTERNAL_ERROR,
+        message="workflow ended abnormally: its end was not stored, and Temporal no longer "
+        "keeps the run",
+    )
+    return stored.model_copy(update={"status": RunStatus.FAILED, "failure": failure})
+
+
+def result_from_record(record: RunRecord) -> AgentRunResult:
+    """A finished run's result as its record keeps it (the run's workflow is gone)."""
+    outcome = OUTCOME_FOR_STATUS.get(record.status, RunOutcome.FAILED)
+    return AgentRunResult(
+        run_id=record.run_id,
+        root_run_id=record.root_run_id,
+        agent_id=record.agent_id,
+        session_id=record.session_id or "",
+        outcome=outcome,
+        failure=record.failure,
+        output=record.output,
+        usage=record.usage,
+        metadata=dict(record.metadata),
+        iteration=record.iteration,
+        started_at=record.started_at,
+        agent_definition_version=record.agent_definition_version,
+        handoffs=record.handoffs,
+        mcp_unavailable=dict(record.mcp_unavailable),
+    )
+
+
+#: A terminal status's outcome (`STATUS_FOR_OUTCOME` the other way round).
+OUTCOME_FOR_STATUS = {status: outcome for outcome, status in STATUS_FOR_OUTCOME.items()}
+
+
 def with_stored_record(ended: RunRecord, stored: RunRecord | None) -> RunRecord:
     """A run that ended without returning our result (terminated from outside): what the store
     knows of it (agent, session, iteration, usage so far), with the end Temporal reports."""

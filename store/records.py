@@ -95,6 +95,15 @@ class SessionInfo:
 
 
 @dataclass(frozen=True)
+class KeyedRun:
+    """A keyed root run the store knows (`Store.keyed_run`): the fingerprint of the request
+    that started it, or None when only its record is kept (started before fingerprints were
+    kept, or its starter stopped before keeping it)."""
+
+    fingerprint: str | None
+
+
+@dataclass(frozen=True)
 class MigrationResult:
     """Schema revision before and after an upgrade (None: no schema)."""
 

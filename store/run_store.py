@@ -23,7 +23,7 @@ from otherone.store.lifecycle import (
     start_record,
     upsert_record,
 )
-from otherone.store.records import SessionInfo, aware, event_key, utc
+from otherone.store.records import KeyedRun, SessionInfo, aware, event_key, utc
 from otherone.store.rows import (
     run_record_from_mapping,
     run_record_values,
@@ -31,7 +31,7 @@ from otherone.store.rows import (
     tool_result_values,
     utc_now,
 )
-from otherone.store.schema import run_records, sessions
+from otherone.store.schema import idempotency_keys, run_records, sessions
 from otherone.store.store_base import StoreBase
 
 
@@ -199,6 +199,51 @@ class RunStore(StoreBase):
     def get_run_record(self, partition_key: str, run_id: str) -> RunRecord | None:
         with self.engine.connect() as conn:
             return _read_record(conn, partition_key, run_id)
+
+    def find_run_record(self, run_id: str, partition_key: str | None = None) -> RunRecord | None:
+        """The run's record by id, in ``partition_key`` or (None) in whichever partition holds
+        it (run ids are unique across partitions: a keyed root's is derived from its partition,
+        any other's is random, a child's nests under its caller's)."""
+        if partition_key is not None:
+            return self.get_run_record(partition_key, run_id)
+        query = select(run_records).where(run_records.c.run_id == run_id).limit(1)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else run_record_from_mapping(row._mapping)
+
+    # idempotency keys --------------------------------------------------------------------
+
+    def keyed_run(self, partition_key: str, run_id: str) -> KeyedRun | None:
+        """What the store knows of the keyed root ``run_id``: the fingerprint kept for it
+        (`keep_idempotency_fingerprint`), else whether it has the run's record (None: neither).
+        Two primary-key lookups in one connection."""
+        kept = select(idempotency_keys.c.fingerprint).where(
+            (idempotency_keys.c.partition_key == partition_key)
+            & (idempotency_keys.c.run_id == run_id)
+        )
+        recorded = select(run_records.c.run_id).where(
+            (run_records.c.partition_key == partition_key) & (run_records.c.run_id == run_id)
+        )
+        with self.engine.connect() as conn:
+            fingerprint = conn.execute(kept).scalar_one_or_none()
+            if fingerprint is not None:
+                return KeyedRun(str(fingerprint))
+            return KeyedRun(None) if conn.execute(recorded).first() is not None else None
+
+    def keep_idempotency_fingerprint(
+        self, partition_key: str, run_id: str, fingerprint: str
+    ) -> None:
+        """Keep the fingerprint of the request that started the keyed root ``run_id``; the
+        first one kept stays (every caller keeps the one Temporal's memo confirmed)."""
+        values = {
+            "partition_key": partition_key,
+            "run_id": run_id,
+            "fingerprint": fingerprint,
+            "created_at": utc_now(),
+        }
+        statement = self._insert(idempotency_keys).values(values).on_conflict_do_nothing()
+        with self.engine.begin() as conn:
+            conn.execute(statement)
 
     def list_run_records(self, partition_key: str, root_run_id: str) -> list[RunRecord]:
         """Every record of a root's tree: by depth (the root first), then start time."""

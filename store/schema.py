@@ -206,6 +206,23 @@ run_records = Table(
     Column("mcp_unavailable", JSON, nullable=True),
     PrimaryKeyConstraint("partition_key", "run_id", name="pk_otherone_run_records"),
     Index("ix_otherone_run_records_root", "partition_key", "root_run_id"),
+    #: A run asked for by id alone (an unscoped client's result of a run Temporal no longer
+    #: keeps: `AgentClient.result`) is found without a scan (migration 0009).
+    Index("ix_otherone_run_records_run_id", "run_id"),
+)
+
+#: The request fingerprint of each root run started by idempotency key through `AgentClient`
+#: (the run id is derived from partition and key), written once the start is known to be the
+#: key's: a keyed start is answered from here, the original run or a conflict, also once
+#: Temporal no longer keeps the run (namespace retention; migration 0009).
+idempotency_keys = Table(
+    "otherone_idempotency_keys",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("run_id", String(RUN_ID_LEN), nullable=False),
+    Column("fingerprint", String(64), nullable=False),
+    _created_at(),
+    PrimaryKeyConstraint("partition_key", "run_id", name="pk_otherone_idempotency_keys"),
 )
 
 #: Tables that hold tenant data (all but the shared configuration snapshots).
@@ -218,6 +235,7 @@ PARTITIONED_TABLES = (
     memory_points,
     artifacts,
     run_records,
+    idempotency_keys,
 )
 
 __all__ = [
@@ -226,6 +244,7 @@ __all__ = [
     "compactions",
     "entries",
     "events",
+    "idempotency_keys",
     "memory_points",
     "metadata",
     "run_records",

@@ -146,6 +146,28 @@ async def test_idempotency_key_returns_same_run_and_conflicts_on_other_text(cli:
     assert_one_line_error(cancel, 3, run_id, "not running")
 
 
+async def test_a_key_temporal_forgot_is_answered_from_the_store(cli: Cli, client: Client) -> None:
+    """Beyond Temporal's retention (the run's execution deleted here): the same key gives the
+    same run and result, `show` its record, another request exit 8; nothing starts (issue 46)."""
+    from tests.test_idempotency_retention import assert_not_in_temporal, forget
+
+    first = await cli("run", "assistant", QUESTION, "--json", "--idempotency-key", "k-kept")
+    assert first.code == 0, first.describe()
+    original = AgentRunResult.model_validate_json(first.stdout)
+    await forget(client, original.run_id)
+
+    again = await cli("run", "assistant", QUESTION, "--json", "--idempotency-key", "k-kept")
+    assert again.code == 0, again.describe()
+    answer = AgentRunResult.model_validate_json(again.stdout)
+    assert (answer.run_id, answer.output) == (original.run_id, original.output)
+    shown = await cli("show", original.run_id, "--json")
+    assert shown.code == 0, shown.describe()
+    assert RunRecord.model_validate_json(shown.stdout).status is RunStatus.COMPLETED
+    conflict = await cli("run", "assistant", "Something else", "--idempotency-key", "k-kept")
+    assert_one_line_error(conflict, 8, "idempotency_conflict", "k-kept")
+    await assert_not_in_temporal(client, original.run_id)
+
+
 async def test_show_unknown_run_exits_3(cli: Cli) -> None:
     result = await cli("show", "run-does-not-exist")
     assert_one_line_error(result, 3, "run-does-not-exist", "not found")

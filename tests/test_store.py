@@ -35,7 +35,7 @@ from otherone.runs import AgentFailure, AgentOutput, RunRecord, RunStatus, RunUs
 from otherone.store import EntryRow, SessionBusyError, Store, StoreError
 from otherone.store.events import EVENT_APPEND_ATTEMPTS, EntryEvents
 from otherone.store.migrate import BASELINE_REVISION, VERSION_TABLE, alembic_config, head_revision
-from otherone.store.records import aware
+from otherone.store.records import KeyedRun, aware
 from otherone.store.schema import PARTITIONED_TABLES, events, memory_points, metadata
 from otherone.toml_config import load_config
 from otherone.worker.retention import prune_once
@@ -374,6 +374,29 @@ def test_artifacts_round_trip_including_a_10_mb_blob(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------- run records
+
+
+def test_keyed_runs_keep_their_first_fingerprint_per_partition(store: Store) -> None:
+    """What a keyed start asks before it starts (issue 46): the kept fingerprint, else whether
+    the run's record exists; the first fingerprint kept stays; partitions are apart."""
+    assert store.keyed_run("tenant-a", "key-1") is None
+    store.upsert_run_record(_record("key-1", root_run_id="key-1"))
+    assert store.keyed_run("tenant-a", "key-1") == KeyedRun(None)
+    store.keep_idempotency_fingerprint("tenant-a", "key-1", "f" * 64)
+    store.keep_idempotency_fingerprint("tenant-a", "key-1", "0" * 64)  # a late loser: ignored
+    assert store.keyed_run("tenant-a", "key-1") == KeyedRun("f" * 64)
+    assert store.keyed_run("tenant-b", "key-1") is None
+    store.keep_idempotency_fingerprint("tenant-b", "key-2", "e" * 64)  # no record needed
+    assert store.keyed_run("tenant-b", "key-2") == KeyedRun("e" * 64)
+
+
+def test_a_run_record_is_found_by_run_id_alone(store: Store) -> None:
+    record = _record("only-1", root_run_id="only-1", partition_key="tenant-b")
+    store.upsert_run_record(record)
+    assert store.find_run_record("only-1") == record
+    assert store.find_run_record("only-1", "tenant-b") == record
+    assert store.find_run_record("only-1", "tenant-a") is None
+    assert store.find_run_record("missing") is None
 
 
 def test_run_records_upsert_and_list_by_root(store: Store) -> None:

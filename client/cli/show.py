@@ -16,7 +16,7 @@ from otherone.client.cli.exits import EXIT_OK
 from otherone.client.cli.stores import existing_store
 from otherone.client.cli.temporal import agent_client, store_for_output
 from otherone.client.records_view import print_record, print_run_tree
-from otherone.errors import RunStuckError
+from otherone.errors import RunNotFoundError, RunStuckError
 from otherone.runs import RunRecord
 
 #: Seconds `tree` waits for Temporal's visibility to list children a run has called.
@@ -27,10 +27,11 @@ async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     agents = await agent_client(ctx, all_partitions=args.all_partitions, store_when_needed=True)
     try:
         record = await agents.get_run(args.run_id)  # a running run's record needs a live worker
-    except RunStuckError:
+    except (RunStuckError, RunNotFoundError):
         if agents.store is not None:
             raise
-        agents.store = existing_store(ctx.settings)  # its record as the store last has it
+        # Its record as the store last has it (stuck), or keeps it (Temporal forgot the run).
+        agents.store = existing_store(ctx.settings)
         record = await agents.get_run(args.run_id)
     if record.output is not None and record.output.is_reference:
         record = record.model_copy(
