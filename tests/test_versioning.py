@@ -25,6 +25,7 @@ from otherone.worker.versioning import (
     set_current_version,
     version_state,
 )
+from tests import approval_worker
 from tests.approval_worker import approval_config
 from tests.harness import wait_until
 from tests.processes import address_of, cli_env, otherone
@@ -61,8 +62,13 @@ async def builds_that_ran(client: Client, run_id: str) -> set[str]:
 
 
 async def test_a_waiting_run_finishes_on_its_build_after_a_new_one_becomes_current(
-    client: Client, task_queue: str, tmp_path: Path, temporal_env: WorkflowEnvironment
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    temporal_env: WorkflowEnvironment,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(approval_worker, "WORKDIR", tmp_path)  # where send_mail writes
     address = address_of(temporal_env)
     name = f"otherone-{uuid.uuid4().hex[:8]}"
     build_1, build_2 = WorkerDeployment(name, "b1"), WorkerDeployment(name, "b2")
