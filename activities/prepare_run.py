@@ -16,7 +16,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from otherone.activities.mcp_unavailable import unavailable_bodies, unavailable_servers
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
-from otherone.contracts import RUN_ID_USED, PrepareRunInput, RunPlan, RunRef, ToolSettings
+from otherone.contracts import (
+    PREPARE_DEADLINE_PASSED,
+    RUN_ID_USED,
+    PrepareRunInput,
+    RunPlan,
+    RunRef,
+    ToolSettings,
+)
 from otherone.definitions import RuntimeLimits
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_problem
@@ -30,6 +37,12 @@ LEASE_SLACK = timedelta(minutes=1)
 
 
 async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPlan:
+    if input.give_up_at is not None and datetime.now(UTC) >= input.give_up_at:
+        raise ApplicationError(
+            "the run's deadline passed while it was being prepared",
+            type=PREPARE_DEADLINE_PASSED,
+            non_retryable=True,
+        )
     snapshot = await context.snapshot(input.ref.snapshot_version or None)
     try:
         agent = snapshot.agent(input.ref.agent_id)

@@ -4,13 +4,20 @@ timeout): the run ends when it would have ended anyway, not after minutes of ret
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+import dataclasses
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
+from otherone.activities.agent_activities import AgentActivities
+from otherone.activities.shared import ActivityContext
 from otherone.client.agent_client import build_request
+from otherone.contracts import PREPARE_DEADLINE_PASSED, PrepareRunInput, RunRef
 from otherone.run_types import RunLimitOverrides
 from otherone.runs import RunOutcome
 from otherone.store import Store
@@ -48,3 +55,37 @@ async def test_a_prepare_that_keeps_failing_ends_at_the_runs_deadline(
         store.close()
     assert result.outcome is RunOutcome.TIMED_OUT, result.failure
     assert store.attempts >= 2  # the outage was waited out, then the deadline ended it
+
+
+async def test_a_prepare_attempt_after_the_deadline_ends_the_run_timed_out_at_once(
+    store: Store,
+) -> None:
+    """However the retries of a local prepare are scheduled (a workflow task run again under
+    load was seen to retry one for 90 s past its 4 s bound), an attempt that starts after the
+    run's deadline stores nothing and gives up for good."""
+    activities = AgentActivities(ActivityContext(scripted_config({"agent": ["hi"]}), store))
+    environment = ActivityEnvironment()
+    environment.info = dataclasses.replace(environment.info, is_local=True, attempt=7)
+    late = PrepareRunInput(
+        ref=RunRef(
+            run_id="late-1",
+            root_run_id="late-1",
+            agent_id="agent",
+            partition_key="p",
+            session_id="s-late",
+            snapshot_version="",
+        ),
+        internal_session=True,
+        request=build_request(entry_agent="agent", input="hello"),
+        give_up_at=datetime.now(UTC) - timedelta(seconds=1),
+    )
+    with pytest.raises(ApplicationError) as refused:
+        await environment.run(activities.prepare_run, late)
+    assert refused.value.type == PREPARE_DEADLINE_PASSED
+    assert refused.value.non_retryable
+    assert store.read_events("late-1") == []
+    assert store.get_run_record("p", "late-1") is None
+
+    on_time = late.model_copy(update={"give_up_at": datetime.now(UTC) + timedelta(minutes=1)})
+    plan = await environment.run(activities.prepare_run, on_time)  # the control: it prepares
+    assert plan.agent_id == "agent"

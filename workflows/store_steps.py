@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_FINISH_RUN,
         ACTIVITY_HAND_OFF,
         ACTIVITY_PREPARE_RUN,
+        PREPARE_DEADLINE_PASSED,
         RUN_ID_USED,
         STORE_ACTIVITY_TIMEOUT,
         STORE_HEARTBEAT_TIMEOUT,
@@ -74,6 +75,7 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
                 caller_model_profile_id=input.caller_model_profile_id,
                 max_iterations=input.max_iterations,
                 result_contract=input.effective_result_contract,
+                give_up_at=workflow.now() + bound if by_deadline else None,
             ),
             result_type=RunPlan,
             cancellation_type=cancellation,
@@ -85,6 +87,8 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
         cause = error.cause
         if isinstance(cause, ApplicationError) and cause.type == RUN_ID_USED:
             raise RunIdUsedError(cause.message) from None
+        if isinstance(cause, ApplicationError) and cause.type == PREPARE_DEADLINE_PASSED:
+            return Ending.of(RunOutcome.TIMED_OUT)
         if by_deadline and (
             error.retry_state is RetryState.TIMEOUT or isinstance(error.cause, ActivityTimeoutError)
         ):
@@ -141,16 +145,23 @@ def prepare_bound(input: RunInput) -> tuple[timedelta, bool]:
     (else the store's `STORE_TOTAL_TIMEOUT`): a prepare that keeps failing (a store refusing
     the session's writes) ends the run when the run would have ended anyway, not minutes
     later. The deadline known before the plan: a caller's (``input.deadline``), and the
-    request's own ``root_timeout`` / ``run_timeout`` (the runtime's limits are only in the
-    snapshot that prepare reads: the plan applies them)."""
+    request's own ``root_timeout`` / ``run_timeout`` counted from the run's start (the
+    runtime's limits are only in the snapshot that prepare reads: the plan applies them).
+    Counting from the start, not from now, keeps a workflow task that runs again (a worker
+    lost, a task timed out under load) from granting a fresh bound each time."""
     now = workflow.now()
     bounds = [(STORE_TOTAL_TIMEOUT, False)]
     if input.deadline is not None:
         bounds.append((max(input.deadline - now, MIN_PREPARE_TIME), True))
     limits = input.request.limits
     if limits is not None:
+        elapsed = max(now - workflow.info().start_time, timedelta(0))
         timeouts = [limits.run_timeout, limits.root_timeout if input.depth == 0 else None]
-        bounds += [(timeout, True) for timeout in timeouts if timeout is not None]
+        bounds += [
+            (max(timeout - elapsed, MIN_PREPARE_TIME), True)
+            for timeout in timeouts
+            if timeout is not None
+        ]
     return min(bounds, key=lambda bound: bound[0])
 
 

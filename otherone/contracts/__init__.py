@@ -94,6 +94,9 @@ STORE_TOTAL_TIMEOUT = timedelta(minutes=10)
 #: The error type of a start refused because its run id belongs to a run that ended
 #: (`otherone.store.errors.RunIdUsed`): the run ends refused, writing nothing.
 RUN_ID_USED = "run_id_used"
+#: The error type of a prepare attempt that starts after the run's deadline
+#: (`PrepareRunInput.give_up_at`): the run ends timed out.
+PREPARE_DEADLINE_PASSED = "prepare_deadline_passed"
 
 
 #: Activity inputs and results: written by our workers, read by our workers and workflows only,
@@ -125,6 +128,7 @@ __all__ = [
     "DEFAULT_RESULT_LIMIT_BYTES",
     "MEMO_FINGERPRINT",
     "MEMO_IDEMPOTENCY_KEY",
+    "PREPARE_DEADLINE_PASSED",
     "QUERY_APPROVALS",
     "QUERY_RECORD",
     "QUERY_RUN_REF",

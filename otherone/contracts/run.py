@@ -148,6 +148,11 @@ class PrepareRunInput(_Contract):
     #: The run's result contract (`RunInput.effective_result_contract`), checked here for runs
     #: started by clients that do not check it.
     result_contract: ResultContract | None = None
+    #: The run's deadline while it is being prepared: an attempt that starts after it ends the
+    #: run timed out at once. The workflow bounds the activity by the same deadline; this
+    #: holds too where a retried local activity outlives that bound (a workflow task run
+    #: again under load was seen to retry one for 90 s past a 4 s bound).
+    give_up_at: datetime | None = None
 
 
 class ToolSettings(_Contract):
