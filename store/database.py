@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from functools import cached_property
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +31,7 @@ from otherone.credentials import snapshot_credential_paths
 from otherone.definitions import credentials_refused_message
 from otherone.errors import ConfigurationError
 from otherone.runs import AgentOutput
+from otherone.store.capacity import CapacityStore
 from otherone.store.engine import create_store_engine, parse_url
 from otherone.store.errors import StoreError, is_outage
 from otherone.store.events import (
@@ -96,6 +98,11 @@ class Store(TranscriptStore, RunStore):
             if is_outage(error):  # not about migrating: any command opening it says this
                 raise StoreError(f"cannot reach the database: {error}") from error
             raise StoreError(f"cannot migrate the database: {error}") from error
+
+    @cached_property
+    def capacity(self) -> CapacityStore:
+        """Permits shared by the fleet (`otherone.store.capacity`)."""
+        return CapacityStore(self._engine)
 
     def close(self) -> None:
         self._close_no_wait()

@@ -38,6 +38,7 @@ EVENT_KEY_LEN = 64
 PARTITION_LEN = 128
 SESSION_LEN = 256
 RUN_ID_LEN = 300
+CAPACITY_SCOPE_LEN = 400
 TOOL_CALL_ID_LEN = 256
 AGENT_ID_LEN = 128
 NAME_LEN = 128
@@ -225,6 +226,39 @@ idempotency_keys = Table(
     PrimaryKeyConstraint("partition_key", "run_id", name="pk_otherone_idempotency_keys"),
 )
 
+#: One row per capacity scope (`otherone.store.capacity`): updating it serialises the scope's
+#: admissions across workers; a provider's pause (429 Retry-After) ends at ``paused_until``
+#: (migration 0010).
+capacity_scopes = Table(
+    "otherone_capacity_scopes",
+    metadata,
+    Column("scope", String(CAPACITY_SCOPE_LEN), nullable=False),
+    Column("paused_until", DateTime(timezone=True), nullable=True),
+    #: Admissions decided (the column every admission updates to take the scope's lock).
+    Column("decisions", Integer, nullable=False),
+    PrimaryKeyConstraint("scope", name="pk_otherone_capacity_scopes"),
+)
+
+#: Calls holding a permit of a scope, waiting for one, or spent within a per-minute window
+#: (`otherone.store.capacity`). Fleet bookkeeping across partitions (fairness compares them):
+#: the partition key says whose call it is; no tenant data is kept (migration 0010).
+capacity_holders = Table(
+    "otherone_capacity_holders",
+    metadata,
+    Column("scope", String(CAPACITY_SCOPE_LEN), nullable=False),
+    Column("holder", String(RUN_ID_LEN + 32), nullable=False),
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("workflow_id", String(RUN_ID_LEN), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("since", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("tokens", Integer, nullable=True),
+    PrimaryKeyConstraint("scope", "holder", name="pk_otherone_capacity_holders"),
+)
+
+#: Fleet-wide bookkeeping, not tenant data: read across partitions on purpose.
+FLEET_TABLES = (capacity_scopes, capacity_holders)
+
 #: Tables that hold tenant data (all but the shared configuration snapshots).
 PARTITIONED_TABLES = (
     sessions,
@@ -239,7 +273,10 @@ PARTITIONED_TABLES = (
 )
 
 __all__ = [
+    "FLEET_TABLES",
     "PARTITIONED_TABLES",
+    "capacity_holders",
+    "capacity_scopes",
     "artifacts",
     "compactions",
     "entries",

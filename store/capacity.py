@@ -1,0 +1,454 @@
+"""Capacity shared by the fleet: permits for model and tool calls, held in the store.
+
+The seed holds every model call behind a runtime-wide semaphore; on a fleet the runtime is every
+worker sharing this store, so the permits live here. A *scope* is one limited thing: the fleet's
+model calls on a task queue, one model profile (the provider account behind it), one run tree
+whose request tightened a limit. Each scope has a row (`capacity_scopes`) whose update
+serialises the scope's decisions across workers (a row lock on PostgreSQL, the write lock on
+SQLite), and rows of holders (`capacity_holders`):
+
+- ``held``: a call in flight. Its lease (``expires_at``) is renewed while the call runs, so a
+  permit whose worker was killed comes back when the lease runs out.
+- ``waiting``: a call refused for now. Waiters are ranked fairly across partitions (the
+  partition with the fewest calls in flight first, then the oldest waiter), and a free permit
+  goes to the best ranked; a waiter that does not come back by ``expires_at`` is dropped.
+- ``spent``: a finished call of a scope with a per-minute limit, kept for the 60 s window.
+
+A call is admitted in one transaction over all its scopes (locked in name order, so two calls
+never wait on each other): all of them grant it or none holds anything. A refusal says how long
+to wait: until the window frees (rate limits), a provider's pause ends (a 429's Retry-After), or
+a release wakes the caller (concurrency; the caller also comes back on its own after
+`WAKE_FALLBACK`). The caller waits in its workflow: no worker slot is held while waiting.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.dml import Insert
+
+from otherone.store.schema import capacity_holders, capacity_scopes
+
+#: Rate limits count the calls (and tokens) that started in the last minute.
+WINDOW = timedelta(minutes=1)
+#: A held permit's lease: renewed every third of it while the call runs (`renew`).
+PERMIT_LEASE = timedelta(seconds=30)
+#: A waiter refused for want of a free permit comes back after this at the latest, should the
+#: release that frees one fail to wake it (its worker killed between the two).
+WAKE_FALLBACK = timedelta(seconds=10)
+#: How long past its expected return a waiter keeps its place in the queue.
+WAITER_GRACE = timedelta(seconds=15)
+
+HELD, WAITING, SPENT = "held", "waiting", "spent"
+
+
+@dataclass(frozen=True)
+class ScopeLimit:
+    """One scope a call needs, with its limits (None: that limit does not apply)."""
+
+    scope: str
+    concurrent: int | None = None
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+    @property
+    def windowed(self) -> bool:
+        """Whether finished calls count for a minute (a per-minute limit applies)."""
+        return self.requests_per_minute is not None or self.tokens_per_minute is not None
+
+
+@dataclass(frozen=True)
+class CapacityClaim:
+    """A call asking for permits: who asks (``holder``: stable across the call's retries, so
+    a retry takes back its own permit), for which partition and workflow (woken by a release),
+    in which scopes, with how many tokens it may use (counted against tokens per minute)."""
+
+    holder: str
+    partition_key: str
+    workflow_id: str
+    limits: tuple[ScopeLimit, ...]
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What `admit` decided: granted, or refused with the scope, the reason and how long to
+    wait; ``wake``: workflows of better ranked waiters to wake (a permit is free for them)."""
+
+    granted: bool
+    retry_in: timedelta = timedelta(0)
+    scope: str | None = None
+    reason: str | None = None
+    wake: tuple[str, ...] = ()
+
+
+@dataclass
+class _Row:
+    holder: str
+    partition_key: str
+    workflow_id: str
+    state: str
+    since: datetime
+    tokens: int
+
+
+@dataclass
+class _ScopeView:
+    """A scope's live rows, read under its lock."""
+
+    limit: ScopeLimit
+    paused_until: datetime | None
+    rows: list[_Row] = field(default_factory=list)
+
+    def held(self) -> list[_Row]:
+        return [row for row in self.rows if row.state == HELD]
+
+    def waiting(self) -> list[_Row]:
+        return [row for row in self.rows if row.state == WAITING]
+
+    def in_window(self, now: datetime) -> list[_Row]:
+        return [row for row in self.rows if row.state != WAITING and row.since > now - WINDOW]
+
+
+class CapacityStore:
+    """The scopes' permits, on the store's engine (`Store.capacity`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def _insert(self, table: Any) -> Insert:
+        if self._engine.dialect.name == "postgresql":
+            return postgresql.insert(table)
+        return sqlite.insert(table)
+
+    # admission ------------------------------------------------------------------------------
+
+    def admit(self, claim: CapacityClaim, now: datetime) -> Admission:
+        """Grant ``claim`` a permit in every scope, or none (see the module's docstring)."""
+        with self._engine.begin() as conn:
+            views = [self._locked(conn, limit, now) for limit in _in_lock_order(claim.limits)]
+            refusals = [_refusal(view, claim, now) for view in views]
+            refused = [refusal for refusal in refusals if refusal is not None]
+            if not refused:
+                for view in views:
+                    self._hold(conn, view.limit.scope, claim, now)
+                return Admission(granted=True)
+            for view in views:
+                self._wait(conn, view.limit.scope, claim, now, _longest(refused).retry_in)
+            wake = {workflow for refusal in refused for workflow in refusal.wake}
+            wake.discard(claim.workflow_id)
+            first = _longest(refused)
+            return Admission(
+                granted=False,
+                retry_in=first.retry_in,
+                scope=first.scope,
+                reason=first.reason,
+                wake=tuple(sorted(wake)),
+            )
+
+    def renew(self, holder: str, scopes: Iterable[str], now: datetime) -> None:
+        """Extend the lease of ``holder``'s permits (its call still runs)."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(capacity_holders)
+                .where(
+                    capacity_holders.c.scope.in_(list(scopes)),
+                    capacity_holders.c.holder == holder,
+                    capacity_holders.c.state == HELD,
+                )
+                .values(expires_at=now + PERMIT_LEASE)
+            )
+
+    def release(
+        self, claim: CapacityClaim, now: datetime, *, tokens: int | None = None
+    ) -> tuple[str, ...]:
+        """Give ``claim``'s permits back (a windowed scope keeps the call, with the tokens it
+        used, for its minute); the workflows of the waiters who may now take a permit."""
+        wake: set[str] = set()
+        with self._engine.begin() as conn:
+            for limit in _in_lock_order(claim.limits):
+                view = self._locked(conn, limit, now)
+                self._give_back(conn, limit, claim.holder, now, tokens)
+                view.rows = [row for row in view.rows if row.holder != claim.holder]
+                wake.update(row.workflow_id for row in _next_in_line(view, now))
+        wake.discard(claim.workflow_id)
+        return tuple(sorted(wake))
+
+    def pause(self, scope: str, until: datetime) -> None:
+        """No call of ``scope`` starts before ``until`` (a provider asked the fleet to slow
+        down: a 429's Retry-After); a later pause extends it, an earlier one is ignored."""
+        with self._engine.begin() as conn:
+            self._ensure_scope(conn, scope)
+            conn.execute(
+                update(capacity_scopes)
+                .where(
+                    capacity_scopes.c.scope == scope,
+                    or_(
+                        capacity_scopes.c.paused_until.is_(None),
+                        capacity_scopes.c.paused_until < until,
+                    ),
+                )
+                .values(paused_until=until)
+            )
+
+    def forget(self, holder: str, scopes: Iterable[str]) -> None:
+        """Drop ``holder``'s waiting places (its call will not come back)."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                delete(capacity_holders).where(
+                    capacity_holders.c.scope.in_(list(scopes)),
+                    capacity_holders.c.holder == holder,
+                    capacity_holders.c.state == WAITING,
+                )
+            )
+
+    def in_flight(self, scope: str, now: datetime) -> tuple[int, int]:
+        """(calls holding a permit, calls waiting) of ``scope`` now (for metrics and tests)."""
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(capacity_holders.c.state).where(
+                    capacity_holders.c.scope == scope, capacity_holders.c.expires_at > now
+                )
+            ).all()
+        counted = Counter(row.state for row in rows)
+        return counted[HELD], counted[WAITING]
+
+    # rows -----------------------------------------------------------------------------------
+
+    def _ensure_scope(self, conn: Connection, scope: str) -> None:
+        conn.execute(
+            self._insert(capacity_scopes)
+            .values(scope=scope, decisions=0)
+            .on_conflict_do_nothing(index_elements=["scope"])
+        )
+
+    def _locked(self, conn: Connection, limit: ScopeLimit, now: datetime) -> _ScopeView:
+        """Lock the scope's row (its decisions are serialised), drop what expired, read it."""
+        self._ensure_scope(conn, limit.scope)
+        conn.execute(
+            update(capacity_scopes)
+            .where(capacity_scopes.c.scope == limit.scope)
+            .values(decisions=capacity_scopes.c.decisions + 1)
+        )
+        paused_until = conn.execute(
+            select(capacity_scopes.c.paused_until).where(capacity_scopes.c.scope == limit.scope)
+        ).scalar_one()
+        holders = capacity_holders.c
+        conn.execute(
+            delete(capacity_holders).where(
+                holders.scope == limit.scope,
+                or_(
+                    and_(holders.state != SPENT, holders.expires_at <= now),
+                    and_(holders.state == SPENT, holders.since <= now - WINDOW),
+                ),
+            )
+        )
+        rows = conn.execute(
+            select(
+                holders.holder,
+                holders.partition_key,
+                holders.workflow_id,
+                holders.state,
+                holders.since,
+                holders.tokens,
+            ).where(holders.scope == limit.scope)
+        ).all()
+        return _ScopeView(
+            limit,
+            _aware(paused_until),
+            [
+                _Row(
+                    row.holder,
+                    row.partition_key,
+                    row.workflow_id,
+                    row.state,
+                    _aware(row.since) or now,
+                    row.tokens or 0,
+                )
+                for row in rows
+            ],
+        )
+
+    def _hold(self, conn: Connection, scope: str, claim: CapacityClaim, now: datetime) -> None:
+        values = {
+            "scope": scope,
+            "holder": claim.holder,
+            "partition_key": claim.partition_key,
+            "workflow_id": claim.workflow_id,
+            "state": HELD,
+            "since": now,
+            "expires_at": now + PERMIT_LEASE,
+            "tokens": claim.tokens,
+        }
+        statement = self._insert(capacity_holders).values(values)
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=["scope", "holder"],
+                set_={
+                    "state": HELD,
+                    "since": now,
+                    "expires_at": now + PERMIT_LEASE,
+                    "tokens": claim.tokens,
+                },
+            )
+        )
+
+    def _wait(
+        self,
+        conn: Connection,
+        scope: str,
+        claim: CapacityClaim,
+        now: datetime,
+        retry_in: timedelta,
+    ) -> None:
+        """Take (or keep, with its first time) the claim's place in the scope's queue."""
+        expires = now + retry_in + WAITER_GRACE
+        values = {
+            "scope": scope,
+            "holder": claim.holder,
+            "partition_key": claim.partition_key,
+            "workflow_id": claim.workflow_id,
+            "state": WAITING,
+            "since": now,
+            "expires_at": expires,
+            "tokens": claim.tokens,
+        }
+        statement = self._insert(capacity_holders).values(values)
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=["scope", "holder"],
+                set_={"expires_at": expires, "tokens": claim.tokens},
+                where=capacity_holders.c.state == WAITING,
+            )
+        )
+
+    def _give_back(
+        self,
+        conn: Connection,
+        limit: ScopeLimit,
+        holder: str,
+        now: datetime,
+        tokens: int | None,
+    ) -> None:
+        mine = and_(capacity_holders.c.scope == limit.scope, capacity_holders.c.holder == holder)
+        if not limit.windowed:
+            conn.execute(delete(capacity_holders).where(mine))
+            return
+        changes: dict[str, Any] = {"state": SPENT, "expires_at": now + WINDOW}
+        if tokens is not None:
+            changes["tokens"] = tokens
+        conn.execute(
+            update(capacity_holders).where(mine, capacity_holders.c.state == HELD).values(changes)
+        )
+
+
+# decisions (pure: what the rows read under the lock allow) -----------------------------------
+
+
+def _in_lock_order(limits: Sequence[ScopeLimit]) -> list[ScopeLimit]:
+    return sorted(limits, key=lambda limit: limit.scope)
+
+
+def _longest(refusals: Sequence[Admission]) -> Admission:
+    return max(refusals, key=lambda refusal: refusal.retry_in)
+
+
+def _refusal(view: _ScopeView, claim: CapacityClaim, now: datetime) -> Admission | None:
+    """None if ``view``'s scope grants ``claim`` a permit now, else why not."""
+    limit = view.limit
+    if any(row.holder == claim.holder and row.state == HELD for row in view.rows):
+        return None  # a retry of the call: its permit is still its own
+    if view.paused_until is not None and view.paused_until > now:
+        return _refused(limit, "paused", view.paused_until - now)
+    window = view.in_window(now)
+    if limit.requests_per_minute is not None and len(window) >= limit.requests_per_minute:
+        return _refused(limit, "requests_per_minute", _window_frees(window, now))
+    if limit.tokens_per_minute is not None:
+        used = sum(row.tokens for row in window)
+        # A call bigger than the whole budget still runs, alone in its minute.
+        if used and used + claim.tokens > limit.tokens_per_minute:
+            return _refused(limit, "tokens_per_minute", _window_frees(window, now))
+    free = _free_permits(view, now)
+    if free <= 0:
+        return _refused(limit, "max_concurrent", WAKE_FALLBACK)
+    line = _next_in_line(view, now, claimant=claim)
+    if any(row.holder == claim.holder for row in line):
+        return None
+    ahead = tuple(row.workflow_id for row in line)
+    return _refused(limit, "queued", WAKE_FALLBACK, wake=ahead)
+
+
+def _refused(
+    limit: ScopeLimit, reason: str, retry_in: timedelta, *, wake: tuple[str, ...] = ()
+) -> Admission:
+    return Admission(
+        granted=False,
+        retry_in=max(retry_in, timedelta(milliseconds=50)),
+        scope=limit.scope,
+        reason=reason,
+        wake=wake,
+    )
+
+
+def _window_frees(window: Sequence[_Row], now: datetime) -> timedelta:
+    """When the oldest call of the window leaves it."""
+    oldest = min(row.since for row in window)
+    return oldest + WINDOW - now
+
+
+def _free_permits(view: _ScopeView, now: datetime) -> int:
+    """Permits a call may take now: the concurrency left, and the requests left this minute."""
+    limit = view.limit
+    free: list[int] = []
+    if limit.concurrent is not None:
+        free.append(limit.concurrent - len(view.held()))
+    if limit.requests_per_minute is not None:
+        free.append(limit.requests_per_minute - len(view.in_window(now)))
+    return min(free) if free else 1 << 30
+
+
+def _next_in_line(
+    view: _ScopeView, now: datetime, *, claimant: CapacityClaim | None = None
+) -> list[_Row]:
+    """The waiters (and ``claimant``) that the free permits go to, in fair order: each
+    permit to the partition with the fewest calls in flight (ties: its oldest waiter), and
+    within a partition first come, first served."""
+    free = _free_permits(view, now)
+    candidates = view.waiting()
+    if claimant is not None and not any(row.holder == claimant.holder for row in candidates):
+        candidates.append(
+            _Row(claimant.holder, claimant.partition_key, claimant.workflow_id, WAITING, now, 0)
+        )
+    in_flight = Counter(row.partition_key for row in view.held())
+    line: list[_Row] = []
+    remaining = sorted(candidates, key=lambda row: (row.since, row.holder))
+    while remaining and len(line) < free:
+        chosen = min(remaining, key=lambda row: (in_flight[row.partition_key], row.since))
+        remaining.remove(chosen)
+        in_flight[chosen.partition_key] += 1
+        line.append(chosen)
+    return line
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """SQLite gives naive datetimes back: they were written in UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+__all__ = [
+    "PERMIT_LEASE",
+    "WAKE_FALLBACK",
+    "WINDOW",
+    "Admission",
+    "CapacityClaim",
+    "CapacityStore",
+    "ScopeLimit",
+]
