@@ -21,6 +21,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from otherone.activities import capacity
 from otherone.activities.approvals import human_tools, with_approvals
 from otherone.activities.artifacts import needs_offload, offload_turn
 from otherone.activities.compact_context import Summary, compact_context, stored_summary
@@ -112,6 +113,34 @@ async def _call_model(
     attempt = activity.info().attempt
     events.add(*await lost_model_attempts(context, ref, input.turn, attempt))
     snapshot = await context.snapshot(ref.snapshot_version)
+    profile = snapshot.models[input.model_profile_id]
+    claim = capacity.model_claim(snapshot, profile, ref, input.turn, rows)
+    wait = await capacity.admit(context, claim)
+    if wait is not None:
+        # Nothing was asked of the provider: the run waits in its workflow (no slot held).
+        events.add(capacity.waiting_event(ref, input.turn, wait))
+        return ModelTurn(capacity_wait=wait)
+    async with capacity.holding(context, claim) as used:
+        turn = await _answer(context, input, events, snapshot, rows, summary, summarised)
+        used.append(_tokens_used(turn))
+    turn = await with_approvals(context, ref, _with_output(turn, input))
+    return await _returnable(context, turn, input)
+
+
+async def _answer(
+    context: ActivityContext,
+    input: ModelCallInput,
+    events: EventBuffer,
+    snapshot: RuntimeSnapshot,
+    rows: list[EntryRow],
+    summary: str | None,
+    summarised: Summary | None,
+) -> ModelTurn:
+    """The turn's model call, its permits held: compact the context if it must, stream the
+    answer, store it."""
+    ref = input.run_ref
+    assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
+    attempt = activity.info().attempt
     agent = snapshot.agent(ref.agent_id)
     profile = snapshot.models[input.model_profile_id]
     provider = context.provider_for(profile)
@@ -145,7 +174,7 @@ async def _call_model(
         [{"type": "user_message_queued", "count": queued}] if queued else []
     )
     # Written with the first delta (or the turn's end, whichever comes first).
-    events.add(*started, _model_started(input.turn, request.attempt))
+    events.add(*started, _model_started(input.turn, request.attempt, input.waited_ms))
     completed: dict[str, Any] = {
         "type": "model_completed",
         "turn": input.turn,
@@ -172,9 +201,13 @@ async def _call_model(
         events.add({**completed, "error": ended, **model_completed_key(ref, input.turn, attempt)})
         raise
     turn = turn.model_copy(update={"reasoning": ()})  # kept in the store, not in history
-    turn = _with_summary_usage(turn, compaction)
-    turn = await with_approvals(context, ref, _with_output(turn, input))
-    return await _returnable(context, turn, input)
+    return _with_summary_usage(turn, compaction)
+
+
+def _tokens_used(turn: ModelTurn) -> int:
+    """The call's tokens (its compaction's too), for the profile's tokens per minute."""
+    total = turn.total_tokens or (turn.input_tokens or 0) + (turn.output_tokens or 0)
+    return total + (turn.compaction_input_tokens or 0) + (turn.compaction_output_tokens or 0)
 
 
 def _excerpt(text: str) -> str:
@@ -246,11 +279,14 @@ def _offered_tools(
     return tools
 
 
-def _model_started(turn: int, attempt: int) -> dict[str, Any]:
-    """A retry's deltas replace the earlier attempts' text of the same turn: say so."""
+def _model_started(turn: int, attempt: int, waited_ms: int = 0) -> dict[str, Any]:
+    """A retry's deltas replace the earlier attempts' text of the same turn: say so; and how
+    long the call waited for fleet capacity, if it did."""
     event: dict[str, Any] = {"type": "model_started", "turn": turn, "attempt": attempt}
     if attempt > 1:
         event["supersedes_attempt"] = attempt - 1
+    if waited_ms:
+        event["waited_ms"] = waited_ms
     return event
 
 
@@ -279,6 +315,8 @@ async def _stream(
     except OutputLimitExceeded as error:
         raise failure(FailureCode.BUDGET_EXCEEDED, f"max_result_bytes: {error}") from error
     except ProviderError as error:
+        if error.retry_after:
+            await capacity.pause(context, request.profile.id, error.retry_after)
         delay = timedelta(seconds=error.retry_after) if error.retry_after else None
         raise failure(
             FailureCode.MODEL_ERROR,

@@ -458,6 +458,12 @@ class ModelProfile(_Frozen):
     temperature: _Temperature | None = None
     top_p: _TopP | None = None
     other: OtherOptions = Field(default_factory=dict)
+    #: Limits of the provider account behind this profile, held by the whole fleet (every
+    #: worker sharing the store; `otherone.store.capacity`): calls in flight at once, calls
+    #: started in any minute, tokens (input + output) used in any minute. None: no limit.
+    max_concurrent_calls: _PositiveCount | None = None
+    requests_per_minute: _PositiveCount | None = None
+    tokens_per_minute: Annotated[int, Field(strict=True, gt=0)] | None = None
     #: Scripted provider only: the turns each agent plays, by agent id.
     script: dict[AgentId, tuple[ScriptedTurn, ...]] = Field(default_factory=dict)
 

@@ -18,6 +18,9 @@ QUERY_RUN_REF = "run_ref"
 #: Signal: a spawned child tells its caller it has ended (`SpawnEnded`); addressed by the
 #: caller's workflow id, so it reaches the caller's current history after continue-as-new too.
 SIGNAL_SPAWNED_RUN_ENDED = "spawned_run_ended"
+#: Signal: a fleet permit this run waits for may be free now (`otherone.store.capacity`); the
+#: run asks again at once instead of at the end of its wait.
+SIGNAL_CAPACITY_FREED = "capacity_freed"
 
 #: Workflow memo keys.
 MEMO_FINGERPRINT = "request_fingerprint"

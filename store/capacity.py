@@ -29,14 +29,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, delete, or_, select, update
+from sqlalchemy import Connection, Engine, Table, and_, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql.dml import Insert
 
 from otherone.store.schema import capacity_holders, capacity_scopes
 
-#: Rate limits count the calls (and tokens) that started in the last minute.
-WINDOW = timedelta(minutes=1)
+Insert = postgresql.Insert | sqlite.Insert
+
+#: Rate limits count the calls (and tokens) admitted in the last minute, plus a second: a call
+#: reaches the provider a little after its admission (and workers' clocks differ a little), so
+#: a window of exactly 60 s let a provider see a fourth call of three a minute 59.99 s after
+#: the first.
+WINDOW = timedelta(seconds=61)
 #: A held permit's lease: renewed every third of it while the call runs (`renew`).
 PERMIT_LEASE = timedelta(seconds=30)
 #: A waiter refused for want of a free permit comes back after this at the latest, should the
@@ -122,7 +126,7 @@ class CapacityStore:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    def _insert(self, table: Any) -> Insert:
+    def _insert(self, table: Table) -> Insert:
         if self._engine.dialect.name == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)
@@ -197,13 +201,12 @@ class CapacityStore:
                 .values(paused_until=until)
             )
 
-    def forget(self, holder: str, scopes: Iterable[str]) -> None:
-        """Drop ``holder``'s waiting places (its call will not come back)."""
+    def forget_workflow(self, workflow_id: str) -> None:
+        """Drop the waiting places of ``workflow_id``'s calls (it ended: none comes back)."""
         with self._engine.begin() as conn:
             conn.execute(
                 delete(capacity_holders).where(
-                    capacity_holders.c.scope.in_(list(scopes)),
-                    capacity_holders.c.holder == holder,
+                    capacity_holders.c.workflow_id == workflow_id,
                     capacity_holders.c.state == WAITING,
                 )
             )

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import select

@@ -275,9 +275,9 @@ PARTITIONED_TABLES = (
 __all__ = [
     "FLEET_TABLES",
     "PARTITIONED_TABLES",
+    "artifacts",
     "capacity_holders",
     "capacity_scopes",
-    "artifacts",
     "compactions",
     "entries",
     "events",

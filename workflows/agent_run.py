@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         QUERY_APPROVALS,
         QUERY_RECORD,
         QUERY_RUN_REF,
+        SIGNAL_CAPACITY_FREED,
         SIGNAL_SPAWNED_RUN_ENDED,
         SIGNAL_USER_MESSAGES,
         UPDATE_CALL_AGENT,
@@ -98,6 +99,13 @@ class AgentRunWorkflow:
     )
     def spawned_run_ended(self, ended: SpawnEnded) -> None:
         self._state.spawns.ended(ended)
+
+    @workflow.signal(
+        name=SIGNAL_CAPACITY_FREED,
+        description="A fleet permit the run's model call waits for may be free: ask again now.",
+    )
+    def capacity_freed(self) -> None:
+        self._state.capacity_freed = True
 
     @workflow.update(
         name=UPDATE_CALL_AGENT,

@@ -43,6 +43,7 @@ async def call_model(
     *,
     handoff_allowed: bool,
     deadline_at: datetime,
+    waited_ms: int = 0,
 ) -> ModelTurn:
     """The turn's model call (an `ActivityError` when it failed for good or was cancelled).
 
@@ -66,6 +67,7 @@ async def call_model(
             events=events,
             turn_offset=plan.turn_offset,
             handoff_allowed=handoff_allowed,
+            waited_ms=waited_ms,
         ),
         result_type=ModelTurn,
         task_queue=plan.model_task_queue,  # None: this workflow's own queue

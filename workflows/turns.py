@@ -205,21 +205,33 @@ def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:
 
 
 async def _call_model(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> ModelTurn:
+    """The turn's model call; while the fleet has no permit for it (`CapacityWait`), the run
+    waits here, on a timer or until a release wakes it, and asks again."""
     pending, state.pending = tuple(state.pending), []
     events = state.decided.take()
     allowed = state.handoffs.left(plan) > 0
+    waiting_since = None
     try:
         assert state.deadline_at is not None
-        return await call_model(
-            state.input,
-            plan,
-            ref,
-            iteration,
-            pending,
-            events,
-            handoff_allowed=allowed,
-            deadline_at=state.deadline_at,
-        )
+        while True:
+            waited = workflow.now() - waiting_since if waiting_since is not None else None
+            turn = await call_model(
+                state.input,
+                plan,
+                ref,
+                iteration,
+                pending,
+                events,
+                handoff_allowed=allowed,
+                deadline_at=state.deadline_at,
+                waited_ms=int(waited.total_seconds() * 1000) if waited is not None else 0,
+            )
+            if turn.capacity_wait is None:
+                return turn
+            # The refused call stored the turn's pending entries and events: not again.
+            pending, events = (), ()
+            waiting_since = waiting_since or workflow.now()
+            await state.wait_for_capacity(turn.capacity_wait)
     except ActivityError as error:
         state.pending = list(pending)  # not written: keep them for the final flush
         reraise_cancellation(error)

@@ -55,6 +55,7 @@ from otherone.contracts.run import (
 from otherone.contracts.turns import (
     DEFAULT_RESULT_LIMIT_BYTES,
     STORE_OUTAGE_PATIENCE,
+    CapacityWait,
     ModelCallInput,
     ModelTurn,
     PendingEntry,
@@ -67,6 +68,7 @@ from otherone.workflow_names import MEMO_IDEMPOTENCY_KEY as MEMO_IDEMPOTENCY_KEY
 from otherone.workflow_names import QUERY_APPROVALS as QUERY_APPROVALS
 from otherone.workflow_names import QUERY_RECORD as QUERY_RECORD
 from otherone.workflow_names import QUERY_RUN_REF as QUERY_RUN_REF
+from otherone.workflow_names import SIGNAL_CAPACITY_FREED as SIGNAL_CAPACITY_FREED
 from otherone.workflow_names import SIGNAL_SPAWNED_RUN_ENDED as SIGNAL_SPAWNED_RUN_ENDED
 from otherone.workflow_names import SIGNAL_USER_MESSAGES as SIGNAL_USER_MESSAGES
 from otherone.workflow_names import UPDATE_CALL_AGENT as UPDATE_CALL_AGENT
@@ -133,6 +135,7 @@ __all__ = [
     "QUERY_RECORD",
     "QUERY_RUN_REF",
     "RUN_ID_USED",
+    "SIGNAL_CAPACITY_FREED",
     "SIGNAL_SPAWNED_RUN_ENDED",
     "SIGNAL_USER_MESSAGES",
     "STORE_ACTIVITY_TIMEOUT",
@@ -148,6 +151,7 @@ __all__ = [
     "ApprovalRequest",
     "CallAgentInput",
     "CallPlan",
+    "CapacityWait",
     "CarryOver",
     "DescribeRunsInput",
     "EndedRun",

@@ -83,10 +83,26 @@ class ModelCallInput(_Contract):
     #: False once the run has used its ``max_handoffs``: `agent.handoff` is then not offered
     #: (a call would only be refused).
     handoff_allowed: bool = True
+    #: How long the turn has waited for fleet capacity so far (`CapacityWait`): its
+    #: `model_started` event says so.
+    waited_ms: int = 0
 
     @property
     def run_ref(self) -> RunRef:
         return resolved_ref(self.ref)
+
+
+class CapacityWait(_Contract):
+    """A model call refused a fleet permit for now (`otherone.store.capacity`): the run waits
+    ``retry_in_ms`` (or until a `SIGNAL_CAPACITY_FREED`) in its workflow, holding no worker
+    slot, and asks again. ``scope`` is what is short (``model@QUEUE``: the fleet's
+    ``max_concurrent_model_calls``; ``profile:ID``: the model profile's own limits), ``reason``
+    which limit (``max_concurrent``, ``requests_per_minute``, ``tokens_per_minute``,
+    ``paused`` by a provider's 429, ``queued`` behind fairer claims)."""
+
+    retry_in_ms: int
+    scope: str
+    reason: str
 
 
 class ModelTurn(_Contract):
@@ -115,6 +131,8 @@ class ModelTurn(_Contract):
     #: store, not in history): up to `SAID_EXCERPT_CHARS`, so `temporal workflow show` and the
     #: Web UI read as a conversation. The workflow never reads it.
     said: str = ""
+    #: Set instead of an answer when the call could not get its fleet permits yet.
+    capacity_wait: CapacityWait | None = None
 
     def compaction_usage(self) -> ModelTurn:
         """The compaction's tokens, shaped as a turn's usage (for `UsageCounter`)."""

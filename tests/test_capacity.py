@@ -1,0 +1,215 @@
+"""Fleet capacity, counted where the provider sees the calls (issue 42).
+
+Worker processes (`otherone worker`, several sharing one SQLite store) call a local server that
+speaks OpenAI's wire format and holds each request a moment, so calls overlap: the server counts
+how many are in flight at once and when each arrives. The limits are the seed's
+``max_concurrent_model_calls`` (runtime-wide: here every worker of the queue) and a model
+profile's ``max_concurrent_calls`` / ``requests_per_minute``; a 429 with Retry-After pauses the
+profile for the whole fleet. In-process runs check the seed's no-deadlock case and fairness
+between partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from otherone.client.agent_client import AgentClient, build_request
+from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
+from otherone.runs import AgentRunResult, RunOutcome
+from otherone.store import Store
+from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, openai_stream
+from tests.harness import agent_env, scripted_config
+from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _config(base_url: str, *, limits: str = "", profile: str = "") -> str:
+    return textwrap.dedent(
+        f"""
+        [runtime]
+        default_model = "slow"
+
+        [limits]
+        {limits}
+
+        [models.slow]
+        provider = "local"
+        model = "slow-model"
+        base_url = "{base_url}/v1"
+        {profile}
+
+        [agents.assistant]
+        description = "Answers."
+        system_prompt = "Answer."
+        """
+    )
+
+
+def _answer(hold: float) -> Any:
+    def answer(seen: Seen) -> Reply:
+        return Reply(body=openai_stream(["done"]), hold=hold)
+
+    return answer
+
+
+@asynccontextmanager
+async def _workers(
+    temporal_env: WorkflowEnvironment,
+    task_queue: str,
+    tmp_path: Path,
+    config: str,
+    count: int,
+) -> AsyncIterator[list[BackgroundProcess]]:
+    (tmp_path / "otherone.toml").write_text(config)
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path, config=tmp_path / "otherone.toml")
+    workers: list[BackgroundProcess] = []
+    try:
+        for index in range(count):
+            workers.append(await start_worker(env, name=f"worker-{index + 1}"))
+        yield workers
+    finally:
+        await asyncio.gather(*(worker.stop(30) for worker in workers))
+
+
+async def _run_all(client: Client, task_queue: str, runs: int) -> list[AgentRunResult]:
+    agents = AgentClient(client, task_queue=task_queue)
+    handles = await asyncio.gather(
+        *(
+            agents.start(build_request(entry_agent="assistant", input=f"question {index}"))
+            for index in range(runs)
+        )
+    )
+    return list(
+        await asyncio.wait_for(asyncio.gather(*(handle.result() for handle in handles)), 150)
+    )
+
+
+def _events(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        return [record.event for record in store.read_events(run_id)]
+    finally:
+        store.close()
+
+
+async def test_three_workers_never_have_more_model_calls_at_the_provider_than_the_limit(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with WireServer(_answer(hold=0.4)) as provider:
+        config = _config(provider.url, limits="max_concurrent_model_calls = 2")
+        async with _workers(temporal_env, task_queue, tmp_path, config, 3):
+            results = await _run_all(client, task_queue, 12)
+    assert [result.outcome for result in results] == [RunOutcome.COMPLETED] * 12
+    assert len(provider.requests) == 12
+    assert provider.most_in_flight == 2  # reached, never passed, across the three workers
+    waited = [
+        event
+        for result in results
+        for event in _events(tmp_path, result.run_id)
+        if event["type"] == "model_waiting"
+    ]
+    assert waited and all(event["scope"] == f"model@{task_queue}" for event in waited)
+    assert {event["reason"] for event in waited} <= {"max_concurrent", "queued"}
+    started = [
+        event
+        for result in results
+        for event in _events(tmp_path, result.run_id)
+        if event["type"] == "model_started" and event.get("waited_ms")
+    ]
+    assert len(started) == len(waited)  # each run that waited says for how long
+
+
+async def test_a_profiles_own_limit_holds_across_workers(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with WireServer(_answer(hold=0.3)) as provider:
+        config = _config(provider.url, profile="max_concurrent_calls = 1")
+        async with _workers(temporal_env, task_queue, tmp_path, config, 2):
+            results = await _run_all(client, task_queue, 5)
+    assert all(result.outcome is RunOutcome.COMPLETED for result in results)
+    assert provider.most_in_flight == 1
+
+
+async def test_a_429_with_retry_after_pauses_the_whole_fleet(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    told: list[float] = []
+
+    def answer(seen: Seen) -> Reply:
+        if not told:
+            told.append(asyncio.get_running_loop().time())
+            return Reply.error(429, {"error": {"message": "slow down"}}, **{"Retry-After": "3"})
+        return Reply(body=openai_stream(["done"]), hold=0.2)
+
+    async with WireServer(answer) as provider:
+        config = _config(provider.url, limits="max_concurrent_model_calls = 1")
+        async with _workers(temporal_env, task_queue, tmp_path, config, 2):
+            results = await _run_all(client, task_queue, 4)
+    assert all(result.outcome is RunOutcome.COMPLETED for result in results)
+    after = [arrival - told[0] for arrival in provider.arrivals[1:]]
+    # No worker called the profile again before the provider's pause ended (the runs waited).
+    assert len(after) == 4 and min(after) >= 2.9, after
+
+
+async def test_a_minutes_requests_hold_across_workers(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Five runs, three requests a minute: two wait for the window (about a minute)."""
+    async with WireServer(_answer(hold=0.05)) as provider:
+        config = _config(provider.url, profile="requests_per_minute = 3")
+        async with _workers(temporal_env, task_queue, tmp_path, config, 2):
+            results = await _run_all(client, task_queue, 5)
+    assert all(result.outcome is RunOutcome.COMPLETED for result in results)
+    arrivals = sorted(provider.arrivals)
+    for index, arrival in enumerate(arrivals):
+        in_its_minute = [other for other in arrivals[index:] if other < arrival + 60]
+        assert len(in_its_minute) <= 3, arrivals
+    assert arrivals[3] - arrivals[0] >= 60
+
+
+async def test_a_nested_call_does_not_deadlock_with_concurrency_one(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The seed's `nested_call_does_not_deadlock_with_concurrency_one`: a caller waiting on
+    its child holds no model permit (nor a tool one) while the child runs."""
+    call = {"name": "agent.call", "id": "call_1", "arguments": {"agent": "worker", "task": "w"}}
+    config = scripted_config(
+        {"root": [{"tool_calls": [call]}, "done"], "worker": ["worked"]},
+        agents=[
+            AgentDefinition(id="root", description="root", callable_agents=["worker"]),
+            AgentDefinition(id="worker", description="worker"),
+        ],
+        limits=RuntimeLimits(max_concurrent_model_calls=1, max_concurrent_tool_calls=1),
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await asyncio.wait_for(
+            env.agents.run(build_request(entry_agent="root", input="start")), 60
+        )
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert result.text == "done"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_concurrent_calls", 0),
+        ("requests_per_minute", -1),
+        ("tokens_per_minute", 0),
+        ("max_concurrent_calls", "two"),
+    ],
+)
+def test_bad_profile_limits_are_refused_naming_the_field(field: str, value: Any) -> None:
+    with pytest.raises(ValidationError) as refused:
+        ModelProfile.model_validate({"id": "p", "provider": "openai", "model": "m", field: value})
+    assert field in str(refused.value)
