@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,13 @@ from temporalio.client import Client
 
 from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
+from otherone.contracts import SIGNAL_CAPACITY_FREED
 from otherone.contracts.agent_calls import child_run_id
 from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.mcp_servers import McpServer
 from otherone.runs import AgentCallRequest
+from otherone.store.capacity import CapacityClaim, ScopeLimit
 from otherone.toml_config import load_config
 from otherone.tools import tool
 from tests.edge_seams import GateStore
@@ -801,6 +804,35 @@ async def spawn_continue_as_new(client: Client, task_queue: str, tmp: Path) -> s
     return result.run_id
 
 
+async def capacity_wait(client: Client, task_queue: str, tmp: Path) -> str:
+    """The fleet's only model permit is taken: the run's call is refused, the run waits in its
+    workflow, a release wakes it (`SIGNAL_CAPACITY_FREED`) and the call is made."""
+    config = scripted_config(
+        {"agent": ["done"]}, limits=RuntimeLimits(max_concurrent_model_calls=1)
+    )
+    blocker = CapacityClaim(
+        holder="blocker",
+        partition_key="local",
+        workflow_id="blocker",
+        limits=(ScopeLimit(f"model@{task_queue}", concurrent=1),),
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        assert env.store.capacity.admit(blocker, datetime.now(UTC)).granted
+        handle = await env.agents.start(build_request(entry_agent="agent", input="hi"))
+
+        def refused() -> bool:
+            events = env.store.read_events(handle.run_id)
+            return any(record.event["type"] == "model_waiting" for record in events)
+
+        await wait_until(refused, within=30, message="the model call refused a permit")
+        woken = env.store.capacity.release(blocker, datetime.now(UTC))
+        assert woken == (handle.run_id,)
+        await client.get_workflow_handle(handle.run_id).signal(SIGNAL_CAPACITY_FREED)
+        result = await handle.result()
+    assert result.text == "done"
+    return result.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -838,4 +870,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "spawned_child": spawned_child,
     "spawn_continue_as_new": spawn_continue_as_new,
     "readable_ids": readable_ids,
+    "capacity_wait": capacity_wait,
 }
