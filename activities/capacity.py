@@ -75,6 +75,21 @@ def model_claim(
     )
 
 
+def tool_claim(snapshot: RuntimeSnapshot, ref: RunRef, call_id: str) -> CapacityClaim:
+    """What a tool call asks of the fleet: a permit of ``tool@QUEUE`` (the seed's
+    runtime-wide ``max_concurrent_tool_calls``, every worker of the queue)."""
+    info = activity.info()
+    scope = ScopeLimit(
+        f"tool@{info.task_queue}", concurrent=snapshot.limits.max_concurrent_tool_calls
+    )
+    return CapacityClaim(
+        holder=f"{ref.run_id}:{call_id}",
+        partition_key=ref.partition_key,
+        workflow_id=info.workflow_id or ref.run_id,
+        limits=(scope,),
+    )
+
+
 def _estimated_tokens(profile: ModelProfile, rows: Sequence[EntryRow]) -> int:
     """The call's tokens before it is made: its context's characters, plus the most it may
     answer (the profile's ``max_tokens``)."""
@@ -166,6 +181,19 @@ def waiting_event(ref: RunRef, turn: int, wait: CapacityWait) -> dict[str, Any]:
         "reason": wait.reason,
         "retry_in_ms": wait.retry_in_ms,
         EVENT_KEY: event_key(ref.run_id, f"t{turn}", "waiting"),
+    }
+
+
+def tool_waiting_event(ref: RunRef, call_id: str, name: str, wait: CapacityWait) -> dict[str, Any]:
+    """`tool_waiting`: once per call (keyed), the first time it is refused a permit."""
+    return {
+        "type": "tool_waiting",
+        "tool_call_id": call_id,
+        "tool_name": name,
+        "scope": wait.scope,
+        "reason": wait.reason,
+        "retry_in_ms": wait.retry_in_ms,
+        EVENT_KEY: event_key(ref.run_id, call_id, "waiting"),
     }
 
 

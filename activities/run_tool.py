@@ -13,6 +13,7 @@ from typing import Any
 
 from temporalio import activity
 
+from otherone.activities import capacity
 from otherone.activities.artifacts import store_blob
 from otherone.activities.context import tool_error_content
 from otherone.activities.event_buffer import EventBuffer
@@ -36,9 +37,18 @@ CANCEL_CHECK_TIMEOUT = timedelta(seconds=5)
 async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcome:
     events = EventBuffer(context, input.run_ref)
     try:
-        if input.call.name.startswith(MCP_PREFIX):
-            return await _run_mcp_tool(context, input, events)
-        return await _run_tool(context, input, events)
+        ref, call = input.run_ref, input.call
+        snapshot = await context.snapshot(ref.snapshot_version)
+        claim = capacity.tool_claim(snapshot, ref, call.id)
+        wait = await capacity.admit(context, claim)
+        if wait is not None:
+            # Nothing ran: the run waits in its workflow (no slot held) and calls again.
+            events.add(capacity.tool_waiting_event(ref, call.id, call.name, wait))
+            return ToolOutcome(tool_call_id=call.id, name=call.name, capacity_wait=wait)
+        async with capacity.holding(context, claim):
+            if call.name.startswith(MCP_PREFIX):
+                return await _run_mcp_tool(context, input, events)
+            return await _run_tool(context, input, events)
     finally:
         await events.close()  # whatever is still queued, before the attempt ends
 

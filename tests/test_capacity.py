@@ -27,6 +27,7 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
 from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import Store
+from otherone.tools import tool
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, openai_stream
 from tests.harness import agent_env, scripted_config
 from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
@@ -213,3 +214,62 @@ def test_bad_profile_limits_are_refused_naming_the_field(field: str, value: Any)
     with pytest.raises(ValidationError) as refused:
         ModelProfile.model_validate({"id": "p", "provider": "openai", "model": "m", field: value})
     assert field in str(refused.value)
+
+
+class _Overlap:
+    """Counts tool calls running at once (both workers run in this process)."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.most = 0
+
+
+async def test_tool_calls_share_the_fleets_max_concurrent_tool_calls(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    overlap = _Overlap()
+
+    @tool
+    async def slow_lookup(key: str) -> str:
+        """Look something up, slowly."""
+        overlap.now += 1
+        overlap.most = max(overlap.most, overlap.now)
+        try:
+            await asyncio.sleep(0.3)  # the tool's own work (calls overlap), not a sync point
+        finally:
+            overlap.now -= 1
+        return key
+
+    turn = {"tool_calls": [{"name": "slow_lookup", "arguments": {"key": "k"}}]}
+    config = scripted_config(
+        {"agent": [turn, "done"]},
+        agents=[AgentDefinition(id="agent", description="looks up", tools=["slow_lookup"])],
+        tools=[slow_lookup],
+        limits=RuntimeLimits(max_concurrent_tool_calls=2),
+    )
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    # A second connection: one client runs one worker per task queue (a second process's).
+    other = await Client.connect(client.service_client.config.target_host)
+    try:
+        async with (
+            agent_env(client, task_queue, config, tmp_path, store=store) as env,
+            agent_env(other, task_queue, config, tmp_path, store=store),
+        ):
+            handles = [
+                await env.agents.start(build_request(entry_agent="agent", input=f"q{index}"))
+                for index in range(8)
+            ]
+            results = await asyncio.wait_for(
+                asyncio.gather(*(handle.result() for handle in handles)), 120
+            )
+        waited = [
+            record.event
+            for handle in handles
+            for record in store.read_events(handle.run_id)
+            if record.event["type"] == "tool_waiting"
+        ]
+    finally:
+        store.close()
+    assert all(result.outcome is RunOutcome.COMPLETED for result in results)
+    assert overlap.most == 2
+    assert waited and all(event["tool_name"] == "slow_lookup" for event in waited)

@@ -105,7 +105,7 @@ class AgentRunWorkflow:
         description="A fleet permit the run's model call waits for may be free: ask again now.",
     )
     def capacity_freed(self) -> None:
-        self._state.capacity_freed = True
+        self._state.capacity.freed()
 
     @workflow.update(
         name=UPDATE_CALL_AGENT,

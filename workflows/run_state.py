@@ -12,7 +12,6 @@ attribute upserts) are made where the workflow made them before it was split.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -21,7 +20,6 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from otherone import search_attributes as attrs
     from otherone.contracts import (
-        CapacityWait,
         CarryOver,
         PendingEntry,
         RunInput,
@@ -44,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
 # for non-deterministic calls (a module imported in the block above escapes that guard).
 from otherone.workflows.agent_calls import AgentCaller
 from otherone.workflows.approvals import ApprovalGate
+from otherone.workflows.capacity_waits import CapacityWaits
 from otherone.workflows.messages import MessageQueue
 from otherone.workflows.run_input import run_ref
 from otherone.workflows.spawns import Spawner
@@ -84,12 +83,13 @@ class RunState:
     handoffs: Handoffs = field(default_factory=Handoffs)
     #: `agent.spawn` calls, carried over continue-as-new (a child may signal before `run`).
     spawns: Spawner = field(init=False)
-    #: A release of fleet capacity woke the run while its model call waited for a permit.
-    capacity_freed: bool = False
+    #: Calls waiting for fleet capacity (model and tool permits).
+    capacity: CapacityWaits = field(init=False)
 
     def __post_init__(self) -> None:
         self.session_id = self.input.request.session.session_id or ""
         self.gate = ApprovalGate(self.refresh_status)
+        self.capacity = CapacityWaits(self.gate.details)
         self.messages = MessageQueue(self.input.run_id, self.decided)
         carry = self.input.carry
         self.spawns = Spawner(carry.spawns if carry is not None else ())
@@ -203,21 +203,6 @@ class RunState:
     def take_queued(self, iteration: int) -> None:
         """A safe point: no tool call is waiting for its results, so user messages may enter."""
         self.pending.extend(self.messages.take(iteration))
-
-    async def wait_for_capacity(self, wait: CapacityWait) -> None:
-        """Wait (holding nothing) until the fleet may have a permit for the turn's model call:
-        a release wakes the run (`SIGNAL_CAPACITY_FREED`), else ``wait.retry_in_ms`` passes.
-        The Web UI's "current details" say what the run waits for meanwhile."""
-        self.capacity_freed = False
-        workflow.set_current_details(
-            f"waiting for capacity: {wait.scope} ({wait.reason}), next try within "
-            f"{wait.retry_in_ms / 1000:.1f}s"
-        )
-        with contextlib.suppress(TimeoutError):  # the wait's end: ask again
-            await workflow.wait_condition(
-                lambda: self.capacity_freed, timeout=timedelta(milliseconds=wait.retry_in_ms)
-            )
-        workflow.set_current_details(self.gate.details())
 
     def refresh_status(self) -> None:
         """The approval requests changed: status, and the Web UI's "current details" (metadata

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallInput,
         ToolCallSpec,
         ToolOutcome,
+        ToolSettings,
     )
     from otherone.errors import FailureCode
     from otherone.mcp_servers import MCP_PREFIX
@@ -80,6 +81,7 @@ from otherone.workflows.approvals import (
     denied_entry,
     new_request,
 )
+from otherone.workflows.capacity_waits import CapacityWaits
 from otherone.workflows.spawns import Spawner
 
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
@@ -109,6 +111,7 @@ class ToolSteps:
         decided: DecidedEvents,
         spawns: Spawner,
         handoffs: Handoffs,
+        capacity: CapacityWaits,
     ) -> None:
         self._plan = plan
         self._ref = ref
@@ -119,6 +122,7 @@ class ToolSteps:
         self._decided = decided
         self._spawns = spawns
         self._handoffs = handoffs
+        self._capacity = capacity
         #: Call ids of this turn that wait for a person.
         self._gated: frozenset[str] = frozenset()
         #: Whether this turn's tool results may come back inline (`ToolCallInput.inline`).
@@ -280,36 +284,44 @@ class ToolSteps:
         if settings is None:
             return None  # disallowed or hallucinated: nothing runs
         try:
-            outcome: ToolOutcome = await workflow.execute_activity(
-                ACTIVITY_RUN_TOOL,
-                ToolCallInput(
-                    ref=self._ref.key(),
-                    call=call,
-                    result_limit_bytes=plan.result_limit_bytes,
-                    inline=self._inline,
-                ),
-                result_type=ToolOutcome,
-                task_queue=plan.tool_task_queue,  # None: this workflow's own queue
-                # The tool's own time, its start and end, and a store outage ridden out while
-                # its result is stored (`STORE_OUTAGE_PATIENCE`): a tool that succeeded is not
-                # timed out (and run again) because the store was down for a minute.
-                start_to_close_timeout=timedelta(seconds=settings.timeout_seconds + 30)
-                + STORE_OUTAGE_PATIENCE,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                # Waiting for a cancelled tool to stop means its `tool_completed` is stored
-                # before the run's end decides which events its calls still owe.
-                cancellation_type=PAIRED_CANCELLATION,
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=1), maximum_attempts=settings.max_attempts
-                ),
-                summary=f"tool {call.name}",
-            )
+            outcome = await self._tool_activity(call, settings)
+            while outcome.capacity_wait is not None:  # no fleet permit yet: nothing ran
+                await self._capacity.wait(outcome.capacity_wait)
+                outcome = await self._tool_activity(call, settings)
         except ActivityError as error:
             reraise_cancellation(error)
             self._decided.add(close_lost_attempts(call))  # e.g. the last attempt's worker died
             return _failed_tool(call, error)
         if outcome.content is not None:
             self.arrived[call.id] = (call, outcome)
+        return outcome
+
+    async def _tool_activity(self, call: ToolCallSpec, settings: ToolSettings) -> ToolOutcome:
+        plan = self._plan
+        outcome: ToolOutcome = await workflow.execute_activity(
+            ACTIVITY_RUN_TOOL,
+            ToolCallInput(
+                ref=self._ref.key(),
+                call=call,
+                result_limit_bytes=plan.result_limit_bytes,
+                inline=self._inline,
+            ),
+            result_type=ToolOutcome,
+            task_queue=plan.tool_task_queue,  # None: this workflow's own queue
+            # The tool's own time, its start and end, and a store outage ridden out while
+            # its result is stored (`STORE_OUTAGE_PATIENCE`): a tool that succeeded is not
+            # timed out (and run again) because the store was down for a minute.
+            start_to_close_timeout=timedelta(seconds=settings.timeout_seconds + 30)
+            + STORE_OUTAGE_PATIENCE,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            # Waiting for a cancelled tool to stop means its `tool_completed` is stored
+            # before the run's end decides which events its calls still owe.
+            cancellation_type=PAIRED_CANCELLATION,
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1), maximum_attempts=settings.max_attempts
+            ),
+            summary=f"tool {call.name}",
+        )
         return outcome
 
     async def _agent_call(self, call: ToolCallSpec, claimants: Claimants) -> PendingEntry:

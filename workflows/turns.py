@@ -181,6 +181,7 @@ def _tool_steps(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
         decided=state.decided,
         spawns=state.spawns,
         handoffs=state.handoffs,
+        capacity=state.capacity,
     )
 
 
@@ -231,7 +232,7 @@ async def _call_model(state: RunState, plan: RunPlan, ref: RunRef, iteration: in
             # The refused call stored the turn's pending entries and events: not again.
             pending, events = (), ()
             waiting_since = waiting_since or workflow.now()
-            await state.wait_for_capacity(turn.capacity_wait)
+            await state.capacity.wait(turn.capacity_wait)
     except ActivityError as error:
         state.pending = list(pending)  # not written: keep them for the final flush
         reraise_cancellation(error)

@@ -168,3 +168,5 @@ class ToolOutcome(_Contract):
     #: stored, not even the call's events (`PendingEntry.tool_arguments`); ``result_bytes`` is
     #: left out then (it is the content's size).
     content: str | None = None
+    #: Set instead of a result when the call could not get its fleet permit yet (nothing ran).
+    capacity_wait: CapacityWait | None = None
