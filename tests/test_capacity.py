@@ -249,7 +249,11 @@ async def test_tool_calls_share_the_fleets_max_concurrent_tool_calls(
     )
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     # A second connection: one client runs one worker per task queue (a second process's).
-    other = await Client.connect(client.service_client.config.target_host)
+    other = await Client.connect(
+        client.service_client.config.target_host,
+        namespace=client.namespace,
+        data_converter=client.data_converter,
+    )
     try:
         async with (
             agent_env(client, task_queue, config, tmp_path, store=store) as env,
