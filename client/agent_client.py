@@ -78,6 +78,7 @@ from otherone.client.run_results import (
     record_from_result,
     result_from_record,
     result_of_broken_run,
+    shown_execution,
     stored_record,
     stuck_record,
     task_failing,
@@ -325,7 +326,10 @@ class AgentClient:
             record = await self._live_record(run_id, description)
             return record.model_copy(update={"output": await self.resolve_output(record.output)})
         result = await self.result(run_id)
-        ended = record_from_result(result, description)
+        # The execution the result is of: a later execution of the id was refused and is not
+        # the run (`RunRecord.execution_id` says which one is shown).
+        shown = await shown_execution(self.temporal, run_id, description)
+        ended = record_from_result(result, shown)
         if result.agent_id:  # our structured result: the record needs no store (`show` opens
             return ended  # none unless its output is an artifact)
         # Ended without returning one (terminated from outside): the store's, Temporal's end.
