@@ -485,12 +485,15 @@ class AgentClient:
         """Send a decision by the run's `decide_approval` update, as this client's identity
         (``identity``, else the Temporal client's)."""
         decision = approval_decision(call_id, self.identity or self.temporal.identity, fields)
-        await self._check_tenant(run_id)
-        return await decide_in_tree(
-            lambda run: send_decision(self._workflow(run), run, decision, self.task_queue),
-            self.pending_approvals,
-            run_id,
-        )
+        try:
+            await self._check_tenant(run_id)
+            return await decide_in_tree(
+                lambda run: send_decision(self._workflow(run), run, decision, self.task_queue),
+                self.pending_approvals,
+                run_id,
+            )
+        except RunNotFoundError as error:
+            raise await self._ended_or(error, run_id) from None
 
     async def pending_approvals(self, root_run_id: str | None = None) -> list[ApprovalRequest]:
         """Every open approval request and question of a root's tree (of every tree when
@@ -521,22 +524,39 @@ class AgentClient:
 
         batch = (messages,) if isinstance(messages, str) else tuple(messages)
         validate_messages(batch)
-        await self._check_tenant(run_id)
         try:
-            await self._workflow(run_id).signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
+            await self._check_tenant(run_id)
+            signal = self._workflow(run_id).signal
+            await signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
         except RPCError as error:
-            raise not_found_or(error, run_id, finished=True) from None
+            found = not_found_or(error, run_id, finished=True)
+            if isinstance(found, RunNotFoundError):
+                raise await self._ended_or(found, run_id) from None
+            raise found from None
+        except RunNotFoundError as error:
+            raise await self._ended_or(error, run_id) from None
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""
         # The server accepts a cancel request for a closed workflow as a no-op: say so instead.
-        await self._check_tenant(run_id)
-        if not await self._is_running(run_id):
-            raise RunNotActiveError(run_id)
         try:
+            await self._check_tenant(run_id)
+            if not await self._is_running(run_id):
+                raise RunNotActiveError(run_id)
             await self._workflow(run_id).cancel()
         except RPCError as error:
-            raise not_found_or(error, run_id, finished=True) from None
+            found = not_found_or(error, run_id, finished=True)
+            if isinstance(found, RunNotFoundError):
+                raise await self._ended_or(found, run_id) from None
+            raise found from None
+        except RunNotFoundError as error:
+            raise await self._ended_or(error, run_id) from None
+
+    async def _ended_or(self, error: RunNotFoundError, run_id: str) -> Exception:
+        """A run Temporal does not know: ended, as its record says, when the store keeps one
+        (Temporal forgot the run: namespace retention), else ``error`` (not found)."""
+        stored = await forgotten_run(self.store, self.partition_key, run_id)
+        return error if stored is None else RunNotActiveError(run_id, stored.status.value)
 
     # internals ---------------------------------------------------------------------------
 
