@@ -224,10 +224,8 @@ class AgentClient:
             if known is not None:  # the key was used: never a new run under its id
                 await self._join_known(partition, run_id, key, fingerprint, known.fingerprint)
                 return run_id
-        legacy = await legacy_run(self.temporal, request) if self.legacy_run_ids else None
+        legacy = await self._legacy_run(request, fingerprint)
         if legacy is not None:
-            assert request.idempotency_key is not None
-            await self._check_fingerprint(legacy, request.idempotency_key, fingerprint)
             return legacy
         await check_session_free(self.store, request, run_id, self._holds_its_lease)
         request = with_session_id(request)  # after the fingerprint: no part of it
@@ -249,6 +247,28 @@ class AgentClient:
             await self._check_fingerprint(run_id, key, fingerprint)
             await keep_fingerprint(self.store, partition, run_id, fingerprint)
         return run_id
+
+    async def _legacy_run(self, request: AgentRunRequest, fingerprint: str) -> str | None:
+        """The key's run when an earlier version started it under `legacy_root_run_id` (the
+        start joins it, or raises `IdempotencyConflictError`), else None. The store answers
+        first, as for a new id: such a run predates kept fingerprints, so once Temporal no
+        longer keeps it only its record says the key was used (a second run under the new id
+        would start otherwise); while Temporal keeps it, its memo decides and the fingerprint
+        is kept for later."""
+        key = request.idempotency_key
+        legacy = legacy_root_run_id(request) if self.legacy_run_ids else None
+        if key is None or legacy is None:
+            return None
+        partition = request.runtime_context.partition_key
+        known = await keyed_run(self.store, partition, legacy)
+        if known is not None:
+            await self._join_known(partition, legacy, key, fingerprint, known.fingerprint)
+            return legacy
+        if await legacy_run(self.temporal, request) is None:
+            return None
+        await self._check_fingerprint(legacy, key, fingerprint)
+        await keep_fingerprint(self.store, partition, legacy, fingerprint)
+        return legacy
 
     async def _join_known(
         self, partition: str, run_id: str, key: str, fingerprint: str, kept: str | None
