@@ -214,6 +214,9 @@ run_records = Table(
     #: A run asked for by id alone (an unscoped client's result of a run Temporal no longer
     #: keeps: `AgentClient.result`) is found without a scan (migration 0009).
     Index("ix_otherone_run_records_run_id", "run_id"),
+    #: The reconciler's pass (`Store.open_run_records`): records without an end, by the time
+    #: they were last written, without reading the ended ones (migration 0011).
+    Index("ix_otherone_run_records_open", "status", "updated_at"),
 )
 
 #: The request fingerprint of each root run started by idempotency key through `AgentClient`
