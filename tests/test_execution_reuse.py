@@ -34,7 +34,7 @@ from otherone.runs import RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
 from otherone.store.errors import RunIdUsed
 from otherone.store.lifecycle import SessionLease
-from otherone.worker.reconciler import reconcile_once
+from otherone.worker.reconciler import reconcile_once, temporal_end
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 
@@ -259,3 +259,24 @@ async def _prepared(handle: Any) -> bool:
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
             return reset_at is not None
     return False
+
+
+async def test_a_record_whose_own_execution_temporal_forgot_is_closed(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A record of an execution Temporal no longer keeps (retention), while a later
+    execution of its id is known: closed as not found, not with the later one's end."""
+    config = scripted_config({"worker": ["an answer"]})
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        later = await env.agents.run(build_request(entry_agent="worker", input="go"))
+        record = RunRecord(
+            run_id=later.run_id,
+            root_run_id=later.run_id,
+            agent_id="worker",
+            status=RunStatus.RUNNING,
+            started_at=datetime.now(UTC),
+            execution_id=str(uuid.uuid4()),  # an execution Temporal does not know
+        )
+        ended = await temporal_end(client, record)
+    assert ended is not None and ended.status is RunStatus.FAILED
+    assert ended.failure is not None and "not found in Temporal" in ended.failure.message

@@ -165,17 +165,19 @@ async def temporal_end(client: Client, record: RunRecord) -> RunRecord | None:
     does not decode: completed, without output. Terminated: failed ("terminated in Temporal:
     <reason>"); failed (a workflow failure, e.g. a bug): failed; timed out (the workflow
     execution timeout): timed_out; canceled: cancelled; unknown to Temporal (past the
-    namespace's retention): failed. Raises when Temporal cannot be asked."""
+    namespace's retention): failed. A record of an execution other than the id's latest (a
+    later one was refused: `run_id_used`) gets its own execution's end. Raises when Temporal
+    cannot be asked."""
     handle = client.get_workflow_handle(record.run_id, result_type=AgentRunResult)
     try:
         description = await handle.describe()
+        if _later_execution(record, description):
+            handle, description = await _own_execution(client, record)
     except RPCError as error:
         if error.status is not RPCStatusCode.NOT_FOUND:
             raise
         message = "not found in Temporal (past the namespace's retention?): it has ended"
         return _closed(record, RunStatus.FAILED, FailureCode.INTERNAL_ERROR, message, None)
-    if _later_execution(record, description):
-        handle, description = await _own_execution(client, record)
     status = description.status
     if status is None or status in _GOING_ON:
         return None
