@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, build_request
 from otherone.errors import RunNotActiveError, RunNotFoundError
@@ -16,11 +17,16 @@ from otherone.runs import RunOutcome
 from otherone.store import Store
 from tests.api_env import api_env
 from tests.harness import scripted_config
+from tests.processes import address_of, cli_env, otherone
 from tests.test_idempotency_retention import assert_not_in_temporal, forget
 
 
 async def test_a_forgotten_runs_messages_cancel_and_decisions_say_it_ended(
-    client: Client, task_queue: str, tmp_path: Path, store: Store
+    temporal_env: WorkflowEnvironment,
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    store: Store,
 ) -> None:
     config = scripted_config({"agent": ["once"]})
     async with api_env(client, task_queue, config, tmp_path, store=store) as api:
@@ -55,6 +61,20 @@ async def test_a_forgotten_runs_messages_cancel_and_decisions_say_it_ended(
             assert answer.status_code == 409, (path, answer.text)
             assert answer.json()["code"] == "run_not_active", answer.text
             assert answer.json()["detail"].startswith(ended), answer.text
+
+        # The CLI says the same (exit 3, one line), on the workers' store.
+        url = store.engine.url.render_as_string(hide_password=False)
+        env = cli_env(address_of(temporal_env), task_queue, tmp_path, OTHERONE_DATABASE_URL=url)
+        for command in (
+            ("send", run_id, "more"),
+            ("cancel", run_id),
+            ("approve", run_id, "call_1"),
+        ):
+            done = await otherone(*command, env=env, limit=60)
+            assert done.code == 3, done.describe()
+            assert done.stderr.strip() == f"error: {ended}; Temporal no longer keeps it " + (
+                "(namespace retention): it takes no messages, cancellation or decisions"
+            ), done.describe()
 
         # A run neither Temporal nor the store knows is not found.
         for unknown_attempt in (
