@@ -26,6 +26,7 @@ from otherone.runs import AgentOutput, ArtifactRef, RunOutcome, RunStatus
 from otherone.toml_config import load_config
 from otherone.workflows.budgets import BudgetLedger, Claimants, output_size
 from otherone.workflows.outcomes import RunEnded
+from tests.api_env import api_env
 from tests.harness import agent_env, scripted_config
 
 #: 20 characters, 40 UTF-8 bytes: a budget counting characters would let the "over" tree pass.
@@ -235,3 +236,23 @@ async def test_a_loosening_override_fails_the_run_naming_the_field_without_a_con
     assert result.failure is not None
     assert result.failure.code is FailureCode.INVALID_CONFIGURATION
     assert "limits.max_output_bytes" in result.failure.message
+
+
+async def test_the_http_api_takes_it_in_a_request_and_refuses_bad_ones_naming_it(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = _tree_config(over="o" * 61)
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        for value in (0, -1, 2.5, "64", 1001):  # 1001: above the workers' 1000
+            body = {"entry_agent": "over", "input": "go", "limits": {"max_output_bytes": value}}
+            refused = await api.http.post("/v1/runs", json=body)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["field"] == "limits.max_output_bytes", refused.text
+        body = {"entry_agent": "over", "input": "go", "limits": {"max_output_bytes": 100}}
+        started = await api.http.post("/v1/runs", json=body)
+        assert started.status_code == 201, started.text
+        run_id = started.json()["run_id"]
+        answer = await api.http.get(f"/v1/runs/{run_id}/result?wait=60")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["outcome"] == "budget_exceeded"
+    assert "max_output_bytes (100)" in answer.json()["failure"]["message"]
