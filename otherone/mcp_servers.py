@@ -70,6 +70,7 @@ __all__ = [
     "references",
     "secret_fields",
     "suggested_variable",
+    "value_problem",
 ]
 
 #: Every MCP tool's name starts with this; user tools may not (`RuntimeConfig` refuses them).
@@ -186,7 +187,7 @@ class McpServer(BaseModel):
             [
                 (target, problem)
                 for target, value in table.items()
-                if (problem := _value_problem(kind, str(server), target, value)) is not None
+                if (problem := value_problem(kind, str(server), target, value)) is not None
             ],
         )
         return table
@@ -200,7 +201,7 @@ class McpServer(BaseModel):
             [
                 (index, problem)
                 for index, value in enumerate(args)
-                if (problem := _value_problem("arg", server, f"arg_{index}", value)) is not None
+                if (problem := value_problem("arg", server, f"arg_{index}", value)) is not None
             ],
         )
         return args
@@ -269,7 +270,7 @@ def suggested_variable(server: str, target: str) -> str:
     return name if re.fullmatch(ENV_VAR_PATTERN, name) else f"MCP_{name}"
 
 
-def _value_problem(kind: str, server: str, target: str, value: str) -> str | None:
+def value_problem(kind: str, server: str, target: str, value: str) -> str | None:
     """Why ``value`` (of an ``env`` variable, a header or an argument named ``target``) is
     refused, in words that never repeat a secret and show the ``${VAR}`` form; else None."""
     if not isinstance(value, str):  # pydantic has refused it already
@@ -283,7 +284,7 @@ def _value_problem(kind: str, server: str, target: str, value: str) -> str | Non
     wanted = f'"{bearer}${{{variable}}}"'
     secret_shaped = (
         looks_like_credential(literal) if kind == "arg" else is_credential_value(literal)
-    )
+    ) or _url_with_credentials(value)
     if secret_shaped:
         return (
             "looks like a credential (the value is not shown): secrets never go in "
@@ -320,7 +321,7 @@ def secret_fields(server: McpServer) -> list[str]:
         for target, value in table.items():
             if is_credential_value(target):
                 found.append(field)
-            elif _value_problem(kind, server.name, target, value) is not None:
+            elif value_problem(kind, server.name, target, value) is not None:
                 found.append(f"{field}.{target}")
     for target, name in server.headers_env.items():
         if is_credential_value(target):
@@ -330,9 +331,15 @@ def secret_fields(server: McpServer) -> list[str]:
     found += [
         f"args.{index}"
         for index, value in enumerate(server.args)
-        if _value_problem("arg", server.name, f"arg_{index}", value) is not None
+        if value_problem("arg", server.name, f"arg_{index}", value) is not None
     ]
     return found
+
+
+def _url_with_credentials(value: str) -> bool:
+    """A URL written whole (no reference in it) carrying a credential: user information
+    (``postgres://user:password@host``), a key in its query or path."""
+    return "://" in value and not references(value) and bool(url_credential_parts(value))
 
 
 def _is_bare_name(target: str, value: str) -> bool:

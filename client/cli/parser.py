@@ -56,6 +56,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "deny": CommandTarget("approvals", "cmd_deny"),
     "answer": CommandTarget("approvals", "cmd_answer"),
     "serve": CommandTarget("http_api", "cmd_serve", handles_signals=True),
+    "mcp": CommandTarget("mcp", "cmd_mcp"),
 }
 
 
@@ -103,6 +104,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_approvals(command)
     _add_sessions(command, common)
     _add_upgrade(command, common)
+    _add_mcp(command, common)
     _add_demo(command)
     _add_codec_server(commands)
     return parser
@@ -394,6 +396,37 @@ def _add_upgrade(command: Add, common: argparse.ArgumentParser) -> None:
         parents=[common],
     )
     add_check_options(check)
+
+
+def _add_mcp(command: Add, common: argparse.ArgumentParser) -> None:
+    mcp = command(
+        "mcp",
+        "MCP server configuration",
+        "Work with [mcp.<server>] tables (README, MCP tools).",
+    )
+    actions = mcp.add_subparsers(dest="mcp_action", metavar="ACTION", required=True)
+    imported = actions.add_parser(
+        "import",
+        help="read a Claude Desktop / Claude Code / VS Code / Cursor MCP config as our tables",
+        description="Read an MCP client's configuration (Claude Desktop's "
+        "claude_desktop_config.json, Claude Code's .mcp.json and Cursor's mcp.json: "
+        "'mcpServers'; VS Code's .vscode/mcp.json or settings.json: 'servers' and 'inputs') and "
+        "print the equivalent [mcp.<server>] tables (or append them to --write FILE). Secrets in "
+        "the file are never copied: they become ${VAR} references, and the variables to set on "
+        "the worker (environment or secrets file) are listed on stderr, with where each value "
+        "was. ${env:X}, ${input:id} and ${X} of the clients become ${X}-style references too. "
+        "SSE and disabled servers are left out, with a note.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    imported.add_argument("file", metavar="FILE", help="the client's JSON file ('-': stdin)")
+    imported.add_argument(
+        "--write",
+        metavar="TOML",
+        help="append the tables to this file (created if missing; refused when it already "
+        "declares one of the servers) instead of printing them",
+    )
 
 
 def _add_demo(command: Add) -> None:
