@@ -418,6 +418,23 @@ def test_keys_in_secret_name_fields_are_refused_in_python(shape: str) -> None:
         assert_not_echoed(repr(caught.value), key)
 
 
+@SHAPES
+def test_a_key_in_a_reference_or_an_mcp_literal_is_refused_without_echo(shape: str) -> None:
+    """``${<key>}`` (a key pasted where the variable's name belongs), a literal header and
+    an argument holding one: refused, naming the place, never the key."""
+    key = SECRET_SHAPES[shape]()
+    for table, field in (
+        ({"command": "x", "env": {"NOTE": f"prefix ${{{key}}}"}}, "env.NOTE"),
+        ({"url": "https://mcp.example.com/mcp", "headers": {"X-Note": key}}, "headers.X-Note"),
+        ({"command": "x", "args": ["--x", f"sk-{key}"]}, "args.1"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            McpServer.model_validate({"name": "s", **table})
+        assert field in str(caught.value) and "credential" in str(caught.value)
+        assert_not_echoed(str(caught.value), key)
+        assert_not_echoed(repr(caught.value), key)
+
+
 def test_pydantic_never_echoes_a_secret_in_a_name_field() -> None:
     """A secret of no known shape fails the name pattern: pydantic's message must not show
     it either (``input_value=...``), in Python as in TOML."""
@@ -627,11 +644,17 @@ def test_runtime_config_and_snapshot_writer_check_metadata_urls_and_names(
             RuntimeConfig(models=[profile])
         assert (caught.value.table, caught.value.field) == ("models.gpt", field)
         assert_not_echoed(str(caught.value), key)
-    server = McpServer(name="gh", command="x").model_copy(update={"env": {"TOKEN": key}})
-    with pytest.raises(ConfigurationError) as caught:
-        RuntimeConfig(mcp_servers=[server])
-    assert (caught.value.table, caught.value.field) == ("mcp.gh", "env.TOKEN")
-    assert_not_echoed(str(caught.value), key)
+    for update, field in (
+        ({"command": "x", "env": {"TOKEN": key}}, "env.TOKEN"),
+        ({"command": "x", "env": {"NOTE": f"${{{key}}}"}}, "env.NOTE"),
+        ({"command": "x", "args": ("--flag", f"{key}")}, "args.1"),
+        ({"url": "https://h/mcp", "headers": {"X-A": f"Bearer {key}"}}, "headers.X-A"),
+    ):
+        server = McpServer.model_construct(name="gh", **update)
+        with pytest.raises(ConfigurationError) as caught:
+            RuntimeConfig(mcp_servers=[server])
+        assert (caught.value.table, caught.value.field) == ("mcp.gh", field)
+        assert_not_echoed(str(caught.value), key)
 
     snapshot = RuntimeSnapshot(
         default_model="m",
