@@ -21,7 +21,10 @@ Commands (module of ``otherone.client.cli`` in brackets)::
                                                                               [workers]
     otherone mcp import FILE [--write TOML]
                                         an MCP client's config (Claude Desktop, VS Code,
-                                        Cursor) as [mcp.<server>] tables                 [mcp]
+                                        Cursor) as [mcp.<server>] tables
+    otherone mcp list | tools SERVER | call SERVER TOOL [ARGS]
+                                        declared servers, a server's tools, a one-off call
+                                                                                      [mcp]
     otherone db upgrade                 create or upgrade the store's tables
                                         (migrations)                              [sessions]
     otherone demo [--interactive] [--keep]  offline end-to-end demo (own server, worker, example

@@ -421,6 +421,45 @@ def _add_mcp(command: Add, common: argparse.ArgumentParser) -> None:
         parents=[common],
     )
     imported.add_argument("file", metavar="FILE", help="the client's JSON file ('-': stdin)")
+    listed = actions.add_parser(
+        "list",
+        help="the MCP servers --config declares",
+        description="List the [mcp.<server>] tables of --config: name, transport, command or "
+        "URL, and the names of env variables and headers (nothing is started).",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    listed.add_argument("--json", action="store_true", help="print the servers as JSON")
+    tools = actions.add_parser(
+        "tools",
+        help="start a server and list its tools as agents see them",
+        description="Start SERVER as a worker would (its ${VAR} references read from this "
+        "process's environment and secrets file) and list its tools under the names agents "
+        "and policies use (mcp.<server>.<tool>), with the name providers get and the "
+        "parameters. A server that does not start exits 4 with the reason.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    tools.add_argument("server", metavar="SERVER", help="a server of --config")
+    tools.add_argument("--json", action="store_true", help="print the tool schemas as JSON")
+    call = actions.add_parser(
+        "call",
+        help="call one tool of a server once (to check it)",
+        description="Start SERVER, call TOOL with ARGS (a JSON object, checked against the "
+        "tool's schema as a model's would be) and print the result as the model would get "
+        "it. Exit 1 when the tool reports an error, 2 for an unknown tool or bad arguments, "
+        "4 when the server does not start.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    call.add_argument("server", metavar="SERVER", help="a server of --config")
+    call.add_argument("tool", metavar="TOOL", help="the tool's name on the server (no mcp. prefix)")
+    call.add_argument(
+        "arguments", metavar="ARGS", nargs="?", default="{}", help="a JSON object (default {})"
+    )
     imported.add_argument(
         "--write",
         metavar="TOML",

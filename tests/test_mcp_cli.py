@@ -1,7 +1,9 @@
-"""``otherone mcp import``: the MCP configurations Claude Desktop, VS Code and Cursor write
-(fixtures of each in tests/fixtures/mcp_import/), read as our ``[mcp.<server>]`` tables that
-load, with every secret of the file made a ``${VAR}`` reference and never printed or written;
-and an imported server started for real with the values it was given."""
+"""``otherone mcp``: ``import`` reads the MCP configurations Claude Desktop, VS Code and Cursor
+write (fixtures of each in tests/fixtures/mcp_import/) as our ``[mcp.<server>]`` tables that
+load, with every secret of the file made a ``${VAR}`` reference and never printed or written,
+and an imported server starts for real with the values it was given; ``list``, ``tools`` and
+``call`` check declared servers (real ones: ``mcp-server-time`` and the stdio test server) with
+one-line errors when a server does not start, and never print a secret a server echoes."""
 
 from __future__ import annotations
 
@@ -292,3 +294,122 @@ async def test_imported_servers_start_with_their_literals_and_references(
     schema = found.schemas["mcp.time.get_current_time"]
     assert "Use 'Pacific/Auckland' as local timezone" in json.dumps(schema.parameters)
     assert shown.structured_content == {"result": f"SERVICE_TOKEN={token}"}
+
+
+# --------------------------------------------------------------------------- list, tools, call
+
+
+def declared(tmp_path: Path, servers: str) -> dict[str, str]:
+    """An ``otherone.toml`` declaring ``servers``; the environment of a command using it."""
+    config = tmp_path / "otherone.toml"
+    config.write_text(
+        f'[models.demo]\nprovider = "scripted"\nmodel = "demo"\n\n{servers}', encoding="utf-8"
+    )
+    return {**command_env(tmp_path), "OTHERONE_CONFIG": str(config)}
+
+
+TIME_SERVER = f"""
+[mcp.time]
+command = "{Path(sys.executable).with_name("mcp-server-time")}"
+env = {{ TZ = "Europe/Oslo" }}
+"""
+
+
+def assert_one_line_error(result: Completed, code: int, text: str) -> None:
+    assert result.code == code, result.describe()
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.describe()
+    assert text in lines[0], result.describe()
+
+
+async def test_mcp_list_shows_declared_servers_without_starting_them(tmp_path: Path) -> None:
+    env = declared(
+        tmp_path,
+        TIME_SERVER
+        + '[mcp.search]\nurl = "https://mcp.example.com/mcp"\n'
+        + 'headers = { Authorization = "Bearer ${SEARCH_TOKEN}" }\n',
+    )
+    listed = await otherone("mcp", "list", env=env)
+    assert listed.code == 0, listed.describe()
+    assert listed.stdout.splitlines() == [
+        f"time  stdio  {Path(sys.executable).with_name('mcp-server-time')}  (env: TZ)",
+        "search  streamable_http  https://mcp.example.com/mcp  (headers: Authorization)",
+    ]
+    as_json = await otherone("mcp", "list", "--json", env=env)
+    assert [server["name"] for server in json.loads(as_json.stdout)] == ["time", "search"]
+
+
+async def test_mcp_tools_lists_them_as_agents_see_them(tmp_path: Path) -> None:
+    env = declared(tmp_path, TIME_SERVER)
+    listed = await otherone("mcp", "tools", "time", env=env)
+    assert listed.code == 0, listed.describe()
+    assert "mcp.time.get_current_time  (to providers: mcp__time__get_current_time)" in (
+        listed.stdout
+    )
+    # The literal TZ reached the server: it names it as the local time zone.
+    assert "timezone: string (required) - IANA timezone name" in listed.stdout
+    assert "Use 'Europe/Oslo' as local timezone" in listed.stdout
+    as_json = json.loads((await otherone("mcp", "tools", "time", "--json", env=env)).stdout)
+    assert {tool["wire_name"] for tool in as_json} == {
+        "mcp__time__convert_time",
+        "mcp__time__get_current_time",
+    }
+
+
+async def test_mcp_call_answers_and_says_what_went_wrong(tmp_path: Path) -> None:
+    env = declared(
+        tmp_path,
+        TIME_SERVER
+        + '[mcp.broken]\ncommand = "/nonexistent/mcp-server"\n'
+        + f'[mcp.unset]\ncommand = "{sys.executable}"\n'
+        + 'env = { MCP_TEST_DIR = "${OTHERONE_UNSET_FOR_THIS_TEST}" }\n',
+    )
+    answer = await otherone(
+        "mcp", "call", "time", "get_current_time", '{"timezone": "Asia/Tokyo"}', env=env
+    )
+    assert answer.code == 0, answer.describe()
+    assert json.loads(answer.stdout)["structured_content"]["timezone"] == "Asia/Tokyo"
+
+    for args, code, text in (
+        (("call", "time", "get_current_time", '{"tz": 1}'), 2, "'timezone' is a required"),
+        (("call", "time", "nope"), 2, "has no tool 'nope' (it offers: convert_time, get_cu"),
+        (("call", "time", "get_current_time", "[1]"), 2, "invalid arguments"),
+        (("tools", "nosuch"), 2, "no MCP server 'nosuch' in the configuration (declared: "),
+        (("tools", "broken"), 4, "its command was not found (/nonexistent/mcp-server)"),
+        (("tools", "unset"), 4, "env.MCP_TEST_DIR references ${OTHERONE_UNSET_FOR_THIS_TEST}"),
+    ):
+        assert_one_line_error(await otherone("mcp", *args, env=env), code, text)
+    refused = await otherone(
+        "mcp", "call", "time", "get_current_time", '{"timezone": "Mars/Base"}', env=env
+    )
+    assert refused.code == 1, refused.describe()
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: mcp.time.get_current_time reported an error: ")
+    )
+    no_config = await otherone("mcp", "list", env={**env, "OTHERONE_CONFIG": str(tmp_path / "x")})
+    assert_one_line_error(no_config, 2, "not found")
+
+
+async def test_mcp_call_never_prints_a_secret_a_server_echoes(tmp_path: Path) -> None:
+    secret = "ghp_" + "d4" * 18
+    env = declared(
+        tmp_path,
+        f'[mcp.local]\ncommand = "{sys.executable}"\nargs = ["{STDIO_TEST_SERVER}"]\n'
+        + 'env = { SERVICE_TOKEN = "${CLI_SERVICE_TOKEN}", MCP_TEST_DIR = "${CLI_DIR}" }\n',
+    )
+    env.update(CLI_SERVICE_TOKEN=secret, CLI_DIR=str(tmp_path))
+    shown = await otherone("mcp", "call", "local", "show_env", '{"name": "SERVICE_TOKEN"}', env=env)
+    assert shown.code == 0, shown.describe()
+    assert json.loads(shown.stdout) == {
+        "structured_content": {"result": "SERVICE_TOKEN=<redacted>"}
+    }
+    failed = await otherone(
+        "mcp", "call", "local", "fail_env", '{"name": "SERVICE_TOKEN"}', env=env
+    )
+    assert failed.code == 1, failed.describe()
+    assert "debug: SERVICE_TOKEN=<redacted>" in failed.stderr  # the server's own stderr
+    assert "cannot use SERVICE_TOKEN=<redacted>" in failed.stderr
+    for result in (shown, failed):
+        assert secret[:16] not in result.output and secret[-16:] not in result.output
