@@ -189,6 +189,13 @@ class _Importer:
         if body is None:
             self.result.notes.append(f"{place}: left out (type '{kind}' is not stdio or http)")
             return
+        unresolved = [key for key in ("command", "cwd", "url") if "${" in str(body.get(key, ""))]
+        if unresolved:
+            self.result.notes.append(
+                f"{place}: left out ({', '.join(unresolved)} uses a ${{...}} variable, which "
+                "otherone resolves only in env, headers and args: write it out)"
+            )
+            return
         self._note_dropped(place, entry, _STDIO_KEYS if kind == "stdio" else _HTTP_KEYS)
         try:
             server = McpServer.model_validate({"name": ours, **body})
@@ -219,11 +226,13 @@ class _Importer:
         body: dict[str, Any] = {"command": self._text(server, entry.get("command"))}
         args = entry.get("args") or []
         if isinstance(args, list):
-            body["args"] = self._args(server, place, [str(arg) for arg in args])
+            body["args"] = self._args(server, place, [_as_text(arg) for arg in args])
         env = entry.get("env") or {}
         if isinstance(env, Mapping):
             body["env"] = {
-                str(target): self._value(server, f"{place}.env.{target}", "env", str(target), value)
+                str(target): self._value(
+                    server, f"{place}.env.{target}", "env", str(target), _as_text(value)
+                )
                 for target, value in env.items()
             }
         if isinstance(entry.get("cwd"), str):
@@ -352,6 +361,11 @@ class _Importer:
 
     def _clashes(self, name: str, value: str) -> bool:
         return name in self.result.variables and self._values.get(name) != value
+
+
+def _as_text(value: Any) -> str:
+    """A JSON value as the text a process gets (``true``, ``8080``; strings as they are)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _secret_literal(text: str) -> bool:

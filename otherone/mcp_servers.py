@@ -221,7 +221,8 @@ class McpServer(BaseModel):
             raise ValueError("args, env and cwd are for stdio servers (command), not url")
         if self.command is not None and (self.headers or self.headers_env):
             raise ValueError("headers and headers_env are for remote servers (url), not command")
-        both = sorted(set(self.headers) & set(self.headers_env))
+        lowered = {name.lower() for name in self.headers_env}  # HTTP names ignore case
+        both = sorted(name for name in self.headers if name.lower() in lowered)
         if both:
             raise ValueError(f"headers and headers_env both set {', '.join(both)}: keep one")
         return self

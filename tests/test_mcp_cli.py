@@ -168,6 +168,27 @@ def test_same_secret_shares_a_variable_and_different_ones_do_not() -> None:
     assert token not in imported.toml("c.json") and other not in imported.toml("c.json")
 
 
+def test_variables_where_we_read_none_leave_the_server_out_and_values_are_text() -> None:
+    data = {
+        "servers": {
+            "script": {"command": "${workspaceFolder}/run.sh"},
+            "remote": {"type": "http", "url": "https://h/${env:TENANT}/mcp"},
+            "typed": {"command": "x", "env": {"DEBUG": True, "PORT": 8080}, "args": [1]},
+            "ws": {"type": "websocket", "url": "ws://h"},
+        }
+    }
+    imported = read_client_config(json.dumps(data), "mcp.json")
+    [typed] = imported.servers
+    assert (typed.env, typed.args) == ({"DEBUG": "true", "PORT": "8080"}, ("1",))
+    assert imported.notes == [
+        "servers.script: left out (command uses a ${...} variable, which otherone resolves only "
+        "in env, headers and args: write it out)",
+        "servers.remote: left out (url uses a ${...} variable, which otherone resolves only in "
+        "env, headers and args: write it out)",
+        "servers.ws: left out (type 'websocket' is not stdio or http)",
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

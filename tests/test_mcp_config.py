@@ -97,7 +97,7 @@ def test_stdio_and_remote_servers_load_from_toml() -> None:
             'write "${GIT_X_API_KEY}"',
         ),
         (
-            {"url": "http://a/mcp", "headers": {"A": "${X}"}, "headers_env": {"A": "X"}},
+            {"url": "http://a/mcp", "headers": {"A": "${X}"}, "headers_env": {"a": "X"}},
             None,
             "both set A",
         ),
