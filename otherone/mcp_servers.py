@@ -107,7 +107,7 @@ _BARE_NAME = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
 
 
 EnvName = Annotated[str, StringConstraints(pattern=ENV_VAR_PATTERN)]
-#: A value as written: literal text with ``${VAR}`` references (checked by `_checked_values`).
+#: A value as written: literal text with ``${VAR}`` references (checked by `value_problem`).
 Template = Annotated[str, StringConstraints(max_length=8_192)]
 HeaderName = Annotated[str, StringConstraints(pattern=_HEADER_NAME)]
 #: The name of the worker variable / secrets-file entry a ``headers_env`` header is read from.
