@@ -213,6 +213,7 @@ def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:
         depth=ref.depth,
         started_at=datetime.now(UTC),
         metadata=input.request.metadata,
+        execution_id=input.execution_id,
     )
 
 

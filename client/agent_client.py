@@ -78,6 +78,7 @@ from otherone.client.run_results import (
     record_from_result,
     result_from_record,
     result_of_broken_run,
+    shown_execution,
     stored_record,
     stuck_record,
     task_failing,
@@ -223,10 +224,8 @@ class AgentClient:
             if known is not None:  # the key was used: never a new run under its id
                 await self._join_known(partition, run_id, key, fingerprint, known.fingerprint)
                 return run_id
-        legacy = await legacy_run(self.temporal, request) if self.legacy_run_ids else None
+        legacy = await self._legacy_run(request, fingerprint)
         if legacy is not None:
-            assert request.idempotency_key is not None
-            await self._check_fingerprint(legacy, request.idempotency_key, fingerprint)
             return legacy
         await check_session_free(self.store, request, run_id, self._holds_its_lease)
         request = with_session_id(request)  # after the fingerprint: no part of it
@@ -248,6 +247,28 @@ class AgentClient:
             await self._check_fingerprint(run_id, key, fingerprint)
             await keep_fingerprint(self.store, partition, run_id, fingerprint)
         return run_id
+
+    async def _legacy_run(self, request: AgentRunRequest, fingerprint: str) -> str | None:
+        """The key's run when an earlier version started it under `legacy_root_run_id` (the
+        start joins it, or raises `IdempotencyConflictError`), else None. The store answers
+        first, as for a new id: such a run predates kept fingerprints, so once Temporal no
+        longer keeps it only its record says the key was used (a second run under the new id
+        would start otherwise); while Temporal keeps it, its memo decides and the fingerprint
+        is kept for later."""
+        key = request.idempotency_key
+        legacy = legacy_root_run_id(request) if self.legacy_run_ids else None
+        if key is None or legacy is None:
+            return None
+        partition = request.runtime_context.partition_key
+        known = await keyed_run(self.store, partition, legacy)
+        if known is not None:
+            await self._join_known(partition, legacy, key, fingerprint, known.fingerprint)
+            return legacy
+        if await legacy_run(self.temporal, request) is None:
+            return None
+        await self._check_fingerprint(legacy, key, fingerprint)
+        await keep_fingerprint(self.store, partition, legacy, fingerprint)
+        return legacy
 
     async def _join_known(
         self, partition: str, run_id: str, key: str, fingerprint: str, kept: str | None
@@ -325,7 +346,10 @@ class AgentClient:
             record = await self._live_record(run_id, description)
             return record.model_copy(update={"output": await self.resolve_output(record.output)})
         result = await self.result(run_id)
-        ended = record_from_result(result, description)
+        # The execution the result is of: a later execution of the id was refused and is not
+        # the run (`RunRecord.execution_id` says which one is shown).
+        shown = await shown_execution(self.temporal, run_id, description)
+        ended = record_from_result(result, shown)
         if result.agent_id:  # our structured result: the record needs no store (`show` opens
             return ended  # none unless its output is an artifact)
         # Ended without returning one (terminated from outside): the store's, Temporal's end.
@@ -481,12 +505,15 @@ class AgentClient:
         """Send a decision by the run's `decide_approval` update, as this client's identity
         (``identity``, else the Temporal client's)."""
         decision = approval_decision(call_id, self.identity or self.temporal.identity, fields)
-        await self._check_tenant(run_id)
-        return await decide_in_tree(
-            lambda run: send_decision(self._workflow(run), run, decision, self.task_queue),
-            self.pending_approvals,
-            run_id,
-        )
+        try:
+            await self._check_tenant(run_id)
+            return await decide_in_tree(
+                lambda run: send_decision(self._workflow(run), run, decision, self.task_queue),
+                self.pending_approvals,
+                run_id,
+            )
+        except RunNotFoundError as error:
+            raise await self._ended_or(error, run_id) from None
 
     async def pending_approvals(self, root_run_id: str | None = None) -> list[ApprovalRequest]:
         """Every open approval request and question of a root's tree (of every tree when
@@ -517,22 +544,39 @@ class AgentClient:
 
         batch = (messages,) if isinstance(messages, str) else tuple(messages)
         validate_messages(batch)
-        await self._check_tenant(run_id)
         try:
-            await self._workflow(run_id).signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
+            await self._check_tenant(run_id)
+            signal = self._workflow(run_id).signal
+            await signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
         except RPCError as error:
-            raise not_found_or(error, run_id, finished=True) from None
+            found = not_found_or(error, run_id, finished=True)
+            if isinstance(found, RunNotFoundError):
+                raise await self._ended_or(found, run_id) from None
+            raise found from None
+        except RunNotFoundError as error:
+            raise await self._ended_or(error, run_id) from None
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""
         # The server accepts a cancel request for a closed workflow as a no-op: say so instead.
-        await self._check_tenant(run_id)
-        if not await self._is_running(run_id):
-            raise RunNotActiveError(run_id)
         try:
+            await self._check_tenant(run_id)
+            if not await self._is_running(run_id):
+                raise RunNotActiveError(run_id)
             await self._workflow(run_id).cancel()
         except RPCError as error:
-            raise not_found_or(error, run_id, finished=True) from None
+            found = not_found_or(error, run_id, finished=True)
+            if isinstance(found, RunNotFoundError):
+                raise await self._ended_or(found, run_id) from None
+            raise found from None
+        except RunNotFoundError as error:
+            raise await self._ended_or(error, run_id) from None
+
+    async def _ended_or(self, error: RunNotFoundError, run_id: str) -> Exception:
+        """A run Temporal does not know: ended, as its record says, when the store keeps one
+        (Temporal forgot the run: namespace retention), else ``error`` (not found)."""
+        stored = await forgotten_run(self.store, self.partition_key, run_id)
+        return error if stored is None else RunNotActiveError(run_id, stored.status.value)
 
     # internals ---------------------------------------------------------------------------
 

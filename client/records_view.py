@@ -89,6 +89,9 @@ def print_record(console: Console, record: RunRecord) -> None:
     status_style = _STATUS_STYLE.get(record.status, "cyan")
     rows: list[tuple[str, str | Text | None]] = [
         ("run id", record.run_id),
+        # Which Temporal execution of the id this is (a run id is used once: later executions
+        # of the same workflow id are refused, `run_id_used`).
+        ("execution", record.execution_id),
         ("root run id", record.root_run_id if record.root_run_id != record.run_id else None),
         ("parent run id", record.parent_run_id),
         ("agent call id", record.agent_call_id),

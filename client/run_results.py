@@ -128,7 +128,15 @@ def record_from_result(
         agent_definition_version=result.agent_definition_version,
         handoffs=result.handoffs,
         mcp_unavailable=result.mcp_unavailable,
+        execution_id=execution_of(description),
     )
+
+
+def execution_of(description: WorkflowExecutionDescription) -> str | None:
+    """The execution (`RunRecord.execution_id`) ``description`` is of: its chain's first run
+    id (None when the server does not say)."""
+    info = description.raw_description.workflow_execution_info
+    return info.first_run_id or None
 
 
 async def stored_record(store: Store | None, partition_key: str, run_id: str) -> RunRecord | None:
@@ -257,6 +265,21 @@ async def original_execution(
         return None
     first = min(found, key=lambda execution: execution.start_time)
     return temporal.get_workflow_handle(run_id, run_id=first.run_id, result_type=AgentRunResult)
+
+
+async def shown_execution(
+    temporal: Client, run_id: str, latest: WorkflowExecutionDescription
+) -> WorkflowExecutionDescription:
+    """The description of the execution readers report for an ended run: ``latest``, or the
+    run id's first execution's when ``latest`` is a refused later one (`original_result`)."""
+    handle = temporal.get_workflow_handle(run_id, run_id=latest.run_id, result_type=AgentRunResult)
+    try:
+        if not is_reused_id_refusal(await handle.result(follow_runs=False)):
+            return latest
+    except WorkflowFailureError:  # terminated or failed: no refusal of ours
+        return latest
+    original = await original_execution(temporal, run_id)
+    return await original.describe() if original is not None else latest
 
 
 async def original_result(temporal: Client, run_id: str, latest: AgentRunResult) -> AgentRunResult:

@@ -17,9 +17,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from otherone.credentials import (
     agent_credential_paths,
-    is_credential_value,
     profile_credential_paths,
-    url_credential_parts,
 )
 from otherone.definitions import (
     INHERIT_MODEL,
@@ -30,7 +28,7 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
-from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name
+from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
 from otherone.per_version import kept_per_version
 from otherone.runs import unstorable_part
 from otherone.skills import Skill, SkillRegistry
@@ -278,7 +276,7 @@ class RuntimeConfig:
         """Declare an MCP server; its tools are discovered by the worker for each new root run."""
         if server.name in self.mcp_servers:
             raise self._error(f"duplicate MCP server '{server.name}'", table=f"mcp.{server.name}")
-        self._refuse_credentials(_mcp_credential_paths(server), f"mcp.{server.name}")
+        self._refuse_credentials(secret_fields(server), f"mcp.{server.name}")
         self.mcp_servers[server.name] = server
 
     def add_agent(self, agent: AgentDefinition) -> None:
@@ -466,19 +464,6 @@ class RuntimeConfig:
             policy=self.policy,
             limits=self.limits,
         ).with_version()
-
-
-def _mcp_credential_paths(server: McpServer) -> list[str]:
-    """Fields of an MCP server holding a secret instead of a name (or a URL carrying one):
-    validation refuses them, this catches a server built without it."""
-    found = ["url"] if server.url is not None and url_credential_parts(server.url) else []
-    for field, names in (("env", server.env), ("headers_env", server.headers_env)):
-        for target, source in names.items():
-            if is_credential_value(target):
-                found.append(field)
-            elif is_credential_value(source):
-                found.append(f"{field}.{target}")
-    return found
 
 
 __all__ = [

@@ -1,7 +1,8 @@
 """What counts as a credential in configuration, so that none is ever declared or stored.
 
-Secrets are only ever *referenced*: ``api_key_env``, an MCP server's ``env`` and ``headers_env``
-name a worker environment variable or secrets-file entry, resolved on the worker at call time.
+Secrets are only ever *referenced*: ``api_key_env`` and an MCP server's ``headers_env`` name a
+worker environment variable or secrets-file entry, and an MCP server's ``env``, ``headers`` and
+``args`` hold ``${NAME}`` references to one, resolved on the worker at call time.
 Everything else in a declaration is kept: a profile's and an override's ``other``, an agent's
 ``metadata`` and a model's ``base_url`` go into the runtime snapshot, which the store keeps
 forever (``otherone_snapshots``), and URLs reach error messages. So a credential written there
@@ -14,7 +15,8 @@ value: a secret pasted in the wrong place must not be copied into a log.
 
 The rules (the table in ``tests/test_credential_rules.py`` lists examples of each):
 
-* **Names of secrets** (``api_key_env``; the values and keys of MCP ``env`` and ``headers_env``)
+* **Names of secrets** (``api_key_env``; the values of MCP ``headers_env``, the names in
+  ``${…}`` references, the keys of MCP ``env``, ``headers`` and ``headers_env``)
   are refused when they look like a credential *value* (`is_credential_value`): a well-known key
   shape (``sk-…``, GitHub ``ghp_…``/``github_pat_…``, GitLab ``glpat-…``, Slack ``xox?-…``, AWS
   ``AKIA…``, Google ``AIza…``, Hugging Face ``hf_…``, Stripe ``sk_live_…``, a JSON web token, a
@@ -50,7 +52,13 @@ The rules (the table in ``tests/test_credential_rules.py`` lists examples of eac
   name (the header-name rule, plus ``code`` and ``sig``) or whose value is a credential value;
   a path segment or ``;param`` holding a well-known key shape or named like a credential.
   ``?api-version=2024-10-21``, ports, IPv6 hosts and paths such as ``/v1`` or an account id are
-  fine. The fix is a header: ``api_key_env`` for a model, ``headers_env`` for an MCP server.
+  fine. The fix is a header: ``api_key_env`` for a model, ``headers`` with a ``${VAR}``
+  reference for an MCP server.
+
+`otherone.mcp_servers` applies these rules to the literal text of MCP ``env``, ``headers`` and
+``args`` values (``is_credential_value``, URLs; for ``args`` only `looks_like_credential`, as a
+commit hash is a fine argument), and refuses a credential-named ``env`` variable
+(`is_credential_key`) or header (`is_credential_name`) whose value has no reference.
 """
 
 from __future__ import annotations

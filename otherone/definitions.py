@@ -538,6 +538,10 @@ class RuntimeLimits(_Frozen):
     run_timeout: PositiveDuration = timedelta(minutes=5)
     root_timeout: PositiveDuration = timedelta(minutes=15)
     token_budget: Annotated[int, Field(strict=True, gt=0)] | None = None
+    #: UTF-8 bytes of the final answers of all the tree's runs together (a typed result counts
+    #: its JSON text), the seed's output budget (`budget.add_output_bytes`); None: unlimited.
+    #: The answer that passes it ends its run `budget_exceeded`.
+    max_output_bytes: Annotated[int, Field(strict=True, gt=0)] | None = None
 
     def tightened(self, overrides: RunLimitOverrides | None) -> RuntimeLimits:
         """Apply per-request overrides; raise ValueError naming the field if one would loosen."""

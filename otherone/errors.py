@@ -125,13 +125,23 @@ class RunNotFoundError(OtheroneError):
 
 
 class RunNotActiveError(OtheroneError):
-    """The run exists but has finished, so it cannot take messages any more."""
+    """The run exists but has finished, so it cannot take messages any more.
+
+    ``status``: how it ended, when the store's record says so because Temporal no longer keeps
+    the run (namespace retention: `AgentClient` then answers from the store)."""
 
     code = FailureCode.INVALID_CONFIGURATION
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, status: str | None = None) -> None:
         self.run_id = run_id
-        super().__init__(f"run '{run_id}' is not running")
+        self.status = status
+        if status is None:
+            super().__init__(f"run '{run_id}' is not running")
+        else:
+            super().__init__(
+                f"run '{run_id}' has ended ({status}); Temporal no longer keeps it (namespace "
+                "retention): it takes no messages, cancellation or decisions"
+            )
 
 
 class UnavailableError(OtheroneError):

@@ -81,10 +81,12 @@ class RunLimitOverrides(FrozenModel):
     run_timeout: PositiveDuration | None = None
     root_timeout: PositiveDuration | None = None
     token_budget: Annotated[int, Field(gt=0)] | None = None
+    max_output_bytes: Annotated[int, Field(strict=True, gt=0)] | None = None
 
 
 class TreeBudget(FrozenModel):
-    """What a run and everything it starts may still spend (``tokens`` None = unlimited).
+    """What a run and everything it starts may still spend (``tokens`` and ``output_bytes``
+    None = unlimited).
 
     Tree-wide budgets are enforced by allowance: the root starts with the limits, a parent hands
     each child a share, and takes back what the child's whole tree did not use when it ends. No
@@ -96,6 +98,9 @@ class TreeBudget(FrozenModel):
     tool_calls: Annotated[int, Field(ge=0)]
     agent_calls: Annotated[int, Field(ge=0)]
     tokens: Annotated[int, Field(ge=0)] | None = None
+    #: UTF-8 bytes of final answers (`RuntimeLimits.max_output_bytes`); absent in budgets
+    #: written before it existed (unlimited, as they were).
+    output_bytes: Annotated[int, Field(ge=0)] | None = None
 
     @classmethod
     def for_root(cls, limits: RuntimeLimits) -> TreeBudget:
@@ -105,4 +110,5 @@ class TreeBudget(FrozenModel):
             tool_calls=limits.max_tool_calls,
             agent_calls=limits.max_agent_calls,
             tokens=limits.token_budget,
+            output_bytes=limits.max_output_bytes,
         )

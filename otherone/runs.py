@@ -462,6 +462,11 @@ class RunRecord(_Model):
     #: MCP servers the agent was granted tools of that offered none when the run started
     #: (server -> why: it could not start, or not list its tools); the run went on without them.
     mcp_unavailable: dict[str, str] = Field(default_factory=dict)
+    #: The Temporal execution of the run's id this record is of: the first run id of its
+    #: workflow's execution chain (continue-as-new and reset keep it). A run id is used once:
+    #: a later execution of the same workflow id is refused (`run_id_used`), so it names the
+    #: execution `otherone show` shows. None: not known (recorded before it was kept).
+    execution_id: str | None = None
 
 
 STATUS_FOR_OUTCOME: dict[RunOutcome, RunStatus] = {

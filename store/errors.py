@@ -41,20 +41,38 @@ class RunAlreadyEnded(OtheroneError):
         self.status = status
 
 
+#: `RunStatus` values of a record without an end (not imported: the CLI imports this module).
+_OPEN_STATUSES = frozenset({"created", "running", "waiting_for_child", "waiting_for_approval"})
+
+
 class RunIdUsed(OtheroneError):
     """A run started under the id of a run that has ended: another Temporal execution of the
     same workflow id (a second `temporal workflow start` of a closed id, which Temporal's
-    default reuse policy allows). A run id is used once: its record, events and transcript
-    belong to the run that ended, so nothing is written."""
+    default reuse policy allows, also after a termination). A run id is used once: its record,
+    events and transcript belong to the run that ended, so nothing is written.
 
-    def __init__(self, run_id: str, status: str) -> None:
+    ``execution_id`` is the earlier execution's (`RunRecord.execution_id`) when the record
+    names it; a record still ``running`` is then one whose execution Temporal closed without
+    the run storing its end (terminated from outside: only one execution of an id runs at a
+    time, and the refused one is running)."""
+
+    def __init__(self, run_id: str, status: str, execution_id: str | None = None) -> None:
+        how = status
+        if execution_id is not None:
+            how = f"{status}, Temporal execution {execution_id}"
+            if status in _OPEN_STATUSES:
+                how = (
+                    f"Temporal execution {execution_id}, terminated or otherwise closed before "
+                    "it stored its end"
+                )
         super().__init__(
-            f"run '{run_id}' has already run and ended ({status}): a run id is used once. "
+            f"run '{run_id}' has already run and ended ({how}): a run id is used once. "
             "Start a new run (a new id, or an idempotency key of its own); to go on with the "
             "conversation, name the same session"
         )
         self.run_id = run_id
         self.status = status
+        self.execution_id = execution_id
 
 
 class DatabaseLocked(Exception):

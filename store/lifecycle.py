@@ -22,9 +22,11 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnClause,
+    ColumnElement,
     Connection,
     Dialect,
     bindparam,
+    func,
     literal_column,
     null,
     select,
@@ -109,11 +111,21 @@ class LifecycleStatements:
         )
         upsert = insert(run_records).values({name: bindparam(name) for name in RECORD_COLUMNS})
         excluded = upsert.excluded
+        replaced: dict[str, ColumnElement[Any]] = {
+            name: excluded[name] for name in RECORD_COLUMNS if name not in _RECORD_KEY
+        }
+        # A write that does not name the execution (a run's end: the workflow's record) keeps
+        # the one its start stored.
+        replaced["execution_id"] = func.coalesce(excluded.execution_id, run_records.c.execution_id)
+        stored, writing = run_records.c.execution_id, excluded.execution_id
         upserted = upsert.on_conflict_do_update(
             index_elements=list(_RECORD_KEY),
-            set_={name: excluded[name] for name in RECORD_COLUMNS if name not in _RECORD_KEY},
+            set_=replaced,
             # A terminal record is final: a late non-terminal write does not replace it.
-            where=run_records.c.status.not_in(_TERMINAL) | excluded.status.in_(_TERMINAL),
+            # A record is its execution's: another Temporal execution of the same workflow id
+            # (started again after a termination) never writes over it.
+            where=(run_records.c.status.not_in(_TERMINAL) | excluded.status.in_(_TERMINAL))
+            & (stored.is_(None) | writing.is_(None) | (stored == writing)),
         )
         self.upsert_record = Prepared(upserted, dialect)
         #: The same, saying whether it wrote (no row back: the run's record is terminal).
@@ -170,15 +182,16 @@ def release(
 
 def start_record(conn: Connection, statements: LifecycleStatements, record: RunRecord) -> None:
     """``record`` of a run that starts, in the caller's transaction; `RunIdUsed` when the run
-    id's record holds an end (the transaction then writes nothing)."""
+    id's record holds an end or is another Temporal execution's (the transaction then writes
+    nothing)."""
     if not statements.start_record.rows(conn, run_record_values(record)):
         stored = conn.execute(
-            select(run_records.c.status).where(
+            select(run_records.c.status, run_records.c.execution_id).where(
                 (run_records.c.partition_key == record.partition_key)
                 & (run_records.c.run_id == record.run_id)
             )
-        ).scalar()
-        raise RunIdUsed(record.run_id, str(stored))
+        ).one()
+        raise RunIdUsed(record.run_id, str(stored.status), stored.execution_id)
 
 
 def upsert_record(conn: Connection, statements: LifecycleStatements, record: RunRecord) -> None:

@@ -172,6 +172,7 @@ def run_record_values(record: RunRecord) -> dict[str, Any]:
         "updated_at": utc_now(),
         "handoffs": [step.model_dump(mode="json") for step in record.handoffs] or None,
         "mcp_unavailable": dict(record.mcp_unavailable) or None,
+        "execution_id": record.execution_id,
     }
 
 
@@ -197,5 +198,6 @@ def run_record_from_mapping(mapping: RowMapping) -> RunRecord:
             "metadata": mapping["meta"] or {},
             "handoffs": mapping["handoffs"] or (),
             "mcp_unavailable": mapping["mcp_unavailable"] or {},
+            "execution_id": mapping["execution_id"],
         }
     )

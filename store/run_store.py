@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, select, update
+from sqlalchemy import ColumnElement, Connection, Select, select, update
 
 from otherone.contracts import RunRef
 from otherone.runs import RunRecord
@@ -274,29 +274,7 @@ class RunStore(StoreBase):
         """Records of every partition that do not hold an end (``running``, waiting) and were
         last written before ``updated_before``: the least recently written first, at most
         ``limit``, those after ``after`` (the last of a previous page)."""
-        query = select(run_records).where(
-            run_records.c.status.in_([status.value for status in LIVE_STATUSES])
-            & (run_records.c.updated_at < utc(updated_before))
-        )
-        if after is not None:
-            at = utc(after.updated_at)
-            partition_key, run_id = after.record.partition_key, after.record.run_id
-            query = query.where(
-                (run_records.c.updated_at > at)
-                | (
-                    (run_records.c.updated_at == at)
-                    & (
-                        (run_records.c.partition_key > partition_key)
-                        | (
-                            (run_records.c.partition_key == partition_key)
-                            & (run_records.c.run_id > run_id)
-                        )
-                    )
-                )
-            )
-        query = query.order_by(
-            run_records.c.updated_at, run_records.c.partition_key, run_records.c.run_id
-        ).limit(limit)
+        query = open_records_query(updated_before, limit, after)
         with self.engine.connect() as conn:
             return [
                 OpenRecord(run_record_from_mapping(row._mapping), aware(row.updated_at))
@@ -361,6 +339,37 @@ class OpenRecord:
 
 
 _KEY = ("partition_key", "run_id")
+
+
+def open_records_query(
+    updated_before: datetime, limit: int, after: OpenRecord | None
+) -> Select[Any]:
+    """`RunStore.open_run_records`'s query: by status and time written, which the index
+    ``ix_otherone_run_records_open`` serves (without it every record, most of them ended
+    long ago, would be read on each reconciler pass; migration 0011)."""
+    query = select(run_records).where(
+        run_records.c.status.in_([status.value for status in LIVE_STATUSES])
+        & (run_records.c.updated_at < utc(updated_before))
+    )
+    if after is not None:
+        at = utc(after.updated_at)
+        partition_key, run_id = after.record.partition_key, after.record.run_id
+        query = query.where(
+            (run_records.c.updated_at > at)
+            | (
+                (run_records.c.updated_at == at)
+                & (
+                    (run_records.c.partition_key > partition_key)
+                    | (
+                        (run_records.c.partition_key == partition_key)
+                        & (run_records.c.run_id > run_id)
+                    )
+                )
+            )
+        )
+    return query.order_by(
+        run_records.c.updated_at, run_records.c.partition_key, run_records.c.run_id
+    ).limit(limit)
 
 
 def _started(record: RunRecord) -> str:

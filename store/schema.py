@@ -42,6 +42,8 @@ CAPACITY_SCOPE_LEN = 400
 TOOL_CALL_ID_LEN = 256
 AGENT_ID_LEN = 128
 NAME_LEN = 128
+#: A Temporal run id (a UUID; room for a server that makes longer ones).
+EXECUTION_ID_LEN = 64
 
 
 def _created_at() -> Column[datetime]:
@@ -205,11 +207,17 @@ run_records = Table(
     #: MCP servers granted to the agent that offered no tools (`RunRecord.mcp_unavailable`);
     #: NULL: none (migration 0008).
     Column("mcp_unavailable", JSON, nullable=True),
+    #: The Temporal execution the record is of (`RunRecord.execution_id`): a later execution
+    #: of the same id never writes over it (migration 0010). NULL: not known.
+    Column("execution_id", String(EXECUTION_ID_LEN), nullable=True),
     PrimaryKeyConstraint("partition_key", "run_id", name="pk_otherone_run_records"),
     Index("ix_otherone_run_records_root", "partition_key", "root_run_id"),
     #: A run asked for by id alone (an unscoped client's result of a run Temporal no longer
     #: keeps: `AgentClient.result`) is found without a scan (migration 0009).
     Index("ix_otherone_run_records_run_id", "run_id"),
+    #: The reconciler's pass (`Store.open_run_records`): records without an end, by the time
+    #: they were last written, without reading the ended ones (migration 0011).
+    Index("ix_otherone_run_records_open", "status", "updated_at"),
 )
 
 #: The request fingerprint of each root run started by idempotency key through `AgentClient`

@@ -49,7 +49,7 @@ def mcp_fault_config() -> RuntimeConfig:
                 name=name,
                 command=sys.executable,
                 args=(str(STDIO_TEST_SERVER),),
-                env={"MCP_TEST_DIR": "MCP_TEST_DIR"},
+                env={"MCP_TEST_DIR": "${MCP_TEST_DIR}"},
                 idempotent=idempotent,
             )
         )

@@ -377,8 +377,9 @@ def test_a_key_as_an_mcp_env_value_is_refused_in_toml(tmp_path: Path, shape: str
     assert (error.table, error.field) == ("mcp.github", "env.GITHUB_PERSONAL_ACCESS_TOKEN")
     message = str(error)
     assert "looks like a credential" in message
-    assert 'env = { GITHUB_PERSONAL_ACCESS_TOKEN = "GITHUB_TOKEN" }' in message
-    assert "export GITHUB_TOKEN=" in message
+    # The ${VAR} form to write instead.
+    assert 'write "${GITHUB_PERSONAL_ACCESS_TOKEN}"' in message
+    assert "set GITHUB_PERSONAL_ACCESS_TOKEN on the worker" in message
     assert_not_echoed(message, key)
 
 
@@ -417,6 +418,23 @@ def test_keys_in_secret_name_fields_are_refused_in_python(shape: str) -> None:
         assert_not_echoed(repr(caught.value), key)
 
 
+@SHAPES
+def test_a_key_in_a_reference_or_an_mcp_literal_is_refused_without_echo(shape: str) -> None:
+    """``${<key>}`` (a key pasted where the variable's name belongs), a literal header and
+    an argument holding one: refused, naming the place, never the key."""
+    key = SECRET_SHAPES[shape]()
+    for table, field in (
+        ({"command": "x", "env": {"NOTE": f"prefix ${{{key}}}"}}, "env.NOTE"),
+        ({"url": "https://mcp.example.com/mcp", "headers": {"X-Note": key}}, "headers.X-Note"),
+        ({"command": "x", "args": ["--x", f"sk-{key}"]}, "args.1"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            McpServer.model_validate({"name": "s", **table})
+        assert field in str(caught.value) and "credential" in str(caught.value)
+        assert_not_echoed(str(caught.value), key)
+        assert_not_echoed(repr(caught.value), key)
+
+
 def test_pydantic_never_echoes_a_secret_in_a_name_field() -> None:
     """A secret of no known shape fails the name pattern: pydantic's message must not show
     it either (``input_value=...``), in Python as in TOML."""
@@ -435,10 +453,20 @@ def test_ordinary_variable_names_load(tmp_path: Path, name: str) -> None:
     body = MODEL.format(value=name, url="https://api.openai.com/v1")
     body += MCP_GITHUB.format(value=name)
     body += MCP_SEARCH.format(url="https://mcp.example.com/mcp", value=name)
+    body = body.replace(f'TOKEN = "{name}"', f'TOKEN = "${{{name}}}"')  # env's ${VAR} form
     config = loaded(tmp_path, body)
     assert config.models["gpt"].api_key_env == name
-    assert config.mcp_servers["github"].env == {"GITHUB_PERSONAL_ACCESS_TOKEN": name}
+    assert config.mcp_servers["github"].env == {"GITHUB_PERSONAL_ACCESS_TOKEN": f"${{{name}}}"}
     assert config.mcp_servers["search"].headers_env == {"Authorization": name}
+
+
+@pytest.mark.parametrize("name", ORDINARY_NAMES)
+def test_a_bare_name_in_env_is_refused_with_its_reference_form(tmp_path: Path, name: str) -> None:
+    """The form env had before ${VAR} references (the value named the variable) is not
+    passed as text: the message says what to write."""
+    error = refused(tmp_path, MCP_GITHUB.format(value=name))
+    assert (error.table, error.field) == ("mcp.github", "env.GITHUB_PERSONAL_ACCESS_TOKEN")
+    assert f'write "${{{name}}}" to read the worker variable {name}' in str(error)
 
 
 #: URLs with a key in them, {key} standing for it, and where the message says it is.
@@ -485,11 +513,11 @@ def test_a_key_in_an_mcp_url_is_refused(tmp_path: Path, url: str, said: str) -> 
     key = secret_value()
     error = refused(tmp_path, MCP_SEARCH.format(url=url.format(key=key), value="SEARCH_AUTH"))
     assert (error.table, error.field) == ("mcp.search", "url")
-    assert said in str(error) and "headers_env" in str(error)
+    assert said in str(error) and 'headers = { Authorization = "Bearer ${' in str(error)
     assert_not_echoed(str(error), key)
     with pytest.raises(ValidationError) as caught:
         McpServer(name="search", url=url.format(key=key))
-    assert "url" in str(caught.value) and "headers_env" in str(caught.value)
+    assert "url" in str(caught.value) and "headers = {" in str(caught.value)
     assert_not_echoed(str(caught.value), key)
 
 
@@ -616,11 +644,17 @@ def test_runtime_config_and_snapshot_writer_check_metadata_urls_and_names(
             RuntimeConfig(models=[profile])
         assert (caught.value.table, caught.value.field) == ("models.gpt", field)
         assert_not_echoed(str(caught.value), key)
-    server = McpServer(name="gh", command="x").model_copy(update={"env": {"TOKEN": key}})
-    with pytest.raises(ConfigurationError) as caught:
-        RuntimeConfig(mcp_servers=[server])
-    assert (caught.value.table, caught.value.field) == ("mcp.gh", "env.TOKEN")
-    assert_not_echoed(str(caught.value), key)
+    for update, field in (
+        ({"command": "x", "env": {"TOKEN": key}}, "env.TOKEN"),
+        ({"command": "x", "env": {"NOTE": f"${{{key}}}"}}, "env.NOTE"),
+        ({"command": "x", "args": ("--flag", f"{key}")}, "args.1"),
+        ({"url": "https://h/mcp", "headers": {"X-A": f"Bearer {key}"}}, "headers.X-A"),
+    ):
+        server = McpServer.model_construct(name="gh", **update)
+        with pytest.raises(ConfigurationError) as caught:
+            RuntimeConfig(mcp_servers=[server])
+        assert (caught.value.table, caught.value.field) == ("mcp.gh", field)
+        assert_not_echoed(str(caught.value), key)
 
     snapshot = RuntimeSnapshot(
         default_model="m",

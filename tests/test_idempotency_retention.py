@@ -5,6 +5,7 @@ the store's (issue 46)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.errors import IdempotencyConflictError, RunNotFoundError
 from otherone.runs import DEFAULT_PARTITION, RunOutcome, RunStatus
 from otherone.store import Store
+from otherone.store.records import KeyedRun
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.providers import RecordingProvider
 
@@ -231,3 +233,47 @@ async def test_a_tree_temporal_does_not_know_is_the_stores(
     without_store = AgentClient(client, task_queue=task_queue)
     with pytest.raises(RunNotFoundError):
         await without_store.result("stored-root")
+
+
+async def test_a_key_whose_run_an_earlier_version_started_is_never_started_again(
+    client: Client, task_queue: str, tmp_path: Path, store: Store
+) -> None:
+    """Keyed roots started before readable ids run under ``run-`` + 40 hex digits, and before
+    fingerprints were kept: the store has their record only. Once Temporal forgot such a run,
+    a start of its key used to find nothing under either id and start a second run under the
+    new one. Now the store's record of the old id answers: the same request joins it when its
+    fingerprint was kept (a start that joined it while Temporal kept it keeps it), and a run
+    whose request can no longer be compared is a conflict; nothing new is started."""
+    from otherone.client.agent_client import legacy_root_run_id, root_run_id
+    from tests.test_readable_ids import _started_by_the_previous_version
+
+    provider = RecordingProvider()
+    config = scripted_config({"agent": ["once", "twice", "thrice", "again"]})
+    joined = {"entry_agent": "agent", "input": "hello", "idempotency_key": f"old {task_queue}"}
+    alone = {**joined, "idempotency_key": f"old alone {task_queue}"}
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}, store=store
+    ) as env:
+        old_ids = []
+        for fields in (joined, alone):
+            legacy = await _started_by_the_previous_version(client, task_queue, fields)
+            await client.get_workflow_handle(legacy).result()
+            old_ids.append(legacy)
+        request = build_request(**joined)
+        assert (await env.agents.start(request)).run_id == old_ids[0]  # Temporal's memo
+        kept = store.keyed_run(DEFAULT_PARTITION, old_ids[0])
+        assert kept is not None and kept.fingerprint == request.fingerprint()
+        assert store.keyed_run(DEFAULT_PARTITION, old_ids[1]) == KeyedRun(None)  # record only
+        await asyncio.gather(*(forget(client, run_id) for run_id in old_ids))
+
+        again = await env.agents.start(request)
+        assert again.run_id == old_ids[0] == legacy_root_run_id(request)
+        assert (await again.result()).text == "once"
+        with pytest.raises(IdempotencyConflictError):
+            await env.agents.start(build_request(**{**joined, "input": "other"}))
+        with pytest.raises(IdempotencyConflictError) as unverifiable:
+            await env.agents.start(build_request(**alone))
+        assert old_ids[1] in str(unverifiable.value)
+    for fields in (joined, alone):
+        await assert_not_in_temporal(client, root_run_id(build_request(**fields)))
+    assert len(provider.calls()) == 2  # the two runs the earlier version started, no other

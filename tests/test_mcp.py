@@ -238,7 +238,7 @@ async def test_a_crashed_stdio_server_is_restarted_and_one_that_cannot_start_fai
         name="fragile",
         command=sys.executable,
         args=(str(STDIO_TEST_SERVER),),
-        env={"MCP_TEST_DIR": "OTHERONE_TEST_MCP_DIR"},  # the value is read from the worker's env
+        env={"MCP_TEST_DIR": "${OTHERONE_TEST_MCP_DIR}"},  # read from the worker
     )
     broken = McpServer(name="broken", command=str(tmp_path / "no-such-server"))
     config = with_servers(
@@ -355,8 +355,8 @@ async def test_a_server_restarting_slower_than_its_calls_may_take_still_answers(
         command=sys.executable,
         args=(str(STDIO_TEST_SERVER),),
         env={
-            "MCP_TEST_DIR": "OTHERONE_TEST_MCP_DIR",
-            "MCP_TEST_START_SECONDS": "OTHERONE_TEST_MCP_START",
+            "MCP_TEST_DIR": "${OTHERONE_TEST_MCP_DIR}",
+            "MCP_TEST_START_SECONDS": "${OTHERONE_TEST_MCP_START}",
         },
         timeout_seconds=1,
     )

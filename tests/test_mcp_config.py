@@ -1,5 +1,5 @@
 """MCP declarations: `[mcp.<server>]` tables, `McpServer`, names and globs in policies, the
-snapshot's MCP fields, and secrets resolved by name on the worker."""
+snapshot's MCP fields, literal values and ``${VAR}`` references resolved on the worker."""
 
 from __future__ import annotations
 
@@ -43,20 +43,25 @@ def test_stdio_and_remote_servers_load_from_toml() -> None:
             git={
                 "command": "uvx",
                 "args": ["mcp-server-git"],
-                "env": {"GITHUB_TOKEN": "MY_TOKEN"},
+                "env": {"GITHUB_TOKEN": "${MY_TOKEN}", "TZ": "Europe/Oslo", "DEBUG": "1"},
                 "cwd": "repo",
                 "idempotent": True,
             },
-            search={"url": "https://mcp.example.com/mcp", "headers_env": {"Authorization": "A"}},
+            search={
+                "url": "https://mcp.example.com/mcp",
+                "headers": {"Authorization": "Bearer ${SEARCH_TOKEN}", "X-Title": "otherone"},
+                "headers_env": {"X-Api-Key": "A"},
+            },
         )
     )
     git, search = config.mcp_servers["git"], config.mcp_servers["search"]
     assert (git.command, git.args, git.env, git.cwd) == (
         "uvx",
         ("mcp-server-git",),
-        {"GITHUB_TOKEN": "MY_TOKEN"},
+        {"GITHUB_TOKEN": "${MY_TOKEN}", "TZ": "Europe/Oslo", "DEBUG": "1"},
         "/srv/app/repo",
     )
+    assert search.headers == {"Authorization": "Bearer ${SEARCH_TOKEN}", "X-Title": "otherone"}
     assert (git.transport, git.attempts) == ("stdio", 3)
     assert (search.transport, search.attempts, search.timeout_seconds) == (
         "streamable_http",
@@ -72,8 +77,30 @@ def test_stdio_and_remote_servers_load_from_toml() -> None:
         ({}, None, "exactly one of command"),
         ({"url": "ftp://a/mcp"}, "url", "http:// or https://"),
         ({"url": "https://user:pw@a/mcp"}, "url", "must not carry credentials"),
-        ({"command": "x", "env": {"TOKEN": "ghp secret value"}}, "env.TOKEN", "pattern"),
-        ({"command": "x", "headers_env": {"Authorization": "A"}}, None, "headers_env is for"),
+        ({"command": "x", "env": {"TOKEN": "ghp secret value"}}, "env.TOKEN", "named like a"),
+        ({"command": "x", "env": {"TOKEN": "MY_TOKEN"}}, "env.TOKEN", 'write "${MY_TOKEN}"'),
+        ({"command": "x", "env": {"DIR": "WORK_DIR"}}, "env.DIR", 'write "${WORK_DIR}"'),
+        ({"command": "x", "env": {"A": "${input:key}"}}, "env.A", "must name a worker"),
+        ({"command": "x", "env": {"A": "${env:HOME}"}}, "env.A", "(write ${HOME})"),
+        ({"command": "x", "env": {"A": "${HOME"}}, "env.A", "without its closing"),
+        ({"command": "x", "args": ["a", "${}"]}, "args.1", "must name a worker"),
+        ({"command": "x", "headers_env": {"Authorization": "A"}}, None, "headers_env are for"),
+        ({"command": "x", "headers": {"X-Title": "a"}}, None, "headers and headers_env are"),
+        (
+            {"url": "http://a/mcp", "headers": {"Authorization": "Basic dXNlcjpwYXNz"}},
+            "headers.Authorization",
+            'write "Bearer ${GIT_TOKEN}" and set GIT_TOKEN on the worker',
+        ),
+        (
+            {"url": "http://a/mcp", "headers": {"X-Api-Key": "short"}},
+            "headers.X-Api-Key",
+            'write "${GIT_X_API_KEY}"',
+        ),
+        (
+            {"url": "http://a/mcp", "headers": {"A": "${X}"}, "headers_env": {"a": "X"}},
+            None,
+            "both set A",
+        ),
         ({"url": "http://a/mcp", "args": ["x"]}, None, "args, env and cwd are for stdio"),
         ({"command": "x", "timeout_seconds": 0}, "timeout_seconds", "greater than zero"),
         ({"command": "x", "max_attempts": 0}, "max_attempts", "greater than or equal to 1"),
@@ -169,14 +196,14 @@ def test_an_agent_sees_its_policy_intersected_with_the_runtime_policy() -> None:
     assert base.version == base.with_mcp({}, {}, {}).version
 
 
-async def test_env_values_come_from_named_variables_or_the_secrets_file(
+async def test_env_values_reference_worker_variables_or_the_secrets_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = McpServer(
         name="local",
         command=sys.executable,
         args=(str(STDIO_TEST_SERVER),),
-        env={"MCP_TEST_DIR": "OTHERONE_MCP_TEST_DIR_SECRET"},
+        env={"MCP_TEST_DIR": "${OTHERONE_MCP_TEST_DIR_SECRET}"},
     )
     monkeypatch.delenv("OTHERONE_MCP_TEST_DIR_SECRET", raising=False)
     missing = McpSessions({"local": server})
@@ -185,9 +212,11 @@ async def test_env_values_come_from_named_variables_or_the_secrets_file(
     finally:
         await missing.aclose()
     assert unavailable.error is not None
-    # The field, never the name it holds (a secret pasted in its place would be echoed).
-    assert "env.MCP_TEST_DIR names a variable that is neither" in unavailable.error
-    assert "OTHERONE_MCP_TEST_DIR_SECRET" not in unavailable.error
+    # The field and the variable (a reference is never a secret: load refuses those).
+    assert (
+        "env.MCP_TEST_DIR references ${OTHERONE_MCP_TEST_DIR_SECRET}, which is neither"
+        in unavailable.error
+    )
 
     secrets = tmp_path / "secrets.env"
     secrets.write_text(f"OTHERONE_MCP_TEST_DIR_SECRET={tmp_path}\n")
@@ -201,3 +230,35 @@ async def test_env_values_come_from_named_variables_or_the_secrets_file(
     assert "mcp.local.echo" in found.servers["local"].tools
     assert echoed.structured_content == {"result": "hi"}
     assert len(list((tmp_path / "pids").iterdir())) == 1  # the server saw the secret's value
+
+
+async def test_literals_and_references_reach_a_real_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``mcp-server-time`` names its local time zone in its tools' descriptions: from ``TZ``
+    written as a literal, and from ``--local-timezone`` given by a reference in ``args``."""
+    monkeypatch.setenv("OTHERONE_TEST_LOCAL_TZ", "America/Sao_Paulo")
+    command = str(Path(sys.executable).with_name("mcp-server-time"))
+    servers = {
+        "oslo": McpServer(name="oslo", command=command, env={"TZ": "Europe/Oslo"}),
+        "saopaulo": McpServer(
+            name="saopaulo",
+            command=command,
+            args=("--local-timezone", "${OTHERONE_TEST_LOCAL_TZ}"),
+        ),
+        "mixed": McpServer(name="mixed", command=command, env={"TZ": "Asia/${OTHERONE_TEST_CITY}"}),
+    }
+    monkeypatch.setenv("OTHERONE_TEST_CITY", "Tokyo")
+    sessions = McpSessions(servers)
+    try:
+        found = await sessions.discover()
+        now = await sessions.call_tool("oslo", "get_current_time", {"timezone": "Europe/Oslo"})
+    finally:
+        await sessions.aclose()
+    for server, zone in (("oslo", "Europe/Oslo"), ("saopaulo", "America/Sao_Paulo")):
+        assert found.servers[server].error is None, found.servers[server].error
+        schema = found.schemas[f"mcp.{server}.get_current_time"]
+        assert f"Use '{zone}' as local timezone" in json.dumps(schema.parameters)
+    assert "Asia/Tokyo" in json.dumps(found.schemas["mcp.mixed.get_current_time"].parameters)
+    assert now.structured_content is not None
+    assert now.structured_content["timezone"] == "Europe/Oslo"

@@ -27,6 +27,7 @@ from otherone.runs import AgentFailure, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
 from otherone.store.lifecycle import EndStored, RunEnd
 from otherone.store.records import EVENT_KEY, event_key
+from otherone.store.run_store import OpenRecord, open_records_query
 from otherone.store.schema import run_records
 from otherone.worker.app import build_worker
 from otherone.worker.reconciler import Reconciler, reconcile_once, temporal_end
@@ -419,3 +420,29 @@ async def test_a_run_whose_workflow_failed_is_closed_failed(
     assert done.closed == {"failed": 1}
     assert stored is not None and stored.status is RunStatus.FAILED
     assert stored.failure is not None and stored.failure.message == "failed in Temporal: a bug"
+
+
+@pytest.mark.parametrize("page", ["first", "next"])
+def test_the_open_records_query_reads_by_its_index(store: Store, page: str) -> None:
+    """A pass reads the open records by ``ix_otherone_run_records_open`` (status, time
+    written), not the whole table of mostly ended runs. PostgreSQL is told to avoid a
+    sequential scan where it can (on a table this small it would scan): the plan shows
+    that it can."""
+    record = _record(f"run-{uuid.uuid4().hex[:8]}")
+    store.upsert_run_record(record)
+    after = OpenRecord(record, datetime.now(UTC)) if page == "next" else None
+    query = open_records_query(_later(), 100, after)
+    compiled = query.compile(
+        dialect=store.engine.dialect, compile_kwargs={"render_postcompile": True}
+    )
+    params: Any = compiled.params
+    if compiled.positiontup:
+        params = tuple(compiled.params[name] for name in compiled.positiontup)
+    with store.engine.connect() as conn:
+        if store.engine.dialect.name == "sqlite":
+            rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", params).all()
+            plan = "\n".join(str(row[-1]) for row in rows)
+        else:
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            plan = "\n".join(conn.exec_driver_sql(f"EXPLAIN {compiled}", params).scalars())
+    assert "ix_otherone_run_records_open" in plan, plan

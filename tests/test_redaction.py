@@ -174,3 +174,53 @@ def test_store_statements_never_write_a_secret(tmp_path: object) -> None:
     assert rows[2] == "plain"
     assert all(leaks(row) == [] and SECRET[:14] not in row for row in rows)
     assert json.loads(rows[1])["k"] == REDACTED
+
+
+def test_a_worker_registers_the_mcp_references_it_can_resolve_when_it_is_built(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    """Before any session starts (a text produced earlier is redacted too): ``${VAR}`` values
+    named or shaped like credentials and every referenced header value are registered; a
+    time zone is not (redacting it everywhere would only hide what went wrong), and a missing
+    variable is no error here (the session start reports it)."""
+    from otherone.config import RuntimeConfig
+    from otherone.mcp_servers import McpServer
+    from otherone.worker.redacting import remember_configured_secrets
+
+    shaped, header, named, zone = (
+        "a1b2c3d4e5f6a7b8c9d0e1f2a3b4",  # an opaque run under plain names
+        "plain-header-value",
+        "short-pw-1",  # registered for its variable's name
+        "Europe/Oslo",
+    )
+    monkeypatch.delenv("OTHERONE_SECRETS_FILE", raising=False)
+    monkeypatch.delenv("CANARY_UNSET_FOR_THIS_TEST", raising=False)
+    for name, value in (
+        ("CANARY_PLAIN_A", shaped),
+        ("CANARY_PLAIN_H", header),
+        ("CANARY_DB_PASSWORD", named),
+        ("CANARY_ZONE", zone),
+    ):
+        monkeypatch.setenv(name, value)
+    config = RuntimeConfig(
+        mcp_servers=[
+            McpServer(
+                name="local",
+                command="x",
+                args=("--flag", "${CANARY_UNSET_FOR_THIS_TEST}"),
+                env={
+                    "NOTE": "${CANARY_PLAIN_A}",
+                    "PGPASS": "${CANARY_DB_PASSWORD}",
+                    "TZ": "${CANARY_ZONE}",
+                },
+            ),
+            McpServer(
+                name="remote",
+                url="https://mcp.example.com/mcp",
+                headers={"X-A": "${CANARY_PLAIN_H}"},
+            ),
+        ]
+    )
+    remember_configured_secrets(config)
+    shown = redact(f"{shaped} {header} {named} {zone}")
+    assert shown == f"{REDACTED} {REDACTED} {REDACTED} {zone}"

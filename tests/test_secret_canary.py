@@ -75,6 +75,10 @@ class Canaries:
     anthropic_key: str = field(default_factory=lambda: canary("sk-ant-canaryfile"))
     mcp_bearer: str = field(default_factory=lambda: canary("mcpbearer"))
     mcp_env: str = field(default_factory=lambda: canary("mcpenvcred"))
+    # ${VAR} references: a bearer token from the secrets file in a header, and a value of
+    # credential shape under names that say nothing (registered by its shape).
+    mcp_ref_bearer: str = field(default_factory=lambda: canary("mcprefbearer"))
+    mcp_ref_env: str = field(default_factory=lambda: canary("mcprefnote"))
     db_password: str = field(default_factory=lambda: canary("dbpass"))
     api_token: str = field(default_factory=lambda: canary("apitoken"))
 
@@ -177,6 +181,17 @@ def config(provider_url: str, mcp_url: str) -> RuntimeConfig:
                                     "name": "mcp.local.fail_env",
                                     "arguments": {"name": "SERVICE_TOKEN"},
                                 },
+                                {"id": "c5", "name": "mcp.echoref.whoami", "arguments": {}},
+                                {
+                                    "id": "c6",
+                                    "name": "mcp.echoref.whoami_strict",
+                                    "arguments": {},
+                                },
+                                {
+                                    "id": "c7",
+                                    "name": "mcp.local.fail_env",
+                                    "arguments": {"name": "MCP_NOTE"},
+                                },
                             ]
                         },
                         {"chunks": ["all ", "checked"]},
@@ -193,17 +208,25 @@ def config(provider_url: str, mcp_url: str) -> RuntimeConfig:
                 "id": "mcp_user",
                 "description": "uses MCP tools",
                 "model": "scripted",
-                "tools": ["mcp.echo.*", "mcp.local.*", "mcp.down.*"],
+                "tools": ["mcp.echo.*", "mcp.echoref.*", "mcp.local.*", "mcp.down.*"],
             }
         ),
     ]
     servers = [
         McpServer(name="echo", url=mcp_url, headers_env={"Authorization": "CANARY_MCP_AUTH"}),
+        # The same server through a ${VAR} header whose variable is a secrets-file entry.
+        McpServer(
+            name="echoref", url=mcp_url, headers={"Authorization": "Bearer ${CANARY_MCP_REF}"}
+        ),
         McpServer(
             name="local",
             command=sys.executable,
             args=(str(STDIO_SERVER),),
-            env={"SERVICE_TOKEN": "CANARY_MCP_ENV", "MCP_TEST_DIR": "CANARY_MCP_DIR"},
+            env={
+                "SERVICE_TOKEN": "${CANARY_MCP_ENV}",
+                "MCP_TEST_DIR": "${CANARY_MCP_DIR}",
+                "MCP_NOTE": "note: ${CANARY_MCP_NOTE} (kept)",
+            },
         ),
         McpServer(
             name="down",
@@ -224,13 +247,16 @@ def config(provider_url: str, mcp_url: str) -> RuntimeConfig:
 def canaries(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Canaries:
     planted = Canaries()
     secrets_file = tmp_path / "secrets.env"
-    secrets_file.write_text(f"CANARY_ANTHROPIC_KEY={planted.anthropic_key}\n")
+    secrets_file.write_text(
+        f"CANARY_ANTHROPIC_KEY={planted.anthropic_key}\nCANARY_MCP_REF={planted.mcp_ref_bearer}\n"
+    )
     monkeypatch.setenv("OTHERONE_SECRETS_FILE", str(secrets_file))
     monkeypatch.delenv("CANARY_ANTHROPIC_KEY", raising=False)
     monkeypatch.setenv("CANARY_OPENAI_KEY", planted.openai_key)
     monkeypatch.setenv("CANARY_MCP_AUTH", f"Bearer {planted.mcp_bearer}")
     monkeypatch.setenv("CANARY_MCP_ENV", planted.mcp_env)
     monkeypatch.setenv("CANARY_MCP_DIR", str(tmp_path))
+    monkeypatch.setenv("CANARY_MCP_NOTE", planted.mcp_ref_env)
     return planted
 
 
@@ -456,6 +482,7 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
         sinks.update(observed.sinks)
         # The secrets did reach the servers they were meant for (so an echo could leak them).
         assert f"Bearer {canaries.mcp_bearer}" in mcp.seen_authorization
+        assert f"Bearer {canaries.mcp_ref_bearer}" in mcp.seen_authorization
         sent = {
             seen.headers.get("authorization") or seen.headers.get("x-api-key")
             for seen in provider.requests
@@ -495,6 +522,8 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
     tools = sinks["table otherone_entries"]
     assert "you sent Authorization: " in tools and "token not allowed here" in tools
     assert "SERVICE_TOKEN=" in tools and "cannot use SERVICE_TOKEN" in tools
+    assert "cannot use MCP_NOTE=note: " in tools
+    assert "debug: MCP_NOTE=note: " in sinks["stdout and stderr"]
     assert "tool_completed" in sinks[f"events of {runs['mcp_user']}"]
     assert "TOOL_CALL_RESULT" in sinks["AG-UI POST /v1/ag-ui/mcp_user"]
     assert "mcp.echo.whoami" in sinks[f"history of {runs['mcp_user']}"]
@@ -508,3 +537,4 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
     # What the echoes became.
     assert "you sent Authorization: <redacted>" in tools and "SERVICE_TOKEN=<redacted>" in tools
     assert "debug: SERVICE_TOKEN=<redacted>" in sinks["stdout and stderr"]
+    assert "cannot use MCP_NOTE=note: <redacted> (kept)" in tools

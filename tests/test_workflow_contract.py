@@ -201,7 +201,9 @@ async def test_a_second_execution_of_an_ended_runs_id_is_refused_and_writes_noth
     assert (shown.status.value, result.text) == ("completed", "first answer")
     assert first["outcome"] == "completed" and first["output"]["value"] == "first answer"
     assert again["outcome"] == "failed" and again["failure"]["code"] == "invalid_request"
-    assert "has already run and ended (completed)" in again["failure"]["message"]
+    assert (
+        "has already run and ended (completed, Temporal execution " in again["failure"]["message"]
+    )
     assert record is not None and record.status.value == "completed"
     assert [entry.content for entry in entries] == ["Add 2 and 3.", "first answer"]
     assert after == stored

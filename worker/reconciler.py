@@ -165,10 +165,14 @@ async def temporal_end(client: Client, record: RunRecord) -> RunRecord | None:
     does not decode: completed, without output. Terminated: failed ("terminated in Temporal:
     <reason>"); failed (a workflow failure, e.g. a bug): failed; timed out (the workflow
     execution timeout): timed_out; canceled: cancelled; unknown to Temporal (past the
-    namespace's retention): failed. Raises when Temporal cannot be asked."""
+    namespace's retention): failed. A record of an execution other than the id's latest (a
+    later one was refused: `run_id_used`) gets its own execution's end. Raises when Temporal
+    cannot be asked."""
     handle = client.get_workflow_handle(record.run_id, result_type=AgentRunResult)
     try:
         description = await handle.describe()
+        if _later_execution(record, description):
+            handle, description = await _own_execution(client, record)
     except RPCError as error:
         if error.status is not RPCStatusCode.NOT_FOUND:
             raise
@@ -190,6 +194,51 @@ async def temporal_end(client: Client, record: RunRecord) -> RunRecord | None:
     reason = await _closing_reason(client, description)
     message = f"{how} in Temporal" + (f": {reason}" if reason else "")
     return _closed(record, RunStatus.FAILED, FailureCode.INTERNAL_ERROR, message, closed_at)
+
+
+#: Most continue-as-new links followed to the last run of a record's own execution chain.
+MAX_CHAIN_RUNS = 1000
+
+
+def _later_execution(record: RunRecord, latest: WorkflowExecutionDescription) -> bool:
+    """Whether ``latest`` (the newest execution of the record's workflow id) is not the one the
+    record is of: a later execution of the id, started after the record's own was terminated
+    (refused, `run_id_used`). The record's own has closed then (one execution of an id runs
+    at a time), and its end, not the refusal, is what the record gets."""
+    first = latest.raw_description.workflow_execution_info.first_run_id
+    return record.execution_id is not None and first not in ("", record.execution_id)
+
+
+async def _own_execution(
+    client: Client, record: RunRecord
+) -> tuple[WorkflowHandle[Any, AgentRunResult], WorkflowExecutionDescription]:
+    """The last run of the record's own execution chain (its first run, then each run it
+    continued as new into) and its description."""
+    run_id = record.execution_id
+    for _ in range(MAX_CHAIN_RUNS):
+        handle = client.get_workflow_handle(
+            record.run_id, run_id=run_id, result_type=AgentRunResult
+        )
+        description = await handle.describe()
+        if description.status is not WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            return handle, description
+        run_id = await _continued_into(client, description)
+    raise RuntimeError(f"run {record.run_id}: more than {MAX_CHAIN_RUNS} continued runs")
+
+
+async def _continued_into(client: Client, description: WorkflowExecutionDescription) -> str:
+    """The run a run that continued as new continued into (its history's last event)."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=description.id, run_id=description.run_id),
+        maximum_page_size=1,
+    )
+    response = await client.workflow_service.get_workflow_execution_history_reverse(request)
+    for event in response.history.events[:1]:
+        attributes = event.workflow_execution_continued_as_new_event_attributes
+        if attributes.new_execution_run_id:
+            return attributes.new_execution_run_id
+    raise RuntimeError(f"run {description.run_id}: continued as new, into no run")
 
 
 async def _closing_reason(client: Client, description: WorkflowExecutionDescription) -> str:

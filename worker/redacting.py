@@ -6,14 +6,13 @@
   It is the innermost interceptor, so every other one sees the redacted error.
 * `remember_configured_secrets` registers, when a worker is built, every secret its
   configuration references and the process can already read (provider keys, MCP server
-  ``env``/``headers_env`` values, the secrets file's entries), so even a
+  ``${VAR}`` references and ``headers_env`` values, the secrets file's entries), so even a
   text produced before the first model call or MCP session is redacted.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 
 from temporalio.worker import (
@@ -22,11 +21,11 @@ from temporalio.worker import (
     Interceptor,
 )
 
+from otherone.activities.mcp_transports import resolved_settings, worker_variables
 from otherone.activities.providers.base import ProviderError
 from otherone.activities.providers.secrets import read_secrets_file, resolve_api_key
 from otherone.config import RuntimeConfig
-from otherone.credentials import is_credential_header
-from otherone.redaction import install_log_redaction, remember, remember_header, scrub_exception
+from otherone.redaction import install_log_redaction, remember, scrub_exception
 
 __all__ = ["RedactingActivityInterceptor", "remember_configured_secrets"]
 
@@ -59,9 +58,6 @@ def remember_configured_secrets(config: RuntimeConfig) -> None:
             key = resolve_api_key(profile)
             remember(key.value if key is not None else None)
     for server in config.mcp_servers.values():
-        for target, name in server.env.items():
-            found = os.environ.get(name)
-            if found is not None and is_credential_header(target, found):
-                remember(found)  # as `otherone.activities.mcp_transports` decides
-        for name in server.headers_env.values():
-            remember_header(os.environ.get(name))
+        # As a session start would: the same resolution registers the same values.
+        with contextlib.suppress(ProviderError):
+            resolved_settings(server, worker_variables(), strict=False)

@@ -235,7 +235,7 @@ class AgentCaller:
         # A spawning caller goes on working while its child runs: it keeps a claimant's share.
         sharers = claimants.left + (1 if spawned else 0)
         try:
-            allowance = self._ledger.allot(sharers)
+            allowance = self._ledger.allot(sharers, caller_goes_on=claimants.caller_goes_on)
         except BudgetDenied as denied:
             failure = AgentFailure(code=FailureCode.BUDGET_EXCEEDED, message=str(denied))
             return self._refused(failed_call(call_id, request.target, failure))

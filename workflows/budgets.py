@@ -9,7 +9,7 @@ from __future__ import annotations
 from otherone.contracts import HandOffResult, ModelTurn
 from otherone.definitions import RuntimeLimits, TreeBudget
 from otherone.errors import FailureCode
-from otherone.runs import AgentFailure, RunUsage
+from otherone.runs import AgentFailure, AgentOutput, RunUsage
 from otherone.workflows.outcomes import Ending, RunEnded
 
 
@@ -55,9 +55,12 @@ PARENT_RESERVE = 2
 class Claimants:
     """The agent calls of one turn still waiting to be funded (shared by parallel calls)."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, *, caller_goes_on: bool = False) -> None:
         self.total = max(count, 1)
         self.left = self.total
+        #: The caller's loop goes on while the child runs (a trusted call arrives by update
+        #: at any point): it may answer meanwhile, so it keeps a share of the output bytes.
+        self.caller_goes_on = caller_goes_on
 
     def settle(self) -> None:
         """One call was funded or refused: later ones split what is left among fewer."""
@@ -98,6 +101,13 @@ class BudgetLedger:
         if tokens is not None and self.remaining["tokens"] is not None:
             self._spend("tokens", tokens, f"token_budget ({self.limits.token_budget})")
 
+    def spend_output_bytes(self, output: AgentOutput) -> None:
+        """The run's final answer, counted as the seed counts it (`add_output_bytes`, once the
+        run answers and before it returns): past the share, the run ends `budget_exceeded`."""
+        if self.remaining["output_bytes"] is not None:
+            label = f"max_output_bytes ({self.limits.max_output_bytes})"
+            self._spend("output_bytes", output_size(output), label)
+
     def _spend(self, name: str, amount: int, label: str) -> None:
         left = self.remaining[name]
         self.remaining[name] = left - amount
@@ -107,12 +117,16 @@ class BudgetLedger:
             )
             raise RunEnded(Ending.failed(failure))
 
-    def allot(self, claimants: int) -> TreeBudget:
+    def allot(self, claimants: int, *, caller_goes_on: bool = False) -> TreeBudget:
         """A child's allowance when ``claimants`` children are still to be funded in this turn.
 
         Runs are split between the children, and so are agent, model and tool calls, after this
         run keeps a small reserve to answer once its children are done (their unused
-        allowances come back to it); tokens keep a share for this run.
+        allowances come back to it); tokens keep a share for this run. Output bytes are split
+        between the children alone, as this run answers only once they are done, with what
+        they give back (so a chain of calls answers as the seed's shared count would); a
+        caller that ``goes on`` while the child runs keeps a share (a spawn counts itself
+        among ``claimants``).
         """
         if self.remaining["agent_calls"] < 1:
             raise BudgetDenied(
@@ -123,22 +137,24 @@ class BudgetLedger:
                 f"max_total_runs ({self.limits.max_total_runs}) exceeded for the run tree"
             )
         self.remaining["agent_calls"] -= 1
-        share = self._share(claimants)
+        share = self._share(claimants, caller_goes_on)
         for name, amount in share.items():
             if amount is not None:
                 self.remaining[name] -= amount
         share["runs"] = (share["runs"] or 1) - 1  # the child itself is one of its runs
         return TreeBudget.model_validate(share)
 
-    def _share(self, claimants: int) -> dict[str, int | None]:
+    def _share(self, claimants: int, caller_goes_on: bool) -> dict[str, int | None]:
         left = self.remaining
-        tokens = left["tokens"]
+        tokens, output_bytes = left["tokens"], left["output_bytes"]
+        output_sharers = max(claimants, 1) + (1 if caller_goes_on else 0)
         return {
             "runs": max(1, left["runs"] // max(claimants, 1)),
             "agent_calls": left["agent_calls"] // max(claimants, 1),
             "model_calls": max(0, left["model_calls"] - PARENT_RESERVE) // max(claimants, 1),
             "tool_calls": max(0, left["tool_calls"] - PARENT_RESERVE) // max(claimants, 1),
             "tokens": None if tokens is None else tokens // (claimants + 1),
+            "output_bytes": None if output_bytes is None else output_bytes // output_sharers,
         }
 
     def refund(self, unused: TreeBudget | None) -> None:
@@ -152,3 +168,12 @@ class BudgetLedger:
         return TreeBudget.model_validate(
             {k: max(v, 0) if v is not None else None for k, v in self.remaining.items()}
         )
+
+
+def output_size(output: AgentOutput) -> int:
+    """UTF-8 bytes of a final answer: its text, or the JSON text of a typed result (what an
+    artifact holding it would store, so a referenced output counts the same)."""
+    if output.is_reference:
+        assert output.artifact is not None
+        return output.artifact.size_bytes
+    return len(output.encoded())

@@ -189,6 +189,7 @@ class RunState:
             handoffs=self.handoffs.chain,
             # Data only (no command depends on it): the plan in the history says it.
             mcp_unavailable=self.plan.mcp_unavailable if self.plan else {},
+            execution_id=workflow.info().first_execution_run_id,
         )
 
     def ref(self, plan: RunPlan | None) -> RunRef:

@@ -38,7 +38,7 @@ async def call_agent(state: RunState, input: CallAgentInput) -> AgentCallResult:
         state.deadline_at,
         input.call_id,
         input.request,
-        claimants=Claimants(1),
+        claimants=Claimants(1, caller_goes_on=True),
     )
 
 

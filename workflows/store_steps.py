@@ -76,6 +76,7 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
                 max_iterations=input.max_iterations,
                 result_contract=input.effective_result_contract,
                 give_up_at=workflow.now() + bound if by_deadline else None,
+                execution_id=workflow.info().first_execution_run_id,
             ),
             result_type=RunPlan,
             cancellation_type=cancellation,

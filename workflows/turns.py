@@ -191,7 +191,12 @@ def _final_answer(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | N
             return None  # the model answers again, told what was wrong
         return Ending.failed(invalid_output(turn, state.output_retries))
     # Turns recorded before result contracts existed carry no output: the text is the output.
-    return Ending.completed(turn.output or AgentOutput(type="text", value=turn.content))
+    output = turn.output or AgentOutput(type="text", value=turn.content)
+    assert state.ledger is not None
+    # The answer stays in the session (the model call stored it), as in the seed; past the
+    # tree's output budget the run ends `budget_exceeded` instead of returning it.
+    state.ledger.spend_output_bytes(output)
+    return Ending.completed(output)
 
 
 def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:

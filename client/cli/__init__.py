@@ -19,6 +19,12 @@ Commands (module of ``otherone.client.cli`` in brackets)::
                                         sessions of a partition (child sessions on request)
     otherone workers [--json]           workers polling the task queue (as GET /v1/workers)
                                                                               [workers]
+    otherone mcp import FILE [--write TOML]
+                                        an MCP client's config (Claude Desktop, VS Code,
+                                        Cursor) as [mcp.<server>] tables
+    otherone mcp list | tools SERVER | call SERVER TOOL [ARGS]
+                                        declared servers, a server's tools, a one-off call
+                                                                                      [mcp]
     otherone db upgrade                 create or upgrade the store's tables
                                         (migrations)                              [sessions]
     otherone demo [--interactive] [--keep]  offline end-to-end demo (own server, worker, example

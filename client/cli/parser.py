@@ -56,6 +56,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "deny": CommandTarget("approvals", "cmd_deny"),
     "answer": CommandTarget("approvals", "cmd_answer"),
     "serve": CommandTarget("http_api", "cmd_serve", handles_signals=True),
+    "mcp": CommandTarget("mcp", "cmd_mcp"),
 }
 
 
@@ -103,6 +104,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_approvals(command)
     _add_sessions(command, common)
     _add_upgrade(command, common)
+    _add_mcp(command, common)
     _add_demo(command)
     _add_codec_server(commands)
     return parser
@@ -394,6 +396,76 @@ def _add_upgrade(command: Add, common: argparse.ArgumentParser) -> None:
         parents=[common],
     )
     add_check_options(check)
+
+
+def _add_mcp(command: Add, common: argparse.ArgumentParser) -> None:
+    mcp = command(
+        "mcp",
+        "MCP server configuration",
+        "Work with [mcp.<server>] tables (README, MCP tools).",
+    )
+    actions = mcp.add_subparsers(dest="mcp_action", metavar="ACTION", required=True)
+    imported = actions.add_parser(
+        "import",
+        help="read a Claude Desktop / Claude Code / VS Code / Cursor MCP config as our tables",
+        description="Read an MCP client's configuration (Claude Desktop's "
+        "claude_desktop_config.json, Claude Code's .mcp.json and Cursor's mcp.json: "
+        "'mcpServers'; VS Code's .vscode/mcp.json or settings.json: 'servers' and 'inputs') and "
+        "print the equivalent [mcp.<server>] tables (or append them to --write FILE). Secrets in "
+        "the file are never copied: they become ${VAR} references, and the variables to set on "
+        "the worker (environment or secrets file) are listed on stderr, with where each value "
+        "was. ${env:X}, ${input:id} and ${X} of the clients become ${X}-style references too. "
+        "SSE and disabled servers are left out, with a note.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    imported.add_argument("file", metavar="FILE", help="the client's JSON file ('-': stdin)")
+    listed = actions.add_parser(
+        "list",
+        help="the MCP servers --config declares",
+        description="List the [mcp.<server>] tables of --config: name, transport, command or "
+        "URL, and the names of env variables and headers (nothing is started).",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    listed.add_argument("--json", action="store_true", help="print the servers as JSON")
+    tools = actions.add_parser(
+        "tools",
+        help="start a server and list its tools as agents see them",
+        description="Start SERVER as a worker would (its ${VAR} references read from this "
+        "process's environment and secrets file) and list its tools under the names agents "
+        "and policies use (mcp.<server>.<tool>), with the name providers get and the "
+        "parameters. A server that does not start exits 4 with the reason.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    tools.add_argument("server", metavar="SERVER", help="a server of --config")
+    tools.add_argument("--json", action="store_true", help="print the tool schemas as JSON")
+    call = actions.add_parser(
+        "call",
+        help="call one tool of a server once (to check it)",
+        description="Start SERVER, call TOOL with ARGS (a JSON object, checked against the "
+        "tool's schema as a model's would be) and print the result as the model would get "
+        "it. Exit 1 when the tool reports an error, 2 for an unknown tool or bad arguments, "
+        "4 when the server does not start.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=_HelpFormatter,
+        parents=[common],
+    )
+    call.add_argument("server", metavar="SERVER", help="a server of --config")
+    call.add_argument("tool", metavar="TOOL", help="the tool's name on the server (no mcp. prefix)")
+    call.add_argument(
+        "arguments", metavar="ARGS", nargs="?", default="{}", help="a JSON object (default {})"
+    )
+    imported.add_argument(
+        "--write",
+        metavar="TOML",
+        help="append the tables to this file (created if missing; refused when it already "
+        "declares one of the servers) instead of printing them",
+    )
 
 
 def _add_demo(command: Add) -> None:

@@ -153,6 +153,10 @@ class PrepareRunInput(_Contract):
     #: holds too where a retried local activity outlives that bound (a workflow task run
     #: again under load was seen to retry one for 90 s past a 4 s bound).
     give_up_at: datetime | None = None
+    #: The workflow's first execution run id (`RunRecord.execution_id`): the run's record is
+    #: this execution's, and another execution of the same id is refused. None: an older
+    #: workflow's input (its record names no execution).
+    execution_id: str | None = None
 
 
 class ToolSettings(_Contract):

@@ -341,6 +341,18 @@ async def budget_exceeded(client: Client, task_queue: str, tmp: Path) -> str:
     return result.run_id
 
 
+async def output_budget_exceeded(client: Client, task_queue: str, tmp: Path) -> str:
+    """a's child b answers within the tree's `max_output_bytes`; a's own answer passes it."""
+    config = _team_config(
+        a=[{"tool_calls": [_call("to_b", "b", "answer")]}, "a done"], b=["b done"]
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(
+            build_request(entry_agent="a", input="go", limits={"max_output_bytes": 10})
+        )
+    return result.run_id
+
+
 async def continue_as_new(client: Client, task_queue: str, tmp: Path) -> str:
     turns: list[Any] = [
         {"tool_calls": [{"name": "get_weather", "arguments": {"city": f"c{n}"}}]} for n in range(5)
@@ -840,6 +852,7 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "trusted_call": trusted_call,
     "tool_concurrency": tool_concurrency,
     "budget_exceeded": budget_exceeded,
+    "output_budget_exceeded": output_budget_exceeded,
     "continue_as_new": continue_as_new,
     "compaction": compaction,
     "tools_and_streaming": tools_and_streaming,
