@@ -236,7 +236,7 @@ idempotency_keys = Table(
 
 #: One row per capacity scope (`otherone.store.capacity`): updating it serialises the scope's
 #: admissions across workers; a provider's pause (429 Retry-After) ends at ``paused_until``
-#: (migration 0010).
+#: (migration 0012).
 capacity_scopes = Table(
     "otherone_capacity_scopes",
     metadata,
@@ -249,7 +249,7 @@ capacity_scopes = Table(
 
 #: Calls holding a permit of a scope, waiting for one, or spent within a per-minute window
 #: (`otherone.store.capacity`). Fleet bookkeeping across partitions (fairness compares them):
-#: the partition key says whose call it is; no tenant data is kept (migration 0010).
+#: the partition key says whose call it is; no tenant data is kept (migration 0012).
 capacity_holders = Table(
     "otherone_capacity_holders",
     metadata,
