@@ -90,6 +90,8 @@ class Admission:
     scope: str | None = None
     reason: str | None = None
     wake: tuple[str, ...] = ()
+    #: (scope, calls holding a permit, calls waiting) as the decision left each scope.
+    counts: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass
@@ -142,7 +144,7 @@ class CapacityStore:
             if not refused:
                 for view in views:
                     self._hold(conn, view.limit.scope, claim, now)
-                return Admission(granted=True)
+                return Admission(granted=True, counts=_counts(views, claim, HELD))
             for view in views:
                 self._wait(conn, view.limit.scope, claim, now, _longest(refused).retry_in)
             wake = {workflow for refusal in refused for workflow in refusal.wake}
@@ -154,6 +156,7 @@ class CapacityStore:
                 scope=first.scope,
                 reason=first.reason,
                 wake=tuple(sorted(wake)),
+                counts=_counts(views, claim, WAITING),
             )
 
     def renew(self, holder: str, scopes: Iterable[str], now: datetime) -> None:
@@ -352,6 +355,19 @@ class CapacityStore:
 
 
 # decisions (pure: what the rows read under the lock allow) -----------------------------------
+
+
+def _counts(
+    views: Sequence[_ScopeView], claim: CapacityClaim, state: str
+) -> tuple[tuple[str, int, int], ...]:
+    """Each scope's (held, waiting) once ``claim`` is in ``state`` there."""
+    counted = []
+    for view in views:
+        others = [row for row in view.rows if row.holder != claim.holder]
+        held = sum(1 for row in others if row.state == HELD) + (state == HELD)
+        waiting = sum(1 for row in others if row.state == WAITING) + (state == WAITING)
+        counted.append((view.limit.scope, held, waiting))
+    return tuple(counted)
 
 
 def _in_lock_order(limits: Sequence[ScopeLimit]) -> list[ScopeLimit]:

@@ -12,12 +12,15 @@ between partitions.
 from __future__ import annotations
 
 import asyncio
+import re
+import socket
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import ValidationError
 from temporalio.client import Client
@@ -33,6 +36,13 @@ from tests.harness import agent_env, scripted_config
 from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
 
 pytestmark = pytest.mark.timeout(240)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _config(base_url: str, *, limits: str = "", profile: str = "") -> str:
@@ -71,13 +81,20 @@ async def _workers(
     tmp_path: Path,
     config: str,
     count: int,
+    *,
+    metrics_port: int | None = None,
 ) -> AsyncIterator[list[BackgroundProcess]]:
+    """``count`` worker processes; the first serves Prometheus metrics on ``metrics_port``."""
     (tmp_path / "otherone.toml").write_text(config)
     env = cli_env(address_of(temporal_env), task_queue, tmp_path, config=tmp_path / "otherone.toml")
     workers: list[BackgroundProcess] = []
     try:
         for index in range(count):
-            workers.append(await start_worker(env, name=f"worker-{index + 1}"))
+            metrics = {"OTHERONE_METRICS_PORT": str(metrics_port)} if metrics_port else {}
+            if index:
+                metrics = {}
+            worker_env = {**env, **metrics}
+            workers.append(await start_worker(worker_env, name=f"worker-{index + 1}"))
         yield workers
     finally:
         await asyncio.gather(*(worker.stop(30) for worker in workers))
@@ -107,10 +124,13 @@ def _events(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
 async def test_three_workers_never_have_more_model_calls_at_the_provider_than_the_limit(
     temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
 ) -> None:
+    port = free_port()
     async with WireServer(_answer(hold=0.4)) as provider:
         config = _config(provider.url, limits="max_concurrent_model_calls = 2")
-        async with _workers(temporal_env, task_queue, tmp_path, config, 3):
+        async with _workers(temporal_env, task_queue, tmp_path, config, 3, metrics_port=port):
             results = await _run_all(client, task_queue, 12)
+            async with httpx.AsyncClient() as http:
+                metrics = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
     assert [result.outcome for result in results] == [RunOutcome.COMPLETED] * 12
     assert len(provider.requests) == 12
     assert provider.most_in_flight == 2  # reached, never passed, across the three workers
@@ -129,6 +149,11 @@ async def test_three_workers_never_have_more_model_calls_at_the_provider_than_th
         if event["type"] == "model_started" and event.get("waited_ms")
     ]
     assert len(started) == len(waited)  # each run that waited says for how long
+    # The first worker's view of the fleet, for Prometheus: never more than the limit in flight.
+    gauges = re.findall(
+        rf'otherone_capacity_in_flight{{[^}}]*scope="model@{task_queue}"[^}}]*}} (\d+)', metrics
+    )
+    assert gauges and all(int(value) <= 2 for value in gauges), metrics
 
 
 async def test_a_profiles_own_limit_holds_across_workers(
