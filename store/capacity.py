@@ -13,6 +13,8 @@ SQLite), and rows of holders (`capacity_holders`):
   partition with the fewest calls in flight first, then the oldest waiter), and a free permit
   goes to the best ranked; a waiter that does not come back by ``expires_at`` is dropped.
 - ``spent``: a finished call of a scope with a per-minute limit, kept for the 60 s window.
+- ``served``: when a partition was last granted a permit of the scope (one row per partition,
+  holder ``~PARTITION``): the round robin between partitions.
 
 A call is admitted in one transaction over all its scopes (locked in name order, so two calls
 never wait on each other): all of them grant it or none holds anything. A refusal says how long
@@ -49,7 +51,9 @@ WAKE_FALLBACK = timedelta(seconds=10)
 #: How long past its expected return a waiter keeps its place in the queue.
 WAITER_GRACE = timedelta(seconds=15)
 
-HELD, WAITING, SPENT = "held", "waiting", "spent"
+HELD, WAITING, SPENT, SERVED = "held", "waiting", "spent", "served"
+#: How long a partition's last grant is remembered for the round robin.
+SERVED_MEMORY = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,11 @@ class _ScopeView:
         return [row for row in self.rows if row.state == WAITING]
 
     def in_window(self, now: datetime) -> list[_Row]:
-        return [row for row in self.rows if row.state != WAITING and row.since > now - WINDOW]
+        return [row for row in self.rows if row.state in (HELD, SPENT) and row.since > now - WINDOW]
+
+    def served(self) -> dict[str, datetime]:
+        """When each partition was last granted a permit (those remembered)."""
+        return {row.partition_key: row.since for row in self.rows if row.state == SERVED}
 
 
 class CapacityStore:
@@ -304,6 +312,22 @@ class CapacityStore:
                 },
             )
         )
+        served = {
+            **values,
+            "holder": f"~{claim.partition_key}",
+            "workflow_id": "",
+            "state": SERVED,
+            "expires_at": now + SERVED_MEMORY,
+            "tokens": None,
+        }
+        conn.execute(
+            self._insert(capacity_holders)
+            .values(served)
+            .on_conflict_do_update(
+                index_elements=["scope", "holder"],
+                set_={"since": now, "expires_at": now + SERVED_MEMORY},
+            )
+        )
 
     def _wait(
         self,
@@ -436,8 +460,8 @@ def _next_in_line(
     view: _ScopeView, now: datetime, *, claimant: CapacityClaim | None = None
 ) -> list[_Row]:
     """The waiters (and ``claimant``) that the free permits go to, in fair order: each
-    permit to the partition with the fewest calls in flight (ties: its oldest waiter), and
-    within a partition first come, first served."""
+    permit to the partition with the fewest calls in flight, then the one served longest ago
+    (a round robin), and within a partition first come, first served."""
     free = _free_permits(view, now)
     candidates = view.waiting()
     if claimant is not None and not any(row.holder == claimant.holder for row in candidates):
@@ -445,12 +469,22 @@ def _next_in_line(
             _Row(claimant.holder, claimant.partition_key, claimant.workflow_id, WAITING, now, 0)
         )
     in_flight = Counter(row.partition_key for row in view.held())
+    served = view.served()
+    never = datetime.min.replace(tzinfo=UTC)
     line: list[_Row] = []
     remaining = sorted(candidates, key=lambda row: (row.since, row.holder))
     while remaining and len(line) < free:
-        chosen = min(remaining, key=lambda row: (in_flight[row.partition_key], row.since))
+        chosen = min(
+            remaining,
+            key=lambda row: (
+                in_flight[row.partition_key],
+                served.get(row.partition_key, never),
+                row.since,
+            ),
+        )
         remaining.remove(chosen)
         in_flight[chosen.partition_key] += 1
+        served[chosen.partition_key] = now
         line.append(chosen)
     return line
 

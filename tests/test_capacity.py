@@ -12,11 +12,13 @@ between partitions.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +29,13 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, build_request
+from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
-from otherone.runs import AgentRunResult, RunOutcome
+from otherone.runs import AgentRunRequest, AgentRunResult, RunOutcome
 from otherone.store import Store
 from otherone.tools import tool
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, openai_stream
-from tests.harness import agent_env, scripted_config
+from tests.harness import agent_env, scripted_config, wait_until
 from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
 
 pytestmark = pytest.mark.timeout(240)
@@ -302,3 +305,50 @@ async def test_tool_calls_share_the_fleets_max_concurrent_tool_calls(
     assert all(result.outcome is RunOutcome.COMPLETED for result in results)
     assert overlap.most == 2
     assert waited and all(event["tool_name"] == "slow_lookup" for event in waited)
+
+
+async def test_one_tenants_burst_does_not_queue_another_tenants_single_run(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Tenant a starts eight runs on a fleet with one model permit; tenant b's single run,
+    started while a's wait, is the next call the provider sees once a permit frees (fewest
+    calls in flight first), not the ninth."""
+    async with WireServer(_answer(hold=0.3)) as provider:
+        profile = ModelProfile(
+            id="slow", provider="local", model="slow-model", base_url=f"{provider.url}/v1"
+        )
+        config = RuntimeConfig(
+            agents=[AgentDefinition(id="assistant", description="Answers.")],
+            models=[profile],
+            limits=RuntimeLimits(max_concurrent_model_calls=1),
+        )
+        async with agent_env(client, task_queue, config, tmp_path) as env:
+            tenants = {
+                key: AgentClient(client, task_queue=task_queue, store=env.store, partition_key=key)
+                for key in ("a", "b")
+            }
+            burst = [await tenants["a"].start(_tenant_request("a", f"a {n}")) for n in range(8)]
+            await wait_until(
+                lambda: (
+                    len(provider.requests) >= 1 and _waiting(env.store, f"model@{task_queue}") >= 6
+                ),
+                within=30,
+                message="tenant a's calls wait",
+            )
+            seen_before_b = len(provider.requests)
+            single = await tenants["b"].start(_tenant_request("b", "b 0"))
+            await asyncio.wait_for(single.result(), 60)
+            await asyncio.wait_for(asyncio.gather(*(run.result() for run in burst)), 60)
+    order = [json.dumps(seen.body) for seen in provider.requests]
+    position = next(index for index, body in enumerate(order) if '"b 0"' in body)
+    # At most the call in flight and one woken just before b asked: one slot's wait.
+    assert position <= seen_before_b + 1, (position, seen_before_b)
+
+
+def _tenant_request(partition: str, text: str) -> AgentRunRequest:
+    context = {"partition_key": partition}
+    return build_request(entry_agent="assistant", input=text, runtime_context=context)
+
+
+def _waiting(store: Store, scope: str) -> int:
+    return store.capacity.in_flight(scope, datetime.now(UTC))[1]
