@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 import socket
 import textwrap
 from collections.abc import AsyncIterator
@@ -352,3 +353,50 @@ def _tenant_request(partition: str, text: str) -> AgentRunRequest:
 
 def _waiting(store: Store, scope: str) -> int:
     return store.capacity.in_flight(scope, datetime.now(UTC))[1]
+
+
+async def test_a_permit_held_by_a_killed_worker_comes_back(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """One model permit; worker 1 holds it for run x's call and is killed (SIGKILL) mid-call.
+    Run y waits; x's retry on worker 2 takes its own permit back, then y gets it: both
+    complete, y's call reaching the provider only after x's retry."""
+
+    def answer(seen: Seen) -> Reply:
+        first_of_x = "question x" in json.dumps(seen.body) and not any(
+            "question x" in json.dumps(other.body) for other in provider.requests[:-1]
+        )
+        return Reply(body=openai_stream(["done"]), hold=120 if first_of_x else 0.1)
+
+    async with WireServer(answer) as provider:
+        (tmp_path / "otherone.toml").write_text(
+            _config(provider.url, limits="max_concurrent_model_calls = 1")
+        )
+        env = cli_env(
+            address_of(temporal_env), task_queue, tmp_path, config=tmp_path / "otherone.toml"
+        )
+        first = await start_worker(env, name="worker-1")
+        second: BackgroundProcess | None = None
+        try:
+            agents = AgentClient(client, task_queue=task_queue)
+            x = await agents.start(build_request(entry_agent="assistant", input="question x"))
+            await wait_until(lambda: len(provider.requests) == 1, within=30, message="x's call")
+            second = await start_worker(env, name="worker-2")
+            y = await agents.start(build_request(entry_agent="assistant", input="question y"))
+            await wait_until(
+                lambda: any(e["type"] == "model_waiting" for e in _events(tmp_path, y.run_id)),
+                within=30,
+                message="y waits for the permit",
+            )
+            first.send_signal(signal.SIGKILL)
+            results = await asyncio.wait_for(asyncio.gather(x.result(), y.result()), 120)
+        finally:
+            await first.kill()
+            if second is not None:
+                await second.stop(30)
+    assert [result.outcome for result in results] == [RunOutcome.COMPLETED] * 2
+    bodies = [json.dumps(seen.body) for seen in provider.requests]
+    x_calls = [index for index, body in enumerate(bodies) if "question x" in body]
+    y_calls = [index for index, body in enumerate(bodies) if "question y" in body]
+    assert len(x_calls) == 2 and len(y_calls) == 1, bodies
+    assert y_calls[0] > x_calls[1]  # y only once x's retry had given the permit back
