@@ -135,7 +135,7 @@ class StoreLoop:
 def _verb(statement: str) -> str:
     words = statement.split()
     verb = words[0].upper() if words else "?"
-    table = next((w for w in words if w.startswith("capacity_")), "")
+    table = next((w for w in words if "capacity_" in w), "")
     if verb == "INSERT" and "ON CONFLICT" in statement.upper():
         verb = "UPSERT"
     return f"{verb} {table}".strip()

@@ -232,26 +232,24 @@ class CapacityStore:
         )
 
     def _locked(self, conn: Connection, limit: ScopeLimit, now: datetime) -> _ScopeView:
-        """Lock the scope's row (its decisions are serialised), drop what expired, read it."""
-        self._ensure_scope(conn, limit.scope)
-        conn.execute(
-            update(capacity_scopes)
-            .where(capacity_scopes.c.scope == limit.scope)
-            .values(decisions=capacity_scopes.c.decisions + 1)
-        )
+        """Lock the scope's row (its decisions are serialised), drop what expired, read it.
+
+        Two statements in the usual case (a call costs two of these per scope, its admission
+        and its release, so each statement here is paid four times a model call): the scope's
+        row is created, locked and its pause read by one upsert with RETURNING (on
+        PostgreSQL the upsert locks the row as an UPDATE would; on SQLite any write takes the
+        write lock); its rows are read, and the DELETE of expired ones is sent only when the
+        rows read under that lock show one (they cannot change before the commit)."""
         paused_until = conn.execute(
-            select(capacity_scopes.c.paused_until).where(capacity_scopes.c.scope == limit.scope)
+            self._insert(capacity_scopes)
+            .values(scope=limit.scope, decisions=1)
+            .on_conflict_do_update(
+                index_elements=["scope"],
+                set_={"decisions": capacity_scopes.c.decisions + 1},
+            )
+            .returning(capacity_scopes.c.paused_until)
         ).scalar_one()
         holders = capacity_holders.c
-        conn.execute(
-            delete(capacity_holders).where(
-                holders.scope == limit.scope,
-                or_(
-                    and_(holders.state != SPENT, holders.expires_at <= now),
-                    and_(holders.state == SPENT, holders.since <= now - WINDOW),
-                ),
-            )
-        )
         rows = conn.execute(
             select(
                 holders.holder,
@@ -259,24 +257,38 @@ class CapacityStore:
                 holders.workflow_id,
                 holders.state,
                 holders.since,
+                holders.expires_at,
                 holders.tokens,
             ).where(holders.scope == limit.scope)
         ).all()
-        return _ScopeView(
-            limit,
-            _aware(paused_until),
-            [
+        live: list[_Row] = []
+        expired = False
+        for row in rows:
+            since = _aware(row.since) or now
+            if _expired(row.state, since, _aware(row.expires_at) or now, now):
+                expired = True
+                continue
+            live.append(
                 _Row(
                     row.holder,
                     row.partition_key,
                     row.workflow_id,
                     row.state,
-                    _aware(row.since) or now,
+                    since,
                     row.tokens or 0,
                 )
-                for row in rows
-            ],
-        )
+            )
+        if expired:
+            conn.execute(
+                delete(capacity_holders).where(
+                    holders.scope == limit.scope,
+                    or_(
+                        and_(holders.state != SPENT, holders.expires_at <= now),
+                        and_(holders.state == SPENT, holders.since <= now - WINDOW),
+                    ),
+                )
+            )
+        return _ScopeView(limit, _aware(paused_until), live)
 
     def _hold(self, conn: Connection, scope: str, claim: CapacityClaim, now: datetime) -> None:
         values = {
@@ -360,6 +372,14 @@ def _in_lock_order(limits: Sequence[ScopeLimit]) -> list[ScopeLimit]:
 
 def _longest(refusals: Sequence[Admission]) -> Admission:
     return max(refusals, key=lambda refusal: refusal.retry_in)
+
+
+def _expired(state: str, since: datetime, expires_at: datetime, now: datetime) -> bool:
+    """Whether a holder's row is gone at ``now``: the DELETE of `CapacityStore._locked`, in
+    Python (a spent call leaves the window, any other row when its lease or place runs out)."""
+    if state == SPENT:
+        return since <= now - WINDOW
+    return expires_at <= now
 
 
 def _refusal(view: _ScopeView, claim: CapacityClaim, now: datetime) -> Admission | None:
