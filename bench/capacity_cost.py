@@ -135,16 +135,19 @@ class StoreLoop:
 def _verb(statement: str) -> str:
     words = statement.split()
     verb = words[0].upper() if words else "?"
-    table = next((w for w in words if "capacity_" in w), "")
+    after = words[words.index("FROM") + 1 :] if verb == "SELECT" and "FROM" in words else words
+    table = next((w for w in after if "capacity_" in w), "")
     if verb == "INSERT" and "ON CONFLICT" in statement.upper():
         verb = "UPSERT"
     return f"{verb} {table}".strip()
 
 
 def store_loop(store: Store, loops: int, windowed: bool = True) -> StoreLoop:
-    """``loops`` admissions and releases of a model call's two-scope claim."""
+    """``loops`` admissions and releases of a model call's two-scope claim; ``windowed``: the
+    profile has per-minute limits (each finished call's row kept for 61 s and read by every
+    admission and release after it), else only a concurrency limit."""
     profile = ScopeLimit(
-        "profile:bench",
+        "profile:bench" if windowed else "profile:bench-plain",
         concurrent=1000,
         **(
             {"requests_per_minute": 1_000_000, "tokens_per_minute": 1_000_000_000}
@@ -285,36 +288,47 @@ def _ms(found: dict[str, float]) -> str:
     return f"{found['median']:+6.2f} ms (middle half {found['q1']:+.2f} .. {found['q3']:+.2f})"
 
 
-def report(database: str, loop: StoreLoop, runs: dict[str, dict[str, list[Sample]]]) -> str:
+def report(
+    database: str,
+    loop: StoreLoop,
+    runs: dict[str, dict[str, list[Sample]]],
+    plain: StoreLoop | None = None,
+) -> str:
     lines = [f"== {database}"]
-    for name, walls, cpus in (
-        ("admit", loop.admit_ms, loop.admit_cpu_ms),
-        ("release", loop.release_ms, loop.release_cpu_ms),
-    ):
-        statements = ", ".join(f"{n}x {v}" for v, n in sorted(loop.statements[name].items()))
+    loops = [("", loop)] + ([("(concurrency limits only) ", plain)] if plain else [])
+    timed = [
+        (kind, found, name, walls, cpus)
+        for kind, found in loops
+        for name, walls, cpus in (
+            ("admit", found.admit_ms, found.admit_cpu_ms),
+            ("release", found.release_ms, found.release_cpu_ms),
+        )
+    ]
+    for kind, found, name, walls, cpus in timed:
+        statements = ", ".join(f"{n}x {v}" for v, n in sorted(found.statements[name].items()))
         lines.append(
-            f"store {name:<8} median {statistics.median(walls):5.2f} ms wall "
+            f"store {kind}{name:<8} median {statistics.median(walls):5.2f} ms wall "
             f"(p90 {sorted(walls)[int(0.9 * (len(walls) - 1))]:5.2f}), "
             f"{statistics.median(cpus):5.2f} ms CPU; "
-            f"{sum(loop.statements[name].values())} statements: {statements}"
+            f"{sum(found.statements[name].values())} statements: {statements}"
         )
     if runs:
         rounds = len(runs["answer"]["on"])
         for field in ("wall_ms", "cpu_ms"):
-            found = added(runs, field)
+            diffs = added(runs, field)
             label = "wall" if field == "wall_ms" else "CPU (this process)"
             lines.append(f"added {label}, median of {rounds} paired rounds:")
             lines.append(
-                f"  per model call (1-call run, on - off)     {_ms(found['per_model_call'])}"
+                f"  per model call (1-call run, on - off)     {_ms(diffs['per_model_call'])}"
             )
             lines.append(
                 f"  per model call (1-turn run, (tools_off - off) / 2) "
-                f"{_ms(found['per_model_call_from_turn'])}"
+                f"{_ms(diffs['per_model_call_from_turn'])}"
             )
             lines.append(
-                f"  per tool call (1-turn run, on - tools_off) {_ms(found['per_tool_call'])}"
+                f"  per tool call (1-turn run, on - tools_off) {_ms(diffs['per_tool_call'])}"
             )
-            on, off = found["turn_run_on"]["median"], found["turn_run_off"]["median"]
+            on, off = diffs["turn_run_on"]["median"], diffs["turn_run_off"]["median"]
             lines.append(f"  1-turn run (2 model + 1 tool call): on {on:.1f} ms, off {off:.1f} ms")
     return "\n".join(lines)
 
@@ -342,6 +356,7 @@ async def main(args: argparse.Namespace) -> None:
                     store = Store.open(url)
                     try:
                         loop = store_loop(store, args.store_loops)
+                        plain = store_loop(store, args.store_loops, windowed=False)
                         runs = (
                             await paired_runs(temporal, store, args.rounds, switch)
                             if args.rounds
@@ -349,7 +364,7 @@ async def main(args: argparse.Namespace) -> None:
                         )
                     finally:
                         store.close()
-                out.append(report(database, loop, runs))
+                out.append(report(database, loop, runs, plain))
                 print(out[-1], flush=True)
     print(
         f"capacity cost: {args.rounds} rounds, {args.store_loops} store loops; "
