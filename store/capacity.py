@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, and_, delete, or_, select, update
+from sqlalchemy import Connection, Engine, Table, and_, case, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from otherone.store.schema import capacity_holders, capacity_scopes
@@ -109,6 +109,12 @@ class _ScopeView:
     limit: ScopeLimit
     paused_until: datetime | None
     rows: list[_Row] = field(default_factory=list)
+    #: A windowed scope's spent calls still in the window, counted by the database rather
+    #: than read (a minute of them is hundreds of rows on a busy fleet, and reading them made
+    #: every admission and release cost in proportion): how many, their tokens, the oldest.
+    spent: int = 0
+    spent_tokens: int = 0
+    spent_oldest: datetime | None = None
 
     def held(self) -> list[_Row]:
         return [row for row in self.rows if row.state == HELD]
@@ -117,7 +123,22 @@ class _ScopeView:
         return [row for row in self.rows if row.state == WAITING]
 
     def in_window(self, now: datetime) -> list[_Row]:
+        """The calls of the window read as rows (held, and spent ones of a scope read whole);
+        `window_count`, `window_tokens` and `window_oldest` add the counted ones."""
         return [row for row in self.rows if row.state != WAITING and row.since > now - WINDOW]
+
+    def window_count(self, now: datetime) -> int:
+        return len(self.in_window(now)) + self.spent
+
+    def window_tokens(self, now: datetime) -> int:
+        return sum(row.tokens for row in self.in_window(now)) + self.spent_tokens
+
+    def window_oldest(self, now: datetime) -> datetime:
+        """When the oldest call of the window was admitted (the window holds one)."""
+        found = [row.since for row in self.in_window(now)]
+        if self.spent_oldest is not None:
+            found.append(self.spent_oldest)
+        return min(found)
 
 
 class CapacityStore:
@@ -177,7 +198,7 @@ class CapacityStore:
         wake: set[str] = set()
         with self._engine.begin() as conn:
             for limit in _in_lock_order(claim.limits):
-                view = self._locked(conn, limit, now)
+                view = self._locked(conn, limit, now, excluding=claim.holder)
                 self._give_back(conn, limit, claim.holder, now, tokens)
                 view.rows = [row for row in view.rows if row.holder != claim.holder]
                 wake.update(row.workflow_id for row in _next_in_line(view, now))
@@ -231,7 +252,9 @@ class CapacityStore:
             .on_conflict_do_nothing(index_elements=["scope"])
         )
 
-    def _locked(self, conn: Connection, limit: ScopeLimit, now: datetime) -> _ScopeView:
+    def _locked(
+        self, conn: Connection, limit: ScopeLimit, now: datetime, *, excluding: str | None = None
+    ) -> _ScopeView:
         """Lock the scope's row (its decisions are serialised), drop what expired, read it.
 
         Two statements in the usual case (a call costs two of these per scope, its admission
@@ -239,7 +262,10 @@ class CapacityStore:
         row is created, locked and its pause read by one upsert with RETURNING (on
         PostgreSQL the upsert locks the row as an UPDATE would; on SQLite any write takes the
         write lock); its rows are read, and the DELETE of expired ones is sent only when the
-        rows read under that lock show one (they cannot change before the commit)."""
+        rows read under that lock show one (they cannot change before the commit). A windowed
+        scope's spent calls are counted by a third statement, not read (`_ScopeView.spent`);
+        ``excluding``: a holder left out of that count (`release`: the call giving back, as
+        its row is left out of the view)."""
         paused_until = conn.execute(
             self._insert(capacity_scopes)
             .values(scope=limit.scope, decisions=1)
@@ -259,10 +285,16 @@ class CapacityStore:
                 holders.since,
                 holders.expires_at,
                 holders.tokens,
-            ).where(holders.scope == limit.scope)
+            ).where(
+                holders.scope == limit.scope,
+                *([holders.state != SPENT] if limit.windowed else []),
+            )
         ).all()
         live: list[_Row] = []
         expired = False
+        view = _ScopeView(limit, _aware(paused_until))
+        if limit.windowed:
+            expired = self._count_spent(conn, view, now, excluding)
         for row in rows:
             since = _aware(row.since) or now
             if _expired(row.state, since, _aware(row.expires_at) or now, now):
@@ -288,7 +320,30 @@ class CapacityStore:
                     ),
                 )
             )
-        return _ScopeView(limit, _aware(paused_until), live)
+        view.rows = live
+        return view
+
+    def _count_spent(
+        self, conn: Connection, view: _ScopeView, now: datetime, excluding: str | None
+    ) -> bool:
+        """Fill ``view``'s count of spent calls in the window; whether one has left it."""
+        holders = capacity_holders.c
+        cut = now - WINDOW
+        in_window = holders.since > cut
+        conditions = [holders.scope == view.limit.scope, holders.state == SPENT]
+        if excluding is not None:
+            conditions.append(holders.holder != excluding)
+        found = conn.execute(
+            select(
+                func.count(case((in_window, 1))),
+                func.coalesce(func.sum(case((in_window, holders.tokens))), 0),
+                func.min(case((in_window, holders.since))),
+                func.count(case((~in_window, 1))),
+            ).where(*conditions)
+        ).one()
+        view.spent, view.spent_tokens = int(found[0]), int(found[1] or 0)
+        view.spent_oldest = _aware(_datetime(found[2]))
+        return int(found[3]) > 0
 
     def _hold(self, conn: Connection, scope: str, claim: CapacityClaim, now: datetime) -> None:
         values = {
@@ -389,14 +444,16 @@ def _refusal(view: _ScopeView, claim: CapacityClaim, now: datetime) -> Admission
         return None  # a retry of the call: its permit is still its own
     if view.paused_until is not None and view.paused_until > now:
         return _refused(limit, "paused", view.paused_until - now)
-    window = view.in_window(now)
-    if limit.requests_per_minute is not None and len(window) >= limit.requests_per_minute:
-        return _refused(limit, "requests_per_minute", _window_frees(window, now))
+    if (
+        limit.requests_per_minute is not None
+        and view.window_count(now) >= limit.requests_per_minute
+    ):
+        return _refused(limit, "requests_per_minute", _window_frees(view, now))
     if limit.tokens_per_minute is not None:
-        used = sum(row.tokens for row in window)
+        used = view.window_tokens(now)
         # A call bigger than the whole budget still runs, alone in its minute.
         if used and used + claim.tokens > limit.tokens_per_minute:
-            return _refused(limit, "tokens_per_minute", _window_frees(window, now))
+            return _refused(limit, "tokens_per_minute", _window_frees(view, now))
     free = _free_permits(view, now)
     if free <= 0:
         return _refused(limit, "max_concurrent", WAKE_FALLBACK)
@@ -419,10 +476,9 @@ def _refused(
     )
 
 
-def _window_frees(window: Sequence[_Row], now: datetime) -> timedelta:
+def _window_frees(view: _ScopeView, now: datetime) -> timedelta:
     """When the oldest call of the window leaves it."""
-    oldest = min(row.since for row in window)
-    return oldest + WINDOW - now
+    return view.window_oldest(now) + WINDOW - now
 
 
 def _free_permits(view: _ScopeView, now: datetime) -> int:
@@ -432,7 +488,7 @@ def _free_permits(view: _ScopeView, now: datetime) -> int:
     if limit.concurrent is not None:
         free.append(limit.concurrent - len(view.held()))
     if limit.requests_per_minute is not None:
-        free.append(limit.requests_per_minute - len(view.in_window(now)))
+        free.append(limit.requests_per_minute - view.window_count(now))
     return min(free) if free else 1 << 30
 
 
@@ -457,6 +513,13 @@ def _next_in_line(
         in_flight[chosen.partition_key] += 1
         line.append(chosen)
     return line
+
+
+def _datetime(value: Any) -> datetime | None:
+    """An aggregate's datetime: SQLite gives it back as the text it stores."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
 
 
 def _aware(moment: datetime | None) -> datetime | None:
