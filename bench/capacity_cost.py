@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Connection, event
 
 from bench.databases import postgresql_database
 from bench.ours import counting_script, tick
@@ -56,7 +56,7 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
 from otherone.runs import RunOutcome
-from otherone.store import Store
+from otherone.store import Store, prepared
 from otherone.store.capacity import CapacityClaim, ScopeLimit
 from otherone.worker.app import build_worker, connect
 from otherone.worker.devserver import DevServer
@@ -162,7 +162,15 @@ def store_loop(store: Store, loops: int, windowed: bool = True) -> StoreLoop:
     def count(*args: Any) -> None:
         current.append(_verb(args[2]))
 
+    # Core statements pass SQLAlchemy's cursor event; `prepared` ones its `run` (bypassing it).
     event.listen(engine, "before_cursor_execute", count)
+    original_run = prepared.run
+
+    def counted_run(conn: Connection, sql: str, params: Any, *, many: bool = False) -> Any:
+        current.append(_verb(sql))
+        return original_run(conn, sql, params, many=many)
+
+    prepared.run = counted_run
     found = StoreLoop([], [], [], [], {"admit": Counter(), "release": Counter()})
     try:
         for index in range(loops + 1):  # the first is a warm-up (scopes' rows created)
@@ -184,6 +192,7 @@ def store_loop(store: Store, loops: int, windowed: bool = True) -> StoreLoop:
                         found.statements[name] = Counter(current)
     finally:
         event.remove(engine, "before_cursor_execute", count)
+        prepared.run = original_run
     return found
 
 

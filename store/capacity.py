@@ -29,9 +29,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, and_, case, delete, func, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Dialect,
+    Engine,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
+from otherone.store.prepared import Prepared
 from otherone.store.schema import capacity_holders, capacity_scopes
 
 Insert = postgresql.Insert | sqlite.Insert
@@ -141,11 +155,118 @@ class _ScopeView:
         return min(found)
 
 
+class _Statements:
+    """An admission's and a release's statements, compiled once per dialect (`prepared`):
+    built as Core statements on each call, SQLAlchemy's own work was most of their cost."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+        holders = capacity_holders.c
+        moment = holders.since.type
+        scope = holders.scope == bindparam("scope")
+        self.lock = Prepared(
+            insert(capacity_scopes)
+            .values(scope=bindparam("scope"), decisions=1)
+            .on_conflict_do_update(
+                index_elements=["scope"],
+                set_={"decisions": capacity_scopes.c.decisions + 1},
+            )
+            .returning(capacity_scopes.c.paused_until),
+            dialect,
+        )
+        columns = (
+            holders.holder,
+            holders.partition_key,
+            holders.workflow_id,
+            holders.state,
+            holders.since,
+            holders.expires_at,
+            holders.tokens,
+        )
+        self.rows = Prepared(select(*columns).where(scope), dialect)
+        self.live_rows = Prepared(select(*columns).where(scope, holders.state != SPENT), dialect)
+        in_window = holders.since > bindparam("cut", type_=moment)
+        counted = select(
+            func.count(case((in_window, 1))),
+            func.coalesce(func.sum(case((in_window, holders.tokens))), 0),
+            func.min(case((in_window, holders.since))),
+            func.count(case((~in_window, 1))),
+        )
+        spent = and_(scope, holders.state == SPENT)
+        self.spent = Prepared(counted.where(spent), dialect)
+        self.spent_but = Prepared(
+            counted.where(spent, holders.holder != bindparam("excluding")), dialect
+        )
+        self.expired = Prepared(
+            delete(capacity_holders).where(
+                scope,
+                or_(
+                    and_(
+                        holders.state != SPENT, holders.expires_at <= bindparam("now", type_=moment)
+                    ),
+                    and_(holders.state == SPENT, holders.since <= bindparam("cut", type_=moment)),
+                ),
+            ),
+            dialect,
+        )
+        held = insert(capacity_holders).values(
+            {
+                name: bindparam(name)
+                for name in (
+                    "scope",
+                    "holder",
+                    "partition_key",
+                    "workflow_id",
+                    "state",
+                    "since",
+                    "expires_at",
+                    "tokens",
+                )
+            }
+        )
+        self.hold = Prepared(
+            held.on_conflict_do_update(
+                index_elements=["scope", "holder"],
+                set_={
+                    name: held.excluded[name] for name in ("state", "since", "expires_at", "tokens")
+                },
+            ),
+            dialect,
+        )
+        mine = and_(scope, holders.holder == bindparam("holder_"))
+        self.forget = Prepared(delete(capacity_holders).where(mine), dialect)
+        # Bind names differ from the columns': an UPDATE keeps those for its SET clause.
+        spend = update(capacity_holders).where(mine, holders.state == HELD)
+        self.spend = Prepared(
+            spend.values(state=SPENT, expires_at=bindparam("until", type_=moment)), dialect
+        )
+        self.spend_tokens = Prepared(
+            spend.values(
+                state=SPENT,
+                expires_at=bindparam("until", type_=moment),
+                tokens=bindparam("used"),
+            ),
+            dialect,
+        )
+
+
+_STATEMENTS: dict[tuple[str, str], _Statements] = {}
+
+
+def _statements(dialect: Dialect) -> _Statements:
+    key = (dialect.name, dialect.driver)
+    found = _STATEMENTS.get(key)
+    if found is None:
+        found = _STATEMENTS[key] = _Statements(dialect)
+    return found
+
+
 class CapacityStore:
     """The scopes' permits, on the store's engine (`Store.capacity`)."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self._prepared = _statements(engine.dialect)
 
     def _insert(self, table: Table) -> Insert:
         if self._engine.dialect.name == "postgresql":
@@ -266,60 +387,25 @@ class CapacityStore:
         scope's spent calls are counted by a third statement, not read (`_ScopeView.spent`);
         ``excluding``: a holder left out of that count (`release`: the call giving back, as
         its row is left out of the view)."""
-        paused_until = conn.execute(
-            self._insert(capacity_scopes)
-            .values(scope=limit.scope, decisions=1)
-            .on_conflict_do_update(
-                index_elements=["scope"],
-                set_={"decisions": capacity_scopes.c.decisions + 1},
-            )
-            .returning(capacity_scopes.c.paused_until)
-        ).scalar_one()
-        holders = capacity_holders.c
-        rows = conn.execute(
-            select(
-                holders.holder,
-                holders.partition_key,
-                holders.workflow_id,
-                holders.state,
-                holders.since,
-                holders.expires_at,
-                holders.tokens,
-            ).where(
-                holders.scope == limit.scope,
-                *([holders.state != SPENT] if limit.windowed else []),
-            )
-        ).all()
+        prepared = self._prepared
+        paused_until = prepared.lock.rows(conn, {"scope": limit.scope})[0][0]
+        rows = (prepared.live_rows if limit.windowed else prepared.rows).rows(
+            conn, {"scope": limit.scope}
+        )
         live: list[_Row] = []
         expired = False
-        view = _ScopeView(limit, _aware(paused_until))
+        # (RETURNING's values are not converted by `Prepared`: SQLite's come back as text.)
+        view = _ScopeView(limit, _aware(_datetime(paused_until)))
         if limit.windowed:
             expired = self._count_spent(conn, view, now, excluding)
-        for row in rows:
-            since = _aware(row.since) or now
-            if _expired(row.state, since, _aware(row.expires_at) or now, now):
+        for holder, partition_key, workflow_id, state, since_at, expires_at, tokens in rows:
+            since = _aware(since_at) or now
+            if _expired(state, since, _aware(expires_at) or now, now):
                 expired = True
                 continue
-            live.append(
-                _Row(
-                    row.holder,
-                    row.partition_key,
-                    row.workflow_id,
-                    row.state,
-                    since,
-                    row.tokens or 0,
-                )
-            )
+            live.append(_Row(holder, partition_key, workflow_id, state, since, tokens or 0))
         if expired:
-            conn.execute(
-                delete(capacity_holders).where(
-                    holders.scope == limit.scope,
-                    or_(
-                        and_(holders.state != SPENT, holders.expires_at <= now),
-                        and_(holders.state == SPENT, holders.since <= now - WINDOW),
-                    ),
-                )
-            )
+            prepared.expired.rows(conn, {"scope": limit.scope, "now": now, "cut": now - WINDOW})
         view.rows = live
         return view
 
@@ -327,20 +413,9 @@ class CapacityStore:
         self, conn: Connection, view: _ScopeView, now: datetime, excluding: str | None
     ) -> bool:
         """Fill ``view``'s count of spent calls in the window; whether one has left it."""
-        holders = capacity_holders.c
-        cut = now - WINDOW
-        in_window = holders.since > cut
-        conditions = [holders.scope == view.limit.scope, holders.state == SPENT]
-        if excluding is not None:
-            conditions.append(holders.holder != excluding)
-        found = conn.execute(
-            select(
-                func.count(case((in_window, 1))),
-                func.coalesce(func.sum(case((in_window, holders.tokens))), 0),
-                func.min(case((in_window, holders.since))),
-                func.count(case((~in_window, 1))),
-            ).where(*conditions)
-        ).one()
+        values = {"scope": view.limit.scope, "cut": now - WINDOW, "excluding": excluding}
+        counting = self._prepared.spent if excluding is None else self._prepared.spent_but
+        found = counting.rows(conn, values)[0]
         view.spent, view.spent_tokens = int(found[0]), int(found[1] or 0)
         view.spent_oldest = _aware(_datetime(found[2]))
         return int(found[3]) > 0
@@ -356,18 +431,7 @@ class CapacityStore:
             "expires_at": now + PERMIT_LEASE,
             "tokens": claim.tokens,
         }
-        statement = self._insert(capacity_holders).values(values)
-        conn.execute(
-            statement.on_conflict_do_update(
-                index_elements=["scope", "holder"],
-                set_={
-                    "state": HELD,
-                    "since": now,
-                    "expires_at": now + PERMIT_LEASE,
-                    "tokens": claim.tokens,
-                },
-            )
-        )
+        self._prepared.hold.rows(conn, values)
 
     def _wait(
         self,
@@ -406,16 +470,14 @@ class CapacityStore:
         now: datetime,
         tokens: int | None,
     ) -> None:
-        mine = and_(capacity_holders.c.scope == limit.scope, capacity_holders.c.holder == holder)
+        prepared = self._prepared
+        mine = {"scope": limit.scope, "holder_": holder}
         if not limit.windowed:
-            conn.execute(delete(capacity_holders).where(mine))
-            return
-        changes: dict[str, Any] = {"state": SPENT, "expires_at": now + WINDOW}
-        if tokens is not None:
-            changes["tokens"] = tokens
-        conn.execute(
-            update(capacity_holders).where(mine, capacity_holders.c.state == HELD).values(changes)
-        )
+            prepared.forget.rows(conn, mine)
+        elif tokens is None:
+            prepared.spend.rows(conn, {**mine, "until": now + WINDOW})
+        else:
+            prepared.spend_tokens.rows(conn, {**mine, "until": now + WINDOW, "used": tokens})
 
 
 # decisions (pure: what the rows read under the lock allow) -----------------------------------
@@ -516,7 +578,7 @@ def _next_in_line(
 
 
 def _datetime(value: Any) -> datetime | None:
-    """An aggregate's datetime: SQLite gives it back as the text it stores."""
+    """A datetime read back from SQLite as the text it stores (an aggregate's, RETURNING's)."""
     if value is None or isinstance(value, datetime):
         return value
     return datetime.fromisoformat(str(value))

@@ -195,7 +195,11 @@ async def test_the_server_work_of_a_run_is_counted_per_contender() -> None:
 def test_the_capacity_benchmark_loops_admissions_and_releases(store: Store) -> None:
     """`bench.capacity_cost`'s store part: a two-scope claim admitted and released, each
     transaction timed and its statements counted, on each backend."""
+    from otherone.store import prepared
+
+    original = prepared.run
     loop = capacity_cost.store_loop(store, 3)
+    assert prepared.run is original
     assert len(loop.admit_ms) == len(loop.release_ms) == 3 and min(loop.admit_cpu_ms) >= 0
     assert sum(loop.statements["admit"].values()) > 0
     assert sum(loop.statements["release"].values()) > 0
