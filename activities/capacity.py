@@ -100,6 +100,7 @@ def _estimated_tokens(profile: ModelProfile, rows: Sequence[EntryRow]) -> int:
 async def admit(context: ActivityContext, claim: CapacityClaim) -> CapacityWait | None:
     """Take the claim's permits (None), or say how long to wait for them."""
     admission: Admission = await context.io(context.store.capacity.admit, claim, _now())
+    _measure(admission)
     await wake(context, admission.wake)
     if admission.granted:
         return None
@@ -153,6 +154,9 @@ async def pause(context: ActivityContext, profile_id: str, seconds: float) -> No
     """A provider asked to slow down (429 with Retry-After): every worker's calls to the
     profile wait that long, not only this one's retry."""
     until = _now() + timedelta(seconds=seconds)
+    activity.metric_meter().create_counter(
+        "otherone_provider_pauses", "Provider answers asking the fleet to slow down (Retry-After)"
+    ).add(1, {"profile": profile_id})
     try:
         await context.io(context.store.capacity.pause, profile_scope(profile_id), until)
     except Exception as error:
@@ -195,6 +199,26 @@ def tool_waiting_event(ref: RunRef, call_id: str, name: str, wait: CapacityWait)
         "retry_in_ms": wait.retry_in_ms,
         EVENT_KEY: event_key(ref.run_id, call_id, "waiting"),
     }
+
+
+def _measure(admission: Admission) -> None:
+    """Prometheus (with ``OTHERONE_METRICS_PORT``, through Temporal's runtime): each scope's
+    calls in flight and waiting as this decision saw them, and refusals by reason."""
+    meter = activity.metric_meter()
+    in_flight = meter.create_gauge(
+        "otherone_capacity_in_flight", "Calls holding a fleet permit of the scope"
+    )
+    waiting = meter.create_gauge(
+        "otherone_capacity_waiting", "Calls waiting for a fleet permit of the scope"
+    )
+    for scope, held, queued in admission.counts:
+        in_flight.set(held, {"scope": scope})
+        waiting.set(queued, {"scope": scope})
+    if not admission.granted:
+        refused = meter.create_counter(
+            "otherone_capacity_refusals", "Calls refused a fleet permit for now"
+        )
+        refused.add(1, {"scope": admission.scope or "", "reason": admission.reason or ""})
 
 
 def _now() -> datetime:

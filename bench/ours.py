@@ -124,6 +124,10 @@ def bench_config(sizes: Sizes, turns: int) -> RuntimeConfig:
         max_total_runs=headroom,
         max_children_per_run=max(sizes.children, sizes.grandchildren),
         max_agent_calls=headroom,
+        # The fleet's permits are configured but never reached (the floor has no such limit):
+        # what the workloads measure is their cost per call, not waiting for them.
+        max_concurrent_model_calls=1000,
+        max_concurrent_tool_calls=1000,
     )
     return RuntimeConfig(agents=agents, models=[model], tools=[tick], limits=limits)
 

@@ -25,6 +25,7 @@ __all__ = [
     "make_console",
     "mcp_unavailable_line",
     "output_rejected_line",
+    "waiting_line",
 ]
 
 #: Style of a child's end in the live view (its outcome as the events spell it).
@@ -57,6 +58,13 @@ def completed_line(event: Mapping[str, object], *, verbose: bool) -> str:
     line = f"✓ {event.get('tool_name')}"
     result = event.get("result")
     return f"{line} → {_one_line(str(result))}" if verbose and result is not None else line
+
+
+def waiting_line(event: Mapping[str, Any]) -> str:
+    """A call waiting for fleet capacity (`model_waiting` / `tool_waiting`)."""
+    tool = f"tool {event.get('tool_name')}"
+    what = "model call" if event.get("type") == "model_waiting" else tool
+    return f"⏸ {what} waits for capacity: {event.get('scope')} ({event.get('reason')})"
 
 
 def mcp_unavailable_line(event: Mapping[str, Any]) -> str:
@@ -134,6 +142,8 @@ class EventPrinter:
             self._tool_completed(event)
         elif kind == "tool_denied":
             self._note(denied_line(event), style="yellow")
+        elif kind in ("model_waiting", "tool_waiting"):
+            self._note(waiting_line(event), style="yellow")
         elif kind == "handed_off":
             self._note(
                 f"⇢ {event.get('from_agent')} handed the conversation to "

@@ -16,6 +16,7 @@ from otherone.client.console import (
     denied_line,
     mcp_unavailable_line,
     output_rejected_line,
+    waiting_line,
 )
 from otherone.contracts import EventRecord, child_run_id
 
@@ -309,6 +310,11 @@ class WatchState:
         view.tool_call_ids.add(str(event.get("tool_call_id")))
         self._note(view, record, denied_line(event), "yellow")
 
+    def _waiting(self, view: RunView, record: EventRecord) -> None:
+        """A call refused a fleet permit for now: the run waits (holding no worker)."""
+        self._ensure_running(view, record)
+        self._note(view, record, waiting_line(record.event), "yellow")
+
     def _mcp_unavailable(self, view: RunView, record: EventRecord) -> None:
         event = record.event
         view.mcp_unavailable[str(event.get("server"))] = str(event.get("reason"))
@@ -450,6 +456,8 @@ _HANDLERS: dict[str, _Handler] = {
     "tool_completed": WatchState._tool_completed,
     "tool_denied": WatchState._tool_denied,
     "mcp_unavailable": WatchState._mcp_unavailable,
+    "model_waiting": WatchState._waiting,
+    "tool_waiting": WatchState._waiting,
     "agent_call_started": WatchState._call_started,
     "agent_call_completed": WatchState._call_completed,
     "user_message_queued": WatchState._messages_queued,

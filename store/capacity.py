@@ -13,6 +13,8 @@ SQLite), and rows of holders (`capacity_holders`):
   partition with the fewest calls in flight first, then the oldest waiter), and a free permit
   goes to the best ranked; a waiter that does not come back by ``expires_at`` is dropped.
 - ``spent``: a finished call of a scope with a per-minute limit, kept for the 60 s window.
+- ``served``: when a partition was last granted a permit of the scope (one row per partition,
+  holder ``~PARTITION``): the round robin between partitions.
 
 A call is admitted in one transaction over all its scopes (locked in name order, so two calls
 never wait on each other): all of them grant it or none holds anything. A refusal says how long
@@ -63,7 +65,9 @@ WAKE_FALLBACK = timedelta(seconds=10)
 #: How long past its expected return a waiter keeps its place in the queue.
 WAITER_GRACE = timedelta(seconds=15)
 
-HELD, WAITING, SPENT = "held", "waiting", "spent"
+HELD, WAITING, SPENT, SERVED = "held", "waiting", "spent", "served"
+#: How long a partition's last grant is remembered for the round robin.
+SERVED_MEMORY = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ class Admission:
     scope: str | None = None
     reason: str | None = None
     wake: tuple[str, ...] = ()
+    #: (scope, calls holding a permit, calls waiting) as the decision left each scope.
+    counts: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass
@@ -139,7 +145,11 @@ class _ScopeView:
     def in_window(self, now: datetime) -> list[_Row]:
         """The calls of the window read as rows (held, and spent ones of a scope read whole);
         `window_count`, `window_tokens` and `window_oldest` add the counted ones."""
-        return [row for row in self.rows if row.state != WAITING and row.since > now - WINDOW]
+        return [row for row in self.rows if row.state in (HELD, SPENT) and row.since > now - WINDOW]
+
+    def served(self) -> dict[str, datetime]:
+        """When each partition was last granted a permit (those remembered)."""
+        return {row.partition_key: row.since for row in self.rows if row.state == SERVED}
 
     def window_count(self, now: datetime) -> int:
         return len(self.in_window(now)) + self.spent
@@ -233,6 +243,14 @@ class _Statements:
             ),
             dialect,
         )
+        #: A partition's last grant (its ``served`` row): only its time and memory move.
+        self.serve = Prepared(
+            held.on_conflict_do_update(
+                index_elements=["scope", "holder"],
+                set_={name: held.excluded[name] for name in ("since", "expires_at")},
+            ),
+            dialect,
+        )
         mine = and_(scope, holders.holder == bindparam("holder_"))
         self.forget = Prepared(delete(capacity_holders).where(mine), dialect)
         # Bind names differ from the columns': an UPDATE keeps those for its SET clause.
@@ -284,7 +302,7 @@ class CapacityStore:
             if not refused:
                 for view in views:
                     self._hold(conn, view.limit.scope, claim, now)
-                return Admission(granted=True)
+                return Admission(granted=True, counts=_counts(views, claim, HELD))
             for view in views:
                 self._wait(conn, view.limit.scope, claim, now, _longest(refused).retry_in)
             wake = {workflow for refusal in refused for workflow in refusal.wake}
@@ -296,6 +314,7 @@ class CapacityStore:
                 scope=first.scope,
                 reason=first.reason,
                 wake=tuple(sorted(wake)),
+                counts=_counts(views, claim, WAITING),
             )
 
     def renew(self, holder: str, scopes: Iterable[str], now: datetime) -> None:
@@ -432,6 +451,15 @@ class CapacityStore:
             "tokens": claim.tokens,
         }
         self._prepared.hold.rows(conn, values)
+        served = {
+            **values,
+            "holder": f"~{claim.partition_key}",
+            "workflow_id": "",
+            "state": SERVED,
+            "expires_at": now + SERVED_MEMORY,
+            "tokens": None,
+        }
+        self._prepared.serve.rows(conn, served)
 
     def _wait(
         self,
@@ -481,6 +509,19 @@ class CapacityStore:
 
 
 # decisions (pure: what the rows read under the lock allow) -----------------------------------
+
+
+def _counts(
+    views: Sequence[_ScopeView], claim: CapacityClaim, state: str
+) -> tuple[tuple[str, int, int], ...]:
+    """Each scope's (held, waiting) once ``claim`` is in ``state`` there."""
+    counted = []
+    for view in views:
+        others = [row for row in view.rows if row.holder != claim.holder]
+        held = sum(1 for row in others if row.state == HELD) + (state == HELD)
+        waiting = sum(1 for row in others if row.state == WAITING) + (state == WAITING)
+        counted.append((view.limit.scope, held, waiting))
+    return tuple(counted)
 
 
 def _in_lock_order(limits: Sequence[ScopeLimit]) -> list[ScopeLimit]:
@@ -558,8 +599,8 @@ def _next_in_line(
     view: _ScopeView, now: datetime, *, claimant: CapacityClaim | None = None
 ) -> list[_Row]:
     """The waiters (and ``claimant``) that the free permits go to, in fair order: each
-    permit to the partition with the fewest calls in flight (ties: its oldest waiter), and
-    within a partition first come, first served."""
+    permit to the partition with the fewest calls in flight, then the one served longest ago
+    (a round robin), and within a partition first come, first served."""
     free = _free_permits(view, now)
     candidates = view.waiting()
     if claimant is not None and not any(row.holder == claimant.holder for row in candidates):
@@ -567,12 +608,22 @@ def _next_in_line(
             _Row(claimant.holder, claimant.partition_key, claimant.workflow_id, WAITING, now, 0)
         )
     in_flight = Counter(row.partition_key for row in view.held())
+    served = view.served()
+    never = datetime.min.replace(tzinfo=UTC)
     line: list[_Row] = []
     remaining = sorted(candidates, key=lambda row: (row.since, row.holder))
     while remaining and len(line) < free:
-        chosen = min(remaining, key=lambda row: (in_flight[row.partition_key], row.since))
+        chosen = min(
+            remaining,
+            key=lambda row: (
+                in_flight[row.partition_key],
+                served.get(row.partition_key, never),
+                row.since,
+            ),
+        )
         remaining.remove(chosen)
         in_flight[chosen.partition_key] += 1
+        served[chosen.partition_key] = now
         line.append(chosen)
     return line
 

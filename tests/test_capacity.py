@@ -12,27 +12,41 @@ between partitions.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import signal
+import socket
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, build_request
+from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
-from otherone.runs import AgentRunResult, RunOutcome
+from otherone.runs import AgentRunRequest, AgentRunResult, RunOutcome
 from otherone.store import Store
 from otherone.tools import tool
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, openai_stream
-from tests.harness import agent_env, scripted_config
+from tests.harness import agent_env, scripted_config, wait_until
 from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
 
 pytestmark = pytest.mark.timeout(240)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _config(base_url: str, *, limits: str = "", profile: str = "") -> str:
@@ -71,13 +85,20 @@ async def _workers(
     tmp_path: Path,
     config: str,
     count: int,
+    *,
+    metrics_port: int | None = None,
 ) -> AsyncIterator[list[BackgroundProcess]]:
+    """``count`` worker processes; the first serves Prometheus metrics on ``metrics_port``."""
     (tmp_path / "otherone.toml").write_text(config)
     env = cli_env(address_of(temporal_env), task_queue, tmp_path, config=tmp_path / "otherone.toml")
     workers: list[BackgroundProcess] = []
     try:
         for index in range(count):
-            workers.append(await start_worker(env, name=f"worker-{index + 1}"))
+            metrics = {"OTHERONE_METRICS_PORT": str(metrics_port)} if metrics_port else {}
+            if index:
+                metrics = {}
+            worker_env = {**env, **metrics}
+            workers.append(await start_worker(worker_env, name=f"worker-{index + 1}"))
         yield workers
     finally:
         await asyncio.gather(*(worker.stop(30) for worker in workers))
@@ -107,10 +128,13 @@ def _events(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
 async def test_three_workers_never_have_more_model_calls_at_the_provider_than_the_limit(
     temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
 ) -> None:
+    port = free_port()
     async with WireServer(_answer(hold=0.4)) as provider:
         config = _config(provider.url, limits="max_concurrent_model_calls = 2")
-        async with _workers(temporal_env, task_queue, tmp_path, config, 3):
+        async with _workers(temporal_env, task_queue, tmp_path, config, 3, metrics_port=port):
             results = await _run_all(client, task_queue, 12)
+            async with httpx.AsyncClient() as http:
+                metrics = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
     assert [result.outcome for result in results] == [RunOutcome.COMPLETED] * 12
     assert len(provider.requests) == 12
     assert provider.most_in_flight == 2  # reached, never passed, across the three workers
@@ -129,6 +153,11 @@ async def test_three_workers_never_have_more_model_calls_at_the_provider_than_th
         if event["type"] == "model_started" and event.get("waited_ms")
     ]
     assert len(started) == len(waited)  # each run that waited says for how long
+    # The first worker's view of the fleet, for Prometheus: never more than the limit in flight.
+    gauges = re.findall(
+        rf'otherone_capacity_in_flight{{[^}}]*scope="model@{task_queue}"[^}}]*}} (\d+)', metrics
+    )
+    assert gauges and all(int(value) <= 2 for value in gauges), metrics
 
 
 async def test_a_profiles_own_limit_holds_across_workers(
@@ -277,3 +306,97 @@ async def test_tool_calls_share_the_fleets_max_concurrent_tool_calls(
     assert all(result.outcome is RunOutcome.COMPLETED for result in results)
     assert overlap.most == 2
     assert waited and all(event["tool_name"] == "slow_lookup" for event in waited)
+
+
+async def test_one_tenants_burst_does_not_queue_another_tenants_single_run(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Tenant a starts eight runs on a fleet with one model permit; tenant b's single run,
+    started while a's wait, is the next call the provider sees once a permit frees (fewest
+    calls in flight first), not the ninth."""
+    async with WireServer(_answer(hold=0.3)) as provider:
+        profile = ModelProfile(
+            id="slow", provider="local", model="slow-model", base_url=f"{provider.url}/v1"
+        )
+        config = RuntimeConfig(
+            agents=[AgentDefinition(id="assistant", description="Answers.")],
+            models=[profile],
+            limits=RuntimeLimits(max_concurrent_model_calls=1),
+        )
+        async with agent_env(client, task_queue, config, tmp_path) as env:
+            tenants = {
+                key: AgentClient(client, task_queue=task_queue, store=env.store, partition_key=key)
+                for key in ("a", "b")
+            }
+            burst = [await tenants["a"].start(_tenant_request("a", f"a {n}")) for n in range(8)]
+            await wait_until(
+                lambda: (
+                    len(provider.requests) >= 1 and _waiting(env.store, f"model@{task_queue}") >= 6
+                ),
+                within=30,
+                message="tenant a's calls wait",
+            )
+            seen_before_b = len(provider.requests)
+            single = await tenants["b"].start(_tenant_request("b", "b 0"))
+            await asyncio.wait_for(single.result(), 60)
+            await asyncio.wait_for(asyncio.gather(*(run.result() for run in burst)), 60)
+    order = [json.dumps(seen.body) for seen in provider.requests]
+    position = next(index for index, body in enumerate(order) if '"b 0"' in body)
+    # At most the call in flight and one woken just before b asked: one slot's wait.
+    assert position <= seen_before_b + 1, (position, seen_before_b)
+
+
+def _tenant_request(partition: str, text: str) -> AgentRunRequest:
+    context = {"partition_key": partition}
+    return build_request(entry_agent="assistant", input=text, runtime_context=context)
+
+
+def _waiting(store: Store, scope: str) -> int:
+    return store.capacity.in_flight(scope, datetime.now(UTC))[1]
+
+
+async def test_a_permit_held_by_a_killed_worker_comes_back(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """One model permit; worker 1 holds it for run x's call and is killed (SIGKILL) mid-call.
+    Run y waits; x's retry on worker 2 takes its own permit back, then y gets it: both
+    complete, y's call reaching the provider only after x's retry."""
+
+    def answer(seen: Seen) -> Reply:
+        first_of_x = "question x" in json.dumps(seen.body) and not any(
+            "question x" in json.dumps(other.body) for other in provider.requests[:-1]
+        )
+        return Reply(body=openai_stream(["done"]), hold=120 if first_of_x else 0.1)
+
+    async with WireServer(answer) as provider:
+        (tmp_path / "otherone.toml").write_text(
+            _config(provider.url, limits="max_concurrent_model_calls = 1")
+        )
+        env = cli_env(
+            address_of(temporal_env), task_queue, tmp_path, config=tmp_path / "otherone.toml"
+        )
+        first = await start_worker(env, name="worker-1")
+        second: BackgroundProcess | None = None
+        try:
+            agents = AgentClient(client, task_queue=task_queue)
+            x = await agents.start(build_request(entry_agent="assistant", input="question x"))
+            await wait_until(lambda: len(provider.requests) == 1, within=30, message="x's call")
+            second = await start_worker(env, name="worker-2")
+            y = await agents.start(build_request(entry_agent="assistant", input="question y"))
+            await wait_until(
+                lambda: any(e["type"] == "model_waiting" for e in _events(tmp_path, y.run_id)),
+                within=30,
+                message="y waits for the permit",
+            )
+            first.send_signal(signal.SIGKILL)
+            results = await asyncio.wait_for(asyncio.gather(x.result(), y.result()), 120)
+        finally:
+            await first.kill()
+            if second is not None:
+                await second.stop(30)
+    assert [result.outcome for result in results] == [RunOutcome.COMPLETED] * 2
+    bodies = [json.dumps(seen.body) for seen in provider.requests]
+    x_calls = [index for index, body in enumerate(bodies) if "question x" in body]
+    y_calls = [index for index, body in enumerate(bodies) if "question y" in body]
+    assert len(x_calls) == 2 and len(y_calls) == 1, bodies
+    assert y_calls[0] > x_calls[1]  # y only once x's retry had given the permit back

@@ -110,3 +110,17 @@ def test_a_call_needs_every_scope_or_holds_none(store: Store) -> None:
     refused = capacity.admit(claim(2, "p", TWO, one), NOW)
     assert (refused.granted, refused.scope) == (False, "profile:gpt")
     assert capacity.in_flight("model@q", NOW) == (1, 1)  # nothing held in the scope it got
+
+
+def test_with_one_permit_partitions_take_turns(store: Store) -> None:
+    """Nobody else in flight after a release: the partition served longest ago goes next."""
+    capacity = store.capacity
+    one = ScopeLimit("model@q", concurrent=1)
+    assert capacity.admit(claim(1, "a", one), NOW).granted
+    for n in range(2, 6):
+        assert not capacity.admit(claim(n, "a", one), NOW + timedelta(milliseconds=n)).granted
+    assert not capacity.admit(claim(1, "b", one), NOW + timedelta(seconds=1)).granted
+    assert capacity.release(claim(1, "a", one), NOW + timedelta(seconds=2)) == ("run-b-1",)
+    assert capacity.admit(claim(1, "b", one), NOW + timedelta(seconds=2)).granted
+    # b was served last: a's oldest waiter is next.
+    assert capacity.release(claim(1, "b", one), NOW + timedelta(seconds=3)) == ("run-a-2",)

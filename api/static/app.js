@@ -333,6 +333,11 @@ function apply(envelope) {
       if (isRoot) addMessage("system", text);
       break;
     }
+    case "model_waiting": // no fleet permit yet: the run waits in its workflow
+    case "tool_waiting":
+      note(`${envelope.agent_id}: ${event.type === "model_waiting" ? "model call"
+        : event.tool_name} waits for capacity (${event.scope}: ${event.reason})`);
+      break;
     case "user_message_queued":
       note(`${event.count} message(s) taken`);
       break;
