@@ -9,9 +9,12 @@ SQLite), and rows of holders (`capacity_holders`):
 
 - ``held``: a call in flight. Its lease (``expires_at``) is renewed while the call runs, so a
   permit whose worker was killed comes back when the lease runs out.
-- ``waiting``: a call refused for now. Waiters are ranked fairly across partitions (the
-  partition with the fewest calls in flight first, then the oldest waiter), and a free permit
-  goes to the best ranked; a waiter that does not come back by ``expires_at`` is dropped.
+- ``waiting``: a call refused for now. When a permit frees, the release wakes the best ranked
+  waiter (the partition with the fewest calls in flight, then the one served longest ago,
+  then the oldest waiter) and marks it ``woken``: the permit is kept for it for `WAKE_GRACE`,
+  and a call arriving meanwhile queues behind it. A waiter that does not come back in time
+  (``expires_at``) is dropped; a call arriving while a permit is free and nobody was woken for
+  it takes it (the permit never idles while a caller is there).
 - ``spent``: a finished call of a scope with a per-minute limit, kept for the 60 s window.
 - ``served``: when a partition was last granted a permit of the scope (one row per partition,
   holder ``~PARTITION``): the round robin between partitions.
@@ -61,11 +64,14 @@ WINDOW = timedelta(seconds=61)
 PERMIT_LEASE = timedelta(seconds=30)
 #: A waiter refused for want of a free permit comes back after this at the latest, should the
 #: release that frees one fail to wake it (its worker killed between the two).
-WAKE_FALLBACK = timedelta(seconds=10)
+WAKE_FALLBACK = timedelta(seconds=30)
 #: How long past its expected return a waiter keeps its place in the queue.
 WAITER_GRACE = timedelta(seconds=15)
 
-HELD, WAITING, SPENT, SERVED = "held", "waiting", "spent", "served"
+HELD, WAITING, WOKEN, SPENT, SERVED = "held", "waiting", "woken", "spent", "served"
+#: A waiter woken for a free permit keeps it reserved this long; one that does not come back
+#: in time (its worker overloaded or gone) loses its place, so the permit does not sit idle.
+WAKE_GRACE = timedelta(seconds=15)
 #: How long a partition's last grant is remembered for the round robin.
 SERVED_MEMORY = timedelta(minutes=10)
 
@@ -141,6 +147,9 @@ class _ScopeView:
 
     def waiting(self) -> list[_Row]:
         return [row for row in self.rows if row.state == WAITING]
+
+    def woken(self) -> list[_Row]:
+        return [row for row in self.rows if row.state == WOKEN]
 
     def in_window(self, now: datetime) -> list[_Row]:
         """The calls of the window read as rows (held, and spent ones of a scope read whole);
@@ -341,9 +350,24 @@ class CapacityStore:
                 view = self._locked(conn, limit, now, excluding=claim.holder)
                 self._give_back(conn, limit, claim.holder, now, tokens)
                 view.rows = [row for row in view.rows if row.holder != claim.holder]
-                wake.update(row.workflow_id for row in _next_in_line(view, now))
+                owed = _free_permits(view, now) - len(view.woken())
+                chosen = _next_in_line(view, now, view.waiting(), owed)
+                self._wake(conn, limit.scope, chosen, now)
+                wake.update(row.workflow_id for row in chosen)
         wake.discard(claim.workflow_id)
         return tuple(sorted(wake))
+
+    def _wake(self, conn: Connection, scope: str, rows: Sequence[_Row], now: datetime) -> None:
+        if not rows:
+            return
+        conn.execute(
+            update(capacity_holders)
+            .where(
+                capacity_holders.c.scope == scope,
+                capacity_holders.c.holder.in_([row.holder for row in rows]),
+            )
+            .values(state=WOKEN, expires_at=now + WAKE_GRACE)
+        )
 
     def pause(self, scope: str, until: datetime) -> None:
         """No call of ``scope`` starts before ``until`` (a provider asked the fleet to slow
@@ -368,7 +392,7 @@ class CapacityStore:
             conn.execute(
                 delete(capacity_holders).where(
                     capacity_holders.c.workflow_id == workflow_id,
-                    capacity_holders.c.state == WAITING,
+                    capacity_holders.c.state.in_([WAITING, WOKEN]),
                 )
             )
 
@@ -381,7 +405,7 @@ class CapacityStore:
                 )
             ).all()
         counted = Counter(row.state for row in rows)
-        return counted[HELD], counted[WAITING]
+        return counted[HELD], counted[WAITING] + counted[WOKEN]
 
     # rows -----------------------------------------------------------------------------------
 
@@ -485,8 +509,8 @@ class CapacityStore:
         conn.execute(
             statement.on_conflict_do_update(
                 index_elements=["scope", "holder"],
-                set_={"expires_at": expires, "tokens": claim.tokens},
-                where=capacity_holders.c.state == WAITING,
+                set_={"state": WAITING, "expires_at": expires, "tokens": claim.tokens},
+                where=capacity_holders.c.state.in_([WAITING, WOKEN]),
             )
         )
 
@@ -519,7 +543,7 @@ def _counts(
     for view in views:
         others = [row for row in view.rows if row.holder != claim.holder]
         held = sum(1 for row in others if row.state == HELD) + (state == HELD)
-        waiting = sum(1 for row in others if row.state == WAITING) + (state == WAITING)
+        waiting = sum(1 for row in others if row.state in (WAITING, WOKEN)) + (state == WAITING)
         counted.append((view.limit.scope, held, waiting))
     return tuple(counted)
 
@@ -560,11 +584,18 @@ def _refusal(view: _ScopeView, claim: CapacityClaim, now: datetime) -> Admission
     free = _free_permits(view, now)
     if free <= 0:
         return _refused(limit, "max_concurrent", WAKE_FALLBACK)
-    line = _next_in_line(view, now, claimant=claim)
+    # The free permits go to the waiters woken for them (who are on their way) and to this
+    # call, in fair order; waiters still asleep wait for the next release.
+    candidates = view.woken()
+    if not any(row.holder == claim.holder for row in candidates):
+        mine = next((row.since for row in view.rows if row.holder == claim.holder), now)
+        candidates.append(
+            _Row(claim.holder, claim.partition_key, claim.workflow_id, WAITING, mine, 0)
+        )
+    line = _next_in_line(view, now, candidates, free)
     if any(row.holder == claim.holder for row in line):
         return None
-    ahead = tuple(row.workflow_id for row in line)
-    return _refused(limit, "queued", WAKE_FALLBACK, wake=ahead)
+    return _refused(limit, "queued", WAKE_FALLBACK)
 
 
 def _refused(
@@ -596,23 +627,17 @@ def _free_permits(view: _ScopeView, now: datetime) -> int:
 
 
 def _next_in_line(
-    view: _ScopeView, now: datetime, *, claimant: CapacityClaim | None = None
+    view: _ScopeView, now: datetime, candidates: Sequence[_Row], permits: int
 ) -> list[_Row]:
-    """The waiters (and ``claimant``) that the free permits go to, in fair order: each
-    permit to the partition with the fewest calls in flight, then the one served longest ago
-    (a round robin), and within a partition first come, first served."""
-    free = _free_permits(view, now)
-    candidates = view.waiting()
-    if claimant is not None and not any(row.holder == claimant.holder for row in candidates):
-        candidates.append(
-            _Row(claimant.holder, claimant.partition_key, claimant.workflow_id, WAITING, now, 0)
-        )
+    """Which of ``candidates`` the next ``permits`` permits go to, in fair order: each to the
+    partition with the fewest calls in flight, then the one served longest ago (a round
+    robin), and within a partition first come, first served."""
     in_flight = Counter(row.partition_key for row in view.held())
     served = view.served()
     never = datetime.min.replace(tzinfo=UTC)
     line: list[_Row] = []
     remaining = sorted(candidates, key=lambda row: (row.since, row.holder))
-    while remaining and len(line) < free:
+    while remaining and len(line) < permits:
         chosen = min(
             remaining,
             key=lambda row: (

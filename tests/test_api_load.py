@@ -17,6 +17,7 @@ from temporalio.client import Client
 
 from otherone.api.notify import EventNotifier, PostgresListener, notification_source
 from otherone.contracts import RunRef
+from otherone.definitions import RuntimeLimits
 from otherone.store import Store
 from tests.api_env import ApiEnv, api_env
 from tests.harness import scripted_config
@@ -26,6 +27,8 @@ from tests.store_fixtures import TestDatabases
 pytestmark = pytest.mark.timeout(120)
 
 RUNS = 50
+#: Streams under load, not queueing at the fleet's permits (tests/test_capacity.py does that).
+UNQUEUED = RuntimeLimits(max_concurrent_model_calls=64, max_concurrent_tool_calls=64)
 CLIENTS = 200
 #: Every RESUMING-th client drops after a few frames and reconnects with Last-Event-ID.
 RESUMING = 5
@@ -67,7 +70,9 @@ async def many_clients_follow_many_runs(api: ApiEnv) -> None:
 async def test_200_clients_follow_50_runs_on_sqlite(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    async with api_env(client, task_queue, scripted_config(SCRIPT), tmp_path) as api:
+    async with api_env(
+        client, task_queue, scripted_config(SCRIPT, limits=UNQUEUED), tmp_path
+    ) as api:
         await many_clients_follow_many_runs(api)
 
 
@@ -77,7 +82,7 @@ async def test_200_clients_follow_50_runs_on_postgresql(
     with postgres_databases.database(migrated=True) as url:
         store = Store.open(url)
         try:
-            config = scripted_config(SCRIPT)
+            config = scripted_config(SCRIPT, limits=UNQUEUED)
             async with api_env(client, task_queue, config, tmp_path, store=store) as api:
                 await many_clients_follow_many_runs(api)
         finally:

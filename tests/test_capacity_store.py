@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from otherone.store import Store
 from otherone.store.capacity import (
     PERMIT_LEASE,
+    WAKE_GRACE,
     WINDOW,
     CapacityClaim,
     ScopeLimit,
@@ -67,7 +68,7 @@ def test_partitions_share_a_short_scope_fairly(store: Store) -> None:
     # a's next in line comes back first, and is refused: the permit is b's.
     refused = capacity.admit(claim(3, "a"), NOW + timedelta(seconds=2))
     assert (refused.granted, refused.reason) == (False, "queued")
-    assert refused.wake == ("run-b-1",)
+    assert refused.wake == ()  # b was woken by the release already
     assert capacity.admit(claim(1, "b"), NOW + timedelta(seconds=3)).granted
 
 
@@ -124,3 +125,27 @@ def test_with_one_permit_partitions_take_turns(store: Store) -> None:
     assert capacity.admit(claim(1, "b", one), NOW + timedelta(seconds=2)).granted
     # b was served last: a's oldest waiter is next.
     assert capacity.release(claim(1, "b", one), NOW + timedelta(seconds=3)) == ("run-a-2",)
+
+
+def test_a_woken_waiter_keeps_the_permit_for_a_while_then_loses_it(store: Store) -> None:
+    capacity = store.capacity
+    one = ScopeLimit("model@q", concurrent=1)
+    assert capacity.admit(claim(1, "p", one), NOW).granted
+    assert not capacity.admit(claim(2, "p", one), NOW).granted
+    assert capacity.release(claim(1, "p", one), NOW) == ("run-p-2",)
+    # A call arriving while run 2 is on its way queues behind it ...
+    early = capacity.admit(claim(3, "p", one), NOW + WAKE_GRACE / 2)
+    assert (early.granted, early.reason) == (False, "queued")
+    # ... but run 2 never came back (its worker overloaded): the permit does not idle.
+    assert capacity.admit(claim(3, "p", one), NOW + WAKE_GRACE * 2).granted
+
+
+def test_a_free_permit_goes_to_the_caller_there_while_waiters_sleep(store: Store) -> None:
+    """Permits freed without a release (a lost worker's lease ran out) wake nobody: the first
+    caller takes one rather than letting it idle until the sleepers come back."""
+    capacity = store.capacity
+    one = ScopeLimit("model@q", concurrent=1)
+    assert capacity.admit(claim(1, "p", one), NOW).granted
+    assert not capacity.admit(claim(2, "p", one), NOW).granted
+    later = NOW + PERMIT_LEASE + timedelta(seconds=1)
+    assert capacity.admit(claim(3, "p", one), later).granted

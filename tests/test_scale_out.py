@@ -86,6 +86,11 @@ CONFIG = textwrap.dedent(
     tools = "all"
     callable_agents = "all"
 
+    # All 50 tool calls are held at once (then a worker is killed): above the fleet's permits.
+    [limits]
+    max_concurrent_model_calls = 64
+    max_concurrent_tool_calls = 64
+
     [models.scripted]
     provider = "scripted"
     model = "scale"
