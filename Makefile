@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
 PACKAGES := otherone
 
-.PHONY: venv run-venv demo test lint fmt dev record-histories clean bench bench-serve profile
+.PHONY: venv run-venv demo test lint fmt dev record-histories clean bench bench-serve bench-capacity profile
 
 venv: $(STAMP)
 
@@ -64,6 +64,12 @@ $(PEERS_STAMP): bench/requirements-peers.txt pyproject.toml
 bench: venv $(PEERS_STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.serve_latency
+	$(BIN)/python -m bench.capacity_cost
+
+# What the fleet's capacity permits add per model and tool call, paired on SQLite and
+# PostgreSQL, and their two store transactions alone (issue 42; ~2 min).
+bench-capacity: venv
+	$(BIN)/python -m bench.capacity_cost
 
 # `otherone serve`: stored delta -> SSE client latency on SQLite and PostgreSQL (~1 min).
 bench-serve: venv

@@ -34,9 +34,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, and_, delete, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Dialect,
+    Engine,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
+from otherone.store.prepared import Prepared
 from otherone.store.schema import capacity_holders, capacity_scopes
 
 Insert = postgresql.Insert | sqlite.Insert
@@ -121,6 +135,12 @@ class _ScopeView:
     limit: ScopeLimit
     paused_until: datetime | None
     rows: list[_Row] = field(default_factory=list)
+    #: A windowed scope's spent calls still in the window, counted by the database rather
+    #: than read (a minute of them is hundreds of rows on a busy fleet, and reading them made
+    #: every admission and release cost in proportion): how many, their tokens, the oldest.
+    spent: int = 0
+    spent_tokens: int = 0
+    spent_oldest: datetime | None = None
 
     def held(self) -> list[_Row]:
         return [row for row in self.rows if row.state == HELD]
@@ -132,11 +152,140 @@ class _ScopeView:
         return [row for row in self.rows if row.state == WOKEN]
 
     def in_window(self, now: datetime) -> list[_Row]:
+        """The calls of the window read as rows (held, and spent ones of a scope read whole);
+        `window_count`, `window_tokens` and `window_oldest` add the counted ones."""
         return [row for row in self.rows if row.state in (HELD, SPENT) and row.since > now - WINDOW]
 
     def served(self) -> dict[str, datetime]:
         """When each partition was last granted a permit (those remembered)."""
         return {row.partition_key: row.since for row in self.rows if row.state == SERVED}
+
+    def window_count(self, now: datetime) -> int:
+        return len(self.in_window(now)) + self.spent
+
+    def window_tokens(self, now: datetime) -> int:
+        return sum(row.tokens for row in self.in_window(now)) + self.spent_tokens
+
+    def window_oldest(self, now: datetime) -> datetime:
+        """When the oldest call of the window was admitted (the window holds one)."""
+        found = [row.since for row in self.in_window(now)]
+        if self.spent_oldest is not None:
+            found.append(self.spent_oldest)
+        return min(found)
+
+
+class _Statements:
+    """An admission's and a release's statements, compiled once per dialect (`prepared`):
+    built as Core statements on each call, SQLAlchemy's own work was most of their cost."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+        holders = capacity_holders.c
+        moment = holders.since.type
+        scope = holders.scope == bindparam("scope")
+        self.lock = Prepared(
+            insert(capacity_scopes)
+            .values(scope=bindparam("scope"), decisions=1)
+            .on_conflict_do_update(
+                index_elements=["scope"],
+                set_={"decisions": capacity_scopes.c.decisions + 1},
+            )
+            .returning(capacity_scopes.c.paused_until),
+            dialect,
+        )
+        columns = (
+            holders.holder,
+            holders.partition_key,
+            holders.workflow_id,
+            holders.state,
+            holders.since,
+            holders.expires_at,
+            holders.tokens,
+        )
+        self.rows = Prepared(select(*columns).where(scope), dialect)
+        self.live_rows = Prepared(select(*columns).where(scope, holders.state != SPENT), dialect)
+        in_window = holders.since > bindparam("cut", type_=moment)
+        counted = select(
+            func.count(case((in_window, 1))),
+            func.coalesce(func.sum(case((in_window, holders.tokens))), 0),
+            func.min(case((in_window, holders.since))),
+            func.count(case((~in_window, 1))),
+        )
+        spent = and_(scope, holders.state == SPENT)
+        self.spent = Prepared(counted.where(spent), dialect)
+        self.spent_but = Prepared(
+            counted.where(spent, holders.holder != bindparam("excluding")), dialect
+        )
+        self.expired = Prepared(
+            delete(capacity_holders).where(
+                scope,
+                or_(
+                    and_(
+                        holders.state != SPENT, holders.expires_at <= bindparam("now", type_=moment)
+                    ),
+                    and_(holders.state == SPENT, holders.since <= bindparam("cut", type_=moment)),
+                ),
+            ),
+            dialect,
+        )
+        held = insert(capacity_holders).values(
+            {
+                name: bindparam(name)
+                for name in (
+                    "scope",
+                    "holder",
+                    "partition_key",
+                    "workflow_id",
+                    "state",
+                    "since",
+                    "expires_at",
+                    "tokens",
+                )
+            }
+        )
+        self.hold = Prepared(
+            held.on_conflict_do_update(
+                index_elements=["scope", "holder"],
+                set_={
+                    name: held.excluded[name] for name in ("state", "since", "expires_at", "tokens")
+                },
+            ),
+            dialect,
+        )
+        #: A partition's last grant (its ``served`` row): only its time and memory move.
+        self.serve = Prepared(
+            held.on_conflict_do_update(
+                index_elements=["scope", "holder"],
+                set_={name: held.excluded[name] for name in ("since", "expires_at")},
+            ),
+            dialect,
+        )
+        mine = and_(scope, holders.holder == bindparam("holder_"))
+        self.forget = Prepared(delete(capacity_holders).where(mine), dialect)
+        # Bind names differ from the columns': an UPDATE keeps those for its SET clause.
+        spend = update(capacity_holders).where(mine, holders.state == HELD)
+        self.spend = Prepared(
+            spend.values(state=SPENT, expires_at=bindparam("until", type_=moment)), dialect
+        )
+        self.spend_tokens = Prepared(
+            spend.values(
+                state=SPENT,
+                expires_at=bindparam("until", type_=moment),
+                tokens=bindparam("used"),
+            ),
+            dialect,
+        )
+
+
+_STATEMENTS: dict[tuple[str, str], _Statements] = {}
+
+
+def _statements(dialect: Dialect) -> _Statements:
+    key = (dialect.name, dialect.driver)
+    found = _STATEMENTS.get(key)
+    if found is None:
+        found = _STATEMENTS[key] = _Statements(dialect)
+    return found
 
 
 class CapacityStore:
@@ -144,6 +293,7 @@ class CapacityStore:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self._prepared = _statements(engine.dialect)
 
     def _insert(self, table: Table) -> Insert:
         if self._engine.dialect.name == "postgresql":
@@ -197,7 +347,7 @@ class CapacityStore:
         wake: set[str] = set()
         with self._engine.begin() as conn:
             for limit in _in_lock_order(claim.limits):
-                view = self._locked(conn, limit, now)
+                view = self._locked(conn, limit, now, excluding=claim.holder)
                 self._give_back(conn, limit, claim.holder, now, tokens)
                 view.rows = [row for row in view.rows if row.holder != claim.holder]
                 owed = _free_permits(view, now) - len(view.woken())
@@ -266,52 +416,52 @@ class CapacityStore:
             .on_conflict_do_nothing(index_elements=["scope"])
         )
 
-    def _locked(self, conn: Connection, limit: ScopeLimit, now: datetime) -> _ScopeView:
-        """Lock the scope's row (its decisions are serialised), drop what expired, read it."""
-        self._ensure_scope(conn, limit.scope)
-        conn.execute(
-            update(capacity_scopes)
-            .where(capacity_scopes.c.scope == limit.scope)
-            .values(decisions=capacity_scopes.c.decisions + 1)
+    def _locked(
+        self, conn: Connection, limit: ScopeLimit, now: datetime, *, excluding: str | None = None
+    ) -> _ScopeView:
+        """Lock the scope's row (its decisions are serialised), drop what expired, read it.
+
+        Two statements in the usual case (a call costs two of these per scope, its admission
+        and its release, so each statement here is paid four times a model call): the scope's
+        row is created, locked and its pause read by one upsert with RETURNING (on
+        PostgreSQL the upsert locks the row as an UPDATE would; on SQLite any write takes the
+        write lock); its rows are read, and the DELETE of expired ones is sent only when the
+        rows read under that lock show one (they cannot change before the commit). A windowed
+        scope's spent calls are counted by a third statement, not read (`_ScopeView.spent`);
+        ``excluding``: a holder left out of that count (`release`: the call giving back, as
+        its row is left out of the view)."""
+        prepared = self._prepared
+        paused_until = prepared.lock.rows(conn, {"scope": limit.scope})[0][0]
+        rows = (prepared.live_rows if limit.windowed else prepared.rows).rows(
+            conn, {"scope": limit.scope}
         )
-        paused_until = conn.execute(
-            select(capacity_scopes.c.paused_until).where(capacity_scopes.c.scope == limit.scope)
-        ).scalar_one()
-        holders = capacity_holders.c
-        conn.execute(
-            delete(capacity_holders).where(
-                holders.scope == limit.scope,
-                or_(
-                    and_(holders.state != SPENT, holders.expires_at <= now),
-                    and_(holders.state == SPENT, holders.since <= now - WINDOW),
-                ),
-            )
-        )
-        rows = conn.execute(
-            select(
-                holders.holder,
-                holders.partition_key,
-                holders.workflow_id,
-                holders.state,
-                holders.since,
-                holders.tokens,
-            ).where(holders.scope == limit.scope)
-        ).all()
-        return _ScopeView(
-            limit,
-            _aware(paused_until),
-            [
-                _Row(
-                    row.holder,
-                    row.partition_key,
-                    row.workflow_id,
-                    row.state,
-                    _aware(row.since) or now,
-                    row.tokens or 0,
-                )
-                for row in rows
-            ],
-        )
+        live: list[_Row] = []
+        expired = False
+        # (RETURNING's values are not converted by `Prepared`: SQLite's come back as text.)
+        view = _ScopeView(limit, _aware(_datetime(paused_until)))
+        if limit.windowed:
+            expired = self._count_spent(conn, view, now, excluding)
+        for holder, partition_key, workflow_id, state, since_at, expires_at, tokens in rows:
+            since = _aware(since_at) or now
+            if _expired(state, since, _aware(expires_at) or now, now):
+                expired = True
+                continue
+            live.append(_Row(holder, partition_key, workflow_id, state, since, tokens or 0))
+        if expired:
+            prepared.expired.rows(conn, {"scope": limit.scope, "now": now, "cut": now - WINDOW})
+        view.rows = live
+        return view
+
+    def _count_spent(
+        self, conn: Connection, view: _ScopeView, now: datetime, excluding: str | None
+    ) -> bool:
+        """Fill ``view``'s count of spent calls in the window; whether one has left it."""
+        values = {"scope": view.limit.scope, "cut": now - WINDOW, "excluding": excluding}
+        counting = self._prepared.spent if excluding is None else self._prepared.spent_but
+        found = counting.rows(conn, values)[0]
+        view.spent, view.spent_tokens = int(found[0]), int(found[1] or 0)
+        view.spent_oldest = _aware(_datetime(found[2]))
+        return int(found[3]) > 0
 
     def _hold(self, conn: Connection, scope: str, claim: CapacityClaim, now: datetime) -> None:
         values = {
@@ -324,18 +474,7 @@ class CapacityStore:
             "expires_at": now + PERMIT_LEASE,
             "tokens": claim.tokens,
         }
-        statement = self._insert(capacity_holders).values(values)
-        conn.execute(
-            statement.on_conflict_do_update(
-                index_elements=["scope", "holder"],
-                set_={
-                    "state": HELD,
-                    "since": now,
-                    "expires_at": now + PERMIT_LEASE,
-                    "tokens": claim.tokens,
-                },
-            )
-        )
+        self._prepared.hold.rows(conn, values)
         served = {
             **values,
             "holder": f"~{claim.partition_key}",
@@ -344,14 +483,7 @@ class CapacityStore:
             "expires_at": now + SERVED_MEMORY,
             "tokens": None,
         }
-        conn.execute(
-            self._insert(capacity_holders)
-            .values(served)
-            .on_conflict_do_update(
-                index_elements=["scope", "holder"],
-                set_={"since": now, "expires_at": now + SERVED_MEMORY},
-            )
-        )
+        self._prepared.serve.rows(conn, served)
 
     def _wait(
         self,
@@ -390,16 +522,14 @@ class CapacityStore:
         now: datetime,
         tokens: int | None,
     ) -> None:
-        mine = and_(capacity_holders.c.scope == limit.scope, capacity_holders.c.holder == holder)
+        prepared = self._prepared
+        mine = {"scope": limit.scope, "holder_": holder}
         if not limit.windowed:
-            conn.execute(delete(capacity_holders).where(mine))
-            return
-        changes: dict[str, Any] = {"state": SPENT, "expires_at": now + WINDOW}
-        if tokens is not None:
-            changes["tokens"] = tokens
-        conn.execute(
-            update(capacity_holders).where(mine, capacity_holders.c.state == HELD).values(changes)
-        )
+            prepared.forget.rows(conn, mine)
+        elif tokens is None:
+            prepared.spend.rows(conn, {**mine, "until": now + WINDOW})
+        else:
+            prepared.spend_tokens.rows(conn, {**mine, "until": now + WINDOW, "used": tokens})
 
 
 # decisions (pure: what the rows read under the lock allow) -----------------------------------
@@ -426,6 +556,14 @@ def _longest(refusals: Sequence[Admission]) -> Admission:
     return max(refusals, key=lambda refusal: refusal.retry_in)
 
 
+def _expired(state: str, since: datetime, expires_at: datetime, now: datetime) -> bool:
+    """Whether a holder's row is gone at ``now``: the DELETE of `CapacityStore._locked`, in
+    Python (a spent call leaves the window, any other row when its lease or place runs out)."""
+    if state == SPENT:
+        return since <= now - WINDOW
+    return expires_at <= now
+
+
 def _refusal(view: _ScopeView, claim: CapacityClaim, now: datetime) -> Admission | None:
     """None if ``view``'s scope grants ``claim`` a permit now, else why not."""
     limit = view.limit
@@ -433,14 +571,16 @@ def _refusal(view: _ScopeView, claim: CapacityClaim, now: datetime) -> Admission
         return None  # a retry of the call: its permit is still its own
     if view.paused_until is not None and view.paused_until > now:
         return _refused(limit, "paused", view.paused_until - now)
-    window = view.in_window(now)
-    if limit.requests_per_minute is not None and len(window) >= limit.requests_per_minute:
-        return _refused(limit, "requests_per_minute", _window_frees(window, now))
+    if (
+        limit.requests_per_minute is not None
+        and view.window_count(now) >= limit.requests_per_minute
+    ):
+        return _refused(limit, "requests_per_minute", _window_frees(view, now))
     if limit.tokens_per_minute is not None:
-        used = sum(row.tokens for row in window)
+        used = view.window_tokens(now)
         # A call bigger than the whole budget still runs, alone in its minute.
         if used and used + claim.tokens > limit.tokens_per_minute:
-            return _refused(limit, "tokens_per_minute", _window_frees(window, now))
+            return _refused(limit, "tokens_per_minute", _window_frees(view, now))
     free = _free_permits(view, now)
     if free <= 0:
         return _refused(limit, "max_concurrent", WAKE_FALLBACK)
@@ -470,10 +610,9 @@ def _refused(
     )
 
 
-def _window_frees(window: Sequence[_Row], now: datetime) -> timedelta:
+def _window_frees(view: _ScopeView, now: datetime) -> timedelta:
     """When the oldest call of the window leaves it."""
-    oldest = min(row.since for row in window)
-    return oldest + WINDOW - now
+    return view.window_oldest(now) + WINDOW - now
 
 
 def _free_permits(view: _ScopeView, now: datetime) -> int:
@@ -483,7 +622,7 @@ def _free_permits(view: _ScopeView, now: datetime) -> int:
     if limit.concurrent is not None:
         free.append(limit.concurrent - len(view.held()))
     if limit.requests_per_minute is not None:
-        free.append(limit.requests_per_minute - len(view.in_window(now)))
+        free.append(limit.requests_per_minute - view.window_count(now))
     return min(free) if free else 1 << 30
 
 
@@ -512,6 +651,13 @@ def _next_in_line(
         served[chosen.partition_key] = now
         line.append(chosen)
     return line
+
+
+def _datetime(value: Any) -> datetime | None:
+    """A datetime read back from SQLite as the text it stores (an aggregate's, RETURNING's)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
 
 
 def _aware(moment: datetime | None) -> datetime | None:

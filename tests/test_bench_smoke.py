@@ -6,11 +6,12 @@ its code for our runtime from rotting.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from temporalio.client import Client
 
-from bench import server_work, spy, store_calls
+from bench import capacity_cost, server_work, spy, store_calls
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
@@ -189,3 +190,40 @@ async def test_the_server_work_of_a_run_is_counted_per_contender() -> None:
         assert found["phases"][phase]["per_run"][completed] == 3
         assert found["server_cpu_ms_per_run"][phase] >= 0
     assert all(completed != row["counter"] for row in found["differing_counters_per_run"])
+
+
+def test_the_capacity_benchmark_loops_admissions_and_releases(store: Store) -> None:
+    """`bench.capacity_cost`'s store part: a two-scope claim admitted and released, each
+    transaction timed and its statements counted, on each backend."""
+    from otherone.store import prepared
+
+    original = prepared.run
+    loop = capacity_cost.store_loop(store, 3)
+    assert prepared.run is original
+    assert len(loop.admit_ms) == len(loop.release_ms) == 3 and min(loop.admit_cpu_ms) >= 0
+    assert sum(loop.statements["admit"].values()) > 0
+    assert sum(loop.statements["release"].values()) > 0
+    assert store.capacity.in_flight("model@bench", datetime.now(UTC)) == (0, 0)
+
+
+async def test_the_capacity_benchmark_pairs_runs_with_the_permits_on_and_off(
+    client: Client, tmp_path: Path
+) -> None:
+    """`bench.capacity_cost`'s runs: every arm completes its runs, the per-call differences
+    and the report come out, and the capacity code is put back after (the seam is the bench
+    process's only)."""
+    from otherone.activities import capacity
+
+    original = capacity.admit, capacity.holding
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        with capacity_cost.switched() as switch:
+            assert capacity.admit is not original[0]
+            samples = await capacity_cost.paired_runs(client, store, 2, switch)
+        loop = capacity_cost.store_loop(store, 2)
+    finally:
+        store.close()
+    assert (capacity.admit, capacity.holding) == original
+    assert all(len(arm) == 2 for runs in samples.values() for arm in runs.values())
+    assert set(capacity_cost.added(samples, "wall_ms")) >= {"per_model_call", "per_tool_call"}
+    assert "per tool call" in capacity_cost.report("sqlite", loop, samples)
