@@ -115,11 +115,14 @@ async def _call_model(
     snapshot = await context.snapshot(ref.snapshot_version)
     profile = snapshot.models[input.model_profile_id]
     claim = capacity.model_claim(snapshot, profile, ref, input.turn, rows)
-    wait = await capacity.admit(context, claim)
+    wait, waited_ms = await capacity.admit(
+        context, claim, lambda wait: events.add(capacity.waiting_event(ref, input.turn, wait))
+    )
     if wait is not None:
         # Nothing was asked of the provider: the run waits in its workflow (no slot held).
-        events.add(capacity.waiting_event(ref, input.turn, wait))
         return ModelTurn(capacity_wait=wait)
+    if waited_ms:
+        input = input.model_copy(update={"waited_ms": input.waited_ms + waited_ms})
     async with capacity.holding(context, claim) as used:
         turn = await _answer(context, input, events, snapshot, rows, summary, summarised)
         used.append(_tokens_used(turn))

@@ -5,9 +5,13 @@ Every model call needs a permit of ``model@QUEUE`` (the seed's runtime-wide
 ``max_concurrent_model_calls``, here every worker serving the queue) and of
 ``profile:ID`` (the profile's ``max_concurrent_calls``, ``requests_per_minute``,
 ``tokens_per_minute``, and any pause a provider's 429 asked for). A call refused returns a
-`CapacityWait` to its workflow at once: the run waits there, holding no worker slot. A call
+`CapacityWait` to its workflow, where the run waits holding no worker slot; first, for up to
+`WAIT_HERE`, it waits in its activity, where a permit released on the same worker reaches it
+in milliseconds (through the workflow, a hand-over costs a workflow task: with a handful of
+permits and a burst of runs, those round trips, not the provider, set the pace). A call
 admitted holds its permits while it runs (their lease renewed), and gives them back when it
-ends, waking the workflows of the waiters next in line.
+ends, waking the waiters next in line: in this process directly, elsewhere by their workflow's
+signal (and a waiter still in its activity on another worker finds itself woken by looking).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,11 +28,12 @@ from temporalio import activity
 from temporalio.service import RPCError
 
 from otherone.activities.shared import ActivityContext
+from otherone.activities.store_calls import heartbeating
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import SIGNAL_CAPACITY_FREED, CapacityWait, RunRef
 from otherone.definitions import ModelProfile
 from otherone.store import EntryRow
-from otherone.store.capacity import PERMIT_LEASE, Admission, CapacityClaim, ScopeLimit
+from otherone.store.capacity import PERMIT_LEASE, Admission, CapacityClaim, ScopeLimit, Woken
 from otherone.store.records import EVENT_KEY, event_key
 
 logger = logging.getLogger(__name__)
@@ -36,6 +41,16 @@ logger = logging.getLogger(__name__)
 #: Characters per token when a call's tokens are estimated before it is made (conservative for
 #: English prose and code; the call's real usage replaces the estimate when it ends).
 CHARS_PER_TOKEN = 3
+#: How long a refused call waits for its permit in its activity (holding its worker slot)
+#: before it leaves the wait to its workflow (holding none).
+WAIT_HERE = timedelta(seconds=10)
+#: How often a call waiting in its activity looks whether a release elsewhere woke it.
+WOKEN_POLL_SECONDS = 0.5
+#: Refusals a release ends (the others end at a time: a window, a provider's pause).
+RELEASED_BY_A_RELEASE = frozenset({"max_concurrent", "queued"})
+
+#: The calls of this process waiting in their activity, by holder: a release here sets theirs.
+_waiting_here: dict[str, asyncio.Event] = {}
 
 
 def model_scope(task_queue: str) -> str:
@@ -97,11 +112,39 @@ def _estimated_tokens(profile: ModelProfile, rows: Sequence[EntryRow]) -> int:
     return characters // CHARS_PER_TOKEN + (profile.max_tokens or 0)
 
 
-async def admit(context: ActivityContext, claim: CapacityClaim) -> CapacityWait | None:
-    """Take the claim's permits (None), or say how long to wait for them."""
+async def admit(
+    context: ActivityContext, claim: CapacityClaim, refused: Callable[[CapacityWait], None]
+) -> tuple[CapacityWait | None, int]:
+    """Take the claim's permits, waiting up to `WAIT_HERE` for them here; (None, the
+    milliseconds waited) once taken, else (how long the workflow should wait, the same).
+    ``refused`` hears the first refusal (the caller's `model_waiting`/`tool_waiting` event)."""
+    loop = asyncio.get_running_loop()
+    woken = _waiting_here.setdefault(claim.holder, asyncio.Event())
+    try:
+        wait = await _admit_once(context, claim)
+        if wait is None:
+            return None, 0
+        refused(wait)
+        started = loop.time()
+        async with heartbeating():
+            while wait is not None:
+                left = started + WAIT_HERE.total_seconds() - loop.time()
+                if not await _waited_here(context, claim, wait, left, woken):
+                    break
+                wait = await _admit_once(context, claim)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await context.io_to_its_end(context.store.capacity.forget_waiter, claim)
+        raise
+    finally:
+        _waiting_here.pop(claim.holder, None)
+    return wait, max(1, int((loop.time() - started) * 1000))  # it waited: never "0 ms"
+
+
+async def _admit_once(context: ActivityContext, claim: CapacityClaim) -> CapacityWait | None:
+    """One decision: the claim's permits taken (None), or how long to wait for them."""
     admission: Admission = await context.io(context.store.capacity.admit, claim, _now())
     _measure(admission)
-    await wake(context, admission.wake)
     if admission.granted:
         return None
     assert admission.scope is not None and admission.reason is not None
@@ -110,6 +153,32 @@ async def admit(context: ActivityContext, claim: CapacityClaim) -> CapacityWait 
         scope=admission.scope,
         reason=admission.reason,
     )
+
+
+async def _waited_here(
+    context: ActivityContext,
+    claim: CapacityClaim,
+    wait: CapacityWait,
+    left: float,
+    woken: asyncio.Event,
+) -> bool:
+    """Wait here for what ends ``wait`` (a release, or its time), if that fits in ``left``
+    seconds; False when the workflow should wait instead."""
+    if wait.reason not in RELEASED_BY_A_RELEASE:
+        pause = wait.retry_in_ms / 1000
+        if pause > left:
+            return False
+        await asyncio.sleep(pause)
+        return True
+    while left > 0:
+        woken.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(woken.wait(), min(WOKEN_POLL_SECONDS, left))
+            return True
+        if await context.io(context.store.capacity.is_woken, claim):
+            return True
+        left -= WOKEN_POLL_SECONDS
+    return False
 
 
 @contextlib.asynccontextmanager
@@ -163,12 +232,21 @@ async def pause(context: ActivityContext, profile_id: str, seconds: float) -> No
         logger.warning("could not pause profile %s for the fleet: %s", profile_id, error)
 
 
-async def wake(context: ActivityContext, workflow_ids: Sequence[str]) -> None:
-    """Tell waiting runs a permit may be theirs; one that is gone loses its place."""
-    if not workflow_ids:
+async def wake(context: ActivityContext, woken: Sequence[Woken]) -> None:
+    """Tell waiters a permit may be theirs: a call waiting in its activity in this process
+    directly, any other by its workflow's signal; a workflow that is gone loses its place."""
+    if not woken:
         return
     client = activity.client()
-    for workflow_id in workflow_ids:
+    signalled: set[str] = set()
+    for holder, workflow_id in woken:
+        here = _waiting_here.get(holder)
+        if here is not None:
+            here.set()
+            continue
+        if workflow_id in signalled:
+            continue
+        signalled.add(workflow_id)
         try:
             await client.get_workflow_handle(workflow_id).signal(SIGNAL_CAPACITY_FREED)
         except RPCError:  # ended or gone: it will not come back for its permit

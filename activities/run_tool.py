@@ -40,10 +40,13 @@ async def run_tool(context: ActivityContext, input: ToolCallInput) -> ToolOutcom
         ref, call = input.run_ref, input.call
         snapshot = await context.snapshot(ref.snapshot_version)
         claim = capacity.tool_claim(snapshot, ref, call.id)
-        wait = await capacity.admit(context, claim)
+        wait, _ = await capacity.admit(
+            context,
+            claim,
+            lambda wait: events.add(capacity.tool_waiting_event(ref, call.id, call.name, wait)),
+        )
         if wait is not None:
             # Nothing ran: the run waits in its workflow (no slot held) and calls again.
-            events.add(capacity.tool_waiting_event(ref, call.id, call.name, wait))
             return ToolOutcome(tool_call_id=call.id, name=call.name, capacity_wait=wait)
         async with capacity.holding(context, claim):
             if call.name.startswith(MCP_PREFIX):

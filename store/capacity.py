@@ -66,6 +66,7 @@ from otherone.store.capacity_rules import (
     Row,
     ScopeLimit,
     ScopeView,
+    Woken,
     counts,
     free_permits,
     in_lock_order,
@@ -220,15 +221,12 @@ class CapacityStore:
                 return Admission(granted=True, counts=counts(views, claim, HELD))
             for view in views:
                 self._wait(conn, view.limit.scope, claim, now, longest(refused).retry_in)
-            wake = {workflow for refusal in refused for workflow in refusal.wake}
-            wake.discard(claim.workflow_id)
             first = longest(refused)
             return Admission(
                 granted=False,
                 retry_in=first.retry_in,
                 scope=first.scope,
                 reason=first.reason,
-                wake=tuple(sorted(wake)),
                 counts=counts(views, claim, WAITING),
             )
 
@@ -247,10 +245,10 @@ class CapacityStore:
 
     def release(
         self, claim: CapacityClaim, now: datetime, *, tokens: int | None = None
-    ) -> tuple[str, ...]:
+    ) -> tuple[Woken, ...]:
         """Give ``claim``'s permits back (a windowed scope keeps the call, with the tokens it
-        used, for its minute); the workflows of the waiters who may now take a permit."""
-        wake: set[str] = set()
+        used, for its minute); the waiters who may now take a permit."""
+        wake: set[Woken] = set()
         with self._engine.begin() as conn:
             for limit in in_lock_order(claim.limits):
                 view = self._locked(conn, limit, now, excluding=claim.holder)
@@ -259,9 +257,34 @@ class CapacityStore:
                 owed = free_permits(view, now) - len(view.woken())
                 chosen = next_in_line(view, now, view.waiting(), owed)
                 self._wake(conn, limit.scope, chosen, now)
-                wake.update(row.workflow_id for row in chosen)
-        wake.discard(claim.workflow_id)
-        return tuple(sorted(wake))
+                wake.update(Woken(row.holder, row.workflow_id) for row in chosen)
+        return tuple(sorted(woken for woken in wake if woken.workflow_id != claim.workflow_id))
+
+    def is_woken(self, claim: CapacityClaim) -> bool:
+        """Whether a release woke ``claim``'s call (a call waiting in its activity looks, for
+        a release on another worker)."""
+        with self._engine.connect() as conn:
+            found = conn.execute(
+                select(capacity_holders.c.holder)
+                .where(
+                    capacity_holders.c.scope.in_([limit.scope for limit in claim.limits]),
+                    capacity_holders.c.holder == claim.holder,
+                    capacity_holders.c.state == WOKEN,
+                )
+                .limit(1)
+            ).first()
+        return found is not None
+
+    def forget_waiter(self, claim: CapacityClaim) -> None:
+        """Drop ``claim``'s waiting places (its call was cancelled while it waited)."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                delete(capacity_holders).where(
+                    capacity_holders.c.scope.in_([limit.scope for limit in claim.limits]),
+                    capacity_holders.c.holder == claim.holder,
+                    capacity_holders.c.state.in_([WAITING, WOKEN]),
+                )
+            )
 
     def _wake(self, conn: Connection, scope: str, rows: Sequence[Row], now: datetime) -> None:
         if not rows:
@@ -464,4 +487,5 @@ __all__ = [
     "CapacityClaim",
     "CapacityStore",
     "ScopeLimit",
+    "Woken",
 ]

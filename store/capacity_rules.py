@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 #: Rate limits count the calls (and tokens) admitted in the last minute, plus a second: a call
 #: reaches the provider a little after its admission (and workers' clocks differ a little), so
@@ -61,15 +62,21 @@ class CapacityClaim:
 @dataclass(frozen=True)
 class Admission:
     """What `admit` decided: granted, or refused with the scope, the reason and how long to
-    wait; ``wake``: workflows of better ranked waiters to wake (a permit is free for them)."""
+    wait."""
 
     granted: bool
     retry_in: timedelta = timedelta(0)
     scope: str | None = None
     reason: str | None = None
-    wake: tuple[str, ...] = ()
     #: (scope, calls holding a permit, calls waiting) as the decision left each scope.
     counts: tuple[tuple[str, int, int], ...] = ()
+
+
+class Woken(NamedTuple):
+    """A waiter a release woke: its call (``holder``) and the workflow that made it."""
+
+    holder: str
+    workflow_id: str
 
 
 @dataclass
@@ -191,15 +198,12 @@ def refusal(view: ScopeView, claim: CapacityClaim, now: datetime) -> Admission |
     return refused(limit, "queued", WAKE_FALLBACK)
 
 
-def refused(
-    limit: ScopeLimit, reason: str, retry_in: timedelta, *, wake: tuple[str, ...] = ()
-) -> Admission:
+def refused(limit: ScopeLimit, reason: str, retry_in: timedelta) -> Admission:
     return Admission(
         granted=False,
         retry_in=max(retry_in, timedelta(milliseconds=50)),
         scope=limit.scope,
         reason=reason,
-        wake=wake,
     )
 
 

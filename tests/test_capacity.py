@@ -31,6 +31,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
+from otherone.contracts import ACTIVITY_CALL_MODEL
 from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
 from otherone.runs import AgentRunRequest, AgentRunResult, RunOutcome
 from otherone.store import Store
@@ -158,6 +159,39 @@ async def test_three_workers_never_have_more_model_calls_at_the_provider_than_th
         rf'otherone_capacity_in_flight{{[^}}]*scope="model@{task_queue}"[^}}]*}} (\d+)', metrics
     )
     assert gauges and all(int(value) <= 2 for value in gauges), metrics
+
+
+async def test_a_permit_freed_on_the_same_worker_reaches_its_waiter_without_a_workflow_task(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """One worker, one permit, three runs: the calls refused wait in their activity and take
+    the permit when the call before them gives it back. No run returned to its workflow to
+    wait (no second `call_model`, no `capacity_freed` signal): waiting only there,
+    each hand-over cost a workflow task, and a burst of runs crawled."""
+    async with WireServer(_answer(hold=0.5)) as provider:
+        config = _config(provider.url, limits="max_concurrent_model_calls = 1")
+        async with _workers(temporal_env, task_queue, tmp_path, config, 1):
+            results = await _run_all(client, task_queue, 3)
+    assert [result.outcome for result in results] == [RunOutcome.COMPLETED] * 3
+    assert provider.most_in_flight == 1
+    waited_ms = []
+    for result in results:
+        history = await client.get_workflow_handle(result.run_id).fetch_history()
+        kinds = [event.WhichOneof("attributes") for event in history.events]
+        scheduled = [
+            event.activity_task_scheduled_event_attributes.activity_type.name
+            for event in history.events
+            if event.HasField("activity_task_scheduled_event_attributes")
+        ]
+        assert scheduled.count(ACTIVITY_CALL_MODEL) == 1, scheduled
+        assert "workflow_execution_signaled_event_attributes" not in kinds
+        events = _events(tmp_path, result.run_id)
+        started = next(event for event in events if event["type"] == "model_started")
+        waited_ms.append(started.get("waited_ms", 0))
+        if started.get("waited_ms"):
+            assert any(event["type"] == "model_waiting" for event in events)
+    # Two of the three waited for the one before them (about a call's 0.5 s, or two).
+    assert sorted(bool(ms) for ms in waited_ms) == [False, True, True], waited_ms
 
 
 async def test_a_profiles_own_limit_holds_across_workers(

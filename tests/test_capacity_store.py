@@ -12,10 +12,17 @@ from otherone.store.capacity import (
     WINDOW,
     CapacityClaim,
     ScopeLimit,
+    Woken,
 )
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 TWO = ScopeLimit("model@q", concurrent=2)
+
+
+def woken(release: tuple[Woken, ...]) -> list[str]:
+    """The workflows of the waiters a release woke (each holder is their call's)."""
+    assert all(holder == f"{workflow_id}:t1" for holder, workflow_id in release)
+    return [workflow_id for _, workflow_id in release]
 
 
 def claim(n: int, partition: str = "p", *limits: ScopeLimit, tokens: int = 0) -> CapacityClaim:
@@ -38,7 +45,7 @@ def test_concurrency_is_a_fleet_wide_count_and_a_release_wakes_the_next(store: S
     assert capacity.in_flight("model@q", NOW) == (2, 1)
     # A retry of a call that holds its permit takes it back, counting nothing twice.
     assert capacity.admit(claim(1), NOW).granted
-    assert capacity.release(claim(1), NOW) == ("run-p-3",)
+    assert woken(capacity.release(claim(1), NOW)) == ["run-p-3"]
     assert capacity.admit(claim(3), NOW).granted
     assert capacity.in_flight("model@q", NOW) == (2, 0)
 
@@ -64,11 +71,10 @@ def test_partitions_share_a_short_scope_fairly(store: Store) -> None:
         assert not capacity.admit(claim(n, "a"), NOW + timedelta(milliseconds=n)).granted
     assert not capacity.admit(claim(1, "b"), NOW + timedelta(seconds=1)).granted
     wake = capacity.release(claim(1, "a"), NOW + timedelta(seconds=2))
-    assert wake == ("run-b-1",)  # fewest in flight first, though it came last
+    assert woken(wake) == ["run-b-1"]  # fewest in flight first, though it came last
     # a's next in line comes back first, and is refused: the permit is b's.
     refused = capacity.admit(claim(3, "a"), NOW + timedelta(seconds=2))
     assert (refused.granted, refused.reason) == (False, "queued")
-    assert refused.wake == ()  # b was woken by the release already
     assert capacity.admit(claim(1, "b"), NOW + timedelta(seconds=3)).granted
 
 
@@ -121,10 +127,10 @@ def test_with_one_permit_partitions_take_turns(store: Store) -> None:
     for n in range(2, 6):
         assert not capacity.admit(claim(n, "a", one), NOW + timedelta(milliseconds=n)).granted
     assert not capacity.admit(claim(1, "b", one), NOW + timedelta(seconds=1)).granted
-    assert capacity.release(claim(1, "a", one), NOW + timedelta(seconds=2)) == ("run-b-1",)
+    assert woken(capacity.release(claim(1, "a", one), NOW + timedelta(seconds=2))) == ["run-b-1"]
     assert capacity.admit(claim(1, "b", one), NOW + timedelta(seconds=2)).granted
     # b was served last: a's oldest waiter is next.
-    assert capacity.release(claim(1, "b", one), NOW + timedelta(seconds=3)) == ("run-a-2",)
+    assert woken(capacity.release(claim(1, "b", one), NOW + timedelta(seconds=3))) == ["run-a-2"]
 
 
 def test_a_woken_waiter_keeps_the_permit_for_a_while_then_loses_it(store: Store) -> None:
@@ -132,7 +138,7 @@ def test_a_woken_waiter_keeps_the_permit_for_a_while_then_loses_it(store: Store)
     one = ScopeLimit("model@q", concurrent=1)
     assert capacity.admit(claim(1, "p", one), NOW).granted
     assert not capacity.admit(claim(2, "p", one), NOW).granted
-    assert capacity.release(claim(1, "p", one), NOW) == ("run-p-2",)
+    assert woken(capacity.release(claim(1, "p", one), NOW)) == ["run-p-2"]
     # A call arriving while run 2 is on its way queues behind it ...
     early = capacity.admit(claim(3, "p", one), NOW + WAKE_GRACE / 2)
     assert (early.granted, early.reason) == (False, "queued")
@@ -149,3 +155,19 @@ def test_a_free_permit_goes_to_the_caller_there_while_waiters_sleep(store: Store
     assert not capacity.admit(claim(2, "p", one), NOW).granted
     later = NOW + PERMIT_LEASE + timedelta(seconds=1)
     assert capacity.admit(claim(3, "p", one), later).granted
+
+
+def test_a_waiter_can_see_it_was_woken_and_a_cancelled_one_leaves_the_line(store: Store) -> None:
+    """A call waiting in its activity on another worker than the release's looks (`is_woken`);
+    a call cancelled while it waits gives up its place (`forget_waiter`), so the next release
+    wakes the one after it."""
+    capacity = store.capacity
+    one = ScopeLimit("model@q", concurrent=1)
+    assert capacity.admit(claim(1, "p", one), NOW).granted
+    assert not capacity.admit(claim(2, "p", one), NOW + timedelta(seconds=1)).granted
+    assert not capacity.admit(claim(3, "p", one), NOW + timedelta(seconds=2)).granted
+    assert not capacity.is_woken(claim(2, "p", one))
+    capacity.forget_waiter(claim(2, "p", one))
+    assert woken(capacity.release(claim(1, "p", one), NOW + timedelta(seconds=3))) == ["run-p-3"]
+    assert capacity.is_woken(claim(3, "p", one))
+    assert not capacity.is_woken(claim(2, "p", one))

@@ -100,6 +100,7 @@ async def test_a_worker_takes_its_mode_and_local_slots_from_the_settings_and_env
     monkeypatch.delenv(WORKFLOW_SANDBOX_ENV)
     (tmp_path / ".env").write_text(
         f"{WORKFLOW_SANDBOX_ENV}=strict\nOTHERONE_MAX_CONCURRENT_LOCAL_ACTIVITIES=7\n"
+        "OTHERONE_MAX_CACHED_WORKFLOWS=25\n"
     )
     store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
     config = scripted_config({"agent": ["done"]})
@@ -120,8 +121,10 @@ async def test_a_worker_takes_its_mode_and_local_slots_from_the_settings_and_env
             assert isinstance(temporal_worker.config()["workflow_runner"], SandboxedWorkflowRunner)
         [temporal_worker] = cli_worker.workers
         assert temporal_worker.config()["max_concurrent_local_activities"] == 7
+        assert temporal_worker.config()["max_cached_workflows"] == 25
         [temporal_worker] = plain.workers  # build_worker's own default: Temporal's
         assert temporal_worker.config()["max_concurrent_local_activities"] == 100
+        assert temporal_worker.config()["max_cached_workflows"] == 1000
         with pytest.raises(ConfigurationError, match="max_concurrent_local_activities"):
             build_worker(
                 client, config, store, task_queue=task_queue, max_concurrent_local_activities=0

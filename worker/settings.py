@@ -197,6 +197,14 @@ class Settings(BaseModel):
         description="Local activity slots of one worker serving workflows: the prepare_run and "
         "finish_run of its runs, which it runs itself (Temporal's default: 100).",
     )
+    max_cached_workflows: int = Field(
+        1000,
+        ge=0,
+        description="Runs one worker keeps in memory between their workflow tasks (Temporal's "
+        "sticky cache, least recently used first out; its default: 1000). A run waiting for a "
+        "person stays cached until newer work pushes it out, so this, not the number of waiting "
+        "runs, bounds a worker's memory; 0 replays every workflow task.",
+    )
     # Task queues and roles (`otherone.worker.queues`): every worker of a deployment names the same
     # queues.
     model_task_queue: str | None = Field(

@@ -51,6 +51,7 @@ WORKER_OPTIONS = (
     Option("--max-concurrent-model-calls", "max_concurrent_model_calls", "N"),
     Option("--max-concurrent-tool-calls", "max_concurrent_tool_calls", "N"),
     Option("--max-concurrent-local-activities", "max_concurrent_local_activities", "N"),
+    Option("--max-cached-workflows", "max_cached_workflows", "N"),
     Option("--deployment-name", "deployment_name", "NAME"),
     Option("--build-id", "build_id", "ID"),
 )

@@ -164,6 +164,7 @@ def _build_worker(
         task_queue=settings.task_queue,
         max_concurrent_activities=settings.max_concurrent_activities,
         max_concurrent_local_activities=settings.max_concurrent_local_activities,
+        max_cached_workflows=settings.max_cached_workflows,
         interceptors=[*telemetry.interceptors(config), tracker],
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
         model_task_queue=settings.model_task_queue,
