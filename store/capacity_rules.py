@@ -41,6 +41,12 @@ class ScopeLimit:
     tokens_per_minute: int | None = None
 
     @property
+    def limited(self) -> bool:
+        """Whether any limit applies: a scope without one only ever refuses for a pause (a
+        provider's 429), so its calls are not counted at all."""
+        return self.concurrent is not None or self.windowed
+
+    @property
     def windowed(self) -> bool:
         """Whether finished calls count for a minute (a per-minute limit applies)."""
         return self.requests_per_minute is not None or self.tokens_per_minute is not None
@@ -141,6 +147,8 @@ def counts(
     """Each scope's (held, waiting) once ``claim`` is in ``state`` there."""
     counted = []
     for view in views:
+        if not view.limit.limited:
+            continue  # its calls are not counted
         others = [row for row in view.rows if row.holder != claim.holder]
         held = sum(1 for row in others if row.state == HELD) + (state == HELD)
         waiting = sum(1 for row in others if row.state in (WAITING, WOKEN)) + (state == WAITING)

@@ -171,3 +171,21 @@ def test_a_waiter_can_see_it_was_woken_and_a_cancelled_one_leaves_the_line(store
     assert woken(capacity.release(claim(1, "p", one), NOW + timedelta(seconds=3))) == ["run-p-3"]
     assert capacity.is_woken(claim(3, "p", one))
     assert not capacity.is_woken(claim(2, "p", one))
+
+
+def test_a_scope_without_limits_counts_nothing_but_its_pause_holds(store: Store) -> None:
+    """A model profile without limits of its own is most calls' second scope: it takes no
+    permit and leaves no row (an admission reads only its pause), yet a provider's pause of
+    it refuses every call until it ends."""
+    capacity = store.capacity
+    free = ScopeLimit("profile:plain")
+    for n in range(1, 4):
+        assert capacity.admit(claim(n, "p", free), NOW).granted
+    assert capacity.in_flight("profile:plain", NOW) == (0, 0)
+    capacity.release(claim(1, "p", free), NOW)
+    capacity.pause("profile:plain", NOW + timedelta(seconds=5))
+    refused = capacity.admit(claim(4, "p", TWO, free), NOW + timedelta(seconds=1))
+    assert (refused.granted, refused.scope, refused.reason) == (False, "profile:plain", "paused")
+    assert refused.retry_in == timedelta(seconds=4)
+    assert capacity.in_flight("model@q", NOW + timedelta(seconds=1)) == (0, 1)  # queued there
+    assert capacity.admit(claim(4, "p", TWO, free), NOW + timedelta(seconds=5)).granted
