@@ -32,6 +32,7 @@ from otherone.activities.store_calls import heartbeating
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import SIGNAL_CAPACITY_FREED, CapacityWait, RunRef
 from otherone.definitions import ModelProfile
+from otherone.partition_limits import caps_of
 from otherone.store import EntryRow
 from otherone.store.capacity import PERMIT_LEASE, Admission, CapacityClaim, ScopeLimit, Woken
 from otherone.store.records import EVENT_KEY, event_key
@@ -61,19 +62,28 @@ def profile_scope(profile_id: str) -> str:
     return f"profile:{profile_id}"
 
 
+def partition_scope(fleet_scope: str, partition_key: str) -> str:
+    """One partition's share of a fleet scope (its cap, `otherone.partition_limits`)."""
+    return f"{fleet_scope}/{partition_key}"
+
+
 def model_claim(
     snapshot: RuntimeSnapshot,
     profile: ModelProfile,
     ref: RunRef,
     turn: int,
     rows: Sequence[EntryRow],
+    *,
+    model_task_queue: str | None = None,
+    purpose: str = "",
 ) -> CapacityClaim:
-    """What the turn's model call asks of the fleet's capacity."""
+    """What the turn's model call asks of the fleet's capacity (``model_task_queue``: the
+    queue model calls run on, when this activity runs elsewhere; ``purpose``: a call of the
+    turn other than its answer, e.g. a handoff's summary)."""
     info = activity.info()
-    limits = (
-        ScopeLimit(
-            model_scope(info.task_queue), concurrent=snapshot.limits.max_concurrent_model_calls
-        ),
+    queue = model_task_queue or info.task_queue
+    limits: tuple[ScopeLimit, ...] = (
+        ScopeLimit(model_scope(queue), concurrent=snapshot.limits.max_concurrent_model_calls),
         ScopeLimit(
             profile_scope(profile.id),
             concurrent=profile.max_concurrent_calls,
@@ -81,8 +91,12 @@ def model_claim(
             tokens_per_minute=profile.tokens_per_minute,
         ),
     )
+    caps = caps_of(snapshot.limits.partitions, ref.partition_key)
+    if caps is not None and caps.max_concurrent_model_calls is not None:
+        scope = partition_scope(model_scope(queue), ref.partition_key)
+        limits += (ScopeLimit(scope, concurrent=caps.max_concurrent_model_calls),)
     return CapacityClaim(
-        holder=f"{ref.run_id}:t{turn}",
+        holder=f"{ref.run_id}:t{turn}{f':{purpose}' if purpose else ''}",
         partition_key=ref.partition_key,
         workflow_id=info.workflow_id or ref.run_id,
         limits=limits,
@@ -94,14 +108,19 @@ def tool_claim(snapshot: RuntimeSnapshot, ref: RunRef, call_id: str) -> Capacity
     """What a tool call asks of the fleet: a permit of ``tool@QUEUE`` (the seed's
     runtime-wide ``max_concurrent_tool_calls``, every worker of the queue)."""
     info = activity.info()
-    scope = ScopeLimit(
-        f"tool@{info.task_queue}", concurrent=snapshot.limits.max_concurrent_tool_calls
+    fleet = f"tool@{info.task_queue}"
+    limits: tuple[ScopeLimit, ...] = (
+        ScopeLimit(fleet, concurrent=snapshot.limits.max_concurrent_tool_calls),
     )
+    caps = caps_of(snapshot.limits.partitions, ref.partition_key)
+    if caps is not None and caps.max_concurrent_tool_calls is not None:
+        scope = partition_scope(fleet, ref.partition_key)
+        limits += (ScopeLimit(scope, concurrent=caps.max_concurrent_tool_calls),)
     return CapacityClaim(
         holder=f"{ref.run_id}:{call_id}",
         partition_key=ref.partition_key,
         workflow_id=info.workflow_id or ref.run_id,
-        limits=(scope,),
+        limits=limits,
     )
 
 
@@ -139,6 +158,18 @@ async def admit(
     finally:
         _waiting_here.pop(claim.holder, None)
     return wait, max(1, int((loop.time() - started) * 1000))  # it waited: never "0 ms"
+
+
+async def admit_here(context: ActivityContext, claim: CapacityClaim) -> None:
+    """Take the claim's permits, waiting for them in this activity however long it takes: for
+    a call that cannot go back to its workflow to wait (a handoff's summary, made inside the
+    handoff's store activity)."""
+    async with heartbeating():
+        while True:
+            wait, _ = await admit(context, claim, lambda wait: None)
+            if wait is None:
+                return
+            await asyncio.sleep(min(wait.retry_in_ms / 1000, WAIT_HERE.total_seconds()))
 
 
 async def _admit_once(context: ActivityContext, claim: CapacityClaim) -> CapacityWait | None:

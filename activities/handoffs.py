@@ -25,6 +25,7 @@ from typing import Any
 
 from temporalio import activity
 
+from otherone.activities import capacity
 from otherone.activities.compact_context import Summary, summarise
 from otherone.activities.compaction import summary_messages
 from otherone.activities.context import generation_settings
@@ -234,8 +235,23 @@ async def _summarise_session(
         settings=generation_settings(profile, agent),
         purpose="summary",
     )
-    summary = await summarise(context.provider_for(profile, "summary model"), request)
     ref = input.ref
+    # The summary is a model call like any other: it takes the fleet's permits (README "Fleet
+    # capacity"); waiting for them here, since the handoff cannot wait in its workflow.
+    claim = capacity.model_claim(
+        snapshot,
+        profile,
+        ref,
+        input.step.turn,
+        rows,
+        model_task_queue=input.plan.model_task_queue,
+        purpose="summary",
+    )
+    await capacity.admit_here(context, claim)
+    async with capacity.holding(context, claim) as used:
+        summary = await summarise(context.provider_for(profile, "summary model"), request)
+        if summary.total_tokens is not None:
+            used.append(summary.total_tokens)
     await context.io(
         context.store.add_compaction,
         ref.partition_key,

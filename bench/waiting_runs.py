@@ -62,12 +62,16 @@ async def bounded(
 
 
 async def wait_for_count(client: Client, query: str, expected: int, what: str) -> float:
-    """Seconds until Temporal's visibility counts ``expected`` executions matching ``query``."""
-    started = time.monotonic()
+    """Seconds until Temporal's visibility counts ``expected`` executions matching ``query``
+    (progress on stderr every 30 s)."""
+    started = reported = time.monotonic()
     while True:
         counted = (await client.count_workflows(query)).count
         if counted >= expected:
             return time.monotonic() - started
+        if time.monotonic() - reported >= 30:
+            reported = time.monotonic()
+            print(f"{what}: {counted}/{expected} after {reported - started:.0f} s", file=sys.stderr)
         if time.monotonic() - started > DEADLINE_SECONDS:
             raise RuntimeError(f"{what}: {counted} of {expected} after {DEADLINE_SECONDS:.0f} s")
         await asyncio.sleep(1.0)
@@ -84,6 +88,22 @@ async def one_assistant_run(agents: AgentClient, label: str) -> float:
     return time.monotonic() - started
 
 
+def waiting_config(folder: Path) -> Path:
+    """The example configuration with timeouts long enough to wait through the measurement
+    (its own 5 min run timeout would end the first runs while the last ones start)."""
+    text = EXAMPLE_CONFIG.read_text()
+    for short, long in (
+        ("run_timeout = 300 ", "run_timeout = 86400 "),
+        ('root_timeout = "PT15M"', 'root_timeout = "PT24H"'),
+    ):
+        if short not in text:
+            raise RuntimeError(f"the example configuration no longer says {short!r}")
+        text = text.replace(short, long)
+    path = folder / "otherone.toml"
+    path.write_text(text)
+    return path
+
+
 async def measure(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="otherone-waiting-"))
     with contextlib.ExitStack() as stack:
@@ -98,7 +118,7 @@ async def measure(args: argparse.Namespace) -> None:
                 OTHERONE_TEMPORAL_ADDRESS=server.address,
                 OTHERONE_TASK_QUEUE=task_queue,
                 OTHERONE_DATABASE_URL=url,
-                OTHERONE_CONFIG=str(EXAMPLE_CONFIG),
+                OTHERONE_CONFIG=str(waiting_config(folder)),
                 OTHERONE_DATA_DIR=str(folder / "data"),
                 OTHERONE_MAX_CACHED_WORKFLOWS=str(args.max_cached_workflows),
                 PYTHONPATH=str(REPO),
@@ -131,7 +151,8 @@ async def run_phases(
     started = time.monotonic()
     await bounded(args.runs, args.concurrency, start)
     waiting = RunStatus.WAITING_FOR_APPROVAL.value
-    waiting_query = f'{on_queue}"Running" AND {STATUS.name} = "{waiting}"'
+    clerk = 'OtheroneAgentId = "clerk"'
+    waiting_query = f'{on_queue}"Running" AND {STATUS.name} = "{waiting}" AND {clerk}'
     await wait_for_count(client, waiting_query, args.runs, "waiting")
     to_wait = time.monotonic() - started
     stop.set()
@@ -145,7 +166,8 @@ async def run_phases(
     started = time.monotonic()
     await bounded(args.runs, args.concurrency, approve)
     decided = time.monotonic() - started
-    completed_query = f'{on_queue}"Completed" AND OtheroneAgentId = "clerk"'
+    completed = RunStatus.COMPLETED.value
+    completed_query = f'{on_queue}"Completed" AND {STATUS.name} = "{completed}" AND {clerk}'
     await wait_for_count(client, completed_query, args.runs, "completed")
     to_wake = time.monotonic() - started
     [after] = await settled_rss(pool)

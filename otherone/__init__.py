@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         UnavailableError,
     )
     from otherone.mcp_servers import McpServer
+    from otherone.partition_limits import PartitionLimits
     from otherone.runs import (
         AgentCallRequest,
         AgentCallResult,
@@ -108,6 +109,7 @@ _LAZY_EXPORTS = {
         ),
         "otherone.definitions",
     ),
+    "PartitionLimits": "otherone.partition_limits",
     **dict.fromkeys(
         (
             "ApprovalConflictError",
@@ -196,6 +198,7 @@ __all__ = [
     "ModelProfile",
     "OtheroneError",
     "OutputValidationError",
+    "PartitionLimits",
     "ResultContract",
     "RunFailedError",
     "RunHandle",

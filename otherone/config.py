@@ -145,9 +145,11 @@ class RuntimeSnapshot(BaseModel):
 
     def with_version(self) -> RuntimeSnapshot:
         # Empty MCP fields are left out, so snapshots without MCP keep the versions they had.
-        excluded = {"version"} | {
-            name for name in ("mcp_servers", "mcp_tools") if not getattr(self, name)
+        excluded: dict[str, Any] = {"version": True} | {
+            name: True for name in ("mcp_servers", "mcp_tools") if not getattr(self, name)
         }
+        if not self.limits.partitions:  # likewise snapshots without partition caps
+            excluded["limits"] = {"partitions"}
         body = self.model_dump(mode="json", exclude=excluded)
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()

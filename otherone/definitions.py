@@ -32,6 +32,7 @@ from otherone.credentials import (
     nested_credential_paths,
     url_credential_parts,
 )
+from otherone.partition_limits import PartitionCaps
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
 from otherone.run_types import NOT_A_BOOL
 from otherone.run_types import AgentId as AgentId
@@ -542,6 +543,9 @@ class RuntimeLimits(_Frozen):
     #: its JSON text), the seed's output budget (`budget.add_output_bytes`); None: unlimited.
     #: The answer that passes it ends its run `budget_exceeded`.
     max_output_bytes: Annotated[int, Field(strict=True, gt=0)] | None = None
+    #: Caps of single partitions on the fleet's calls (TOML ``[partitions.<key>]``; the key
+    #: ``"*"``: every partition without its own), `otherone.partition_limits`.
+    partitions: PartitionCaps = {}
 
     def tightened(self, overrides: RunLimitOverrides | None) -> RuntimeLimits:
         """Apply per-request overrides; raise ValueError naming the field if one would loosen."""

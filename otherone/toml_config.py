@@ -47,13 +47,14 @@ from otherone.definitions import (
 )
 from otherone.errors import ConfigurationError
 from otherone.mcp_servers import MCP_SERVER_NAME_PATTERN, McpServer
+from otherone.partition_limits import PartitionLimits
 from otherone.skills import SkillRegistry
 from otherone.tools import ToolDefinitionError, load_tool
 
 __all__ = ["TOP_LEVEL_TABLES", "load_config", "parse_config"]
 
 #: The tables an ``otherone.toml`` may contain.
-TOP_LEVEL_TABLES = ("runtime", "policy", "limits", "models", "agents", "mcp")
+TOP_LEVEL_TABLES = ("runtime", "policy", "limits", "partitions", "models", "agents", "mcp")
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 #: Parts of a pydantic error location that name a type (union member, validator), not a field.
@@ -100,7 +101,7 @@ def parse_config(data: Mapping[str, Any], *, source: str, base_dir: Path) -> Run
     runtime = _validate(_RuntimeTable, _section(data, "runtime", source), source, "runtime")
     config = RuntimeConfig(
         policy=_validate(RuntimePolicy, _section(data, "policy", source), source, "policy"),
-        limits=_validate(RuntimeLimits, _section(data, "limits", source), source, "limits"),
+        limits=_limits(data, source),
         default_model=runtime.default_model,
         skills=_load_skills(runtime.skills, source, base_dir),
         source=source,
@@ -120,6 +121,21 @@ def parse_config(data: Mapping[str, Any], *, source: str, base_dir: Path) -> Run
     _load_tools(config, runtime.tools, source, base_dir)
     config.validate()
     return config
+
+
+def _limits(data: Mapping[str, Any], source: str) -> RuntimeLimits:
+    """``[limits]``, with the caps of ``[partitions.<key>]`` (each named by its own table)."""
+    caps = {
+        key: _validate(PartitionLimits, table, source, _table("partitions", key))
+        for key, table in _entries(data, "partitions", source)
+    }
+    limits = _validate(RuntimeLimits, _section(data, "limits", source), source, "limits")
+    try:
+        return limits.model_validate(
+            {**limits.model_dump(exclude={"partitions"}), "partitions": caps}
+        )
+    except ValidationError as error:  # a key that names no partition
+        raise _configuration_error(error, caps, source, "partitions") from None
 
 
 # --------------------------------------------------------------------------- file

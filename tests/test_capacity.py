@@ -12,6 +12,7 @@ between partitions.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import signal
@@ -33,8 +34,11 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.contracts import ACTIVITY_CALL_MODEL
 from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
+from otherone.errors import ConfigurationError
+from otherone.partition_limits import PartitionLimits
 from otherone.runs import AgentRunRequest, AgentRunResult, RunOutcome
 from otherone.store import Store
+from otherone.toml_config import load_config
 from otherone.tools import tool
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, openai_stream
 from tests.harness import agent_env, scripted_config, wait_until
@@ -378,6 +382,70 @@ async def test_one_tenants_burst_does_not_queue_another_tenants_single_run(
     position = next(index for index, body in enumerate(order) if '"b 0"' in body)
     # At most the call in flight and one woken just before b asked: one slot's wait.
     assert position <= seen_before_b + 1, (position, seen_before_b)
+
+
+async def test_a_partitions_cap_holds_while_other_partitions_go_on(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Partition a may hold one model call at a time (`[partitions.a]`), though the fleet has
+    eight permits: a's three calls reach the provider one after the other, each after the one
+    before it answered, while partition b's three go on beside them."""
+    hold = 0.4
+    async with WireServer(_answer(hold=hold)) as provider:
+        profile = ModelProfile(
+            id="slow", provider="local", model="slow-model", base_url=f"{provider.url}/v1"
+        )
+        limits = RuntimeLimits(
+            max_concurrent_model_calls=8,
+            partitions={"a": PartitionLimits(max_concurrent_model_calls=1)},
+        )
+        config = RuntimeConfig(
+            agents=[AgentDefinition(id="assistant", description="Answers.")],
+            models=[profile],
+            limits=limits,
+        )
+        async with agent_env(client, task_queue, config, tmp_path) as env:
+            tenants = {
+                key: AgentClient(client, task_queue=task_queue, store=env.store, partition_key=key)
+                for key in ("a", "b")
+            }
+            runs = [
+                await tenants[key].start(_tenant_request(key, f"{key} {n}"))
+                for n in range(3)
+                for key in ("a", "b")
+            ]
+            results = await asyncio.wait_for(asyncio.gather(*(run.result() for run in runs)), 90)
+    assert all(result.outcome is RunOutcome.COMPLETED for result in results)
+    arrivals: dict[str, list[float]] = {"a": [], "b": []}
+    for seen, arrival in zip(provider.requests, provider.arrivals, strict=True):
+        arrivals["a" if '"a ' in json.dumps(seen.body) else "b"].append(arrival)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals["a"])]
+    assert len(arrivals["a"]) == 3 and min(gaps) >= hold * 0.9, gaps  # never two of a at once
+    assert provider.most_in_flight >= 2  # b's calls did not wait for a's
+
+
+def test_partition_caps_name_the_table_and_the_field(tmp_path: Path) -> None:
+    base = _config("http://127.0.0.1:1")
+    cases = {
+        "[partitions.acme]\nmax_concurrent_model_calls = 0\n": (
+            "[partitions.acme]",
+            "max_concurrent_model_calls",
+        ),
+        "[partitions.acme]\nmax_concurrent_calls = 2\n": (
+            "[partitions.acme]",
+            "max_concurrent_calls",
+        ),
+        '[partitions."no spaces"]\nmax_concurrent_tool_calls = 2\n': ("[partitions]", "partitions"),
+    }
+    for table, (where, field) in cases.items():
+        path = tmp_path / "otherone.toml"
+        path.write_text(base + table)
+        with pytest.raises(ConfigurationError) as refused:
+            load_config(path)
+        assert f"table {where}" in str(refused.value) and field in str(refused.value), table
+    path.write_text(base + '[partitions."*"]\nmax_concurrent_tool_calls = 2\n')
+    caps = load_config(path).limits.partitions
+    assert caps == {"*": PartitionLimits(max_concurrent_tool_calls=2)}
 
 
 def _tenant_request(partition: str, text: str) -> AgentRunRequest:

@@ -15,6 +15,7 @@ import json
 import re
 import tomllib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -772,3 +773,40 @@ async def test_a_handoff_beside_a_call_waiting_for_a_person_is_announced_with_th
     assert answer.error_kind == "cancelled"
     message = json.loads(answer.content)["error"]
     assert handoff_events == [("tool_started", None), ("tool_completed", message)]
+
+
+async def test_a_summary_takes_the_fleets_model_permit_like_any_model_call(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The handoff's summary is a model call: it holds a permit of the fleet's model scope
+    while the model writes (README "Fleet capacity"), and gives it back after."""
+    held: list[tuple[str, tuple[int, int]]] = []
+    env_box: list[AgentEnv] = []
+
+    class Watching(RecordingProvider):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+            scope = f"model@{task_queue}"
+            held.append((request.purpose, env_box[0].store.capacity.in_flight(scope, _now())))
+            async for event in super().stream(request):
+                yield event
+
+    provider = Watching()
+    config = scripted_config(
+        {"triage": [handoff("billing", "h1")], "billing": ["Paid."]},
+        agents=[summarising_triage(), agent("billing")],
+        limits=RuntimeLimits(max_concurrent_model_calls=1),
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        env_box.append(env)
+        result = await env.agents.run(build_request(entry_agent="triage", input="Invoice?"))
+        after = env.store.capacity.in_flight(f"model@{task_queue}", _now())
+    assert result.outcome is RunOutcome.COMPLETED, result
+    assert [purpose for purpose, _ in held].count("summary") == 1
+    assert all(counts == (1, 0) for _, counts in held), held  # each call, the summary too
+    assert after == (0, 0)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
