@@ -45,6 +45,8 @@ from otherone.errors import (
     OtheroneError,
     RunNotActiveError,
     RunNotFoundError,
+    ScheduleExistsError,
+    ScheduleNotFoundError,
     UnavailableError,
 )
 from otherone.store import SessionBusyError, StoreError
@@ -118,6 +120,22 @@ def problem(
     )
 
 
+#: Errors answered the same way each time: (type, status, code, field), first match wins (a
+#: subclass before its base).
+_ANSWERS: tuple[tuple[type[OtheroneError], int, str, str | None], ...] = (
+    (RunNotFoundError, 404, "run_not_found", None),
+    (RunNotActiveError, 409, "run_not_active", None),
+    (ScheduleNotFoundError, 404, "schedule_not_found", None),
+    (ScheduleExistsError, 409, "schedule_exists", "name"),
+    (ApprovalNotFoundError, 404, "approval_not_found", None),
+    (ApprovalNotAllowedError, 403, "approval_not_allowed", None),
+    (ApprovalConflictError, 409, "approval_conflict", None),
+    # another live run writes to the session
+    (SessionBusyError, 409, "session_busy", "session.session_id"),
+    (IdempotencyConflictError, 409, "idempotency_conflict", "Idempotency-Key"),
+)
+
+
 def from_error(error: Exception) -> JSONResponse:
     """The answer for anything an endpoint raised."""
     if isinstance(error, ApiError):
@@ -125,20 +143,9 @@ def from_error(error: Exception) -> JSONResponse:
         return problem(error.status, error.code, error.detail, field=error.field, headers=headers)
     if isinstance(error, InvalidRequestError):
         return problem(422, "invalid_request", error.message, field=error.field)
-    if isinstance(error, RunNotFoundError):
-        return problem(404, "run_not_found", error.message)
-    if isinstance(error, RunNotActiveError):
-        return problem(409, "run_not_active", error.message)
-    if isinstance(error, ApprovalNotFoundError):
-        return problem(404, "approval_not_found", error.message)
-    if isinstance(error, ApprovalNotAllowedError):
-        return problem(403, "approval_not_allowed", error.message)
-    if isinstance(error, ApprovalConflictError):
-        return problem(409, "approval_conflict", error.message)
-    if isinstance(error, SessionBusyError):  # another live run writes to the session
-        return problem(409, "session_busy", error.message, field="session.session_id")
-    if isinstance(error, IdempotencyConflictError):
-        return problem(409, "idempotency_conflict", error.message, field="Idempotency-Key")
+    for kind, status, code, field in _ANSWERS:
+        if isinstance(error, kind):
+            return problem(status, code, error.message, field=field)
     if isinstance(error, UnavailableError | StoreError):
         return problem(503, "unavailable", error.message)
     if is_outage(error):  # the database down or restarting, met by an endpoint's own read

@@ -124,6 +124,26 @@ class RunNotFoundError(OtheroneError):
         super().__init__(f"run '{run_id}' not found")
 
 
+class ScheduleNotFoundError(OtheroneError):
+    """No schedule of this name in the partition (`otherone.client.schedules`)."""
+
+    code = FailureCode.INVALID_CONFIGURATION
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"schedule '{name}' not found")
+
+
+class ScheduleExistsError(OtheroneError):
+    """A schedule of this name exists in the partition already (delete it, or pick a name)."""
+
+    code = FailureCode.INVALID_CONFIGURATION
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"schedule '{name}' exists already (delete it first, or pick a name)")
+
+
 class RunNotActiveError(OtheroneError):
     """The run exists but has finished, so it cannot take messages any more.
 

@@ -25,6 +25,10 @@ Commands (module of ``otherone.client.cli`` in brackets)::
     otherone mcp list | tools SERVER | call SERVER TOOL [ARGS]
                                         declared servers, a server's tools, a one-off call
                                                                                       [mcp]
+    otherone schedule create NAME --agent A --input TEXT (--cron EXPR | --every DURATION)
+    otherone schedule list | show | pause | unpause | trigger | delete NAME
+                                        runs started on a calendar (Temporal Schedules)
+                                                                                [schedules]
     otherone db upgrade                 create or upgrade the store's tables
                                         (migrations)                              [sessions]
     otherone demo [--interactive] [--keep]  offline end-to-end demo (own server, worker, example

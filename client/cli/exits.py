@@ -18,6 +18,8 @@ from otherone.errors import (
     OtheroneError,
     RunNotActiveError,
     RunNotFoundError,
+    ScheduleExistsError,
+    ScheduleNotFoundError,
     UnavailableError,
 )
 
@@ -93,9 +95,14 @@ def classify_error(error: BaseException, address: str | None = None) -> tuple[in
             code, message = error.code, error.message
         case IdempotencyConflictError():
             code, message = EXIT_IDEMPOTENCY_CONFLICT, error.message
-        case ApprovalConflictError():
+        case ApprovalConflictError() | ScheduleExistsError():
             code, message = EXIT_DECISION_CONFLICT, error.message
-        case RunNotFoundError() | RunNotActiveError() | ApprovalNotFoundError():
+        case (
+            RunNotFoundError()
+            | RunNotActiveError()
+            | ApprovalNotFoundError()
+            | ScheduleNotFoundError()
+        ):
             code, message = EXIT_NOT_FOUND, error.message
         case InvalidRequestError() | ConfigurationError():
             code, message = EXIT_USAGE, error.message

@@ -57,6 +57,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "answer": CommandTarget("approvals", "cmd_answer"),
     "serve": CommandTarget("http_api", "cmd_serve", handles_signals=True),
     "mcp": CommandTarget("mcp", "cmd_mcp"),
+    "schedule": CommandTarget("schedules", "cmd_schedule"),
 }
 
 
@@ -105,6 +106,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_sessions(command, common)
     _add_upgrade(command, common)
     _add_mcp(command, common)
+    _add_schedule(command, common)
     _add_demo(command)
     _add_codec_server(commands)
     return parser
@@ -396,6 +398,31 @@ def _add_upgrade(command: Add, common: argparse.ArgumentParser) -> None:
         parents=[common],
     )
     add_check_options(check)
+
+
+def _add_schedule(command: Add, common: argparse.ArgumentParser) -> None:
+    from otherone.client.cli.schedule_options import add_actions
+
+    schedule = command(
+        "schedule",
+        "runs started on a calendar or at an interval (Temporal Schedules)",
+        "Create and manage schedules of --partition: each firing starts a run of an agent "
+        "(README, Schedules). Temporal keeps them (the Web UI's Schedules page shows them).",
+    )
+    actions = schedule.add_subparsers(dest="schedule_action", metavar="ACTION", required=True)
+
+    def action(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=EXIT_CODES_HELP,
+            formatter_class=_HelpFormatter,
+            parents=[common],
+        )
+        return parser
+
+    add_actions(action)
 
 
 def _add_mcp(command: Add, common: argparse.ArgumentParser) -> None:
