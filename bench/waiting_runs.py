@@ -37,7 +37,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from bench.databases import postgresql_database
-from bench.worker_memory import REPO, Worker, sample_peaks, settled_rss, workers
+from bench.worker_memory import Worker, sample_peaks, settled_rss, worker_env, workers
 from otherone import AgentClient, AgentRunRequest, RunOutcome, connect
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import RunStatus
@@ -113,15 +113,13 @@ async def measure(args: argparse.Namespace) -> None:
             url = f"sqlite:///{folder / 'store.db'}"
         async with DevServer(headless=True) as server:
             task_queue = f"waiting-{uuid.uuid4().hex[:8]}"
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("OTHERONE_", "OTEL_"))}
-            env.update(
-                OTHERONE_TEMPORAL_ADDRESS=server.address,
-                OTHERONE_TASK_QUEUE=task_queue,
-                OTHERONE_DATABASE_URL=url,
-                OTHERONE_CONFIG=str(waiting_config(folder)),
-                OTHERONE_DATA_DIR=str(folder / "data"),
+            env = worker_env(
+                server.address,
+                task_queue,
+                url,
+                waiting_config(folder),
+                folder,
                 OTHERONE_MAX_CACHED_WORKFLOWS=str(args.max_cached_workflows),
-                PYTHONPATH=str(REPO),
             )
             async with workers(1, env, folder) as pool:
                 await run_phases(args, server.address, task_queue, pool)

@@ -103,6 +103,23 @@ async def sample_peaks(pool: list[Worker], stop: asyncio.Event) -> None:
         await asyncio.sleep(0.2)
 
 
+def worker_env(
+    address: str, task_queue: str, database_url: str, config: Path, folder: Path, **extra: str
+) -> dict[str, str]:
+    """The environment of a bench's `otherone worker`: this one's, without our settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTHERONE_", "OTEL_"))}
+    env.update(
+        OTHERONE_TEMPORAL_ADDRESS=address,
+        OTHERONE_TASK_QUEUE=task_queue,
+        OTHERONE_DATABASE_URL=database_url,
+        OTHERONE_CONFIG=str(config),
+        OTHERONE_DATA_DIR=str(folder / "data"),
+        PYTHONPATH=str(REPO),
+        **extra,
+    )
+    return env
+
+
 async def measure(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="otherone-memory-"))
     with contextlib.ExitStack() as stack:
@@ -112,15 +129,7 @@ async def measure(args: argparse.Namespace) -> None:
             url = f"sqlite:///{folder / 'store.db'}"
         async with DevServer(headless=True) as server:
             task_queue = f"memory-{uuid.uuid4().hex[:8]}"
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("OTHERONE_", "OTEL_"))}
-            env.update(
-                OTHERONE_TEMPORAL_ADDRESS=server.address,
-                OTHERONE_TASK_QUEUE=task_queue,
-                OTHERONE_DATABASE_URL=url,
-                OTHERONE_CONFIG=str(EXAMPLE_CONFIG),
-                OTHERONE_DATA_DIR=str(folder / "data"),
-                PYTHONPATH=str(REPO),
-            )
+            env = worker_env(server.address, task_queue, url, EXAMPLE_CONFIG, folder)
             async with workers(args.workers, env, folder) as pool:
                 idle = await settled_rss(pool)
                 client = await connect(server.address)

@@ -7,6 +7,7 @@ only when that command runs, so ``otherone --help`` (and a usage error) starts f
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -88,16 +89,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
         parents=[common],
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
-        return commands.add_parser(
-            name,
-            help=summary,
-            description=description,
-            epilog=EXIT_CODES_HELP,
-            formatter_class=_HelpFormatter,
-            parents=[common],
-        )
+    command = _adder(commands, common)
 
     _add_serve(command, defaults)
     _add_run(command)
@@ -113,6 +105,26 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
 
 
 Add = Any  # `command(name, summary, description)` of `build_parser`
+
+
+def _adder(
+    subparsers: Any, common: argparse.ArgumentParser
+) -> Callable[[str, str, str], argparse.ArgumentParser]:
+    """``add(name, summary, description)``: a (sub)command of ``subparsers`` with the common
+    settings, our help formatter and the exit codes."""
+
+    def add(name: str, summary: str, description: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = subparsers.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=EXIT_CODES_HELP,
+            formatter_class=_HelpFormatter,
+            parents=[common],
+        )
+        return parser
+
+    return add
 
 
 def _add_serve(command: Add, defaults: Settings | None) -> None:
@@ -410,19 +422,7 @@ def _add_schedule(command: Add, common: argparse.ArgumentParser) -> None:
         "(README, Schedules). Temporal keeps them (the Web UI's Schedules page shows them).",
     )
     actions = schedule.add_subparsers(dest="schedule_action", metavar="ACTION", required=True)
-
-    def action(name: str, summary: str, description: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = actions.add_parser(
-            name,
-            help=summary,
-            description=description,
-            epilog=EXIT_CODES_HELP,
-            formatter_class=_HelpFormatter,
-            parents=[common],
-        )
-        return parser
-
-    add_actions(action)
+    add_actions(_adder(actions, common))
 
 
 def _add_mcp(command: Add, common: argparse.ArgumentParser) -> None:
