@@ -53,9 +53,11 @@ from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.contracts.turns import SAID_EXCERPT_CHARS
-from otherone.definitions import AgentDefinition
+from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import FailureCode
+from otherone.pricing import CallTokens, call_cost
 from otherone.result_contracts import contract_instructions
+from otherone.run_types import plain_decimal
 from otherone.runs import NORMAL_FINISH_REASONS
 from otherone.store import Compaction, EntryRow
 from otherone.store.errors import RunAlreadyEnded
@@ -181,7 +183,7 @@ async def _answer(
         "attempt": request.attempt,
     }
     try:
-        turn = await _stream(context, provider, request, input, events)
+        turn = priced(await _stream(context, provider, request, input, events), profile)
         # The answer, its last deltas and `model_completed`: one transaction.
         events.add({**completed, "usage": _usage(turn), "finish_reason": turn.finish_reason})
         row = _assistant_row(assistant_key, ref, turn)
@@ -227,6 +229,7 @@ def _with_summary_usage(turn: ModelTurn, summary: Summary | None) -> ModelTurn:
             "compaction_calls": summary.calls,
             "compaction_input_tokens": summary.input_tokens,
             "compaction_output_tokens": summary.output_tokens,
+            "compaction_cost": summary.cost,
         }
     )
 
@@ -386,11 +389,29 @@ def _written_texts(turn: ModelTurn) -> list[str]:
 
 
 def _usage(turn: ModelTurn) -> dict[str, Any]:
-    return {
+    """The call's usage as its event and stored entry say it (a cost as a decimal string)."""
+    usage: dict[str, Any] = {
         "input_tokens": turn.input_tokens,
         "output_tokens": turn.output_tokens,
         "total_tokens": turn.total_tokens,
     }
+    if turn.cache_read_tokens is not None or turn.cache_write_tokens is not None:
+        usage["cache_read_tokens"] = turn.cache_read_tokens
+        usage["cache_write_tokens"] = turn.cache_write_tokens
+    if turn.cost is not None:
+        usage["cost"] = plain_decimal(turn.cost)
+    return usage
+
+
+def priced(turn: ModelTurn, profile: ModelProfile) -> ModelTurn:
+    """``turn`` with its cost at ``profile``'s prices (`otherone.pricing`)."""
+    tokens = CallTokens(
+        input=turn.input_tokens or 0,
+        output=turn.output_tokens or 0,
+        cache_read=turn.cache_read_tokens or 0,
+        cache_write=turn.cache_write_tokens or 0,
+    )
+    return turn.model_copy(update={"cost": call_cost(profile, tokens)})
 
 
 def _with_output(turn: ModelTurn, input: ModelCallInput) -> ModelTurn:

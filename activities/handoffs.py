@@ -92,6 +92,7 @@ async def hand_off(context: ActivityContext, input: HandOffInput) -> RunPlan | H
         input_tokens=summary.input_tokens,
         output_tokens=summary.output_tokens,
         total_tokens=summary.total_tokens,
+        cost=summary.cost,
     )
 
 
@@ -235,6 +236,7 @@ async def _summarise_session(
         purpose="summary",
     )
     summary = await summarise(context.provider_for(profile, "summary model"), request)
+    summary = summary.priced(profile)
     ref = input.ref
     await context.io(
         context.store.add_compaction,

@@ -310,7 +310,7 @@ class MessagesState:
 
     def _message_start(self, payload: dict[str, Any]) -> list[StreamEvent]:
         usage = (payload.get("message") or {}).get("usage") or {}
-        return [UsageReport(_input_tokens(usage), _count(usage.get("output_tokens")))]
+        return [usage_report(usage)]
 
     def _block_start(self, payload: dict[str, Any]) -> list[StreamEvent]:
         block, index = payload.get("content_block") or {}, payload.get("index")
@@ -377,7 +377,7 @@ class MessagesState:
         usage = payload.get("usage") or {}
         if not usage:
             return []
-        return [UsageReport(_input_tokens(usage), _count(usage.get("output_tokens")))]
+        return [usage_report(usage)]
 
     def _message_stop(self, payload: dict[str, Any]) -> list[StreamEvent]:
         self.done = True
@@ -390,6 +390,19 @@ class MessagesState:
             f"{self.label}: error in stream: {kind}: {message}",
             retryable=kind not in FINAL_ERROR_TYPES,
         )
+
+
+def usage_report(usage: Mapping[str, Any]) -> UsageReport:
+    """A Messages API ``usage`` object (``message_start``'s, or ``message_delta``'s cumulative
+    one): input tokens are reported in three parts, added up here; the cache's are kept apart
+    too, to be priced as such. A count the object leaves out stays None (the earlier one holds).
+    """
+    return UsageReport(
+        input_tokens=_input_tokens(usage),
+        output_tokens=_count(usage.get("output_tokens")),
+        cache_read_tokens=_count(usage.get("cache_read_input_tokens")),
+        cache_write_tokens=_count(usage.get("cache_creation_input_tokens")),
+    )
 
 
 def _input_tokens(usage: Mapping[str, Any]) -> int | None:

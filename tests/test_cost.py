@@ -1,0 +1,203 @@
+"""Cost accounting: prompt-cache tokens parsed from both providers' wire formats, priced by the
+profile's declared prices (else `genai-prices`' table), summed exactly per call, run and tree.
+
+The runs use the real dev server, worker and SQLite store; the providers' streams come from
+the local wire server, byte for byte as the APIs send them.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from temporalio.client import Client
+
+from otherone.activities.model_stream import TurnCollector
+from otherone.activities.providers.anthropic import MessagesState
+from otherone.activities.providers.base import StreamEvent, UsageReport
+from otherone.activities.providers.openai import ChatCompletionsState
+from otherone.activities.providers.sse import SSEDecoder
+from otherone.client.agent_client import build_request
+from otherone.config import RuntimeConfig
+from otherone.definitions import AgentDefinition, ModelPrices, ModelProfile
+from otherone.pricing import CallTokens, call_cost, declared_cost, table_cost
+from otherone.runs import RunOutcome, RunUsage
+from otherone.wire_names import WireNames
+from tests.fixtures.providers.wire_server import (
+    Reply,
+    Seen,
+    WireServer,
+    anthropic_stream,
+    openai_stream,
+)
+from tests.harness import agent_env
+
+NAMES = WireNames([])
+
+
+def _events(state: ChatCompletionsState | MessagesState, body: bytes) -> list[StreamEvent]:
+    decoder = SSEDecoder()
+    out: list[StreamEvent] = []
+    for sse in [*decoder.feed(body), *decoder.close()]:
+        out += state.events(sse)
+    return out + state.finish()
+
+
+async def _collected(events: list[StreamEvent]) -> Any:
+    async def stream() -> Any:
+        for event in events:
+            yield event
+
+    async def ignore(_: str) -> None:
+        return None
+
+    return await TurnCollector(limit_bytes=10_000).consume(stream(), ignore, ignore)
+
+
+# --------------------------------------------------------------------------- wire formats
+
+
+async def test_openai_cached_prompt_tokens_are_parsed_as_cache_reads() -> None:
+    body = openai_stream(["Hi."], usage=(2006, 300), cached=1920)
+    events = _events(ChatCompletionsState("m", NAMES), body)
+    reports = [event for event in events if isinstance(event, UsageReport)]
+    assert reports == [UsageReport(2006, 300, cache_read_tokens=1920, cache_write_tokens=0)]
+    turn = await _collected(events)
+    assert (turn.input_tokens, turn.cache_read_tokens, turn.cache_write_tokens) == (2006, 1920, 0)
+
+
+async def test_openai_usage_without_details_reports_no_cache() -> None:
+    events = _events(ChatCompletionsState("m", NAMES), openai_stream(["Hi."], usage=(11, 7)))
+    turn = await _collected(events)
+    assert (turn.input_tokens, turn.cache_read_tokens, turn.cache_write_tokens) == (11, None, None)
+
+
+async def test_anthropic_cache_reads_and_writes_are_parsed_and_input_counts_them() -> None:
+    """``input_tokens`` on the wire is the uncached rest: the prompt is all three together."""
+    body = anthropic_stream(["Hi."], usage=(21, 393), cache=(1500, 188))
+    events = _events(MessagesState("m", NAMES), body)
+    reports = [event for event in events if isinstance(event, UsageReport)]
+    # message_start, then message_delta's cumulative usage (the same input counts again).
+    assert reports[0] == UsageReport(1709, 1, cache_read_tokens=1500, cache_write_tokens=188)
+    assert reports[-1] == UsageReport(1709, 393, cache_read_tokens=1500, cache_write_tokens=188)
+    turn = await _collected(events)
+    assert (turn.input_tokens, turn.output_tokens, turn.total_tokens) == (1709, 393, 2102)
+    assert (turn.cache_read_tokens, turn.cache_write_tokens) == (1500, 188)
+
+
+async def test_anthropic_delta_with_output_alone_keeps_the_start_cache_counts() -> None:
+    """Older streams repeat only ``output_tokens`` in ``message_delta``."""
+    body = anthropic_stream(["Hi."], usage=(21, 393), cache=(1500, 188))
+    cumulative = b'"usage":{"input_tokens":21,"cache_creation_input_tokens":188,'
+    cumulative += b'"cache_read_input_tokens":1500,"output_tokens":393}'
+    assert cumulative in body
+    body = body.replace(cumulative, b'"usage":{"output_tokens":393}')
+    turn = await _collected(_events(MessagesState("m", NAMES), body))
+    assert (turn.input_tokens, turn.output_tokens) == (1709, 393)
+    assert (turn.cache_read_tokens, turn.cache_write_tokens) == (1500, 188)
+
+
+# --------------------------------------------------------------------------- prices
+
+PRICES = ModelPrices(input=Decimal("3"), output=Decimal("15"), cache_read=Decimal("0.30"))
+
+
+def test_declared_prices_price_each_kind_of_token_exactly() -> None:
+    tokens = CallTokens(input=1709, output=393, cache_read=1500, cache_write=188)
+    # 21 fresh x 3 + 393 x 15 + 1500 x 0.30 + 188 x 3 (no cache_write price: input's).
+    expected = (21 * 3 + 393 * 15 + Decimal("450") + 188 * 3) / Decimal(1_000_000)
+    assert declared_cost(PRICES, tokens) == expected == Decimal("0.006972")
+
+
+def test_declared_prices_win_over_the_table() -> None:
+    profile = ModelProfile(id="p", provider="openai", model="gpt-4o", prices=PRICES)
+    tokens = CallTokens(input=1_000_000, output=0)
+    assert call_cost(profile, tokens) == Decimal(3)
+    assert call_cost(profile.model_copy(update={"prices": None}), tokens) == Decimal("2.5")
+
+
+def test_the_table_prices_cache_reads_and_knows_nothing_of_unknown_models() -> None:
+    tokens = CallTokens(input=2_000_000, output=1_000_000, cache_read=1_000_000)
+    # gpt-4o: $2.50 input, $1.25 cached input, $10 output per million.
+    assert table_cost("openai", "gpt-4o", tokens) == Decimal("13.75")
+    assert table_cost("openai", "no-such-model-xyz", tokens) is None
+    assert table_cost("local", "gpt-4o", tokens) is None
+    scripted = ModelProfile(id="s", provider="scripted", model="test")
+    assert call_cost(scripted, tokens) is None
+
+
+@pytest.mark.parametrize(
+    ("prices", "field"),
+    [
+        ({"input": -1, "output": 1}, "input"),
+        ({"input": 1, "output": True}, "output"),
+        ({"input": 1, "output": "lots"}, "output"),
+        ({"input": 1, "output": 1, "cache_reads": 1}, "cache_reads"),
+        ({"output": 1}, "input"),
+    ],
+)
+def test_bad_prices_are_refused_naming_the_field(prices: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        ModelProfile.model_validate(
+            {"id": "p", "provider": "openai", "model": "gpt-4o", "prices": prices}
+        )
+    assert field in str(refused.value)
+
+
+def test_cost_is_a_plain_decimal_string_in_json() -> None:
+    usage = RunUsage(cost=Decimal("3E-7"))
+    assert json.loads(usage.model_dump_json())["cost"] == "0.0000003"
+    assert RunUsage.model_validate_json(usage.model_dump_json()).cost == Decimal("3E-7")
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def _wire_config(provider: str, base_url: str) -> RuntimeConfig:
+    profile = ModelProfile(
+        id="wire",
+        provider=provider,  # type: ignore[arg-type]
+        model="test-model",
+        base_url=base_url if provider == "anthropic" else f"{base_url}/v1",
+        api_key_env="OTHERONE_TEST_COST_KEY",
+        prices=PRICES,
+    )
+    agent = AgentDefinition(id="asker", description="Asks.", system_prompt="You answer.")
+    return RuntimeConfig(agents=[agent], models=[profile])
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_run_records_cache_tokens_and_cost_from_the_wire(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+) -> None:
+    monkeypatch.setenv("OTHERONE_TEST_COST_KEY", "sk-cost-test")
+
+    def answer(seen: Seen) -> Reply:
+        if provider == "anthropic":
+            return Reply(body=anthropic_stream(["Hi."], usage=(21, 393), cache=(1500, 188)))
+        return Reply(body=openai_stream(["Hi."], usage=(1709, 393), cached=1500))
+
+    async with (
+        WireServer(answer) as server,
+        agent_env(client, task_queue, _wire_config(provider, server.url), tmp_path) as env,
+    ):
+        result = await env.agents.run(build_request(entry_agent="asker", input="Hello"))
+        record = await env.agents.get_run(result.run_id)
+        events = [event.event async for event in env.agents.events(result.run_id)]
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    # OpenAI bills no cache writes: its 188 tokens are fresh input at the input price.
+    expected = Decimal("0.006972")
+    assert result.usage.cost == expected and record.usage.cost == expected
+    assert result.usage.cache_read_tokens == 1500
+    assert result.usage.cache_write_tokens == (188 if provider == "anthropic" else 0)
+    completed = [event for event in events if event["type"] == "model_completed"]
+    assert completed[-1]["usage"]["cost"] == "0.006972"
+    assert completed[-1]["usage"]["cache_read_tokens"] == 1500
