@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
+from decimal import Decimal
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
@@ -330,6 +332,13 @@ class RunUsage(_Model):
     tool_calls: int = 0
     agent_calls: int = 0
     duration_millis: int = 0
+
+
+def total_cost(usages: Iterable[RunUsage]) -> Decimal | None:
+    """The exact cost of several runs' calls (a tree's: its runs' own usages), or None when
+    none of them was priced."""
+    costs = [usage.cost for usage in usages if usage.cost is not None]
+    return sum(costs, Decimal(0)) if costs else None
 
 
 class ArtifactRef(_Model):
