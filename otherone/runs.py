@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from decimal import Decimal
 from datetime import datetime, timedelta
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 

@@ -147,7 +147,7 @@ def test_cost_budget_overrides_only_tighten_and_bad_values_name_the_field() -> N
     assert limits.tightened(RunLimitOverrides(cost_budget=Decimal("0.5"))).cost_budget == Decimal(
         "0.5"
     )
-    with pytest.raises(ValueError, match="limits.cost_budget"):
+    with pytest.raises(ValueError, match=r"limits\.cost_budget"):
         limits.tightened(RunLimitOverrides(cost_budget=Decimal("2")))
     for bad in (-1, True, "much"):
         with pytest.raises(ValidationError, match="cost_budget"):
