@@ -49,6 +49,7 @@ from otherone.activities.providers.base import (
 )
 from otherone.activities.shared import ActivityContext, failure, pending_rows, tool_result_ids
 from otherone.activities.spawn_tools import spawn_tool_definitions
+from otherone.activities.spend import check_spend_limit, turn_spend
 from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
@@ -116,6 +117,7 @@ async def _call_model(
     events.add(*await lost_model_attempts(context, ref, input.turn, attempt))
     snapshot = await context.snapshot(ref.snapshot_version)
     profile = snapshot.models[input.model_profile_id]
+    await check_spend_limit(context, ref.partition_key)
     claim = capacity.model_claim(snapshot, profile, ref, input.turn, rows)
     wait = await capacity.admit(context, claim)
     if wait is not None:
@@ -188,9 +190,11 @@ async def _answer(
         events.add({**completed, "usage": _usage(turn), "finish_reason": turn.finish_reason})
         row = _assistant_row(assistant_key, ref, turn)
         store = context.store
+        summariser = snapshot.policy.summary_model or input.model_profile_id
+        spent = turn_spend(ref, turn, input.model_profile_id, compaction, summariser)
         await events.write_with(
             lambda bodies: store.append_entries_and_events(
-                ref.partition_key, ref.session_id, [row], ref, bodies
+                ref.partition_key, ref.session_id, [row], ref, bodies, spent
             ),
             brief=brief_write(*_written_texts(turn)),
         )

@@ -22,6 +22,7 @@ from otherone.store.rows import (
     utc_now,
 )
 from otherone.store.schema import compactions, entries, run_records
+from otherone.store.spending import CallSpend
 from otherone.store.store_base import StoreBase
 
 #: What a turn's start read: the stored answer, or the latest compaction and the entries after it.
@@ -69,12 +70,21 @@ class TranscriptStore(StoreBase):
         rows: Sequence[EntryRow],
         ref: RunRef,
         bodies: Sequence[dict[str, Any]],
+        spent: Sequence[CallSpend] = (),
     ) -> int:
         """`append_entries` and `append_events` in ONE transaction (a model turn's end: its
-        entry and its events). Both or neither are written; returns the entries written."""
-        return self._with_events(
-            ref, bodies, lambda conn: self._insert_entries(conn, partition_key, session_id, rows)
-        )
+        entry and its events). Both or neither are written; returns the entries written.
+        ``spent``: the model calls' usage, added to its partition's spend when the entries
+        are written now (an attempt that finds them stored counted it already)."""
+
+        def entries_and_spend(conn: Connection) -> int:
+            written = self._insert_entries(conn, partition_key, session_id, rows)
+            if written:
+                for call in spent:
+                    self.spending.add(conn, call)
+            return written
+
+        return self._with_events(ref, bodies, entries_and_spend)
 
     def turn_context(
         self,
