@@ -21,6 +21,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from sqlalchemy import Connection, Engine, and_, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from otherone.run_types import plain_decimal
 from otherone.store.schema import spend, spend_limits
 
 PICOS_PER_DOLLAR = Decimal(10) ** 12
@@ -79,6 +80,36 @@ class UsageRow:
     cache_read_tokens: int
     cache_write_tokens: int
     cost: Decimal
+
+    def as_json(self) -> dict[str, str | int | None]:
+        """The row as `otherone usage --json` and `GET /v1/usage` give it (the cost an exact
+        decimal string, as in run records; the keys not grouped by are left out)."""
+        keys = {
+            "partition_key": self.partition_key,
+            "agent_id": self.agent_id,
+            "model_profile_id": self.model_profile_id,
+            "day": self.day,
+        }
+        return {
+            **{name: value for name, value in keys.items() if value is not None},
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost": plain_decimal(self.cost),
+        }
+
+
+def parse_grouping(text: str) -> tuple[str, ...]:
+    """``agent,day`` as groupings (`GROUPINGS`); a ValueError naming the bad one."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    for name in names:
+        if name not in GROUPINGS:
+            raise ValueError(
+                f"by: unknown grouping {name!r} (one or more of {', '.join(GROUPINGS)})"
+            )
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
