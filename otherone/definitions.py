@@ -479,6 +479,10 @@ class ModelProfile(_Frozen):
     #: What the model's tokens cost; None: the maintained table of `genai-prices` for known
     #: models (`otherone.pricing`), else the calls are not priced (no cost).
     prices: ModelPrices | None = None
+    #: Prompt caching: for ``anthropic``, breakpoints on the tools, system prompt and
+    #: conversation (``None``, the default: on; ``false``: none). OpenAI caches long prompts
+    #: by itself (its cached tokens are reported and priced either way).
+    prompt_cache: StrictBool | None = None
     #: Scripted provider only: the turns each agent plays, by agent id.
     script: dict[AgentId, tuple[ScriptedTurn, ...]] = Field(default_factory=dict)
 

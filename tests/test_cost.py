@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from temporalio.client import Client
 
 from otherone.activities.model_stream import TurnCollector
-from otherone.activities.providers.anthropic import MessagesState
-from otherone.activities.providers.base import StreamEvent, UsageReport
+from otherone.activities.providers.anthropic import AnthropicProvider, MessagesState
+from otherone.activities.providers.anthropic_cache import with_cache_breakpoints
+from otherone.activities.providers.base import ModelRequest, StreamEvent, UsageReport
 from otherone.activities.providers.openai import ChatCompletionsState
 from otherone.activities.providers.sse import SSEDecoder
 from otherone.client.agent_client import build_request
@@ -37,6 +38,13 @@ from tests.fixtures.providers.wire_server import (
 from tests.harness import agent_env
 
 NAMES = WireNames([])
+KEY_ENV = "OTHERONE_TEST_COST_KEY"
+
+
+@pytest.fixture
+def key_env(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(KEY_ENV, "sk-cost-test")
+    return KEY_ENV
 
 
 def _events(state: ChatCompletionsState | MessagesState, body: bytes) -> list[StreamEvent]:
@@ -163,7 +171,7 @@ def _wire_config(provider: str, base_url: str) -> RuntimeConfig:
         provider=provider,  # type: ignore[arg-type]
         model="test-model",
         base_url=base_url if provider == "anthropic" else f"{base_url}/v1",
-        api_key_env="OTHERONE_TEST_COST_KEY",
+        api_key_env=KEY_ENV,
         prices=PRICES,
     )
     agent = AgentDefinition(id="asker", description="Asks.", system_prompt="You answer.")
@@ -172,14 +180,8 @@ def _wire_config(provider: str, base_url: str) -> RuntimeConfig:
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_a_run_records_cache_tokens_and_cost_from_the_wire(
-    client: Client,
-    task_queue: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    provider: str,
+    client: Client, task_queue: str, tmp_path: Path, key_env: str, provider: str
 ) -> None:
-    monkeypatch.setenv("OTHERONE_TEST_COST_KEY", "sk-cost-test")
-
     def answer(seen: Seen) -> Reply:
         if provider == "anthropic":
             return Reply(body=anthropic_stream(["Hi."], usage=(21, 393), cache=(1500, 188)))
@@ -201,3 +203,65 @@ async def test_a_run_records_cache_tokens_and_cost_from_the_wire(
     completed = [event for event in events if event["type"] == "model_completed"]
     assert completed[-1]["usage"]["cost"] == "0.006972"
     assert completed[-1]["usage"]["cache_read_tokens"] == 1500
+
+
+# --------------------------------------------------------------------------- cache breakpoints
+
+
+@pytest.mark.parametrize("prompt_cache", [None, False])
+async def test_anthropic_requests_mark_tools_system_and_conversation_for_caching(
+    key_env: str, prompt_cache: bool | None
+) -> None:
+    tool = {
+        "type": "function",
+        "function": {"name": "lookup", "description": "Look up.", "parameters": {}},
+    }
+    messages = [
+        {"role": "system", "content": "You answer."},
+        {"role": "user", "content": "Hello"},
+    ]
+    async with WireServer([Reply(body=anthropic_stream(["Hi."]))]) as server:
+        profile = ModelProfile(
+            id="claude",
+            provider="anthropic",
+            model="claude-sonnet-4-5",
+            base_url=server.url,
+            api_key_env=key_env,
+            prompt_cache=prompt_cache,
+        )
+        request = ModelRequest(
+            profile=profile,
+            agent_id="agent",
+            run_id="run-1",
+            turn=1,
+            attempt=1,
+            messages=messages,
+            tools=[tool, {**tool, "function": {**tool["function"], "name": "other"}}],
+        )
+        _ = [event async for event in AnthropicProvider().stream(request)]
+    body = server.requests[0].body
+    if prompt_cache is False:
+        assert "cache_control" not in json.dumps(body) and body["system"] == "You answer."
+        return
+    ephemeral = {"type": "ephemeral"}
+    assert body["system"] == [{"type": "text", "text": "You answer.", "cache_control": ephemeral}]
+    assert "cache_control" not in body["tools"][0]
+    assert body["tools"][1]["cache_control"] == ephemeral
+    assert body["messages"][-1]["content"][-1] == {
+        "type": "text",
+        "text": "Hello",
+        "cache_control": ephemeral,
+    }
+
+
+def test_thinking_blocks_are_never_marked() -> None:
+    thinking = {"type": "thinking", "thinking": "hm", "signature": "s"}
+    body = {
+        "messages": [{"role": "assistant", "content": [{"type": "text", "text": "a"}, thinking]}]
+    }
+    marked = with_cache_breakpoints(body)
+    assert marked["messages"][0]["content"] == [
+        {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
+        thinking,
+    ]
+    assert body["messages"][0]["content"][0] == {"type": "text", "text": "a"}  # not changed

@@ -14,7 +14,9 @@ SDKs; one that already ends in ``/v1`` gets ``/messages``) with ``x-api-key`` an
   current Claude model can produce); ``stop`` in ``other`` becomes ``stop_sequences``;
   ``tool_choice`` ``auto``/``required``/``none``/a function becomes ``auto``/``any``/``none``/
   ``tool``, and ``parallel_tool_calls = false`` becomes ``disable_parallel_tool_use``; the rest of
-  ``other`` (e.g. ``thinking = {type = "enabled", budget_tokens = 2048}``) is merged last.
+  ``other`` (e.g. ``thinking = {type = "enabled", budget_tokens = 2048}``) is merged last;
+* prompt-cache breakpoints mark the tools, the system prompt (then a list of one text block)
+  and the conversation, unless the profile's ``prompt_cache`` is false (`anthropic_cache`).
 
 Response events: ``message_start`` (input usage), ``content_block_start`` (text, ``tool_use``
 with id and name, thinking), ``content_block_delta`` (``text_delta``, ``input_json_delta``,
@@ -37,6 +39,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from otherone.activities.providers.anthropic_cache import with_cache_breakpoints
 from otherone.activities.providers.base import (
     REASONING_KEY,
     TOOL_ERROR_KEY,
@@ -150,6 +153,8 @@ def messages_body(request: ModelRequest, names: WireNames) -> dict[str, Any]:
     if "stop" in other:
         stop = other.pop("stop")
         body["stop_sequences"] = [stop] if isinstance(stop, str) else stop
+    if request.profile.prompt_cache is not False:
+        body = with_cache_breakpoints(body)
     return {**body, **other}
 
 
