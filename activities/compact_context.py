@@ -78,7 +78,8 @@ async def compact_context(
             "input_tokens": written.input_tokens,
             "output_tokens": written.output_tokens,
             "calls": written.calls,
-            "cost": None if written.cost is None else plain_decimal(written.cost),
+            # Only when priced: a summary's stored usage is as it was for unpriced profiles.
+            **({} if written.cost is None else {"cost": plain_decimal(written.cost)}),
         },
     )
     await context.emit(

@@ -20,6 +20,7 @@ from otherone.client.records_view import print_run_tree
 from otherone.config import RuntimeConfig
 from otherone.definitions import (
     AgentDefinition,
+    ModelPrices,
     ModelProfile,
     RunLimitOverrides,
     RuntimeLimits,
@@ -31,6 +32,7 @@ from otherone.store import Store
 from otherone.workflows.budgets import BudgetLedger
 from otherone.workflows.outcomes import RunEnded
 from tests.harness import agent_env
+from tests.test_compaction import fetch, reader_config
 
 
 def _call(agent: str, call_id: str, tokens: tuple[int, int]) -> dict[str, Any]:
@@ -167,3 +169,31 @@ def test_children_get_a_share_of_the_cost_and_give_back_what_they_did_not_spend(
         ledger.spend_cost(Decimal("0.0056"))
     thirds = BudgetLedger(TreeBudget.for_root(RuntimeLimits(cost_budget=Decimal("1"))), limits)
     assert thirds.allot(2).cost == Decimal("0.333333333333")  # rounded down, never over
+
+
+async def test_compaction_summaries_are_priced_and_counted_in_the_partitions_spend(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A long session compacted on the way: the summary calls cost too (one priced profile,
+    so the run's cost is its tokens at its prices), and the store's spend rows count every
+    call, summaries included, at the same total."""
+    config = reader_config()
+    model = config.models["scripted"].model_copy(
+        update={"prices": ModelPrices(input=Decimal(3), output=Decimal(15))}
+    )
+    priced = RuntimeConfig(
+        agents=list(config.agents.values()), models=[model], tools=[fetch], limits=config.limits
+    )
+    async with agent_env(client, task_queue, priced, tmp_path) as env:
+        request = build_request(
+            entry_agent="reader", input="read", session={"context_window": 1000}
+        )
+        result = await env.agents.run(request)
+        spent = env.store.spending.usage(group_by=())
+    usage = result.usage
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert usage.model_calls > 13  # summaries were made
+    assert usage.input_tokens is not None and usage.output_tokens is not None
+    expected = (usage.input_tokens * 3 + usage.output_tokens * 15) / Decimal(1_000_000)
+    assert usage.cost == expected
+    assert [(row.calls, row.cost) for row in spent] == [(usage.model_calls, expected)]
