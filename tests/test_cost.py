@@ -23,6 +23,7 @@ from otherone.activities.providers.base import ModelRequest, StreamEvent, UsageR
 from otherone.activities.providers.openai import ChatCompletionsState
 from otherone.activities.providers.sse import SSEDecoder
 from otherone.client.agent_client import build_request
+from otherone.client.records_view import usage_line
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelPrices, ModelProfile
 from otherone.pricing import CallTokens, call_cost, declared_cost, table_cost
@@ -201,6 +202,7 @@ async def test_a_run_records_cache_tokens_and_cost_from_the_wire(
     assert result.usage.cache_read_tokens == 1500
     assert result.usage.cache_write_tokens == (188 if provider == "anthropic" else 0)
     completed = [event for event in events if event["type"] == "model_completed"]
+    assert [event["cost"] for event in events if event["type"] == "run_completed"] == ["0.006972"]
     assert completed[-1]["usage"]["cost"] == "0.006972"
     assert completed[-1]["usage"]["cache_read_tokens"] == 1500
 
@@ -265,3 +267,19 @@ def test_thinking_blocks_are_never_marked() -> None:
         thinking,
     ]
     assert body["messages"][0]["content"][0] == {"type": "text", "text": "a"}  # not changed
+
+
+def test_usage_lines_show_the_cache_tokens_and_the_exact_cost() -> None:
+    usage = RunUsage(
+        input_tokens=1709,
+        output_tokens=393,
+        total_tokens=2102,
+        cache_read_tokens=1500,
+        cache_write_tokens=188,
+        cost=Decimal("0.006972"),
+        model_calls=1,
+    )
+    line = usage_line(usage)
+    assert "2102 tokens (in 1709, out 393, cache read 1500, cache write 188)" in line
+    assert "$0.006972" in line
+    assert "$" not in usage_line(RunUsage(input_tokens=1, output_tokens=1, model_calls=1))
