@@ -26,8 +26,10 @@ from otherone.client.agent_client import build_request
 from otherone.client.records_view import usage_line
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelPrices, ModelProfile
+from otherone.errors import ConfigurationError
 from otherone.pricing import CallTokens, call_cost, declared_cost, table_cost
 from otherone.runs import RunOutcome, RunUsage
+from otherone.toml_config import load_config
 from otherone.wire_names import WireNames
 from tests.fixtures.providers.wire_server import (
     Reply,
@@ -283,3 +285,25 @@ def test_usage_lines_show_the_cache_tokens_and_the_exact_cost() -> None:
     assert "2102 tokens (in 1709, out 393, cache read 1500, cache write 188)" in line
     assert "$0.006972" in line
     assert "$" not in usage_line(RunUsage(input_tokens=1, output_tokens=1, model_calls=1))
+
+
+def test_toml_declares_prices_and_a_cost_budget_and_bad_ones_name_the_field(
+    tmp_path: Path,
+) -> None:
+    good = tmp_path / "otherone.toml"
+    good.write_text(
+        '[models.claude]\nprovider = "anthropic"\nmodel = "claude-sonnet-4-5"\n'
+        'prices = { input = 3.00, output = 15, cache_read = "0.30" }\nprompt_cache = false\n'
+        "[limits]\ncost_budget = 2.5\n"
+    )
+    config = load_config(good)
+    prices = config.models["claude"].prices
+    assert prices is not None and prices.cache_read == Decimal("0.30")
+    assert prices.input == Decimal("3.00") and prices.cache_write is None
+    assert config.models["claude"].prompt_cache is False
+    assert config.limits.cost_budget == Decimal("2.5")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(good.read_text().replace("output = 15", "output = -1"))
+    with pytest.raises(ConfigurationError) as refused:
+        load_config(bad)
+    assert "prices.output" in str(refused.value) and "Traceback" not in str(refused.value)
