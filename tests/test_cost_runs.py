@@ -15,7 +15,7 @@ from rich.console import Console
 from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from otherone.client.agent_client import build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.client.records_view import print_run_tree
 from otherone.config import RuntimeConfig
 from otherone.definitions import (
@@ -29,6 +29,7 @@ from otherone.definitions import (
 from otherone.errors import FailureCode
 from otherone.runs import RunOutcome, RunStatus, total_cost
 from otherone.store import Store
+from otherone.worker.app import build_worker
 from otherone.workflows.budgets import BudgetLedger
 from otherone.workflows.outcomes import RunEnded
 from tests.harness import agent_env
@@ -105,23 +106,30 @@ async def test_a_cost_budget_stops_a_tree_midway_across_two_workers(
 ) -> None:
     """$0.005 for the tree: the boss's first call ($0.00450) leaves $0.0005, half of which
     funds the first helper, whose call ($0.0002) fits; the boss's second call passes the
-    budget and ends the tree `budget_exceeded` naming the limit, before a second helper."""
+    budget and ends the tree `budget_exceeded` naming the limit, before a second helper.
+
+    Two workers, as two processes would be (each its own Temporal runtime and connection):
+    one runs the workflows (and tools), the other every model call, so each call is priced on
+    one worker and charged to the tree's budget on the other."""
     config = _two_profile_config(RuntimeLimits(cost_budget=Decimal("0.005")))
     store = Store.open(f"sqlite:///{tmp_path / 'shared.db'}")
-    # A second worker as a second process would be: its own Temporal runtime and connection.
     other = await Client.connect(
         client.service_client.config.target_host,
         namespace=client.namespace,
         data_converter=client.data_converter,
         runtime=Runtime(telemetry=TelemetryConfig()),
     )
+    queues = {"model_task_queue": f"{task_queue}-model", "tool_task_queue": f"{task_queue}-tools"}
     try:
         async with (
-            agent_env(client, task_queue, config, tmp_path, store=store) as env,
-            agent_env(other, task_queue, config, tmp_path, store=store),
+            build_worker(
+                client, config, store, task_queue=task_queue, roles=["workflows", "tools"], **queues
+            ),
+            build_worker(other, config, store, task_queue=task_queue, roles=["model"], **queues),
         ):
-            result = await env.agents.run(build_request(entry_agent="boss", input="go"))
-            tree = await env.agents.list_run_tree(result.run_id)
+            agents = AgentClient(client, task_queue=task_queue, store=store)
+            result = await agents.run(build_request(entry_agent="boss", input="go"))
+            tree = await agents.list_run_tree(result.run_id)
     finally:
         store.close()
     assert result.outcome is RunOutcome.BUDGET_EXCEEDED
