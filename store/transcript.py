@@ -207,9 +207,11 @@ class TranscriptStore(StoreBase):
         up_to_entry_id: int,
         tokens: int,
         usage: dict[str, Any] | None = None,
+        spent: Sequence[CallSpend] = (),
     ) -> None:
         """Record a summary of the session's entries up to ``up_to_entry_id`` (once per key),
-        with the usage of the call that wrote it."""
+        with the usage of the call that wrote it; ``spent``, that call's usage, is added to
+        the partition's spend when the summary is recorded now (once, as the key is)."""
         statement = self._insert(compactions).values(
             partition_key=partition_key,
             session_id=session_id,
@@ -221,11 +223,14 @@ class TranscriptStore(StoreBase):
             usage=usage,
         )
         with self.engine.begin() as conn:
-            conn.execute(
+            inserted = conn.execute(
                 statement.on_conflict_do_nothing(
                     index_elements=["partition_key", "session_id", "compaction_key"]
                 )
-            )
+            ).rowcount
+            if inserted:
+                for call in spent:
+                    self.spending.add(conn, call)
 
     def latest_compaction(self, partition_key: str, session_id: str) -> Compaction | None:
         """The most recently added compaction of the session (what context starts from)."""

@@ -34,6 +34,7 @@ from otherone.workflows.budgets import BudgetLedger
 from otherone.workflows.outcomes import RunEnded
 from tests.harness import agent_env
 from tests.test_compaction import fetch, reader_config
+from tests.test_handoff import chain_config, lookup, run_chain
 
 
 def _call(agent: str, call_id: str, tokens: tuple[int, int]) -> dict[str, Any]:
@@ -205,3 +206,29 @@ async def test_compaction_summaries_are_priced_and_counted_in_the_partitions_spe
     expected = (usage.input_tokens * 3 + usage.output_tokens * 15) / Decimal(1_000_000)
     assert usage.cost == expected
     assert [(row.calls, row.cost) for row in spent] == [(usage.model_calls, expected)]
+
+
+async def test_handoff_summaries_are_priced_and_counted_in_the_partitions_spend(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """triage → billing → expert with `summary` context: the two summary calls cost as the
+    turns do (one priced profile), in the run's cost and, per handing agent, in the spend."""
+    config = chain_config("summary")
+    model = config.models["scripted"].model_copy(
+        update={"prices": ModelPrices(input=Decimal(3), output=Decimal(15))}
+    )
+    priced = RuntimeConfig(
+        agents=list(config.agents.values()), models=[model], tools=[lookup], limits=config.limits
+    )
+    async with agent_env(client, task_queue, priced, tmp_path) as env:
+        result = await run_chain(env, "cost-chain")
+        rows = env.store.spending.usage(group_by=("agent",))
+    usage = result.usage
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert usage.input_tokens is not None and usage.output_tokens is not None
+    assert usage.cost == (usage.input_tokens * 3 + usage.output_tokens * 15) / Decimal(1_000_000)
+    calls = {row.agent_id: row.calls for row in rows}
+    # greeter 1; triage: its turn and its summary; billing likewise; expert 2 turns.
+    assert calls == {"greeter": 1, "triage": 2, "billing": 2, "expert": 2}
+    chain = sum((row.cost for row in rows if row.agent_id != "greeter"), Decimal(0))
+    assert chain == usage.cost
