@@ -7,7 +7,7 @@ record or a tree asked for).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -27,7 +27,6 @@ from otherone.runs import (
     RunRecord,
     RunStatus,
     RunUsage,
-    total_cost,
 )
 
 __all__ = ["print_record", "print_result_summary", "print_run_tree", "run_tree", "usage_line"]
@@ -214,6 +213,13 @@ def _tree_label(record: RunRecord, *, marked: str | None) -> Text:
     if marked is not None and record.run_id == marked and record.depth > 0:
         label.append("  ◀", style="bold")
     return label
+
+
+def total_cost(usages: Iterable[RunUsage]) -> Decimal | None:
+    """The exact cost of several runs' calls (a tree's: its runs' own usages), or None when
+    none of them was priced."""
+    costs = [usage.cost for usage in usages if usage.cost is not None]
+    return sum(costs, Decimal(0)) if costs else None
 
 
 def dollars(cost: Decimal) -> str:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from datetime import datetime, timedelta
-from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
@@ -316,8 +314,7 @@ class AgentFailure(_Model):
 
 
 class RunUsage(_Model):
-    """What a run's own model, tool and agent calls used (its children report theirs in their
-    results; a tree's usage is the sum of its runs')."""
+    """What a run's own calls used (a tree's usage is the sum of its runs')."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -325,20 +322,13 @@ class RunUsage(_Model):
     #: The parts of ``input_tokens`` read from and written to the providers' prompt caches.
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
-    #: What the model calls cost in US dollars, exactly (`otherone.pricing`); None when none
-    #: of them was priced. JSON carries it as a decimal string (``"0.0123"``).
+    #: Exact US dollars of the model calls (`otherone.pricing`; a decimal string in JSON);
+    #: None when none was priced.
     cost: Money | None = None
     model_calls: int = 0
     tool_calls: int = 0
     agent_calls: int = 0
     duration_millis: int = 0
-
-
-def total_cost(usages: Iterable[RunUsage]) -> Decimal | None:
-    """The exact cost of several runs' calls (a tree's: its runs' own usages), or None when
-    none of them was priced."""
-    costs = [usage.cost for usage in usages if usage.cost is not None]
-    return sum(costs, Decimal(0)) if costs else None
 
 
 class ArtifactRef(_Model):

@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime, TelemetryConfig
 
 from otherone.client.agent_client import AgentClient, build_request
-from otherone.client.records_view import print_run_tree
+from otherone.client.records_view import print_run_tree, total_cost
 from otherone.config import RuntimeConfig
 from otherone.definitions import (
     AgentDefinition,
@@ -27,7 +27,7 @@ from otherone.definitions import (
     TreeBudget,
 )
 from otherone.errors import FailureCode
-from otherone.runs import RunOutcome, RunStatus, total_cost
+from otherone.runs import RunOutcome, RunStatus
 from otherone.store import Store
 from otherone.worker.app import build_worker
 from otherone.workflows.budgets import BudgetLedger
