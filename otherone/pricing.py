@@ -9,6 +9,7 @@ in workflow code: the table is data that changes with the package's version.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
@@ -80,6 +81,15 @@ def table_cost(provider: str, model: str, tokens: CallTokens) -> Decimal | None:
     except (LookupError, ValueError) as error:  # counts the table cannot price
         logger.warning("no price for %s model %r: %s", provider, model, error)
         return None
+
+
+def preload(profiles: Iterable[ModelProfile]) -> None:
+    """Load the table (about half a second) and look up the profiles priced by it, at worker
+    start: not on the event loop of a worker's first model call."""
+    for profile in profiles:
+        provider_id = _TABLE_PROVIDERS.get(profile.provider)
+        if profile.prices is None and provider_id is not None:
+            _known(provider_id, profile.model)
 
 
 @cache
