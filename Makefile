@@ -65,6 +65,7 @@ bench: venv $(PEERS_STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.serve_latency
 	$(BIN)/python -m bench.capacity_cost
+	$(BIN)/python -m bench.prompt_cache
 
 # What the fleet's capacity permits add per model and tool call, paired on SQLite and
 # PostgreSQL, and their two store transactions alone (issue 42; ~2 min).

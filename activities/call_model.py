@@ -49,13 +49,16 @@ from otherone.activities.providers.base import (
 )
 from otherone.activities.shared import ActivityContext, failure, pending_rows, tool_result_ids
 from otherone.activities.spawn_tools import spawn_tool_definitions
+from otherone.activities.spend import check_spend_limit, turn_spend
 from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.contracts.turns import SAID_EXCERPT_CHARS
-from otherone.definitions import AgentDefinition
+from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import FailureCode
+from otherone.pricing import CallTokens, call_cost
 from otherone.result_contracts import contract_instructions
+from otherone.run_types import plain_decimal
 from otherone.runs import NORMAL_FINISH_REASONS
 from otherone.store import Compaction, EntryRow
 from otherone.store.errors import RunAlreadyEnded
@@ -114,6 +117,7 @@ async def _call_model(
     events.add(*await lost_model_attempts(context, ref, input.turn, attempt))
     snapshot = await context.snapshot(ref.snapshot_version)
     profile = snapshot.models[input.model_profile_id]
+    await check_spend_limit(context, ref.partition_key)
     claim = capacity.model_claim(snapshot, profile, ref, input.turn, rows)
     wait, waited_ms = await capacity.admit(
         context, claim, lambda wait: events.add(capacity.waiting_event(ref, input.turn, wait))
@@ -184,14 +188,16 @@ async def _answer(
         "attempt": request.attempt,
     }
     try:
-        turn = await _stream(context, provider, request, input, events)
+        turn = priced(await _stream(context, provider, request, input, events), profile)
         # The answer, its last deltas and `model_completed`: one transaction.
         events.add({**completed, "usage": _usage(turn), "finish_reason": turn.finish_reason})
         row = _assistant_row(assistant_key, ref, turn)
         store = context.store
+        summariser = snapshot.policy.summary_model or input.model_profile_id
+        spent = turn_spend(ref, turn, input.model_profile_id, compaction, summariser)
         await events.write_with(
             lambda bodies: store.append_entries_and_events(
-                ref.partition_key, ref.session_id, [row], ref, bodies
+                ref.partition_key, ref.session_id, [row], ref, bodies, spent
             ),
             brief=brief_write(*_written_texts(turn)),
         )
@@ -230,6 +236,7 @@ def _with_summary_usage(turn: ModelTurn, summary: Summary | None) -> ModelTurn:
             "compaction_calls": summary.calls,
             "compaction_input_tokens": summary.input_tokens,
             "compaction_output_tokens": summary.output_tokens,
+            "compaction_cost": summary.cost,
         }
     )
 
@@ -389,11 +396,29 @@ def _written_texts(turn: ModelTurn) -> list[str]:
 
 
 def _usage(turn: ModelTurn) -> dict[str, Any]:
-    return {
+    """The call's usage as its event and stored entry say it (a cost as a decimal string)."""
+    usage: dict[str, Any] = {
         "input_tokens": turn.input_tokens,
         "output_tokens": turn.output_tokens,
         "total_tokens": turn.total_tokens,
     }
+    if turn.cache_read_tokens is not None or turn.cache_write_tokens is not None:
+        usage["cache_read_tokens"] = turn.cache_read_tokens
+        usage["cache_write_tokens"] = turn.cache_write_tokens
+    if turn.cost is not None:
+        usage["cost"] = plain_decimal(turn.cost)
+    return usage
+
+
+def priced(turn: ModelTurn, profile: ModelProfile) -> ModelTurn:
+    """``turn`` with its cost at ``profile``'s prices (`otherone.pricing`)."""
+    tokens = CallTokens(
+        input=turn.input_tokens or 0,
+        output=turn.output_tokens or 0,
+        cache_read=turn.cache_read_tokens or 0,
+        cache_write=turn.cache_write_tokens or 0,
+    )
+    return turn.model_copy(update={"cost": call_cost(profile, tokens)})
 
 
 def _with_output(turn: ModelTurn, input: ModelCallInput) -> ModelTurn:

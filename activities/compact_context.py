@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 
 from otherone.activities.compaction import (
     SUMMARY_INSTRUCTIONS,
@@ -25,8 +26,10 @@ from otherone.activities.providers.base import (
 from otherone.activities.shared import ActivityContext, failure
 from otherone.activities.store_calls import heartbeating
 from otherone.contracts import ModelCallInput, RunRef
-from otherone.definitions import ModelOverrides
+from otherone.definitions import ModelOverrides, ModelProfile
 from otherone.errors import FailureCode
+from otherone.pricing import CallTokens, call_cost
+from otherone.run_types import plain_decimal
 from otherone.store import Compaction, EntryRow, estimate_tokens
 
 
@@ -60,6 +63,7 @@ async def compact_context(
         budget=int(input.context_window * input.compaction_threshold)
         - estimate_tokens(SUMMARY_INSTRUCTIONS + (summary or "")),
     )
+    written = written.priced(summary_request.profile)
     text = written.text
     ref = input.run_ref
     await context.io(
@@ -74,6 +78,8 @@ async def compact_context(
             "input_tokens": written.input_tokens,
             "output_tokens": written.output_tokens,
             "calls": written.calls,
+            # Only when priced: a summary's stored usage is as it was for unpriced profiles.
+            **({} if written.cost is None else {"cost": plain_decimal(written.cost)}),
         },
     )
     await context.emit(
@@ -126,7 +132,18 @@ def stored_summary(latest: Compaction | None, ref: RunRef, turn: int) -> Summary
         input_tokens=_count(usage.get("input_tokens")),
         output_tokens=_count(usage.get("output_tokens")),
         calls=_count(usage.get("calls")) or 1,
+        cost=stored_cost(usage.get("cost")),
     )
+
+
+def stored_cost(value: object) -> Decimal | None:
+    """A cost as the store keeps it in usage JSON (a decimal string), or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return Decimal(value)
+    except InvalidOperation:
+        return None
 
 
 def _sum(first: int | None, second: int | None) -> int | None:
@@ -167,6 +184,13 @@ class Summary:
     output_tokens: int | None = None
     #: Model calls it took (a backlog too big for one request is summarised in parts).
     calls: int = 1
+    #: What the calls cost (US dollars; None: not priced).
+    cost: Decimal | None = None
+
+    def priced(self, profile: ModelProfile) -> Summary:
+        """This summary with its calls' cost at ``profile``'s prices."""
+        tokens = CallTokens(input=self.input_tokens or 0, output=self.output_tokens or 0)
+        return dataclasses.replace(self, cost=call_cost(profile, tokens))
 
     def then(self, later: Summary) -> Summary:
         """This summary's calls followed by ``later``'s (whose text is the summary now)."""

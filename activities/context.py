@@ -143,6 +143,9 @@ def turn_from_entry(row: EntryRow) -> ModelTurn:
         input_tokens=usage.get("input_tokens"),
         output_tokens=usage.get("output_tokens"),
         total_tokens=usage.get("total_tokens"),
+        cache_read_tokens=usage.get("cache_read_tokens"),
+        cache_write_tokens=usage.get("cache_write_tokens"),
+        cost=usage.get("cost"),
         finish_reason=usage.get("finish_reason"),
     )
 

@@ -16,6 +16,7 @@ from otherone.activities.shared import ActivityContext, pending_rows, tool_resul
 from otherone.activities.store_calls import brief_write
 from otherone.config import AGENT_CALL_TOOL
 from otherone.contracts import FinishRunInput, RunRef
+from otherone.run_types import plain_decimal
 from otherone.runs import (
     AgentCallResult,
     AgentFailure,
@@ -209,8 +210,11 @@ def terminal_event(
     """The event a run's end is announced with (unkeyed): `run_completed`, `run_cancelled` or
     `run_failed` (the ends streams stop at); also written by the reconciler
     (`otherone.worker.reconciler`) for a run whose own end was never stored."""
-    # Every end carries the run's own duration, the one its record and `otherone tree` show.
-    duration = {"duration_millis": usage.duration_millis}
+    # Every end carries the run's own duration, the one its record and `otherone tree` show,
+    # and its cost when its calls were priced.
+    duration: dict[str, Any] = {"duration_millis": usage.duration_millis}
+    if usage.cost is not None:
+        duration["cost"] = plain_decimal(usage.cost)
     if status is RunStatus.COMPLETED:
         return {"type": "run_completed", **duration}
     if status is RunStatus.CANCELLED:

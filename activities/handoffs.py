@@ -21,6 +21,7 @@ Every step is idempotent by key, so a retried attempt does not repeat what a fai
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from temporalio import activity
@@ -39,6 +40,7 @@ from otherone.definitions import AgentDefinition, ModelOverrides
 from otherone.errors import FailureCode
 from otherone.runs import RunStatus
 from otherone.store import EntryRow, Store, estimate_tokens
+from otherone.store.spending import CallSpend
 from otherone.workflows.output_retries import RETRY_KEY_SUFFIX
 
 #: Put before the handing agent's message: another model wrote it.
@@ -93,6 +95,7 @@ async def hand_off(context: ActivityContext, input: HandOffInput) -> RunPlan | H
         input_tokens=summary.input_tokens,
         output_tokens=summary.output_tokens,
         total_tokens=summary.total_tokens,
+        cost=summary.cost,
     )
 
 
@@ -252,6 +255,15 @@ async def _summarise_session(
         summary = await summarise(context.provider_for(profile, "summary model"), request)
         if summary.total_tokens is not None:
             used.append(summary.total_tokens)
+    summary = summary.priced(profile)
+    spent = CallSpend(
+        partition_key=ref.partition_key,
+        agent_id=input.step.from_agent,
+        model_profile_id=profile.id,
+        input_tokens=summary.input_tokens or 0,
+        output_tokens=summary.output_tokens or 0,
+        cost=summary.cost or Decimal(0),
+    )
     await context.io(
         context.store.add_compaction,
         ref.partition_key,
@@ -260,6 +272,7 @@ async def _summarise_session(
         summary=summary.text,
         up_to_entry_id=rows[-1].id,
         tokens=estimate_tokens(summary.text),
+        spent=[spent],
     )
     return summary
 

@@ -63,6 +63,8 @@ class TurnCollector:
     size: int = 0
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
     finish_reason: str | None = None
     reasoning: list[dict[str, Any]] = field(default_factory=list)
 
@@ -88,15 +90,17 @@ class TurnCollector:
                     self._grow(len(item.arguments.encode()) + len((item.name or "").encode()))
                     self._merge(item)
                 case UsageReport():
-                    self.input_tokens = (
-                        item.input_tokens if item.input_tokens is not None else self.input_tokens
-                    )
-                    self.output_tokens = (
-                        item.output_tokens if item.output_tokens is not None else self.output_tokens
-                    )
+                    self._count(item)
                 case Finished(reason=reason):
                     self.finish_reason = reason
         return self.turn()
+
+    def _count(self, report: UsageReport) -> None:
+        """A later report's counts replace the earlier ones it gives (they are cumulative)."""
+        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+            value = getattr(report, name)
+            if value is not None:
+                setattr(self, name, value)
 
     def _grow(self, size: int) -> None:
         self.size += size
@@ -141,6 +145,8 @@ class TurnCollector:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             total_tokens=total,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens,
             finish_reason=self.finish_reason,
             reasoning=tuple(self.reasoning),
         )

@@ -15,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from otherone.activities.mcp_unavailable import unavailable_bodies, unavailable_servers
 from otherone.activities.shared import ActivityContext, failure
+from otherone.activities.spend import check_spend_limit
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
 from otherone.contracts import (
     PREPARE_DEADLINE_PASSED,
@@ -55,6 +56,8 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
     if unusable is not None:  # AgentClient refuses it; a plain Temporal client may not have
         raise failure(FailureCode.INVALID_REQUEST, f"result_contract.{unusable}")
     profile = snapshot.resolve_model(agent, input.caller_model_profile_id)
+    # A partition past its spend limit for the day starts nothing (children included).
+    await check_spend_limit(context, input.ref.partition_key)
     timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.ref.depth == 0)
     # The lease expires with the run (plus slack for finishing), so a run terminated from
     # outside cannot lock its session for longer than it could have run.

@@ -20,6 +20,7 @@ from pydantic import JsonValue
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from otherone import pricing
 from otherone.activities import store_calls
 from otherone.activities.context import tool_error_content
 from otherone.activities.decided_events import owed_decided_bodies
@@ -107,6 +108,7 @@ class ActivityContext:
         self.memory_tools = MemoryTools(MemoryStore(store.engine))
         self._snapshots: dict[str, RuntimeSnapshot] = {}
         self._current = config.snapshot()
+        pricing.preload(config.models.values())  # the price table, before any call needs it
         #: This worker's sessions to the configured MCP servers (closed by `aclose`).
         self.mcp = McpSessions(config.mcp_servers)
         #: Events of a run this worker could not store, not yet reported (run id -> count).

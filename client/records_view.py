@@ -7,8 +7,9 @@ record or a tree asked for).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -18,7 +19,15 @@ from rich.text import Text
 from rich.tree import Tree
 
 from otherone.client.console import _one_line
-from otherone.runs import AgentOutput, AgentRunResult, RunOutcome, RunRecord, RunStatus, RunUsage
+from otherone.run_types import plain_decimal
+from otherone.runs import (
+    AgentOutput,
+    AgentRunResult,
+    RunOutcome,
+    RunRecord,
+    RunStatus,
+    RunUsage,
+)
 
 __all__ = ["print_record", "print_result_summary", "print_run_tree", "run_tree", "usage_line"]
 
@@ -39,16 +48,19 @@ _STATUS_STYLE = {
 
 
 def usage_line(usage: RunUsage) -> str:
-    """``123 tokens (in 100, out 23) · 2 model calls · 1 tool call · 0.41 s``."""
+    """``123 tokens (in 100, out 23, cache read 80) · $0.00042 · 2 model calls · 1 tool call
+    · 0.41 s`` (the cache's tokens when a provider reported some, the cost when priced)."""
     parts: list[str] = []
     if usage.total_tokens is not None or usage.input_tokens is not None:
         total = usage.total_tokens
         if total is None:
             total = (usage.input_tokens or 0) + (usage.output_tokens or 0)
         tokens_in, tokens_out = _or_dash(usage.input_tokens), _or_dash(usage.output_tokens)
-        parts.append(f"{total} tokens (in {tokens_in}, out {tokens_out})")
+        parts.append(f"{total} tokens (in {tokens_in}, out {tokens_out}{_cache_part(usage)})")
     else:
         parts.append("tokens unknown")
+    if usage.cost is not None:
+        parts.append(dollars(usage.cost))
     parts.append(_plural(usage.model_calls, "model call"))
     parts.append(_plural(usage.tool_calls, "tool call"))
     if usage.agent_calls:
@@ -164,6 +176,9 @@ def print_run_tree(
         ]
         if all(count is not None for count in tokens):
             parts.append(f"{sum(count or 0 for count in tokens)} tokens")
+        cost = total_cost(record.usage for record in records)
+        if cost is not None:
+            parts.append(dollars(cost))
         console.print(Text("in all: " + " · ".join(parts), style="dim"))
 
 
@@ -185,6 +200,8 @@ def _tree_label(record: RunRecord, *, marked: str | None) -> Text:
     tokens = _tokens(usage)
     if tokens is not None:
         parts.append(f"{tokens} tokens")
+    if usage.cost is not None:
+        parts.append(dollars(usage.cost))
     seconds = _duration_seconds(record)
     if seconds is not None:
         parts.append(f"{seconds:.2f} s")
@@ -196,6 +213,25 @@ def _tree_label(record: RunRecord, *, marked: str | None) -> Text:
     if marked is not None and record.run_id == marked and record.depth > 0:
         label.append("  ◀", style="bold")
     return label
+
+
+def total_cost(usages: Iterable[RunUsage]) -> Decimal | None:
+    """The exact cost of several runs' calls (a tree's: its runs' own usages), or None when
+    none of them was priced."""
+    costs = [usage.cost for usage in usages if usage.cost is not None]
+    return sum(costs, Decimal(0)) if costs else None
+
+
+def dollars(cost: Decimal) -> str:
+    """An exact cost as it reads: ``$0.01145``."""
+    return f"${plain_decimal(cost)}"
+
+
+def _cache_part(usage: RunUsage) -> str:
+    read, written = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
+    if not read and not written:
+        return ""
+    return f", cache read {read}" + (f", cache write {written}" if written else "")
 
 
 def _tokens(usage: RunUsage) -> int | None:

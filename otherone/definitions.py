@@ -38,6 +38,7 @@ from otherone.run_types import NOT_A_BOOL
 from otherone.run_types import AgentId as AgentId
 from otherone.run_types import FrozenModel as _Frozen
 from otherone.run_types import HandoffContext as HandoffContext
+from otherone.run_types import Money as Money
 from otherone.run_types import PositiveCount as _PositiveCount
 from otherone.run_types import PositiveDuration as PositiveDuration
 from otherone.run_types import RunLimitOverrides as RunLimitOverrides
@@ -445,6 +446,17 @@ class ScriptedTurn(_Frozen):
         return "".join(self.chunks) if self.chunks is not None else self.text
 
 
+class ModelPrices(_Frozen):
+    """US dollars per million tokens: prompt tokens read fresh (``input``), answer tokens
+    (``output``), prompt tokens read from the provider's cache (``cache_read``) and written
+    to it (``cache_write``). A cache price left out is the ``input`` price (no discount)."""
+
+    input: Money
+    output: Money
+    cache_read: Money | None = None
+    cache_write: Money | None = None
+
+
 class ModelProfile(_Frozen):
     """A model to call. The API key is only ever a *reference*, resolved on the worker."""
 
@@ -465,6 +477,13 @@ class ModelProfile(_Frozen):
     max_concurrent_calls: _PositiveCount | None = None
     requests_per_minute: _PositiveCount | None = None
     tokens_per_minute: Annotated[int, Field(strict=True, gt=0)] | None = None
+    #: What the model's tokens cost; None: the maintained table of `genai-prices` for known
+    #: models (`otherone.pricing`), else the calls are not priced (no cost).
+    prices: ModelPrices | None = None
+    #: Prompt caching: for ``anthropic``, breakpoints on the tools, system prompt and
+    #: conversation (``None``, the default: on; ``false``: none). OpenAI caches long prompts
+    #: by itself (its cached tokens are reported and priced either way).
+    prompt_cache: StrictBool | None = None
     #: Scripted provider only: the turns each agent plays, by agent id.
     script: dict[AgentId, tuple[ScriptedTurn, ...]] = Field(default_factory=dict)
 
@@ -539,6 +558,10 @@ class RuntimeLimits(_Frozen):
     run_timeout: PositiveDuration = timedelta(minutes=5)
     root_timeout: PositiveDuration = timedelta(minutes=15)
     token_budget: Annotated[int, Field(strict=True, gt=0)] | None = None
+    #: US dollars the tree's model calls may cost together (priced by their profiles'
+    #: `ModelPrices`; calls of an unpriced profile cost nothing here); None: unlimited. The
+    #: call that passes it ends its run `budget_exceeded`.
+    cost_budget: Money | None = None
     #: UTF-8 bytes of the final answers of all the tree's runs together (a typed result counts
     #: its JSON text), the seed's output budget (`budget.add_output_bytes`); None: unlimited.
     #: The answer that passes it ends its run `budget_exceeded`.

@@ -8,6 +8,7 @@ Apart from `otherone.definitions` (which re-exports them): reading a run record 
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -16,6 +17,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     StringConstraints,
 )
 
@@ -65,6 +67,24 @@ PositiveDuration = Annotated[timedelta, NOT_A_BOOL, AfterValidator(_positive_fin
 PositiveCount = Annotated[int, Field(gt=0, le=1_000_000), NOT_A_BOOL]
 
 
+def plain_decimal(value: Decimal) -> str:
+    """``value`` in fixed-point notation, without trailing zeros (``0.0000003``, not
+    ``3E-7``): how an amount of money reads in JSON, exactly."""
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+#: An amount in US dollars, exact (a `Decimal`, never a float: sums of many small call costs
+#: stay exact); written in JSON as a fixed-point string (``"0.0123"``). TOML and Python may
+#: give a number or a string; ``true``/``false`` are refused.
+Money = Annotated[
+    Decimal,
+    NOT_A_BOOL,
+    Field(ge=0, allow_inf_nan=False),
+    PlainSerializer(plain_decimal, return_type=str, when_used="json"),
+]
+
+
 class RunLimitOverrides(FrozenModel):
     """Per-request limits. Each must be ≤ the runtime's (overrides can only tighten)."""
 
@@ -81,6 +101,7 @@ class RunLimitOverrides(FrozenModel):
     run_timeout: PositiveDuration | None = None
     root_timeout: PositiveDuration | None = None
     token_budget: Annotated[int, Field(gt=0)] | None = None
+    cost_budget: Money | None = None
     max_output_bytes: Annotated[int, Field(strict=True, gt=0)] | None = None
 
 
@@ -101,6 +122,8 @@ class TreeBudget(FrozenModel):
     #: UTF-8 bytes of final answers (`RuntimeLimits.max_output_bytes`); absent in budgets
     #: written before it existed (unlimited, as they were).
     output_bytes: Annotated[int, Field(ge=0)] | None = None
+    #: US dollars of model calls (`RuntimeLimits.cost_budget`); None: unlimited.
+    cost: Money | None = None
 
     @classmethod
     def for_root(cls, limits: RuntimeLimits) -> TreeBudget:
@@ -111,4 +134,5 @@ class TreeBudget(FrozenModel):
             agent_calls=limits.max_agent_calls,
             tokens=limits.token_budget,
             output_bytes=limits.max_output_bytes,
+            cost=limits.cost_budget,
         )

@@ -24,6 +24,7 @@ from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
 from otherone.run_types import (
     AgentId,
     HandoffContext,
+    Money,
     PositiveDuration,
     RunLimitOverrides,
     TreeBudget,
@@ -313,9 +314,17 @@ class AgentFailure(_Model):
 
 
 class RunUsage(_Model):
+    """What a run's own calls used (a tree's usage is the sum of its runs')."""
+
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
+    #: The parts of ``input_tokens`` read from and written to the providers' prompt caches.
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    #: Exact US dollars of the model calls (`otherone.pricing`; a decimal string in JSON);
+    #: None when none was priced.
+    cost: Money | None = None
     model_calls: int = 0
     tool_calls: int = 0
     agent_calls: int = 0

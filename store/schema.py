@@ -15,6 +15,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -264,6 +265,40 @@ capacity_holders = Table(
     PrimaryKeyConstraint("scope", "holder", name="pk_otherone_capacity_holders"),
 )
 
+#: What each partition spent, per UTC day, agent and model profile (`otherone.store.spending`):
+#: model calls, their tokens and their cost in pico-dollars (10^-12 USD, an exact integer on
+#: every backend); one row updated by each model call. `otherone usage` reads it, and the
+#: partition's spend limits are checked against it (migration 0013).
+spend = Table(
+    "otherone_spend",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("day", String(10), nullable=False),
+    Column("agent_id", String(AGENT_ID_LEN), nullable=False),
+    Column("model_profile_id", String(NAME_LEN), nullable=False),
+    Column("calls", BigInteger, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cost_picos", BigInteger, nullable=False),
+    PrimaryKeyConstraint(
+        "partition_key", "day", "agent_id", "model_profile_id", name="pk_otherone_spend"
+    ),
+)
+
+#: A partition's spend limit per period (``day``: a UTC day), in pico-dollars; enforced by
+#: every worker against `spend` (migration 0013).
+spend_limits = Table(
+    "otherone_spend_limits",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("period", String(16), nullable=False),
+    Column("limit_picos", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("partition_key", "period", name="pk_otherone_spend_limits"),
+)
+
 #: Fleet-wide bookkeeping, not tenant data: read across partitions on purpose.
 FLEET_TABLES = (capacity_scopes, capacity_holders)
 
@@ -278,6 +313,8 @@ PARTITIONED_TABLES = (
     artifacts,
     run_records,
     idempotency_keys,
+    spend,
+    spend_limits,
 )
 
 __all__ = [
@@ -295,5 +332,7 @@ __all__ = [
     "run_records",
     "sessions",
     "snapshots",
+    "spend",
+    "spend_limits",
     "tool_results",
 ]

@@ -25,6 +25,7 @@ from otherone.store.events import in_event_transaction, insert_events
 from otherone.store.lifecycle import LifecycleStatements
 from otherone.store.records import EntryRow
 from otherone.store.rows import entry_values
+from otherone.store.spending import SpendStore
 from otherone.store.statements import TurnStatements
 
 Insert = postgresql.Insert | sqlite.Insert
@@ -183,6 +184,11 @@ class StoreBase:
     def _turn(self) -> TurnStatements:
         """A turn's statements, prepared on first use (`otherone.store.statements`)."""
         return TurnStatements(self.engine.dialect)
+
+    @cached_property
+    def spending(self) -> SpendStore:
+        """What partitions spent on model calls, and their limits (`otherone.store.spending`)."""
+        return SpendStore(self._engine)
 
     @cached_property
     def _lifecycle(self) -> LifecycleStatements:

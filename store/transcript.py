@@ -22,6 +22,7 @@ from otherone.store.rows import (
     utc_now,
 )
 from otherone.store.schema import compactions, entries, run_records
+from otherone.store.spending import CallSpend
 from otherone.store.store_base import StoreBase
 
 #: What a turn's start read: the stored answer, or the latest compaction and the entries after it.
@@ -69,12 +70,21 @@ class TranscriptStore(StoreBase):
         rows: Sequence[EntryRow],
         ref: RunRef,
         bodies: Sequence[dict[str, Any]],
+        spent: Sequence[CallSpend] = (),
     ) -> int:
         """`append_entries` and `append_events` in ONE transaction (a model turn's end: its
-        entry and its events). Both or neither are written; returns the entries written."""
-        return self._with_events(
-            ref, bodies, lambda conn: self._insert_entries(conn, partition_key, session_id, rows)
-        )
+        entry and its events). Both or neither are written; returns the entries written.
+        ``spent``: the model calls' usage, added to its partition's spend when the entries
+        are written now (an attempt that finds them stored counted it already)."""
+
+        def entries_and_spend(conn: Connection) -> int:
+            written = self._insert_entries(conn, partition_key, session_id, rows)
+            if written:
+                for call in spent:
+                    self.spending.add(conn, call)
+            return written
+
+        return self._with_events(ref, bodies, entries_and_spend)
 
     def turn_context(
         self,
@@ -197,9 +207,11 @@ class TranscriptStore(StoreBase):
         up_to_entry_id: int,
         tokens: int,
         usage: dict[str, Any] | None = None,
+        spent: Sequence[CallSpend] = (),
     ) -> None:
         """Record a summary of the session's entries up to ``up_to_entry_id`` (once per key),
-        with the usage of the call that wrote it."""
+        with the usage of the call that wrote it; ``spent``, that call's usage, is added to
+        the partition's spend when the summary is recorded now (once, as the key is)."""
         statement = self._insert(compactions).values(
             partition_key=partition_key,
             session_id=session_id,
@@ -211,11 +223,14 @@ class TranscriptStore(StoreBase):
             usage=usage,
         )
         with self.engine.begin() as conn:
-            conn.execute(
+            inserted = conn.execute(
                 statement.on_conflict_do_nothing(
                     index_elements=["partition_key", "session_id", "compaction_key"]
                 )
-            )
+            ).rowcount
+            if inserted:
+                for call in spent:
+                    self.spending.add(conn, call)
 
     def latest_compaction(self, partition_key: str, session_id: str) -> Compaction | None:
         """The most recently added compaction of the session (what context starts from)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from bench import capacity_cost, server_work, spy, store_calls
+from bench import capacity_cost, prompt_cache, server_work, spy, store_calls
 from bench.common import SMOKE, WORKLOAD_NAMES
 from bench.ours import WORKLOADS
 from bench.paired import Meter, concurrent, history, scale, sequential
@@ -227,3 +227,22 @@ async def test_the_capacity_benchmark_pairs_runs_with_the_permits_on_and_off(
     assert all(len(arm) == 2 for runs in samples.values() for arm in runs.values())
     assert set(capacity_cost.added(samples, "wall_ms")) >= {"per_model_call", "per_tool_call"}
     assert "per tool call" in capacity_cost.report("sqlite", loop, samples)
+
+
+async def test_the_prompt_cache_bench_bills_less_full_price_input_with_caching(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """`bench.prompt_cache` at 4 turns: caching moves the prompt to cache reads and writes."""
+    store = Store.open(f"sqlite:///{tmp_path / 'cache.db'}")
+    try:
+        usages = await prompt_cache.measure(client, store, 4)
+    finally:
+        store.close()
+    cached, uncached = usages["cached"], usages["uncached"]
+    assert uncached.cache_read_tokens in (None, 0) and uncached.cache_write_tokens in (None, 0)
+    assert cached.cache_read_tokens and cached.cache_write_tokens
+    assert prompt_cache.full_price_input(cached) < prompt_cache.full_price_input(uncached)
+    # Every prompt token of the cached run was read from or written to the cache.
+    assert prompt_cache.full_price_input(cached) == 0
+    assert cached.cost is not None and uncached.cost is not None and cached.cost < uncached.cost
+    assert "full-price input tokens" in prompt_cache.report(4, usages)

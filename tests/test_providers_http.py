@@ -301,7 +301,11 @@ async def test_anthropic_request_conversion(key: str) -> None:
     assert seen.headers["anthropic-version"] == "2023-06-01"
     body = seen.body
     assert body["max_tokens"] == 4096 and body["stream"] is True and body["temperature"] == 0.5
-    assert body["system"] == "You are terse."
+    # Prompt-cache breakpoints (on by default): the system prompt, the last tool, the last block.
+    assert body["system"] == [
+        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert body["stop_sequences"] == ["END"] and "stop" not in body
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
@@ -343,7 +347,11 @@ async def test_anthropic_request_conversion(key: str) -> None:
                     "tool_use_id": "call_2",
                     "content": '{"outcome": "completed"}',
                 },
-                {"type": "text", "text": "Thanks; be brief."},
+                {
+                    "type": "text",
+                    "text": "Thanks; be brief.",
+                    "cache_control": {"type": "ephemeral"},
+                },
             ],
         },
     ]
@@ -863,5 +871,6 @@ async def test_a_failed_tool_result_is_marked_for_anthropic(key: str) -> None:
         "tool_use_id": "toolu_1",
         "content": '{"error": "x"}',
         "is_error": True,
+        "cache_control": {"type": "ephemeral"},  # the conversation's cache breakpoint
     }
     assert "is_error" not in other.requests[0].body["messages"][-1]

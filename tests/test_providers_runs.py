@@ -87,7 +87,7 @@ class ScriptedWire:
     def __call__(self, seen: Seen) -> Reply:
         body = seen.body
         anthropic = self.provider == "anthropic"
-        system = body.get("system", "") if anthropic else body["messages"][0]["content"]
+        system = json.dumps(body.get("system", "")) if anthropic else body["messages"][0]["content"]
         if "You help." in system:
             return self._stream(["A note: ", "pack a jumper."], [])
         if not _has_tool_results(body, anthropic=anthropic):

@@ -185,7 +185,7 @@ def test_openai_interleaved_tool_calls_are_emitted_faithfully_with_decoded_names
         (0, 'ris"}'),
         (1, ' for Paris"}'),
     ]
-    assert events[8:] == [UsageReport(82, 41), Finished("tool_calls")]
+    assert events[8:] == [UsageReport(82, 41, 0, 0), Finished("tool_calls")]  # cached: 0
 
 
 def test_openrouter_reasoning_and_keep_alive_comments() -> None:
@@ -261,7 +261,9 @@ def test_anthropic_cache_tokens_count_as_input() -> None:
         '{"type":"message_start","message":{"usage":' + str(usage).replace("'", '"') + "}}",
         "message_start",
     )
-    assert state.events(event) == [UsageReport(112, None)]
+    assert state.events(event) == [
+        UsageReport(112, None, cache_read_tokens=7, cache_write_tokens=100)
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(STATES))

@@ -6,6 +6,8 @@ Pure (no Temporal calls, no I/O), imported passed through by the workflow module
 
 from __future__ import annotations
 
+from decimal import ROUND_DOWN, Decimal
+
 from otherone.contracts import HandOffResult, ModelTurn
 from otherone.definitions import RuntimeLimits, TreeBudget
 from otherone.errors import FailureCode
@@ -21,6 +23,9 @@ class UsageCounter:
         self.input_tokens: int | None = start.input_tokens
         self.output_tokens: int | None = start.output_tokens
         self.total_tokens: int | None = start.total_tokens
+        self.cache_read_tokens: int | None = start.cache_read_tokens
+        self.cache_write_tokens: int | None = start.cache_write_tokens
+        self.cost: Decimal | None = start.cost
         self.model_calls = start.model_calls
         self.tool_calls = start.tool_calls
         self.agent_calls = start.agent_calls
@@ -29,12 +34,20 @@ class UsageCounter:
         self.input_tokens = _add(self.input_tokens, turn.input_tokens)
         self.output_tokens = _add(self.output_tokens, turn.output_tokens)
         self.total_tokens = _add(self.total_tokens, turn.total_tokens)
+        if isinstance(turn, ModelTurn):
+            self.cache_read_tokens = _add(self.cache_read_tokens, turn.cache_read_tokens)
+            self.cache_write_tokens = _add(self.cache_write_tokens, turn.cache_write_tokens)
+        if turn.cost is not None:
+            self.cost = turn.cost if self.cost is None else self.cost + turn.cost
 
     def snapshot(self, duration_millis: int) -> RunUsage:
         return RunUsage(
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             total_tokens=self.total_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            cost=self.cost,
             model_calls=self.model_calls,
             tool_calls=self.tool_calls,
             agent_calls=self.agent_calls,
@@ -46,6 +59,11 @@ def _add(left: int | None, right: int | None) -> int | None:
     if left is None:
         return right
     return left if right is None else left + right
+
+
+#: The smallest share of a cost budget a child is given (a millionth of a micro-dollar):
+#: shares are rounded down to it, so they never add up to more than was left.
+COST_QUANTUM = Decimal("1e-12")
 
 
 #: Model and tool calls a caller keeps for itself when it funds children (to answer after them).
@@ -101,6 +119,12 @@ class BudgetLedger:
         if tokens is not None and self.remaining["tokens"] is not None:
             self._spend("tokens", tokens, f"token_budget ({self.limits.token_budget})")
 
+    def spend_cost(self, cost: Decimal | None) -> None:
+        """A model call's cost: past the share, the run ends `budget_exceeded` (the call that
+        passes it was made: its cost is known only once it returns, as for tokens)."""
+        if cost is not None and self.remaining["cost"] is not None:
+            self._spend("cost", cost, f"cost_budget ({self.limits.cost_budget} USD)")
+
     def spend_output_bytes(self, output: AgentOutput) -> None:
         """The run's final answer, counted as the seed counts it (`add_output_bytes`, once the
         run answers and before it returns): past the share, the run ends `budget_exceeded`."""
@@ -108,7 +132,7 @@ class BudgetLedger:
             label = f"max_output_bytes ({self.limits.max_output_bytes})"
             self._spend("output_bytes", output_size(output), label)
 
-    def _spend(self, name: str, amount: int, label: str) -> None:
+    def _spend(self, name: str, amount: int | Decimal, label: str) -> None:
         left = self.remaining[name]
         self.remaining[name] = left - amount
         if left - amount < 0:
@@ -144,9 +168,9 @@ class BudgetLedger:
         share["runs"] = (share["runs"] or 1) - 1  # the child itself is one of its runs
         return TreeBudget.model_validate(share)
 
-    def _share(self, claimants: int, caller_goes_on: bool) -> dict[str, int | None]:
+    def _share(self, claimants: int, caller_goes_on: bool) -> dict[str, int | Decimal | None]:
         left = self.remaining
-        tokens, output_bytes = left["tokens"], left["output_bytes"]
+        tokens, output_bytes, cost = left["tokens"], left["output_bytes"], left.get("cost")
         output_sharers = max(claimants, 1) + (1 if caller_goes_on else 0)
         return {
             "runs": max(1, left["runs"] // max(claimants, 1)),
@@ -155,6 +179,7 @@ class BudgetLedger:
             "tool_calls": max(0, left["tool_calls"] - PARENT_RESERVE) // max(claimants, 1),
             "tokens": None if tokens is None else tokens // (claimants + 1),
             "output_bytes": None if output_bytes is None else output_bytes // output_sharers,
+            "cost": None if cost is None else _cost_share(cost, claimants + 1),
         }
 
     def refund(self, unused: TreeBudget | None) -> None:
@@ -168,6 +193,12 @@ class BudgetLedger:
         return TreeBudget.model_validate(
             {k: max(v, 0) if v is not None else None for k, v in self.remaining.items()}
         )
+
+
+def _cost_share(left: Decimal, sharers: int) -> Decimal:
+    """``left`` split ``sharers`` ways, rounded down (never below zero)."""
+    share = (max(left, Decimal(0)) / sharers).quantize(COST_QUANTUM, rounding=ROUND_DOWN)
+    return max(share, Decimal(0))
 
 
 def output_size(output: AgentOutput) -> int:

@@ -111,6 +111,7 @@ async def _continue_as_next_agent(
         assert state.ledger is not None
         state.usage.add_tokens(done)
         state.ledger.spend_tokens(done.total_tokens)  # past the token budget: the run ends
+        state.ledger.spend_cost(done.cost)
     # The handing agent's spawned children end by its end policy: the next one starts clean.
     await state.spawns.hand_over(plan.spawned_on_exit, state.deadline_at)
     if cancellation_swallowed():

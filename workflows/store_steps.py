@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         RunRef,
     )
     from otherone.errors import FailureCode
+    from otherone.run_types import plain_decimal
     from otherone.runs import RunOutcome, RunRecord
     from otherone.workflows.outcomes import Ending, failure_from_activity_error
 
@@ -112,7 +113,7 @@ async def finish_run(finish: FinishRunInput, *, cancelled: bool) -> RunRecord | 
         finish,
         result_type=RunRecord | None,
         cancellation_type=ActivityCancellationType.TRY_CANCEL,
-        summary=f"finish {finish.status.value}",
+        summary=_finish_summary(finish),
         # A cancelled run waits for its finish only FINISH_GRACE, a server timer; a local
         # activity in progress holds the workflow task (and so that timer) open.
         may_be_local=not cancelled,
@@ -223,3 +224,11 @@ def _local_failure(name: str, retry_state: RetryState) -> ActivityError:
         activity_id="",
         retry_state=retry_state,
     )
+
+
+def _finish_summary(finish: FinishRunInput) -> str:
+    """What the Web UI shows of the run's end: its status, and its cost when priced."""
+    cost = finish.usage.cost
+    if cost is None:
+        return f"finish {finish.status.value}"
+    return f"finish {finish.status.value} · ${plain_decimal(cost)}"

@@ -133,8 +133,10 @@ def _charge(state: RunState, turn: ModelTurn) -> None:
         state.usage.add_tokens(compaction)
         state.ledger.charge_model_calls(turn.compaction_calls)
         state.ledger.spend_tokens(compaction.total_tokens)
+        state.ledger.spend_cost(compaction.cost)
     state.usage.add_tokens(turn)
     state.ledger.spend_tokens(turn.total_tokens)
+    state.ledger.spend_cost(turn.cost)
 
 
 async def _run_tools(

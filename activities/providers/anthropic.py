@@ -14,7 +14,9 @@ SDKs; one that already ends in ``/v1`` gets ``/messages``) with ``x-api-key`` an
   current Claude model can produce); ``stop`` in ``other`` becomes ``stop_sequences``;
   ``tool_choice`` ``auto``/``required``/``none``/a function becomes ``auto``/``any``/``none``/
   ``tool``, and ``parallel_tool_calls = false`` becomes ``disable_parallel_tool_use``; the rest of
-  ``other`` (e.g. ``thinking = {type = "enabled", budget_tokens = 2048}``) is merged last.
+  ``other`` (e.g. ``thinking = {type = "enabled", budget_tokens = 2048}``) is merged last;
+* prompt-cache breakpoints mark the tools, the system prompt (then a list of one text block)
+  and the conversation, unless the profile's ``prompt_cache`` is false (`anthropic_cache`).
 
 Response events: ``message_start`` (input usage), ``content_block_start`` (text, ``tool_use``
 with id and name, thinking), ``content_block_delta`` (``text_delta``, ``input_json_delta``,
@@ -37,6 +39,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from otherone.activities.providers.anthropic_cache import with_cache_breakpoints
 from otherone.activities.providers.base import (
     REASONING_KEY,
     TOOL_ERROR_KEY,
@@ -150,6 +153,8 @@ def messages_body(request: ModelRequest, names: WireNames) -> dict[str, Any]:
     if "stop" in other:
         stop = other.pop("stop")
         body["stop_sequences"] = [stop] if isinstance(stop, str) else stop
+    if request.profile.prompt_cache is not False:
+        body = with_cache_breakpoints(body)
     return {**body, **other}
 
 
@@ -310,7 +315,7 @@ class MessagesState:
 
     def _message_start(self, payload: dict[str, Any]) -> list[StreamEvent]:
         usage = (payload.get("message") or {}).get("usage") or {}
-        return [UsageReport(_input_tokens(usage), _count(usage.get("output_tokens")))]
+        return [usage_report(usage)]
 
     def _block_start(self, payload: dict[str, Any]) -> list[StreamEvent]:
         block, index = payload.get("content_block") or {}, payload.get("index")
@@ -377,7 +382,7 @@ class MessagesState:
         usage = payload.get("usage") or {}
         if not usage:
             return []
-        return [UsageReport(_input_tokens(usage), _count(usage.get("output_tokens")))]
+        return [usage_report(usage)]
 
     def _message_stop(self, payload: dict[str, Any]) -> list[StreamEvent]:
         self.done = True
@@ -390,6 +395,19 @@ class MessagesState:
             f"{self.label}: error in stream: {kind}: {message}",
             retryable=kind not in FINAL_ERROR_TYPES,
         )
+
+
+def usage_report(usage: Mapping[str, Any]) -> UsageReport:
+    """A Messages API ``usage`` object (``message_start``'s, or ``message_delta``'s cumulative
+    one): input tokens are reported in three parts, added up here; the cache's are kept apart
+    too, to be priced as such. A count the object leaves out stays None (the earlier one holds).
+    """
+    return UsageReport(
+        input_tokens=_input_tokens(usage),
+        output_tokens=_count(usage.get("output_tokens")),
+        cache_read_tokens=_count(usage.get("cache_read_input_tokens")),
+        cache_write_tokens=_count(usage.get("cache_creation_input_tokens")),
+    )
 
 
 def _input_tokens(usage: Mapping[str, Any]) -> int | None:

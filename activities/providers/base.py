@@ -67,8 +67,17 @@ class ToolCallDelta:
 
 @dataclass(frozen=True)
 class UsageReport:
+    """Tokens a provider reported (None: not said in this event; a later report wins).
+
+    ``input_tokens`` counts every prompt token, cached or not (OpenAI's ``prompt_tokens``;
+    Anthropic's three input counts added up); ``cache_read_tokens`` and ``cache_write_tokens``
+    are the parts of it read from and written to the provider's prompt cache, priced apart.
+    """
+
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass(frozen=True)

@@ -251,12 +251,7 @@ class ChatCompletionsState:
                 events += self._choice(choice)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            events.append(
-                UsageReport(
-                    input_tokens=_count(usage.get("prompt_tokens")),
-                    output_tokens=_count(usage.get("completion_tokens")),
-                )
-            )
+            events.append(usage_report(usage))
         return events
 
     def finish(self) -> list[StreamEvent]:
@@ -341,6 +336,20 @@ class ChatCompletionsState:
         return ProviderError(
             f"{self.label}: error in stream: {message} (code {code})", retryable=retryable
         )
+
+
+def usage_report(usage: Mapping[str, Any]) -> UsageReport:
+    """A Chat Completions ``usage`` object: ``prompt_tokens`` includes the cached ones
+    (``prompt_tokens_details.cached_tokens``, OpenAI's automatic caching, billed at the cache
+    price); OpenAI bills no cache writes, so they are reported as none."""
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return UsageReport(
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        cache_read_tokens=cached,
+        cache_write_tokens=0 if cached is not None else None,
+    )
 
 
 def _text(value: Any) -> bool:

@@ -21,7 +21,7 @@ const state = {
   root: null, // root run id of the current run
   running: false,
   cursor: 0, // last event sequence seen
-  runs: new Map(), // run id -> {agent, depth, parent, status, model, tools, agents, tokens, live}
+  runs: new Map(), // run id -> {agent, depth, parent, status, model, tools, agents, tokens, cost, live}
   // (model, tools, agents and tokens as the run's record says: `refreshTree`)
   bubbles: new Map(), // "turn.attempt" of the root -> assistant message element
   stream: null, // AbortController of the event stream
@@ -84,7 +84,7 @@ function uiLink(runId) {
 function run(runId) {
   if (!state.runs.has(runId)) {
     state.runs.set(runId, { agent: "", depth: 0, parent: null, status: "running", model: 0,
-      tools: 0, agents: 0, tokens: 0, live: "" });
+      tools: 0, agents: 0, tokens: 0, cost: "", live: "" });
   }
   return state.runs.get(runId);
 }
@@ -204,7 +204,9 @@ function renderTree() {
     status.className = `status status-${info.status}`;
     status.textContent = info.status;
     row.append(agent, status);
-    for (const value of [info.model, info.tools, info.agents, info.tokens]) {
+    // The cost comes as an exact decimal string (US dollars), shown as it is.
+    const cost = info.cost ? `$${info.cost}` : "–";
+    for (const value of [info.model, info.tools, info.agents, info.tokens, cost]) {
       const cell = document.createElement("td");
       cell.textContent = String(value);
       row.append(cell);
@@ -249,6 +251,7 @@ async function refreshTree() {
       info.tools = record.usage.tool_calls;
       info.agents = record.usage.agent_calls;
       info.tokens = record.usage.total_tokens || 0;
+      info.cost = record.usage.cost || "";
     }
     renderTree();
   } catch (error) {

@@ -19,6 +19,9 @@ Commands (module of ``otherone.client.cli`` in brackets)::
                                         sessions of a partition (child sessions on request)
     otherone workers [--json]           workers polling the task queue (as GET /v1/workers)
                                                                               [workers]
+    otherone usage [--by KEYS] [--json] tokens, cache tokens, calls and cost, summed
+    otherone spend-limit [--per-day USD | --clear]
+                                        a partition's spend limit per UTC day       [usage]
     otherone mcp import FILE [--write TOML]
                                         an MCP client's config (Claude Desktop, VS Code,
                                         Cursor) as [mcp.<server>] tables

@@ -20,6 +20,7 @@ from otherone.client.cli.options import (
     add_options,
     environment_help,
 )
+from otherone.client.cli.usage_parser import add_usage
 from otherone.partitions import DEFAULT_PARTITION
 from otherone.worker.settings import CODEC_SERVER_PORT, Settings
 
@@ -59,6 +60,8 @@ COMMANDS: dict[str, CommandTarget] = {
     "serve": CommandTarget("http_api", "cmd_serve", handles_signals=True),
     "mcp": CommandTarget("mcp", "cmd_mcp"),
     "schedule": CommandTarget("schedules", "cmd_schedule"),
+    "usage": CommandTarget("usage", "cmd_usage"),
+    "spend-limit": CommandTarget("usage", "cmd_spend_limit"),
 }
 
 
@@ -96,6 +99,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_show(command)
     _add_approvals(command)
     _add_sessions(command, common)
+    add_usage(command)
     _add_upgrade(command, common)
     _add_mcp(command, common)
     _add_schedule(command, common)

@@ -13,6 +13,7 @@ from otherone.contracts.approvals import ApprovalRequest
 from otherone.contracts.refs import RunRef, _Contract
 from otherone.contracts.turns import PendingEntry
 from otherone.definitions import HandoffPolicy, RuntimeLimits, TreeBudget
+from otherone.run_types import Money
 from otherone.runs import (
     AgentCallResult,
     AgentFailure,
@@ -126,6 +127,8 @@ class HandOffResult(_Contract):
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
+    #: What the summary's model call cost (US dollars; None: not priced).
+    cost: Money | None = None
 
 
 class UserMessages(_Contract):

@@ -10,6 +10,7 @@ from pydantic import JsonValue
 
 from otherone.contracts.approvals import ApprovalNeed
 from otherone.contracts.refs import RunRef, _Contract, resolved_ref
+from otherone.run_types import Money
 from otherone.runs import AgentOutput, ResultContract
 from otherone.tools import ToolErrorKind
 
@@ -111,6 +112,11 @@ class ModelTurn(_Contract):
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
+    #: The parts of ``input_tokens`` read from and written to the provider's prompt cache.
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    #: What the call cost in US dollars at its profile's prices (None: not priced).
+    cost: Money | None = None
     finish_reason: str | None = None
     #: The final answer under the run's result contract (None while tools are called).
     output: AgentOutput | None = None
@@ -127,6 +133,7 @@ class ModelTurn(_Contract):
     compaction_calls: int = 0
     compaction_input_tokens: int | None = None
     compaction_output_tokens: int | None = None
+    compaction_cost: Money | None = None
     #: The start of what the model said on a turn that also calls tools (its text is in the
     #: store, not in history): up to `SAID_EXCERPT_CHARS`, so `temporal workflow show` and the
     #: Web UI read as a conversation. The workflow never reads it.
@@ -138,7 +145,12 @@ class ModelTurn(_Contract):
         """The compaction's tokens, shaped as a turn's usage (for `UsageCounter`)."""
         used_in, used_out = self.compaction_input_tokens, self.compaction_output_tokens
         total = used_in + used_out if used_in is not None and used_out is not None else None
-        return ModelTurn(input_tokens=used_in, output_tokens=used_out, total_tokens=total)
+        return ModelTurn(
+            input_tokens=used_in,
+            output_tokens=used_out,
+            total_tokens=total,
+            cost=self.compaction_cost,
+        )
 
 
 class ToolCallInput(_Contract):

@@ -20,7 +20,13 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.contracts import SIGNAL_CAPACITY_FREED
 from otherone.contracts.agent_calls import child_run_id
-from otherone.definitions import AgentDefinition, ModelOverrides, RuntimeLimits, RuntimePolicy
+from otherone.definitions import (
+    AgentDefinition,
+    ModelOverrides,
+    ModelProfile,
+    RuntimeLimits,
+    RuntimePolicy,
+)
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.mcp_servers import McpServer
 from otherone.runs import AgentCallRequest
@@ -349,6 +355,34 @@ async def output_budget_exceeded(client: Client, task_queue: str, tmp: Path) -> 
     async with agent_env(client, task_queue, config, tmp) as env:
         result = await env.agents.run(
             build_request(entry_agent="a", input="go", limits={"max_output_bytes": 10})
+        )
+    return result.run_id
+
+
+async def cost_budget_exceeded(client: Client, task_queue: str, tmp: Path) -> str:
+    """Priced calls: a's call ($0.0045) leaves half of its $0.005 budget's rest to its child b,
+    whose call ($0.0002) fits; a's second call passes `cost_budget`."""
+
+    def turn(**fields: Any) -> dict[str, Any]:
+        return {"input_tokens": 1000, "output_tokens": 100, **fields}
+
+    model = ModelProfile.model_validate(
+        {
+            "id": "scripted",
+            "provider": "scripted",
+            "model": "test",
+            "prices": {"input": "3", "output": "15", "cache_read": "0.3"},
+            "script": {
+                "a": [turn(tool_calls=[_call("to_b", "b", "answer")]), turn(text="a done")],
+                "b": [{"text": "b done", "input_tokens": 40, "output_tokens": 5}],
+            },
+        }
+    )
+    agents = [_agent(id="a", callable_agents=["b"]), _agent(id="b")]
+    config = RuntimeConfig(agents=agents, models=[model])
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(
+            build_request(entry_agent="a", input="go", limits={"cost_budget": "0.005"})
         )
     return result.run_id
 
@@ -853,6 +887,7 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "tool_concurrency": tool_concurrency,
     "budget_exceeded": budget_exceeded,
     "output_budget_exceeded": output_budget_exceeded,
+    "cost_budget_exceeded": cost_budget_exceeded,
     "continue_as_new": continue_as_new,
     "compaction": compaction,
     "tools_and_streaming": tools_and_streaming,
