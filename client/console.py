@@ -67,6 +67,15 @@ def waiting_line(event: Mapping[str, Any]) -> str:
     return f"⏸ {what} waits for capacity: {event.get('scope')} ({event.get('reason')})"
 
 
+def fallback_line(event: Mapping[str, Any]) -> str:
+    """A turn its run's model could not answer goes to a fallback (`model_fallback`)."""
+    return (
+        f"↪ model '{event.get('from_model')}' failed after {event.get('attempts')} attempt(s): "
+        f"'{event.get('to_model')}' answers turn {event.get('turn')} "
+        f"({_one_line(str(event.get('error')))})"
+    )
+
+
 def mcp_unavailable_line(event: Mapping[str, Any]) -> str:
     """An MCP server the agent was granted tools of that offered none (`mcp_unavailable`)."""
     return (
@@ -144,6 +153,8 @@ class EventPrinter:
             self._note(denied_line(event), style="yellow")
         elif kind in ("model_waiting", "tool_waiting"):
             self._note(waiting_line(event), style="yellow")
+        elif kind == "model_fallback":
+            self._note(fallback_line(event), style="yellow")
         elif kind == "handed_off":
             self._note(
                 f"⇢ {event.get('from_agent')} handed the conversation to "

@@ -119,6 +119,28 @@ class McpServerTools(BaseModel):
     error: str | None = None
 
 
+class ModelNotAllowedError(ValueError):
+    """A request chose a model its agent does not allow (`AgentDefinition.models`)."""
+
+
+def _fallback_cycle(models: Mapping[str, ModelProfile], start: str) -> list[str] | None:
+    """A chain of fallbacks from ``start`` that comes back to it (its ids, ``start`` first and
+    last), or None."""
+
+    def walk(current: str, path: list[str]) -> list[str] | None:
+        profile = models.get(current)
+        for name in profile.fallbacks if profile is not None else ():
+            if name == start:
+                return [*path, name]
+            if name not in path:
+                found = walk(name, [*path, name])
+                if found is not None:
+                    return found
+        return None
+
+    return walk(start, [start])
+
+
 class RuntimeSnapshot(BaseModel):
     """Agents, models (no secrets), tool schemas, policy and limits, with a version hash.
 
@@ -176,12 +198,41 @@ class RuntimeSnapshot(BaseModel):
             raise AgentNotFoundError(agent_id) from None
 
     def resolve_model(
-        self, agent: AgentDefinition, caller_model: str | None = None
+        self,
+        agent: AgentDefinition,
+        caller_model: str | None = None,
+        requested: str | None = None,
     ) -> ModelProfile:
-        """The agent's model: its named profile, the caller's (``inherit``) or the default."""
+        """The agent's model: the ``requested`` one (a request's choice among the agent's
+        ``models``: `ModelNotAllowedError` otherwise), else its named profile, the caller's
+        (``inherit``) or the default."""
         if agent.model == INHERIT_MODEL:
-            return self.models[caller_model or self.default_model]
-        return self.models[agent.model or self.default_model]
+            own = self.models[caller_model or self.default_model]
+        else:
+            own = self.models[agent.model or self.default_model]
+        if requested is None or requested == own.id:
+            return own
+        problem = agent.model_choice_problem(requested, own.id)
+        if problem is not None or requested not in self.models:
+            raise ModelNotAllowedError(problem or f"model '{requested}' is not declared")
+        return self.models[requested]
+
+    def model_chain(self, profile: ModelProfile) -> list[ModelProfile]:
+        """``profile``, then the profiles that answer a turn it could not, in order: each of
+        its fallbacks followed by that one's own (depth first), each profile once."""
+        chain: list[ModelProfile] = []
+
+        def visit(current: ModelProfile) -> None:
+            if any(seen.id == current.id for seen in chain):
+                return
+            chain.append(current)
+            for name in current.fallbacks:
+                fallback = self.models.get(name)
+                if fallback is not None:
+                    visit(fallback)
+
+        visit(profile)
+        return chain
 
     @kept_per_version
     def tool_names_for(self, agent: AgentDefinition) -> list[str]:
@@ -357,7 +408,35 @@ class RuntimeConfig:
             self._validate_agent(agent)
         for model in self.models.values():
             self._validate_script(model)
+            self._validate_fallbacks(model)
         self._validate_policy()
+
+    def _validate_fallbacks(self, model: ModelProfile) -> None:
+        """Each fallback is a declared profile, and no chain of fallbacks comes back to
+        ``model`` (itself included)."""
+        table = f"models.{model.id}"
+        for name in model.fallbacks:
+            if name not in self.models:
+                raise self._error(
+                    f"unknown model '{name}' (fallbacks name declared model profiles)",
+                    table=table,
+                    field="fallbacks",
+                )
+        cycle = _fallback_cycle(self.models, model.id)
+        if cycle is not None:
+            what = (
+                f"profile '{model.id}' cannot be its own fallback"
+                if len(cycle) == 2
+                else "a cycle of fallbacks: " + " -> ".join(cycle)
+            )
+            raise self._error(what, table=table, field="fallbacks")
+
+    def own_model(self, agent: AgentDefinition) -> str | None:
+        """The profile id the agent runs on when nothing chooses another (None: ``inherit``,
+        its caller's)."""
+        if agent.model == INHERIT_MODEL:
+            return None
+        return agent.model or self.default_model or next(iter(self.models), None)
 
     def _validate_script(self, model: ModelProfile) -> None:
         for agent_id in model.script:
@@ -372,6 +451,7 @@ class RuntimeConfig:
         table = f"agents.{agent.id}"
         if agent.model not in (None, INHERIT_MODEL) and agent.model not in self.models:
             raise self._error(f"unknown model '{agent.model}'", table=table, field="model")
+        self._validate_agent_models(agent, table)
         for name in agent.tools.names:
             self._check_tool_reference(name, table)
         for name in agent.callable_agents.names:
@@ -384,6 +464,20 @@ class RuntimeConfig:
             if name not in self.agents and not is_glob(name):
                 raise self._error(f"unknown agent '{name}'", table=table, field="handoff.agents")
         self._validate_approval_keys(agent.approval, table)
+
+    def _validate_agent_models(self, agent: AgentDefinition, table: str) -> None:
+        """``models`` names declared profiles, its own model among them."""
+        for name in agent.models:
+            if name not in self.models:
+                raise self._error(f"unknown model '{name}'", table=table, field="models")
+        own = self.own_model(agent)
+        if agent.models and own is not None and own not in agent.models:
+            raise self._error(
+                f"must include the agent's own model '{own}' (a request may choose among "
+                "these, and its own model is one of them)",
+                table=table,
+                field="models",
+            )
 
     def _validate_approval_keys(self, rules: dict[str, Any], table: str) -> None:
         """Approval rules name a registered tool, a built-in, or ``agent.call:<agent>``."""
@@ -480,6 +574,7 @@ __all__ = [
     "AgentNotFoundError",
     "McpServerTools",
     "McpToolRef",
+    "ModelNotAllowedError",
     "RuntimeConfig",
     "RuntimeSnapshot",
     "ToolSchema",
