@@ -21,14 +21,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    RetryState,
+    TimeoutError,
+    TimeoutType,
+)
 
 from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import ConfigurationError, FailureCode, InvalidRequestError
 from otherone.runs import AgentCallRequest, RunOutcome
+from otherone.store import Store
 from otherone.toml_config import load_config
+from otherone.worker.app import build_worker
+from otherone.worker.telemetry import OtheroneActivityInterceptor
+from otherone.workflows.model_fallbacks import falls_back
 from tests.api_env import api_env
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, openai_stream
 from tests.harness import agent_env
@@ -456,3 +471,122 @@ async def test_a_trusted_agent_call_chooses_the_model_too(
     assert chosen.usage.models == {"deep": 1}
     assert refused.outcome is RunOutcome.FAILED and refused.failure is not None
     assert refused.failure.code is FailureCode.INVALID_REQUEST
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+def _failed(cause: BaseException, retry_state: RetryState) -> ActivityError:
+    error = ActivityError(
+        "activity error",
+        scheduled_event_id=5,
+        started_event_id=6,
+        identity="worker",
+        activity_type="otherone.call_model",
+        activity_id="2",
+        retry_state=retry_state,
+    )
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize(
+    ("cause", "retry_state", "expected"),
+    [
+        (ApplicationError("503", type="model_error"), RetryState.MAXIMUM_ATTEMPTS_REACHED, True),
+        (
+            ApplicationError("401", type="model_error", non_retryable=True),
+            RetryState.NON_RETRYABLE_FAILURE,
+            False,
+        ),
+        (
+            ApplicationError("db down", type="storage_error"),
+            RetryState.MAXIMUM_ATTEMPTS_REACHED,
+            False,
+        ),
+        (
+            ApplicationError("too long", type="budget_exceeded", non_retryable=True),
+            RetryState.NON_RETRYABLE_FAILURE,
+            False,
+        ),
+        (
+            TimeoutError("timed out", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[]),
+            RetryState.MAXIMUM_ATTEMPTS_REACHED,
+            True,
+        ),
+        (
+            TimeoutError("no heartbeat", type=TimeoutType.HEARTBEAT, last_heartbeat_details=[]),
+            RetryState.MAXIMUM_ATTEMPTS_REACHED,
+            False,
+        ),
+        (CancelledError("cancelled"), RetryState.CANCEL_REQUESTED, False),
+    ],
+)
+def test_which_failures_fall_back(
+    cause: BaseException, retry_state: RetryState, expected: bool
+) -> None:
+    assert falls_back(_failed(cause, retry_state)) is expected
+
+
+async def test_the_model_call_span_names_the_profile_that_answered(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    failing = {"fail": {"message": "HTTP 503: overloaded", "attempts": 9}}
+    scripted = {"provider": "scripted", "model": "m"}
+    config = RuntimeConfig(
+        agents=[AgentDefinition(id="solo", description="answers", model="primary")],
+        models=[
+            ModelProfile.model_validate(
+                {
+                    "id": "primary",
+                    **scripted,
+                    "max_attempts": 1,
+                    "fallbacks": ["backup"],
+                    "script": {"solo": [failing]},
+                }
+            ),
+            ModelProfile.model_validate({"id": "backup", **scripted, "script": {"solo": ["ok"]}}),
+        ],
+    )
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        interceptor = OtheroneActivityInterceptor(provider.get_tracer("test"), config)
+        async with build_worker(
+            client, config, store, task_queue=task_queue, interceptors=[interceptor]
+        ):
+            agents = AgentClient(client, task_queue=task_queue, store=store)
+            result = await agents.run(build_request(entry_agent="solo", input="hi"))
+    finally:
+        store.close()
+        provider.shutdown()
+    assert result.text == "ok" and result.usage.models == {"backup": 1}
+    spans = [span for span in exporter.get_finished_spans() if span.name == "model call"]
+    seen = [
+        (
+            (span.attributes or {}).get("otherone.model_profile_id"),
+            (span.attributes or {}).get("otherone.model_fallback_from"),
+        )
+        for span in spans
+    ]
+    assert seen == [("primary", None), ("backup", "primary")]
+    assert (spans[1].attributes or {}).get("gen_ai.request.model") == "m"
+
+
+def test_otherone_run_and_watch_say_when_a_turn_falls_back() -> None:
+    from otherone.client.console import fallback_line
+
+    line = fallback_line(
+        {
+            "type": "model_fallback",
+            "turn": 2,
+            "from_model": "gpt",
+            "to_model": "claude",
+            "attempts": 3,
+            "error": "model 'gpt' (openai, attempt 3): HTTP 503\nService Unavailable",
+        }
+    )
+    assert line.startswith("↪ model 'gpt' failed after 3 attempt(s): 'claude' answers turn 2")
+    assert "\n" not in line
