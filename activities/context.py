@@ -16,6 +16,7 @@ from otherone.definitions import (
     MemoryPolicy,
     ModelProfile,
 )
+from otherone.model_choices import allowed_models
 from otherone.skills import format_skills_for_prompt
 from otherone.store import EntryRow
 
@@ -205,7 +206,7 @@ def model_choices(
     for agent in reachable:
         if agent.models:
             own = snapshot.resolve_model(agent, caller_model).id
-            allowed = agent.allowed_models(own)
+            allowed = allowed_models(agent, own)
             if len(allowed) > 1:
                 found[agent.id] = allowed
     return found

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from otherone.errors import InvalidRequestError
+from otherone.model_choices import model_choice_problem
 from otherone.runs import MAX_INPUT_BYTES, AgentRunRequest, unstorable_problem
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def check_model_choice(
     if requested is None:
         return
     own = config.own_model(agent) or config.default_model or next(iter(config.models), None)
-    problem = agent.model_choice_problem(requested, own) if own is not None else None
+    problem = model_choice_problem(agent, requested, own) if own is not None else None
     if problem is not None:
         raise InvalidRequestError(problem, field="model")
 

@@ -29,6 +29,13 @@ from otherone.definitions import (
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
+from otherone.model_choices import (
+    ModelNotAllowedError,
+    agent_models_problem,
+    chosen_model,
+    fallbacks_problem,
+    model_chain,
+)
 from otherone.per_version import kept_per_version
 from otherone.runs import unstorable_part
 from otherone.skills import Skill, SkillRegistry
@@ -119,28 +126,6 @@ class McpServerTools(BaseModel):
     error: str | None = None
 
 
-class ModelNotAllowedError(ValueError):
-    """A request chose a model its agent does not allow (`AgentDefinition.models`)."""
-
-
-def _fallback_cycle(models: Mapping[str, ModelProfile], start: str) -> list[str] | None:
-    """A chain of fallbacks from ``start`` that comes back to it (its ids, ``start`` first and
-    last), or None."""
-
-    def walk(current: str, path: list[str]) -> list[str] | None:
-        profile = models.get(current)
-        for name in profile.fallbacks if profile is not None else ():
-            if name == start:
-                return [*path, name]
-            if name not in path:
-                found = walk(name, [*path, name])
-                if found is not None:
-                    return found
-        return None
-
-    return walk(start, [start])
-
-
 class RuntimeSnapshot(BaseModel):
     """Agents, models (no secrets), tool schemas, policy and limits, with a version hash.
 
@@ -210,29 +195,11 @@ class RuntimeSnapshot(BaseModel):
             own = self.models[caller_model or self.default_model]
         else:
             own = self.models[agent.model or self.default_model]
-        if requested is None or requested == own.id:
-            return own
-        problem = agent.model_choice_problem(requested, own.id)
-        if problem is not None or requested not in self.models:
-            raise ModelNotAllowedError(problem or f"model '{requested}' is not declared")
-        return self.models[requested]
+        return chosen_model(agent, own, requested, self.models)
 
     def model_chain(self, profile: ModelProfile) -> list[ModelProfile]:
-        """``profile``, then the profiles that answer a turn it could not, in order: each of
-        its fallbacks followed by that one's own (depth first), each profile once."""
-        chain: list[ModelProfile] = []
-
-        def visit(current: ModelProfile) -> None:
-            if any(seen.id == current.id for seen in chain):
-                return
-            chain.append(current)
-            for name in current.fallbacks:
-                fallback = self.models.get(name)
-                if fallback is not None:
-                    visit(fallback)
-
-        visit(profile)
-        return chain
+        """``profile``, then the profiles that answer a turn it could not (`model_choices`)."""
+        return model_chain(self.models, profile)
 
     @kept_per_version
     def tool_names_for(self, agent: AgentDefinition) -> list[str]:
@@ -412,24 +379,9 @@ class RuntimeConfig:
         self._validate_policy()
 
     def _validate_fallbacks(self, model: ModelProfile) -> None:
-        """Each fallback is a declared profile, and no chain of fallbacks comes back to
-        ``model`` (itself included)."""
-        table = f"models.{model.id}"
-        for name in model.fallbacks:
-            if name not in self.models:
-                raise self._error(
-                    f"unknown model '{name}' (fallbacks name declared model profiles)",
-                    table=table,
-                    field="fallbacks",
-                )
-        cycle = _fallback_cycle(self.models, model.id)
-        if cycle is not None:
-            what = (
-                f"profile '{model.id}' cannot be its own fallback"
-                if len(cycle) == 2
-                else "a cycle of fallbacks: " + " -> ".join(cycle)
-            )
-            raise self._error(what, table=table, field="fallbacks")
+        problem = fallbacks_problem(self.models, model)
+        if problem is not None:
+            raise self._error(problem, table=f"models.{model.id}", field="fallbacks")
 
     def own_model(self, agent: AgentDefinition) -> str | None:
         """The profile id the agent runs on when nothing chooses another (None: ``inherit``,
@@ -466,18 +418,9 @@ class RuntimeConfig:
         self._validate_approval_keys(agent.approval, table)
 
     def _validate_agent_models(self, agent: AgentDefinition, table: str) -> None:
-        """``models`` names declared profiles, its own model among them."""
-        for name in agent.models:
-            if name not in self.models:
-                raise self._error(f"unknown model '{name}'", table=table, field="models")
-        own = self.own_model(agent)
-        if agent.models and own is not None and own not in agent.models:
-            raise self._error(
-                f"must include the agent's own model '{own}' (a request may choose among "
-                "these, and its own model is one of them)",
-                table=table,
-                field="models",
-            )
+        problem = agent_models_problem(self.models, agent, self.own_model(agent))
+        if problem is not None:
+            raise self._error(problem, table=table, field="models")
 
     def _validate_approval_keys(self, rules: dict[str, Any], table: str) -> None:
         """Approval rules name a registered tool, a built-in, or ``agent.call:<agent>``."""

@@ -397,22 +397,6 @@ class AgentDefinition(_Frozen):
             raise ValueError(f"lists {', '.join(repeated)} more than once")
         return value
 
-    def allowed_models(self, own: str) -> tuple[str, ...]:
-        """The profiles a request may choose for this agent, given its own (resolved) model:
-        that one first, then its ``models``."""
-        return (own, *(name for name in self.models if name != own))
-
-    def model_choice_problem(self, requested: str, own: str) -> str | None:
-        """Why a request may not run this agent on ``requested`` (None: it may), given the
-        agent's own (resolved) model."""
-        allowed = self.allowed_models(own)
-        if requested in allowed:
-            return None
-        return (
-            f"model '{requested}' is not allowed for agent '{self.id}' (allowed: "
-            f"{', '.join(allowed)}); list it in the agent's models to allow it"
-        )
-
 
 Provider = Literal["openai", "anthropic", "openrouter", "local", "scripted"]
 
