@@ -29,6 +29,7 @@ from otherone.activities.context import (
     agent_call_tool_definition,
     generation_settings,
     messages_from_entries,
+    model_choices,
     system_prompt_for,
     tool_definitions,
     turn_from_entry,
@@ -113,7 +114,7 @@ async def _call_model(
         return await _returnable(context, done, input)
     summary = latest.summary if latest is not None else None
     # An earlier attempt's worker died mid-call: its `model_started` gets its end first.
-    attempt = activity.info().attempt
+    attempt = _turn_attempt(input)
     events.add(*await lost_model_attempts(context, ref, input.turn, attempt))
     snapshot = await context.snapshot(ref.snapshot_version)
     profile = snapshot.models[input.model_profile_id]
@@ -147,7 +148,7 @@ async def _answer(
     answer, store it."""
     ref = input.run_ref
     assistant_key = f"{ref.run_id}:t{input.turn}:assistant"
-    attempt = activity.info().attempt
+    attempt = _turn_attempt(input)
     agent = snapshot.agent(ref.agent_id)
     profile = snapshot.models[input.model_profile_id]
     provider = context.provider_for(profile)
@@ -157,13 +158,17 @@ async def _answer(
     )
     # Handoffs are for roots, and only while the run has some left.
     may_hand_off = ref.depth == 0 and input.handoff_allowed
-    tools = _offered_tools(snapshot, agent, context.memory_tools, handoffs=may_hand_off)
+    # A fallback offers the tools the run's own model would (an `inherit` target's choices).
+    run_model = input.fallback_from or input.model_profile_id
+    tools = _offered_tools(
+        snapshot, agent, context.memory_tools, handoffs=may_hand_off, run_model=run_model
+    )
     request = ModelRequest(
         profile=profile,
         agent_id=agent.id,
         run_id=ref.run_id,
         turn=input.turn - input.turn_offset,  # the agent's own turn (after a handoff)
-        attempt=attempt,
+        attempt=activity.info().attempt,  # the profile's own (its error messages say it)
         messages=[],
         tools=tools,
         settings=generation_settings(profile, agent),
@@ -181,20 +186,21 @@ async def _answer(
         [{"type": "user_message_queued", "count": queued}] if queued else []
     )
     # Written with the first delta (or the turn's end, whichever comes first).
-    events.add(*started, _model_started(input.turn, request.attempt, input.waited_ms))
+    events.add(*started, _model_started(input, attempt))
     completed: dict[str, Any] = {
         "type": "model_completed",
         "turn": input.turn,
-        "attempt": request.attempt,
+        "attempt": attempt,
+        "model": profile.id,
     }
     try:
-        turn = priced(await _stream(context, provider, request, input, events), profile)
+        turn = priced(await _stream(context, provider, request, input, events, attempt), profile)
         # The answer, its last deltas and `model_completed`: one transaction.
         events.add({**completed, "usage": _usage(turn), "finish_reason": turn.finish_reason})
-        row = _assistant_row(assistant_key, ref, turn)
+        row = _assistant_row(assistant_key, ref, turn, profile.id)
         store = context.store
         summariser = snapshot.policy.summary_model or input.model_profile_id
-        spent = turn_spend(ref, turn, input.model_profile_id, compaction, summariser)
+        spent = turn_spend(ref, turn, profile.id, compaction, summariser)
         await events.write_with(
             lambda bodies: store.append_entries_and_events(
                 ref.partition_key, ref.session_id, [row], ref, bodies, spent
@@ -270,6 +276,7 @@ def _offered_tools(
     memory_tools: MemoryTools,
     *,
     handoffs: bool = True,
+    run_model: str | None = None,
 ) -> list[dict[str, Any]]:
     """What the model sees: allowed tools, memory tools, `agent.call` if anyone is reachable,
     `agent.handoff` (if ``handoffs``: root runs with handoffs left) if anyone may take the
@@ -278,25 +285,40 @@ def _offered_tools(
     tools = tool_definitions(snapshot, names) + memory_tools.definitions(names)
     tools += human_tools(agent)
     reachable = snapshot.reachable_agents(agent)
+    choices = model_choices(snapshot, reachable, run_model or snapshot.default_model)
     if reachable:
-        tools.append(agent_call_tool_definition(reachable))
+        tools.append(agent_call_tool_definition(reachable, choices))
     targets = snapshot.handoff_targets(agent) if handoffs else []
     if targets:
         choose = agent.handoff.model_may_choose_context
         tools.append(handoff_tool_definition(targets, may_choose_context=choose))
     if snapshot.may_spawn(agent):
-        tools += spawn_tool_definitions(reachable)
+        tools += spawn_tool_definitions(reachable, choices)
     return tools
 
 
-def _model_started(turn: int, attempt: int, waited_ms: int = 0) -> dict[str, Any]:
-    """A retry's deltas replace the earlier attempts' text of the same turn: say so; and how
-    long the call waited for fleet capacity, if it did."""
-    event: dict[str, Any] = {"type": "model_started", "turn": turn, "attempt": attempt}
+def _turn_attempt(input: ModelCallInput) -> int:
+    """This attempt's number among the turn's: after those of the profiles that failed
+    before this one (its fallback answers), so each attempt keeps its own events."""
+    return input.attempt_offset + activity.info().attempt
+
+
+def _model_started(input: ModelCallInput, attempt: int) -> dict[str, Any]:
+    """Which profile answers (and, a fallback, for which); a retry's deltas replace the
+    earlier attempts' text of the same turn: say so; and how long the call waited for fleet
+    capacity, if it did."""
+    event: dict[str, Any] = {
+        "type": "model_started",
+        "turn": input.turn,
+        "attempt": attempt,
+        "model": input.model_profile_id,
+    }
+    if input.fallback_from is not None:
+        event["fallback_from"] = input.fallback_from
     if attempt > 1:
         event["supersedes_attempt"] = attempt - 1
-    if waited_ms:
-        event["waited_ms"] = waited_ms
+    if input.waited_ms:
+        event["waited_ms"] = input.waited_ms
     return event
 
 
@@ -306,9 +328,10 @@ async def _stream(
     request: ModelRequest,
     input: ModelCallInput,
     events: EventBuffer,
+    attempt: int,
 ) -> ModelTurn:
     ref = input.run_ref
-    deltas = DeltaBuffer(events, input.turn, request.attempt)
+    deltas = DeltaBuffer(events, input.turn, attempt)
     collector = TurnCollector(limit_bytes=input.result_limit_bytes)
 
     async def on_thinking(text: str) -> None:
@@ -375,13 +398,13 @@ class DeltaBuffer:
         )
 
 
-def _assistant_row(key: str, ref: RunRef, turn: ModelTurn) -> EntryRow:
+def _assistant_row(key: str, ref: RunRef, turn: ModelTurn, profile_id: str) -> EntryRow:
     return EntryRow(
         entry_key=key,
         role="assistant",
         content=turn.content,
         tool_calls=wire_tool_calls(turn.tool_calls) or None,
-        usage={**_usage(turn), "finish_reason": turn.finish_reason},
+        usage={**_usage(turn), "finish_reason": turn.finish_reason, "model": profile_id},
         run_id=ref.run_id,
         meta={REASONING_KEY: list(turn.reasoning)} if turn.reasoning else None,
     )

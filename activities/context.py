@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from otherone.activities.compaction import summary_message
@@ -15,6 +16,7 @@ from otherone.definitions import (
     MemoryPolicy,
     ModelProfile,
 )
+from otherone.model_choices import allowed_models
 from otherone.skills import format_skills_for_prompt
 from otherone.store import EntryRow
 
@@ -154,8 +156,12 @@ def tool_error_content(message: str) -> str:
     return json.dumps({"error": message}, ensure_ascii=False)
 
 
-def agent_call_tool_definition(reachable: list[AgentDefinition]) -> dict[str, Any]:
-    """The `agent.call` tool: only the reachable agents, with their descriptions (the seed's)."""
+def agent_call_tool_definition(
+    reachable: list[AgentDefinition], choices: Mapping[str, tuple[str, ...]] | None = None
+) -> dict[str, Any]:
+    """The `agent.call` tool: only the reachable agents, with their descriptions (the seed's);
+    a ``model`` argument when some of them may run on another model (``choices``: agent ->
+    the profiles it allows, `model_choices`)."""
     descriptions = "\n".join(f"- {agent.id}: {agent.description}" for agent in reachable)
     return {
         "type": "function",
@@ -165,16 +171,48 @@ def agent_call_tool_definition(reachable: list[AgentDefinition]) -> dict[str, An
             f"result.\n{descriptions}",
             "parameters": {
                 "type": "object",
-                "properties": {
-                    "agent": {"type": "string", "enum": [agent.id for agent in reachable]},
-                    "task": {"type": "string"},
-                    "context": {"type": "object"},
-                },
+                "properties": agent_call_properties(reachable, choices),
                 "required": ["agent", "task"],
                 "additionalProperties": False,
             },
         },
     }
+
+
+def agent_call_properties(
+    reachable: list[AgentDefinition], choices: Mapping[str, tuple[str, ...]] | None = None
+) -> dict[str, Any]:
+    """The arguments of `agent.call` and `agent.spawn`: ``agent``, ``task``, ``context`` and,
+    when a reachable agent may run on another model than its own, ``model``."""
+    properties: dict[str, Any] = {
+        "agent": {"type": "string", "enum": [agent.id for agent in reachable]},
+        "task": {"type": "string"},
+        "context": {"type": "object"},
+    }
+    if choices:
+        allowed = "; ".join(f"{agent}: {', '.join(models)}" for agent, models in choices.items())
+        properties["model"] = {
+            "type": "string",
+            "enum": sorted({model for models in choices.values() for model in models}),
+            "description": "The model the agent runs on (default: its own, listed first). "
+            f"Allowed: {allowed}",
+        }
+    return properties
+
+
+def model_choices(
+    snapshot: RuntimeSnapshot, reachable: list[AgentDefinition], caller_model: str
+) -> dict[str, tuple[str, ...]]:
+    """The reachable agents a call may run on another model than their own: agent -> the
+    profiles it allows (its own first; ``inherit``: the caller's ``caller_model``)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for agent in reachable:
+        if agent.models:
+            own = snapshot.resolve_model(agent, caller_model).id
+            allowed = allowed_models(agent, own)
+            if len(allowed) > 1:
+                found[agent.id] = allowed
+    return found
 
 
 def build_child_input(

@@ -30,7 +30,7 @@ from otherone.activities import capacity
 from otherone.activities.compact_context import Summary, summarise
 from otherone.activities.compaction import summary_messages
 from otherone.activities.context import generation_settings
-from otherone.activities.prepare_run import _max_iterations, _tool_settings
+from otherone.activities.prepare_run import _max_iterations, _tool_settings, model_plan
 from otherone.activities.providers.base import ModelRequest
 from otherone.activities.shared import ActivityContext, failure, write_pending
 from otherone.authorization import CallerView, HandoffRequest, decide
@@ -323,8 +323,7 @@ def _plan_for(
         update={
             "agent_id": target.id,
             "agent_version": target.version,
-            "model_profile_id": profile.id,
-            "model_label": f"{profile.provider}/{profile.model}",
+            **model_plan(snapshot, profile),
             # Each agent of the chain has its own iterations (the run's turns go on counting).
             "max_iterations": input.step.turn + iterations,
             "result_limit_bytes": min(

@@ -11,6 +11,7 @@ from otherone.activities.call_details import child_details
 from otherone.activities.context import build_child_input, parent_excerpt
 from otherone.activities.shared import ActivityContext, attempt_key, failure
 from otherone.authorization import CallerView, decide
+from otherone.config import ModelNotAllowedError, RuntimeSnapshot
 from otherone.contracts import CallPlan, PrepareCallInput, RunRef
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
@@ -80,6 +81,7 @@ async def _check_call(context: ActivityContext, input: PrepareCallInput) -> Call
     if not snapshot.policy.allow_recursive_calls and target.id in input.ancestry:
         chain = " -> ".join((*input.ancestry, target.id))
         raise failure(FailureCode.AGENT_CALL_CYCLE, f"agent call cycle: {chain}")
+    _check_model(snapshot, target, input)
     if caller.depth + 1 > limits.max_depth:
         raise failure(
             FailureCode.MAX_DEPTH_EXCEEDED, f"max_depth ({limits.max_depth}) would be exceeded"
@@ -88,6 +90,18 @@ async def _check_call(context: ActivityContext, input: PrepareCallInput) -> Call
     child_input = await _child_input(context, input, target)
     details = child_details(snapshot, target, input)
     return CallPlan(target_id=target.id, child_input=child_input, details=details)
+
+
+def _check_model(
+    snapshot: RuntimeSnapshot, target: AgentDefinition, input: PrepareCallInput
+) -> None:
+    """A call's ``model`` must be one the target allows (its own, or one of its ``models``)."""
+    if input.request.model is None:
+        return
+    try:
+        snapshot.resolve_model(target, input.caller_model_profile_id, input.request.model)
+    except ModelNotAllowedError as error:
+        raise failure(FailureCode.INVALID_REQUEST, f"model: {error}") from error
 
 
 async def _authorize(

@@ -16,16 +16,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from otherone.activities.mcp_unavailable import unavailable_bodies, unavailable_servers
 from otherone.activities.shared import ActivityContext, failure
 from otherone.activities.spend import check_spend_limit
-from otherone.config import AgentNotFoundError, RuntimeSnapshot
+from otherone.config import AgentNotFoundError, ModelNotAllowedError, RuntimeSnapshot
 from otherone.contracts import (
     PREPARE_DEADLINE_PASSED,
     RUN_ID_USED,
+    PlannedModel,
     PrepareRunInput,
     RunPlan,
     RunRef,
     ToolSettings,
 )
-from otherone.definitions import RuntimeLimits
+from otherone.definitions import ModelProfile, RuntimeLimits
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_problem
 from otherone.runs import RunRecord, RunStatus
@@ -55,7 +56,10 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
     unusable = contract_problem(input.result_contract or input.request.result_contract)
     if unusable is not None:  # AgentClient refuses it; a plain Temporal client may not have
         raise failure(FailureCode.INVALID_REQUEST, f"result_contract.{unusable}")
-    profile = snapshot.resolve_model(agent, input.caller_model_profile_id)
+    try:
+        profile = snapshot.resolve_model(agent, input.caller_model_profile_id, input.request.model)
+    except ModelNotAllowedError as error:
+        raise failure(FailureCode.INVALID_REQUEST, f"model: {error}") from error
     # A partition past its spend limit for the day starts nothing (children included).
     await check_spend_limit(context, input.ref.partition_key)
     timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.ref.depth == 0)
@@ -96,8 +100,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         snapshot_version=snapshot.version,
         agent_id=agent.id,
         agent_version=agent.version,
-        model_profile_id=profile.id,
-        model_label=f"{profile.provider}/{profile.model}",
+        **model_plan(snapshot, profile),
         limits=limits,
         max_iterations=min(
             _max_iterations(agent.limits.max_iterations, limits),
@@ -125,6 +128,26 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         spawned_on_exit=agent.spawned_on_exit,
         mcp_unavailable=unavailable,
     )
+
+
+def model_plan(snapshot: RuntimeSnapshot, profile: ModelProfile) -> dict[str, Any]:
+    """A plan's model fields: the run's model, its attempts, and the profiles that answer a
+    turn it could not (`RuntimeSnapshot.model_chain`)."""
+    return {
+        "model_profile_id": profile.id,
+        "model_label": model_label(profile),
+        "model_attempts": profile.max_attempts,
+        "fallbacks": tuple(
+            PlannedModel(
+                profile_id=fallback.id, label=model_label(fallback), attempts=fallback.max_attempts
+            )
+            for fallback in snapshot.model_chain(profile)[1:]
+        ),
+    }
+
+
+def model_label(profile: ModelProfile) -> str:
+    return f"{profile.provider}/{profile.model}"
 
 
 def _tool_settings(

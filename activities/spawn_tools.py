@@ -3,8 +3,10 @@ and `agent.cancel` (the workflow runs them: `otherone.workflows.spawns`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from otherone.activities.context import agent_call_properties
 from otherone.config import (
     AGENT_AWAIT_TOOL,
     AGENT_CANCEL_TOOL,
@@ -17,7 +19,9 @@ from otherone.workflows.spawn_arguments import MAX_AWAIT_HANDLES, MAX_AWAIT_SECO
 _HANDLE = {"type": "string", "description": "A handle returned by agent.spawn."}
 
 
-def spawn_tool_definitions(reachable: list[AgentDefinition]) -> list[dict[str, Any]]:
+def spawn_tool_definitions(
+    reachable: list[AgentDefinition], choices: Mapping[str, tuple[str, ...]] | None = None
+) -> list[dict[str, Any]]:
     """The four tools, `agent.spawn` listing the same agents (and arguments) as `agent.call`."""
     descriptions = "\n".join(f"- {agent.id}: {agent.description}" for agent in reachable)
     return [
@@ -25,11 +29,7 @@ def spawn_tool_definitions(reachable: list[AgentDefinition]) -> list[dict[str, A
             AGENT_SPAWN_TOOL,
             "Start one focused task on another Agent in the background and go on at once; "
             "returns a handle. Collect the result later with agent.await.\n" + descriptions,
-            {
-                "agent": {"type": "string", "enum": [agent.id for agent in reachable]},
-                "task": {"type": "string"},
-                "context": {"type": "object"},
-            },
+            agent_call_properties(reachable, choices),
             required=["agent", "task"],
         ),
         _function(

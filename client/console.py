@@ -7,7 +7,7 @@ errors). ``otherone run ... > answer.txt`` therefore keeps just the text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
@@ -65,6 +65,25 @@ def waiting_line(event: Mapping[str, Any]) -> str:
     tool = f"tool {event.get('tool_name')}"
     what = "model call" if event.get("type") == "model_waiting" else tool
     return f"⏸ {what} waits for capacity: {event.get('scope')} ({event.get('reason')})"
+
+
+def fallback_line(event: Mapping[str, Any]) -> str:
+    """A turn its run's model could not answer goes to a fallback (`model_fallback`)."""
+    return (
+        f"↪ model '{event.get('from_model')}' failed after {event.get('attempts')} attempt(s): "
+        f"'{event.get('to_model')}' answers turn {event.get('turn')} "
+        f"({_one_line(str(event.get('error')))})"
+    )
+
+
+#: The run's own events shown as one yellow line each, by type.
+_NOTICES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "tool_denied": denied_line,
+    "model_waiting": waiting_line,
+    "tool_waiting": waiting_line,
+    "model_fallback": fallback_line,
+    "output_rejected": output_rejected_line,
+}
 
 
 def mcp_unavailable_line(event: Mapping[str, Any]) -> str:
@@ -140,10 +159,8 @@ class EventPrinter:
             self._note(_tool_started(event))
         elif kind == "tool_completed":
             self._tool_completed(event)
-        elif kind == "tool_denied":
-            self._note(denied_line(event), style="yellow")
-        elif kind in ("model_waiting", "tool_waiting"):
-            self._note(waiting_line(event), style="yellow")
+        elif kind in _NOTICES:
+            self._note(_NOTICES[str(kind)](event), style="yellow")
         elif kind == "handed_off":
             self._note(
                 f"⇢ {event.get('from_agent')} handed the conversation to "
@@ -152,8 +169,6 @@ class EventPrinter:
         elif kind == "user_message_queued":
             count = event.get("count")
             self._note(f"✉ {count} queued message(s) taken into the run")
-        elif kind == "output_rejected":
-            self._note(output_rejected_line(event), style="yellow")
         elif kind in _WARNINGS:
             self._note(_WARNINGS[str(kind)].format(count=event.get("count")), style="yellow")
 

@@ -86,6 +86,9 @@ def print_result_summary(
     for server, reason in result.mcp_unavailable.items():
         console.print(_row("mcp", f"server '{server}' offered no tools: {_one_line(reason)}"))
     console.print(_row("usage", usage_line(result.usage)))
+    if len(result.usage.models) > 1:  # fallbacks answered some turns, or a chosen model
+        answered = ", ".join(f"{model} {turns}" for model, turns in result.usage.models.items())
+        console.print(_row("models", f"turns answered: {answered}"))
     console.print(_row("run id", result.run_id))
     if result.session_id:
         console.print(_row("session", result.session_id))

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from otherone.errors import InvalidRequestError
+from otherone.model_choices import model_choice_problem
 from otherone.runs import MAX_INPUT_BYTES, AgentRunRequest, unstorable_problem
 
 if TYPE_CHECKING:
     from otherone.config import RuntimeConfig
+    from otherone.definitions import AgentDefinition
 
 MAX_MESSAGES_PER_SIGNAL = 64
 _RUN_ID = re.compile(r"[A-Za-z0-9_./:-]{1,1000}")
@@ -72,6 +74,19 @@ def check_against_config(request: AgentRunRequest, config: RuntimeConfig | None)
     except ValueError as error:
         field, _, message = str(error).partition(": ")
         raise InvalidRequestError(message, field=field) from None
+    check_model_choice(request.model, config.agents[request.entry_agent], config)
+
+
+def check_model_choice(
+    requested: str | None, agent: AgentDefinition, config: RuntimeConfig
+) -> None:
+    """A request's ``model`` must be one its agent allows (its own, or one of its ``models``)."""
+    if requested is None:
+        return
+    own = config.own_model(agent) or config.default_model or next(iter(config.models), None)
+    problem = model_choice_problem(agent, requested, own) if own is not None else None
+    if problem is not None:
+        raise InvalidRequestError(problem, field="model")
 
 
 def validate_messages(batch: tuple[str, ...]) -> None:

@@ -14,6 +14,7 @@ from datetime import datetime
 from otherone.client.console import (
     completed_line,
     denied_line,
+    fallback_line,
     mcp_unavailable_line,
     output_rejected_line,
     waiting_line,
@@ -49,6 +50,8 @@ class RunView:
     in_model_call: bool = False
     model_calls: int = 0
     model_retries: int = 0
+    #: A `model_fallback` was seen: the next `model_started` is the fallback's, not a retry.
+    falling_back: bool = False
     #: Events the run's worker reported it could not store (`events_lost` markers).
     events_lost: int = 0
     input_tokens: int | None = None
@@ -254,7 +257,9 @@ class WatchState:
 
     def _model_started(self, view: RunView, record: EventRecord) -> None:
         turn, attempt = _int(record.event.get("turn")), _int(record.event.get("attempt"))
-        if turn == view.turn and attempt > view.attempt:
+        if view.falling_back:
+            view.falling_back = False
+        elif turn == view.turn and attempt > view.attempt:
             view.model_retries += 1
             self._note(view, record, f"↻ model call retried (attempt {attempt})", "yellow")
         self._ensure_running(view, record)
@@ -314,6 +319,12 @@ class WatchState:
         """A call refused a fleet permit for now: the run waits (holding no worker)."""
         self._ensure_running(view, record)
         self._note(view, record, waiting_line(record.event), "yellow")
+
+    def _fallback(self, view: RunView, record: EventRecord) -> None:
+        """A turn its run's model could not answer goes to the next profile."""
+        self._ensure_running(view, record)
+        view.falling_back = True
+        self._note(view, record, fallback_line(record.event), "yellow")
 
     def _mcp_unavailable(self, view: RunView, record: EventRecord) -> None:
         event = record.event
@@ -458,6 +469,7 @@ _HANDLERS: dict[str, _Handler] = {
     "mcp_unavailable": WatchState._mcp_unavailable,
     "model_waiting": WatchState._waiting,
     "tool_waiting": WatchState._waiting,
+    "model_fallback": WatchState._fallback,
     "agent_call_started": WatchState._call_started,
     "agent_call_completed": WatchState._call_completed,
     "user_message_queued": WatchState._messages_queued,

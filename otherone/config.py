@@ -29,6 +29,13 @@ from otherone.definitions import (
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
+from otherone.model_choices import (
+    ModelNotAllowedError,
+    agent_models_problem,
+    chosen_model,
+    fallbacks_problem,
+    model_chain,
+)
 from otherone.per_version import kept_per_version
 from otherone.runs import unstorable_part
 from otherone.skills import Skill, SkillRegistry
@@ -178,12 +185,23 @@ class RuntimeSnapshot(BaseModel):
             raise AgentNotFoundError(agent_id) from None
 
     def resolve_model(
-        self, agent: AgentDefinition, caller_model: str | None = None
+        self,
+        agent: AgentDefinition,
+        caller_model: str | None = None,
+        requested: str | None = None,
     ) -> ModelProfile:
-        """The agent's model: its named profile, the caller's (``inherit``) or the default."""
+        """The agent's model: the ``requested`` one (a request's choice among the agent's
+        ``models``: `ModelNotAllowedError` otherwise), else its named profile, the caller's
+        (``inherit``) or the default."""
         if agent.model == INHERIT_MODEL:
-            return self.models[caller_model or self.default_model]
-        return self.models[agent.model or self.default_model]
+            own = self.models[caller_model or self.default_model]
+        else:
+            own = self.models[agent.model or self.default_model]
+        return chosen_model(agent, own, requested, self.models)
+
+    def model_chain(self, profile: ModelProfile) -> list[ModelProfile]:
+        """``profile``, then the profiles that answer a turn it could not (`model_choices`)."""
+        return model_chain(self.models, profile)
 
     @kept_per_version
     def tool_names_for(self, agent: AgentDefinition) -> list[str]:
@@ -359,7 +377,20 @@ class RuntimeConfig:
             self._validate_agent(agent)
         for model in self.models.values():
             self._validate_script(model)
+            self._validate_fallbacks(model)
         self._validate_policy()
+
+    def _validate_fallbacks(self, model: ModelProfile) -> None:
+        problem = fallbacks_problem(self.models, model)
+        if problem is not None:
+            raise self._error(problem, table=f"models.{model.id}", field="fallbacks")
+
+    def own_model(self, agent: AgentDefinition) -> str | None:
+        """The profile id the agent runs on when nothing chooses another (None: ``inherit``,
+        its caller's)."""
+        if agent.model == INHERIT_MODEL:
+            return None
+        return agent.model or self.default_model or next(iter(self.models), None)
 
     def _validate_script(self, model: ModelProfile) -> None:
         for agent_id in model.script:
@@ -374,6 +405,7 @@ class RuntimeConfig:
         table = f"agents.{agent.id}"
         if agent.model not in (None, INHERIT_MODEL) and agent.model not in self.models:
             raise self._error(f"unknown model '{agent.model}'", table=table, field="model")
+        self._validate_agent_models(agent, table)
         for name in agent.tools.names:
             self._check_tool_reference(name, table)
         for name in agent.callable_agents.names:
@@ -386,6 +418,11 @@ class RuntimeConfig:
             if name not in self.agents and not is_glob(name):
                 raise self._error(f"unknown agent '{name}'", table=table, field="handoff.agents")
         self._validate_approval_keys(agent.approval, table)
+
+    def _validate_agent_models(self, agent: AgentDefinition, table: str) -> None:
+        problem = agent_models_problem(self.models, agent, self.own_model(agent))
+        if problem is not None:
+            raise self._error(problem, table=table, field="models")
 
     def _validate_approval_keys(self, rules: dict[str, Any], table: str) -> None:
         """Approval rules name a registered tool, a built-in, or ``agent.call:<agent>``."""
@@ -482,6 +519,7 @@ __all__ = [
     "AgentNotFoundError",
     "McpServerTools",
     "McpToolRef",
+    "ModelNotAllowedError",
     "RuntimeConfig",
     "RuntimeSnapshot",
     "ToolSchema",

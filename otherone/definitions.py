@@ -35,16 +35,17 @@ from otherone.credentials import (
 from otherone.partition_limits import PartitionCaps
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
 from otherone.run_types import NOT_A_BOOL
+from otherone.run_types import PROFILE_ID_PATTERN as PROFILE_ID_PATTERN
 from otherone.run_types import AgentId as AgentId
 from otherone.run_types import FrozenModel as _Frozen
 from otherone.run_types import HandoffContext as HandoffContext
+from otherone.run_types import ModelProfileId as ModelProfileId
 from otherone.run_types import Money as Money
 from otherone.run_types import PositiveCount as _PositiveCount
 from otherone.run_types import PositiveDuration as PositiveDuration
 from otherone.run_types import RunLimitOverrides as RunLimitOverrides
 from otherone.run_types import TreeBudget as TreeBudget
 
-PROFILE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _GLOB = re.compile(r"[*?\[]")
 
@@ -53,9 +54,6 @@ def is_glob(pattern: str) -> bool:
     """Whether a policy entry is a glob (``*``, ``?``, ``[...]``) rather than one name."""
     return bool(_GLOB.search(pattern))
 
-
-#: A model profile id.
-ModelProfileId = Annotated[str, StringConstraints(pattern=PROFILE_ID_PATTERN)]
 
 #: The `model` value of an agent that means "use the calling agent's model".
 INHERIT_MODEL = "inherit"
@@ -347,6 +345,10 @@ class AgentDefinition(_Frozen):
     version: Annotated[int, Field(strict=True, ge=1)] = 1
     #: None = the runtime's default model, ``"inherit"`` = the caller's, else a profile id.
     model: str | None = None
+    #: Model profiles a request may choose for this agent (`AgentRunRequest.model`,
+    #: ``otherone run --model``, an agent call's ``model``). Its own model is always allowed
+    #: (and must be listed when this is set); empty: only its own.
+    models: tuple[ModelProfileId, ...] = ()
     model_overrides: ModelOverrides = Field(default_factory=ModelOverrides)
     tools: AccessPolicy = Field(default_factory=AccessPolicy)
     skills: AccessPolicy = Field(default_factory=AccessPolicy)
@@ -387,6 +389,14 @@ class AgentDefinition(_Frozen):
             and not re.fullmatch(PROFILE_ID_PATTERN, value)
         ):
             raise ValueError(f"'{value}' is not a valid model profile id")
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _models_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({name for name in value if value.count(name) > 1})
+        if repeated:
+            raise ValueError(f"lists {', '.join(repeated)} more than once")
         return value
 
 
@@ -484,6 +494,15 @@ class ModelProfile(_Frozen):
     #: conversation (``None``, the default: on; ``false``: none). OpenAI caches long prompts
     #: by itself (its cached tokens are reported and priced either way).
     prompt_cache: StrictBool | None = None
+    #: Attempts of one model call on this profile (Temporal retries the retryable failures:
+    #: 408/409/429/5xx, refused or dropped connections, timeouts) before the call fails, or
+    #: its ``fallbacks`` answer. None: 5.
+    max_attempts: Annotated[int, Field(strict=True, ge=1, le=20)] | None = None
+    #: Profiles that answer a turn this one could not (its call failed for a reason its
+    #: attempts did not fix: an outage, 5xx/429, a timeout, an overloaded provider), in order;
+    #: a fallback's own fallbacks follow it. Errors another provider would repeat (a bad
+    #: request, a rejected key) do not fall back. The next turn tries this profile again.
+    fallbacks: tuple[ModelProfileId, ...] = ()
     #: Scripted provider only: the turns each agent plays, by agent id.
     script: dict[AgentId, tuple[ScriptedTurn, ...]] = Field(default_factory=dict)
 
@@ -504,6 +523,14 @@ class ModelProfile(_Frozen):
         if self.id == INHERIT_MODEL:
             raise ValueError(f"'{INHERIT_MODEL}' is reserved and cannot be a profile id")
         return self
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _fallbacks_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({name for name in value if value.count(name) > 1})
+        if repeated:
+            raise ValueError(f"lists {', '.join(repeated)} more than once")
+        return value
 
 
 class RuntimePolicy(_Frozen):

@@ -28,6 +28,10 @@ AGENT_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 
 #: An agent id: lowercase letter first, then lowercase letters, digits, ``_`` or ``-`` (≤ 64).
 AgentId = Annotated[str, StringConstraints(pattern=AGENT_ID_PATTERN)]
+#: What a model profile id looks like.
+PROFILE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: A model profile id (a request's choice of model, `AgentRunRequest.model`).
+ModelProfileId = Annotated[str, StringConstraints(pattern=PROFILE_ID_PATTERN)]
 
 #: What the agent taking over a conversation sees of it (`HandoffPolicy.context`).
 HandoffContext = Literal["full", "summary", "last_turns"]

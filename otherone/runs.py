@@ -24,6 +24,7 @@ from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
 from otherone.run_types import (
     AgentId,
     HandoffContext,
+    ModelProfileId,
     Money,
     PositiveDuration,
     RunLimitOverrides,
@@ -222,6 +223,9 @@ class AgentRunRequest(_Model):
     #: answers again up to ``output_retries`` times; then the run ends `invalid_agent_output`.
     result_contract: ResultContract | None = None
     output_retries: OutputRetries | None = None
+    #: The model profile the entry agent runs on, among those it allows (its own and its
+    #: ``models``); None: its own. Another is refused (`invalid_request`).
+    model: ModelProfileId | None = None
 
     @field_validator("input")
     @classmethod
@@ -255,7 +259,7 @@ class AgentRunRequest(_Model):
 
 
 #: `AgentRunRequest` fields added after runs were started by key (see `fingerprint`).
-_LATER_FIELDS = ("result_contract", "output_retries")
+_LATER_FIELDS = ("result_contract", "output_retries", "model")
 
 
 class AgentCallRequest(_Model):
@@ -270,6 +274,9 @@ class AgentCallRequest(_Model):
     max_iterations: Annotated[int, Field(gt=0)] | None = None
     timeout: PositiveDuration | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    #: The model profile the target runs on, among those it allows (its own and its
+    #: ``models``); None: its own.
+    model: ModelProfileId | None = None
 
     _valid_unicode = field_validator("task")(_check_unicode)
     _valid_json = field_validator("context", "metadata")(_check_json)
@@ -329,6 +336,9 @@ class RunUsage(_Model):
     tool_calls: int = 0
     agent_calls: int = 0
     duration_millis: int = 0
+    #: The run's turns by the model profile that answered them (a fallback's answers are
+    #: its own profile's); empty in usage recorded before it was counted.
+    models: dict[str, int] = Field(default_factory=dict)
 
 
 class ArtifactRef(_Model):

@@ -251,6 +251,9 @@ class _ActivitySpans(ActivityInboundInterceptor):
             attributes["otherone.model_profile_id"] = profile_id
             attributes["otherone.turn"] = int(getattr(argument, "turn", 0))
             attributes.update(self.root.model_attributes(profile_id))
+            fallback_from = getattr(argument, "fallback_from", None)
+            if fallback_from:  # this profile answers a turn the run's model could not
+                attributes["otherone.model_fallback_from"] = str(fallback_from)
         elif name == ACTIVITY_RUN_TOOL:
             call = getattr(argument, "call", None)
             attributes["otherone.tool.name"] = str(getattr(call, "name", ""))

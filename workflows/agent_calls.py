@@ -80,12 +80,20 @@ def tool_arguments(arguments: str, allowed: set[str], error: type[ValueError]) -
 
 
 def parse_agent_call(arguments: str) -> AgentCallRequest:
-    """The model-facing tool takes only ``agent``, ``task`` and ``context``."""
-    raw = tool_arguments(arguments, {"agent", "task", "context"}, AgentCallArgumentsError)
+    """The model-facing tool takes only ``agent``, ``task``, ``context`` and ``model`` (offered
+    when the target may run on another model; `prepare_call` checks it is allowed)."""
+    raw = tool_arguments(arguments, {"agent", "task", "context", "model"}, AgentCallArgumentsError)
     if not isinstance(raw.get("agent"), str) or not isinstance(raw.get("task"), str):
         raise AgentCallArgumentsError("'agent' and 'task' are required strings")
+    if raw.get("model") is not None and not isinstance(raw["model"], str):
+        raise AgentCallArgumentsError("'model' must be a string (a model profile id)")
     try:
-        return AgentCallRequest(target=raw["agent"], task=raw["task"], context=raw.get("context"))
+        return AgentCallRequest(
+            target=raw["agent"],
+            task=raw["task"],
+            context=raw.get("context"),
+            model=raw.get("model"),
+        )
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]).replace("target", "agent")
@@ -321,6 +329,7 @@ class AgentCaller:
                 limits=parent.limits,
                 metadata=request.metadata,
                 output_retries=request.output_retries,
+                model=request.model,
                 event_visibility=parent.event_visibility,
                 include_thinking_events=parent.include_thinking_events,
             ),

@@ -29,6 +29,11 @@ class UsageCounter:
         self.model_calls = start.model_calls
         self.tool_calls = start.tool_calls
         self.agent_calls = start.agent_calls
+        self.models = dict(start.models)
+
+    def answered_by(self, profile_id: str) -> None:
+        """A turn was answered by ``profile_id`` (the run's model or a fallback)."""
+        self.models[profile_id] = self.models.get(profile_id, 0) + 1
 
     def add_tokens(self, turn: ModelTurn | HandOffResult) -> None:
         self.input_tokens = _add(self.input_tokens, turn.input_tokens)
@@ -52,6 +57,7 @@ class UsageCounter:
             tool_calls=self.tool_calls,
             agent_calls=self.agent_calls,
             duration_millis=duration_millis,
+            models=dict(self.models),
         )
 
 

@@ -16,8 +16,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import JsonValue
+
     from otherone.config import AGENT_CALL_TOOL, AGENT_SPAWN_TOOL
-    from otherone.contracts import ModelTurn, RunPlan, RunRef
+    from otherone.contracts import ModelTurn, PendingEntry, PlannedModel, RunPlan, RunRef
     from otherone.errors import FailureCode
     from otherone.runs import AgentFailure, AgentOutput, RunOutcome
     from otherone.workflows.outcomes import (
@@ -35,6 +37,12 @@ from otherone.workflows.activity_options import (
 )
 from otherone.workflows.continuing import continue_as_new
 from otherone.workflows.handoff_steps import hand_off_step
+from otherone.workflows.model_fallbacks import (
+    attempts_of,
+    fallback_event,
+    falls_back,
+    model_chain,
+)
 from otherone.workflows.model_steps import call_model
 from otherone.workflows.run_state import RunState
 from otherone.workflows.tool_steps import ToolSteps
@@ -213,35 +221,80 @@ def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:
 
 
 async def _call_model(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> ModelTurn:
-    """The turn's model call; while the fleet has no permit for it (`CapacityWait`), the run
-    waits here, on a timer or until a release wakes it, and asks again."""
+    """The turn's model call on the run's model; when that call fails for a reason its
+    attempts did not fix, the same turn's call on each of its fallbacks in order
+    (`model_fallbacks`: a decision from the failure in the history). The last one's failure
+    ends the run."""
     pending, state.pending = tuple(state.pending), []
     events = state.decided.take()
-    allowed = state.handoffs.left(plan) > 0
-    waiting_since = None
-    try:
-        assert state.deadline_at is not None
-        while True:
-            waited = workflow.now() - waiting_since if waiting_since is not None else None
-            turn = await call_model(
-                state.input,
+    chain = model_chain(plan)
+    attempts = 0  # made by the turn's earlier profiles
+    for index, model in enumerate(chain):
+        try:
+            turn = await _call_profile(
+                state,
                 plan,
                 ref,
                 iteration,
                 pending,
                 events,
-                handoff_allowed=allowed,
-                deadline_at=state.deadline_at,
-                waited_ms=int(waited.total_seconds() * 1000) if waited is not None else 0,
+                model,
+                attempt_offset=attempts,
+                fallback_from=chain[0].profile_id if index else None,
             )
-            if turn.capacity_wait is None:
-                return turn
-            # The refused call stored the turn's pending entries and events: not again.
-            pending, events = (), ()
-            waiting_since = waiting_since or workflow.now()
-            await state.capacity.wait(turn.capacity_wait)
-    except ActivityError as error:
-        state.pending = list(pending)  # not written: keep them for the final flush
-        reraise_cancellation(error)
-        failure = failure_from_activity_error(error, default=FailureCode.MODEL_ERROR)
-        raise RunEnded(Ending.failed(failure)) from None
+        except ActivityError as error:
+            reraise_cancellation(error)
+            if index + 1 == len(chain) or not falls_back(error):
+                state.pending = list(pending)  # maybe not written: kept for the final flush
+                failure = failure_from_activity_error(error, default=FailureCode.MODEL_ERROR)
+                raise RunEnded(Ending.failed(failure)) from None
+            # The failed call stored the events; its pending entries go again (their writes
+            # are keyed: a second one is a no-op), so none is lost whatever failed.
+            events = (fallback_event(iteration, model, chain[index + 1], error),)
+            attempts += attempts_of(model)
+            continue
+        state.usage.answered_by(model.profile_id)
+        return turn
+    raise AssertionError("a run's model chain is never empty")
+
+
+async def _call_profile(
+    state: RunState,
+    plan: RunPlan,
+    ref: RunRef,
+    iteration: int,
+    pending: tuple[PendingEntry, ...],
+    events: tuple[dict[str, JsonValue], ...],
+    model: PlannedModel,
+    *,
+    attempt_offset: int,
+    fallback_from: str | None,
+) -> ModelTurn:
+    """The turn's call on ``model``; while the fleet has no permit for it (`CapacityWait`),
+    the run waits here, on a timer or until a release wakes it, and asks again. Raises the
+    call's `ActivityError` when it failed for good."""
+    allowed = state.handoffs.left(plan) > 0
+    waiting_since = None
+    assert state.deadline_at is not None
+    while True:
+        waited = workflow.now() - waiting_since if waiting_since is not None else None
+        turn = await call_model(
+            state.input,
+            plan,
+            ref,
+            iteration,
+            pending,
+            events,
+            handoff_allowed=allowed,
+            deadline_at=state.deadline_at,
+            waited_ms=int(waited.total_seconds() * 1000) if waited is not None else 0,
+            model=model,
+            attempt_offset=attempt_offset,
+            fallback_from=fallback_from,
+        )
+        if turn.capacity_wait is None:
+            return turn
+        # The refused call stored the turn's pending entries and events: not again.
+        pending, events = (), ()
+        waiting_since = waiting_since or workflow.now()
+        await state.capacity.wait(turn.capacity_wait)

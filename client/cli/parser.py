@@ -210,6 +210,12 @@ def _add_run(command: Add) -> None:
         help="a JSON Schema the final answer must be valid for: JSON text, or @FILE",
     )
     run.add_argument(
+        "--model",
+        metavar="PROFILE",
+        help="the model profile the agent runs on, among those it allows (its own and its "
+        "`models`; default: its own)",
+    )
+    run.add_argument(
         "--output-retries",
         metavar="N",
         type=int,

@@ -92,6 +92,8 @@ def _request_from(args: argparse.Namespace, partition: str | None) -> AgentRunRe
         fields["result_contract"] = contract
     if args.output_retries is not None:
         fields["output_retries"] = args.output_retries
+    if args.model is not None:
+        fields["model"] = args.model
     # Always start by key (a random one if none was given): the run id is then known before
     # the start RPC, so an interrupt at any moment can still name the run, and a start that is
     # retried after a network error cannot create a second run.

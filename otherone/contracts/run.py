@@ -167,6 +167,16 @@ class ToolSettings(_Contract):
     max_attempts: int
 
 
+class PlannedModel(_Contract):
+    """A model profile a run's turns may be answered by: a fallback of its model."""
+
+    profile_id: str
+    #: ``provider/model``, for the Web UI's activity summaries.
+    label: str
+    #: Attempts of a call on it (its profile's `max_attempts`); None: `MODEL_RETRY`'s 5.
+    attempts: int | None = None
+
+
 class RunPlan(_Contract):
     """Everything the workflow needs to decide deterministically, resolved once on a worker."""
 
@@ -207,6 +217,13 @@ class RunPlan(_Contract):
     #: MCP servers the agent was granted tools of that offered none (server -> why), for the
     #: run's record (plans recorded before it: none).
     mcp_unavailable: dict[str, str] = {}
+    #: Attempts of a model call on the run's model (its profile's `max_attempts`); None: 5,
+    #: `MODEL_RETRY`'s (what plans recorded before it mean).
+    model_attempts: int | None = None
+    #: The profiles that answer a turn the run's model could not, in order (its profile's
+    #: ``fallbacks``, each followed by its own): a deterministic decision of the workflow
+    #: from the model call's typed failure (`otherone.workflows.model_fallbacks`).
+    fallbacks: tuple[PlannedModel, ...] = ()
 
 
 class FinishRunInput(_Contract):

@@ -87,6 +87,11 @@ class ModelCallInput(_Contract):
     #: How long the turn has waited for fleet capacity so far (`CapacityWait`): its
     #: `model_started` event says so.
     waited_ms: int = 0
+    #: Attempts the turn's earlier profiles made before this one answers it as their
+    #: fallback: this call's attempts are numbered after theirs in its events.
+    attempt_offset: int = 0
+    #: The turn's first profile (the run's model) when this call is its fallback.
+    fallback_from: str | None = None
 
     @property
     def run_ref(self) -> RunRef:

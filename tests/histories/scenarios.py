@@ -879,6 +879,37 @@ async def capacity_wait(client: Client, task_queue: str, tmp: Path) -> str:
     return result.run_id
 
 
+async def model_fallback(client: Client, task_queue: str, tmp: Path) -> str:
+    """Turn 1: the run's model fails (retryable) on its only attempt, its fallback answers with
+    a tool call; turn 2: the run's model answers again."""
+    failing = {"fail": {"message": "HTTP 503: overloaded", "attempts": 9}}
+    primary = {
+        "id": "primary",
+        "provider": "scripted",
+        "model": "p",
+        "max_attempts": 1,
+        "fallbacks": ["backup"],
+        "script": {"agent": [failing, "It is sunny."]},
+    }
+    call = {"name": "get_weather", "arguments": {"city": "Paris"}}
+    backup = {
+        "id": "backup",
+        "provider": "scripted",
+        "model": "b",
+        "script": {"agent": [{"tool_calls": [call]}]},
+    }
+    config = RuntimeConfig(
+        agents=[_agent(tools=["get_weather"], model="primary")],
+        models=[ModelProfile.model_validate(primary), ModelProfile.model_validate(backup)],
+        tools=[get_weather],
+    )
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="Weather?"))
+    assert result.text == "It is sunny.", result.failure
+    assert result.usage.models == {"backup": 1, "primary": 1}
+    return result.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -919,4 +950,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "spawn_continue_as_new": spawn_continue_as_new,
     "readable_ids": readable_ids,
     "capacity_wait": capacity_wait,
+    "model_fallback": model_fallback,
 }
