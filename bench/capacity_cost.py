@@ -90,10 +90,10 @@ class Switch:
             is_tool = claim.limits[0].scope.startswith("tool@")
             return switch.state == "off" or (switch.state == "tools_off" and is_tool)
 
-        async def admit_switched(context: Any, claim: CapacityClaim) -> Any:
+        async def admit_switched(context: Any, claim: CapacityClaim, refused: Any) -> Any:
             if skipped(claim):
-                return None
-            return await admit(context, claim)
+                return None, 0
+            return await admit(context, claim, refused)
 
         @contextlib.asynccontextmanager
         async def holding_switched(context: Any, claim: CapacityClaim) -> AsyncIterator[list[int]]:
