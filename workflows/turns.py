@@ -243,13 +243,14 @@ async def _call_model(state: RunState, plan: RunPlan, ref: RunRef, iteration: in
                 fallback_from=chain[0].profile_id if index else None,
             )
         except ActivityError as error:
+            state.pending = list(pending)  # maybe not written: kept for the final flush
             reraise_cancellation(error)
             if index + 1 == len(chain) or not falls_back(error):
-                state.pending = list(pending)  # maybe not written: kept for the final flush
                 failure = failure_from_activity_error(error, default=FailureCode.MODEL_ERROR)
                 raise RunEnded(Ending.failed(failure)) from None
             # The failed call stored the events; its pending entries go again (their writes
             # are keyed: a second one is a no-op), so none is lost whatever failed.
+            state.pending = []
             events = (fallback_event(iteration, model, chain[index + 1], error),)
             attempts += attempts_of(model)
             continue
