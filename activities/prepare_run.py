@@ -13,6 +13,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from otherone.activities.guardrail_plans import guardrail_plan
 from otherone.activities.mcp_unavailable import unavailable_bodies, unavailable_servers
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
@@ -89,6 +90,11 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         # Not retryable, and the workflow ends without writing anything (the id's record,
         # events and transcript are the ended run's).
         raise ApplicationError(error.message, type=RUN_ID_USED, non_retryable=True) from None
+    tools = {
+        name: settings
+        for name in snapshot.tool_names_for(agent)
+        if (settings := _tool_settings(context, snapshot, name)) is not None
+    }
     return RunPlan(
         snapshot_version=snapshot.version,
         agent_id=agent.id,
@@ -105,11 +111,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         ),
         timeout=timeout,
         parallel_tool_calls=bool(agent.model_overrides.parallel_tool_calls),
-        tools={
-            name: settings
-            for name in snapshot.tool_names_for(agent)
-            if (settings := _tool_settings(context, snapshot, name)) is not None
-        },
+        tools=tools,
         reachable_agents=tuple(target.id for target in snapshot.reachable_agents(agent)),
         # Only a root hands its conversation over (a caller awaits its child's own answer).
         handoff_targets=tuple(target.id for target in snapshot.handoff_targets(agent))
@@ -121,6 +123,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         spawn=snapshot.may_spawn(agent),
         spawned_on_exit=agent.spawned_on_exit,
         mcp_unavailable=unavailable,
+        guardrails=guardrail_plan(snapshot, agent, tools),
     )
 
 

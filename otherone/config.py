@@ -28,6 +28,8 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
+from otherone.guardrail_policy import GuardrailPolicy
+from otherone.guardrails import GuardrailDefinitionError, GuardrailRegistry, GuardrailSpec
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
 from otherone.per_version import kept_per_version
 from otherone.runs import unstorable_part
@@ -95,6 +97,19 @@ class ToolSchema(BaseModel):
         }
 
 
+class GuardrailSchema(BaseModel):
+    """What a run needs to know of a guardrail: how its activity is run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    timeout_seconds: float
+    max_attempts: int
+
+    @classmethod
+    def of(cls, spec: GuardrailSpec) -> GuardrailSchema:
+        return cls(timeout_seconds=spec.timeout_seconds, max_attempts=spec.max_attempts)
+
+
 class McpToolRef(BaseModel):
     """Which server runs an ``mcp.<server>.<tool>`` tool, and the tool's name on that server."""
 
@@ -142,13 +157,18 @@ class RuntimeSnapshot(BaseModel):
     limits: RuntimeLimits
     mcp_servers: dict[str, McpServerTools] = {}
     mcp_tools: dict[str, McpToolRef] = {}
+    guardrails: dict[str, GuardrailSchema] = {}
 
     def with_version(self) -> RuntimeSnapshot:
-        # Empty MCP fields are left out, so snapshots without MCP keep the versions they had.
+        # Empty MCP and guardrail fields are left out, so snapshots without them keep the
+        # versions they had.
         excluded = {"version"} | {
-            name for name in ("mcp_servers", "mcp_tools") if not getattr(self, name)
+            name for name in ("mcp_servers", "mcp_tools", "guardrails") if not getattr(self, name)
         }
         body = self.model_dump(mode="json", exclude=excluded)
+        for holder in [body["policy"], *body["agents"].values()]:
+            if holder.get("guardrails") == _NO_GUARDRAILS:
+                del holder["guardrails"]
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
@@ -235,6 +255,9 @@ class RuntimeSnapshot(BaseModel):
         return agent.spawn and self.policy.allow_spawn and bool(self.reachable_agents(agent))
 
 
+_NO_GUARDRAILS = GuardrailPolicy().model_dump(mode="json")
+
+
 class RuntimeConfig:
     """The declared runtime: the seed's `AgentRuntimeBuilder`, validated by `validate()`.
 
@@ -253,12 +276,14 @@ class RuntimeConfig:
         skills: SkillRegistry | None = None,
         source: str | None = None,
         mcp_servers: Iterable[McpServer] = (),
+        guardrails: Iterable[GuardrailSpec | Callable[..., Any]] = (),
     ) -> None:
         self.source = source
         self.mcp_servers: dict[str, McpServer] = {}
         self.agents: dict[str, AgentDefinition] = {}
         self.models: dict[str, ModelProfile] = {}
         self.tools = ToolRegistry()
+        self.guardrails = GuardrailRegistry()
         self.policy = policy or RuntimePolicy()
         self.limits = limits or RuntimeLimits()
         self.default_model = default_model
@@ -271,6 +296,8 @@ class RuntimeConfig:
             self.add_tool(tool_)
         for server in mcp_servers:
             self.add_mcp_server(server)
+        for check in guardrails:
+            self.add_guardrail(check)
 
     def add_mcp_server(self, server: McpServer) -> None:
         """Declare an MCP server; its tools are discovered by the worker for each new root run."""
@@ -324,6 +351,13 @@ class RuntimeConfig:
             return self.tools.register(tool_)
         except ToolDefinitionError as error:
             raise self._error(str(error), table="runtime", field="tools") from error
+
+    def add_guardrail(self, guardrail: GuardrailSpec | Callable[..., Any]) -> GuardrailSpec:
+        """Register a guardrail (``@guardrail`` or a plain function over a GuardrailCheck)."""
+        try:
+            return self.guardrails.register(guardrail)
+        except GuardrailDefinitionError as error:
+            raise self._error(error.message, table="runtime", field="guardrails") from error
 
     def _error(
         self, message: str, *, table: str | None = None, field: str | None = None
@@ -384,6 +418,28 @@ class RuntimeConfig:
             if name not in self.agents and not is_glob(name):
                 raise self._error(f"unknown agent '{name}'", table=table, field="handoff.agents")
         self._validate_approval_keys(agent.approval, table)
+        self._validate_guardrails(agent.guardrails, table)
+
+    def _validate_guardrails(self, policy: GuardrailPolicy, table: str) -> None:
+        """Every guardrail named is registered; every tool named is one the agent could call."""
+        for field, name in policy.names():
+            if name not in self.guardrails:
+                known = ", ".join(self.guardrails.names()) or "none registered"
+                raise self._error(
+                    f"unknown guardrail '{name}' (registered: {known})",
+                    table=table,
+                    field=f"guardrails.{field}",
+                )
+        for tool_name in policy.tools:
+            mcp = parse_mcp_name(tool_name)
+            if mcp is not None and mcp[0] in self.mcp_servers:
+                continue
+            if tool_name not in self.tools and not is_glob(tool_name):
+                raise self._error(
+                    f"unknown tool '{tool_name}'",
+                    table=table,
+                    field=f"guardrails.tools.{tool_name}",
+                )
 
     def _validate_approval_keys(self, rules: dict[str, Any], table: str) -> None:
         """Approval rules name a registered tool, a built-in, or ``agent.call:<agent>``."""
@@ -430,6 +486,7 @@ class RuntimeConfig:
 
     def _validate_policy(self) -> None:
         self._validate_approval_keys(self.policy.approval, "policy")
+        self._validate_guardrails(self.policy.guardrails, "policy")
         summary_model = self.policy.summary_model
         if summary_model is not None and summary_model not in self.models:
             raise self._error(
@@ -463,6 +520,7 @@ class RuntimeConfig:
             skills={skill.name: skill for skill in self.skills},
             policy=self.policy,
             limits=self.limits,
+            guardrails={spec.name: GuardrailSchema.of(spec) for spec in self.guardrails},
         ).with_version()
 
 
@@ -478,6 +536,7 @@ __all__ = [
     "MEMORY_STORE_TOOL",
     "SPAWN_TOOLS",
     "AgentNotFoundError",
+    "GuardrailSchema",
     "McpServerTools",
     "McpToolRef",
     "RuntimeConfig",

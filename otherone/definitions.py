@@ -32,6 +32,7 @@ from otherone.credentials import (
     nested_credential_paths,
     url_credential_parts,
 )
+from otherone.guardrail_policy import GuardrailPolicy
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
 from otherone.run_types import NOT_A_BOOL
 from otherone.run_types import AgentId as AgentId
@@ -368,6 +369,8 @@ class AgentDefinition(_Frozen):
     #: Spawned children still running when this agent's run completes: ``cancel`` them, or
     #: ``wait`` for them (bounded by the run's deadline). Any other ending cancels them.
     spawned_on_exit: Literal["cancel", "wait"] = "cancel"
+    #: Guardrails on this agent's input, answers and tool calls (after the runtime policy's).
+    guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
 
     @field_validator("description")
     @classmethod
@@ -512,6 +515,8 @@ class RuntimePolicy(_Frozen):
     #: problem is told to the model; each retry is a turn: it counts against max_iterations and
     #: the model-call and token budgets). A request's or agent call's ``output_retries`` wins.
     output_retries: Annotated[int, Field(strict=True, ge=0, le=10)] = 2
+    #: Guardrails of every agent (they run before the agent's own; its modes win when set).
+    guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
 
 
 class RuntimeLimits(_Frozen):

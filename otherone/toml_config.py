@@ -1,8 +1,8 @@
 """Load a `RuntimeConfig` from ``otherone.toml``.
 
-The file has six top-level tables: ``[runtime]`` (``default_model``; ``tools``, a list of
-``"module:attribute"`` references; ``skills``, ``SKILL.md`` files or directories of skills,
-relative to the file), ``[policy]`` (`RuntimePolicy`), ``[limits]``
+The file has six top-level tables: ``[runtime]`` (``default_model``; ``tools`` and
+``guardrails``, lists of ``"module:attribute"`` references; ``skills``, ``SKILL.md`` files
+or directories of skills, relative to the file), ``[policy]`` (`RuntimePolicy`), ``[limits]``
 (`RuntimeLimits`), ``[models.<id>]`` (one `ModelProfile` each), ``[agents.<id>]`` (one
 `AgentDefinition` each) and ``[mcp.<server>]`` (one `McpServer` each; a relative ``cwd`` is
 relative to the file). The id of a model, agent or server is its table key.
@@ -46,6 +46,7 @@ from otherone.definitions import (
     metadata_refused_message,
 )
 from otherone.errors import ConfigurationError
+from otherone.guardrails import GuardrailDefinitionError, load_guardrail
 from otherone.mcp_servers import MCP_SERVER_NAME_PATTERN, McpServer
 from otherone.skills import SkillRegistry
 from otherone.tools import ToolDefinitionError, load_tool
@@ -74,6 +75,8 @@ class _RuntimeTable(BaseModel):
 
     default_model: str | None = None
     tools: list[str] = []
+    #: Guardrails, ``"module:attribute"`` references like tools (`otherone.guardrails`).
+    guardrails: list[str] = []
     skills: list[str] = []
     #: Folders of ``<id>/AGENT.md`` definitions (`otherone.agent_files`); default: the
     #: ``.otherone/agents`` folder next to the file, when it exists.
@@ -118,6 +121,7 @@ def parse_config(data: Mapping[str, Any], *, source: str, base_dir: Path) -> Run
     for key, table in _entries(data, "mcp", source):
         config.add_mcp_server(_mcp_server(key, table, source, base_dir))
     _load_tools(config, runtime.tools, source, base_dir)
+    _load_guardrails(config, runtime.guardrails, source, base_dir)
     config.validate()
     return config
 
@@ -412,6 +416,21 @@ def _load_tools(config: RuntimeConfig, references: list[str], source: str, base_
         except ToolDefinitionError as error:
             raise ConfigurationError(
                 error.message, file=source, table="runtime", field=f"tools.{index}"
+            ) from None
+
+
+def _load_guardrails(
+    config: RuntimeConfig, references: list[str], source: str, base_dir: Path
+) -> None:
+    """Import and register every ``"module:attribute"`` reference of ``[runtime] guardrails``."""
+    if references:
+        _make_importable(base_dir)
+    for index, reference in enumerate(references):
+        try:
+            config.guardrails.register(load_guardrail(reference))
+        except GuardrailDefinitionError as error:
+            raise ConfigurationError(
+                error.message, file=source, table="runtime", field=f"guardrails.{index}"
             ) from None
 
 

@@ -63,6 +63,8 @@ PASSTHROUGH_MODULES = (
     "otherone.contracts",
     "otherone.definitions",
     "otherone.errors",
+    "otherone.guardrail_policy",
+    "otherone.guardrails",
     "otherone.lazy_exports",
     "otherone.mcp_servers",
     "otherone.partitions",
@@ -346,7 +348,7 @@ def _activities_for(
     for function in activities.all():
         if function == model:
             wanted = spec.model
-        elif function == tool:
+        elif function in (tool, activities.run_guardrail):  # user code, like tools
             wanted = spec.tools
         else:  # store activities stay with the workflows
             wanted = spec.workflows

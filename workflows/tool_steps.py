@@ -82,6 +82,13 @@ from otherone.workflows.approvals import (
     new_request,
 )
 from otherone.workflows.capacity_waits import CapacityWaits
+from otherone.workflows.guardrail_steps import (
+    GuardrailBroken,
+    first_trip,
+    refused_entry,
+    tool_check,
+    tripped_failure,
+)
 from otherone.workflows.spawns import Spawner
 
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
@@ -283,6 +290,9 @@ class ToolSteps:
         settings = plan.tools.get(call.name)
         if settings is None:
             return None  # disallowed or hallucinated: nothing runs
+        refused = await self._guarded(call)
+        if refused is not None:
+            return refused  # a guardrail tripped: the tool never runs
         try:
             outcome = await self._tool_activity(call, settings)
             while outcome.capacity_wait is not None:  # no fleet permit yet: nothing ran
@@ -295,6 +305,25 @@ class ToolSteps:
         if outcome.content is not None:
             self.arrived[call.id] = (call, outcome)
         return outcome
+
+    async def _guarded(self, call: ToolCallSpec) -> PendingEntry | Ending | None:
+        """The call's tool guardrails, right before it would run: None when they all pass,
+        else the refusal the model sees or the run's end (as the plan says)."""
+        plan = self._plan
+        guards = plan.guardrails.tools.get(call.name, ()) if plan.guardrails else ()
+        if not guards:
+            return None
+        assert plan.guardrails is not None
+        check = tool_check(plan, self._ref.run_id, self._iteration, call)
+        try:
+            tripped = await first_trip(plan, guards, check, self._decided)
+        except GuardrailBroken as broken:
+            return broken.ending
+        if tripped is None:
+            return None
+        if plan.guardrails.on_tool_trip == "fail":
+            return tripped_failure(tripped)
+        return refused_entry(call, tripped)
 
     async def _tool_activity(self, call: ToolCallSpec, settings: ToolSettings) -> ToolOutcome:
         plan = self._plan

@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from otherone.config import AGENT_CALL_TOOL, AGENT_SPAWN_TOOL
-    from otherone.contracts import ModelTurn, RunPlan, RunRef
+    from otherone.contracts import GuardrailVerdict, ModelTurn, RunPlan, RunRef
     from otherone.errors import FailureCode
     from otherone.runs import AgentFailure, AgentOutput, RunOutcome
     from otherone.workflows.outcomes import (
@@ -34,6 +34,14 @@ from otherone.workflows.activity_options import (
     reraise_cancellation,
 )
 from otherone.workflows.continuing import continue_as_new
+from otherone.workflows.guardrail_steps import (
+    GuardrailBroken,
+    first_trip,
+    input_check,
+    is_user_input,
+    output_check,
+    tripped_failure,
+)
 from otherone.workflows.handoff_steps import hand_off_step
 from otherone.workflows.model_steps import call_model
 from otherone.workflows.run_state import RunState
@@ -102,17 +110,18 @@ async def _turn(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
         # E.g. a child that hit the shared deadline returned first: this run is out of time too.
         raise RunEnded(_timed_out())
     state.take_queued(iteration)
+    await _check_input(state, plan, iteration)
     state.ledger.reserve_model_call()
     state.usage.model_calls += 1
     turn = await _call_model(state, plan, ref, iteration)
     _charge(state, turn)
     if not turn.tool_calls:
-        return _answered(state, plan, turn)
+        return await _answered(state, plan, turn)
     await _run_tools(state, plan, ref, iteration, turn)
     return None
 
 
-def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
+async def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
     """A turn without tool calls: the run's ending, or None to go round once more."""
     if cancellation_swallowed():
         # The model answered instead of stopping when the run was cancelled: the answer is
@@ -121,7 +130,7 @@ def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
         raise asyncio.CancelledError()
     if state.messages.queued:
         return None  # messages arrived while the model answered: go round once more
-    return _final_answer(state, plan, turn)
+    return await _final_answer(state, plan, turn)
 
 
 def _charge(state: RunState, turn: ModelTurn) -> None:
@@ -185,13 +194,20 @@ def _tool_steps(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
     )
 
 
-def _final_answer(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
+async def _final_answer(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
     if turn.output_error is not None:
         if _retry_output(state, plan, turn.output_error):
             return None  # the model answers again, told what was wrong
         return Ending.failed(invalid_output(turn, state.output_retries))
     # Turns recorded before result contracts existed carry no output: the text is the output.
     output = turn.output or AgentOutput(type="text", value=turn.content)
+    # The contract first, then the output guardrails, on the answer that met it.
+    tripped = await _check_output(state, plan, output)
+    if tripped is not None:
+        assert plan.guardrails is not None
+        if plan.guardrails.on_output_trip == "retry" and _retry_guarded(state, plan, tripped):
+            return None  # the model answers again, told which guardrail refused and why
+        return tripped_failure(tripped)
     assert state.ledger is not None
     # The answer stays in the session (the model call stored it), as in the seed; past the
     # tree's output budget the run ends `budget_exceeded` instead of returning it.
@@ -206,6 +222,49 @@ def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:
     if not retries.left or state.iteration >= plan.max_iterations:
         return False
     state.pending.append(retries.retry(state.input.run_id, state.iteration, problem))
+    state.decided.add(retries.event(state.iteration, problem))
+    return True
+
+
+async def _check_input(state: RunState, plan: RunPlan, iteration: int) -> None:
+    """The input guardrails over the user messages this turn takes, before its model call
+    (nothing is reserved or billed yet); a trip ends the run `guardrail_tripped`."""
+    guards = plan.guardrails.input if plan.guardrails is not None else ()
+    root = state.input.depth == 0
+    texts = [entry.content or "" for entry in state.pending if is_user_input(entry, root=root)]
+    if not guards or not texts:
+        return
+    check = input_check(plan, state.input.run_id, iteration, texts)
+    try:
+        tripped = await first_trip(plan, guards, check, state.decided)
+    except GuardrailBroken as broken:
+        raise RunEnded(broken.ending) from None
+    if tripped is not None:
+        raise RunEnded(tripped_failure(tripped))
+
+
+async def _check_output(
+    state: RunState, plan: RunPlan, output: AgentOutput
+) -> GuardrailVerdict | None:
+    """The output guardrails over a final answer that met the result contract."""
+    guards = plan.guardrails.output if plan.guardrails is not None else ()
+    if not guards:
+        return None
+    check, referenced = output_check(plan, state.input.run_id, state.iteration, output)
+    try:
+        return await first_trip(plan, guards, check, state.decided, referenced)
+    except GuardrailBroken as broken:
+        raise RunEnded(broken.ending) from None
+
+
+def _retry_guarded(state: RunState, plan: RunPlan, tripped: GuardrailVerdict) -> bool:
+    """A tripped output guardrail asks for another answer, while output retries and turns are
+    left (they are the result contract's: one count for both)."""
+    retries = state.output_retries
+    if not retries.left or state.iteration >= plan.max_iterations:
+        return False
+    problem = f"guardrail '{tripped.name}' refused it: {tripped.reason}"
+    state.pending.append(retries.guardrail_retry(state.input.run_id, state.iteration, problem))
     state.decided.add(retries.event(state.iteration, problem))
     return True
 

@@ -10,6 +10,7 @@ from pydantic import Field, JsonValue
 
 from otherone.contracts.agent_calls import SpawnedCall
 from otherone.contracts.approvals import ApprovalRequest
+from otherone.contracts.guardrails import GuardrailPlan
 from otherone.contracts.refs import RunRef, _Contract
 from otherone.contracts.turns import PendingEntry
 from otherone.definitions import HandoffPolicy, RuntimeLimits, TreeBudget
@@ -204,6 +205,8 @@ class RunPlan(_Contract):
     #: MCP servers the agent was granted tools of that offered none (server -> why), for the
     #: run's record (plans recorded before it: none).
     mcp_unavailable: dict[str, str] = {}
+    #: The run's guardrails (None: none, as in plans recorded before guardrails existed).
+    guardrails: GuardrailPlan | None = None
 
 
 class FinishRunInput(_Contract):

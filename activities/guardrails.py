@@ -1,0 +1,53 @@
+"""`run_guardrail`: one guardrail over one check, on the worker that registered it.
+
+The verdict goes back to the workflow, which decides what a trip does and announces it (its
+`guardrail_passed` / `guardrail_tripped` events are decided there, so a retried attempt never
+announces twice). A guardrail that raises is retried by Temporal (its ``max_attempts``); one
+that cannot decide at all (not registered here, a wrong result type) fails at once.
+"""
+
+from __future__ import annotations
+
+from temporalio.exceptions import ApplicationError
+
+from otherone.activities.shared import ActivityContext
+from otherone.contracts import GUARDRAIL_BROKEN, GuardrailCallInput, GuardrailVerdict
+from otherone.guardrails import GuardrailCheck, GuardrailResultError
+
+
+async def run_guardrail(context: ActivityContext, input: GuardrailCallInput) -> GuardrailVerdict:
+    spec = context.config.guardrails.get(input.name)
+    if spec is None:
+        raise ApplicationError(
+            f"guardrail '{input.name}' is not registered on this worker",
+            type=GUARDRAIL_BROKEN,
+            non_retryable=True,
+        )
+    check = await _with_output(context, input)
+    try:
+        result = await spec.evaluate(check)
+    except GuardrailResultError as wrong:
+        raise ApplicationError(str(wrong), type=GUARDRAIL_BROKEN, non_retryable=True) from None
+    except Exception as error:
+        # Retried (the activity's retry policy); the message names the guardrail.
+        raise ApplicationError(
+            f"guardrail '{input.name}' raised {type(error).__name__}: {error}",
+            type="guardrail_raised",
+        ) from None
+    return GuardrailVerdict(
+        name=input.name,
+        kind=check.kind,
+        tripped=result.tripped,
+        reason=result.reason,
+        data=result.data,
+    )
+
+
+async def _with_output(context: ActivityContext, input: GuardrailCallInput) -> GuardrailCheck:
+    """The check, with an answer that travels as an artifact reference read back first."""
+    output = input.output
+    if output is None:
+        return input.check
+    if output.is_reference:
+        output = await context.io(context.store.resolve_output, output)
+    return input.check.model_copy(update={"output": output.value, "text": output.text})

@@ -1,0 +1,206 @@
+"""Guardrails in the run's loop: each one an activity, its verdict decided here.
+
+Where they run (`turns`, `tool_steps`): input guardrails on the user messages a turn takes (a
+root's input, queued messages) before its model call; output guardrails on a final answer that
+met the result contract; tool guardrails on a call's arguments right before the tool would run
+(after a person's approval and edits). Guardrails of one place run one after the other in
+their declared order (the runtime policy's, then the agent's) and the first trip stops the
+rest: nothing after a trip runs. Every verdict is an event (`guardrail_passed`,
+`guardrail_tripped`, `guardrail_failed`), decided here and stored by the run's next activity.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from pydantic import JsonValue
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from otherone.contracts import (
+        ACTIVITY_RUN_GUARDRAIL,
+        GuardrailCallInput,
+        GuardrailSettings,
+        GuardrailVerdict,
+        PendingEntry,
+        RunPlan,
+        ToolCallSpec,
+    )
+    from otherone.errors import FailureCode
+    from otherone.guardrails import GuardrailCheck
+    from otherone.runs import AgentFailure, AgentOutput
+    from otherone.tools import ToolErrorKind
+    from otherone.workflows.outcomes import DecidedEvents, Ending, failure_from_activity_error
+
+# Not passed through: the strict sandbox re-imports these with this module and checks them
+# for non-deterministic calls (a module imported in the block above escapes that guard).
+from otherone.workflows.activity_options import HEARTBEAT_TIMEOUT, reraise_cancellation
+
+#: Longest reason kept in an event or a failure message.
+MAX_REASON_CHARS = 2000
+
+
+class GuardrailBroken(Exception):
+    """A guardrail could not decide (kept raising, timed out, wrong result, unknown on the
+    worker): the run ends with ``ending`` (``guardrail_failed``)."""
+
+    def __init__(self, ending: Ending) -> None:
+        super().__init__(ending.failure.message if ending.failure else "guardrail failed")
+        self.ending = ending
+
+
+async def first_trip(
+    plan: RunPlan,
+    guards: tuple[GuardrailSettings, ...],
+    check: GuardrailCheck,
+    decided: DecidedEvents,
+    output: AgentOutput | None = None,
+) -> GuardrailVerdict | None:
+    """Run ``guards`` in order over ``check``; the first tripped verdict, or None when all
+    passed. Raises `GuardrailBroken` when one cannot decide, `CancelledError` when cancelled."""
+    for guard in guards:
+        verdict = await _run_one(plan, guard, check, decided, output)
+        decided.add(verdict_event(verdict, check))
+        if verdict.tripped:
+            return verdict
+    return None
+
+
+async def _run_one(
+    plan: RunPlan,
+    guard: GuardrailSettings,
+    check: GuardrailCheck,
+    decided: DecidedEvents,
+    output: AgentOutput | None,
+) -> GuardrailVerdict:
+    try:
+        verdict: GuardrailVerdict = await workflow.execute_activity(
+            ACTIVITY_RUN_GUARDRAIL,
+            GuardrailCallInput(name=guard.name, check=check, output=output),
+            result_type=GuardrailVerdict,
+            task_queue=plan.tool_task_queue,  # user code, where the tools run
+            start_to_close_timeout=timedelta(seconds=guard.timeout_seconds),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1), maximum_attempts=guard.max_attempts
+            ),
+            summary=f"guardrail {guard.name} ({check.kind})",
+        )
+    except ActivityError as error:
+        reraise_cancellation(error)
+        cause = failure_from_activity_error(error, default=FailureCode.GUARDRAIL_FAILED).message
+        message = f"{check.kind} guardrail '{guard.name}' failed: {cause}"
+        decided.add(
+            {
+                "type": "guardrail_failed",
+                "guardrail": guard.name,
+                "kind": check.kind,
+                "turn": check.turn,
+                "error": _bounded(message),
+            }
+        )
+        failure = AgentFailure(code=FailureCode.GUARDRAIL_FAILED, message=_bounded(message))
+        raise GuardrailBroken(Ending.failed(failure)) from None
+    return verdict
+
+
+def verdict_event(verdict: GuardrailVerdict, check: GuardrailCheck) -> dict[str, JsonValue]:
+    """`guardrail_passed` / `guardrail_tripped`: which guardrail, where, and why."""
+    event: dict[str, JsonValue] = {
+        "type": "guardrail_tripped" if verdict.tripped else "guardrail_passed",
+        "guardrail": verdict.name,
+        "kind": verdict.kind,
+        "turn": check.turn,
+    }
+    if check.tool_call_id is not None:
+        event["tool_call_id"] = check.tool_call_id
+        event["tool"] = check.tool_name
+    if verdict.tripped:
+        event["reason"] = _bounded(verdict.reason)
+        if verdict.data is not None:
+            event["data"] = verdict.data
+    return event
+
+
+def tripped_failure(verdict: GuardrailVerdict) -> Ending:
+    """The run's end for a trip that fails it (``guardrail_tripped``)."""
+    message = f"{verdict.kind} guardrail '{verdict.name}' tripped: {_bounded(verdict.reason)}"
+    return Ending.failed(AgentFailure(code=FailureCode.GUARDRAIL_TRIPPED, message=message))
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def is_user_input(entry: PendingEntry, *, root: bool) -> bool:
+    """A user message the run takes now: a root's input, or one queued by a signal."""
+    return entry.role == "user" and (entry.queued or (root and ":input:" in entry.key))
+
+
+def input_check(plan: RunPlan, run_id: str, turn: int, texts: list[str]) -> GuardrailCheck:
+    return GuardrailCheck(
+        kind="input", run_id=run_id, agent_id=plan.agent_id, turn=turn, text="\n".join(texts)
+    )
+
+
+def output_check(
+    plan: RunPlan, run_id: str, turn: int, output: AgentOutput
+) -> tuple[GuardrailCheck, AgentOutput | None]:
+    """The check of a final answer; an answer only referenced goes along for the activity to
+    read back (its value is not in the workflow)."""
+    if output.is_reference:
+        check = GuardrailCheck(kind="output", run_id=run_id, agent_id=plan.agent_id, turn=turn)
+        return check, output
+    text = output.value if isinstance(output.value, str) else json.dumps(output.value)
+    check = GuardrailCheck(
+        kind="output",
+        run_id=run_id,
+        agent_id=plan.agent_id,
+        turn=turn,
+        text=text,
+        output=output.value,
+    )
+    return check, None
+
+
+def tool_check(plan: RunPlan, run_id: str, turn: int, call: ToolCallSpec) -> GuardrailCheck:
+    """The check of a tool call's arguments (None when they are not a JSON object: the tool
+    would refuse them anyway, and the guardrail still sees their text)."""
+    try:
+        parsed = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        parsed = None
+    return GuardrailCheck(
+        kind="tool",
+        run_id=run_id,
+        agent_id=plan.agent_id,
+        turn=turn,
+        text=call.arguments,
+        tool_name=call.name,
+        tool_call_id=call.id,
+        arguments=parsed if isinstance(parsed, dict) else None,
+    )
+
+
+def refused_entry(call: ToolCallSpec, verdict: GuardrailVerdict) -> PendingEntry:
+    """The structured refusal the model sees instead of a tool result (nothing ran; the key is
+    set with the turn's entries)."""
+    content: dict[str, JsonValue] = {
+        "error": f"guardrail '{verdict.name}' refused this call; nothing was executed",
+        "guardrail": verdict.name,
+        "reason": _bounded(verdict.reason),
+    }
+    return PendingEntry(
+        key="",
+        role="tool",
+        content=json.dumps(content),
+        tool_call_id=call.id,
+        tool_name=call.name,
+        error_kind=ToolErrorKind.PERMISSION_DENIED,
+    )
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS] + "…"
