@@ -29,6 +29,10 @@ from otherone.toml_config import load_config
 from otherone.tools import tool
 from tests.edge_seams import GateStore
 from tests.harness import agent_env, scripted_config, wait_until
+from tests.histories.guardrail_scenarios import (
+    guardrail_input_tripped,
+    guardrails_passed_refused_retried,
+)
 from tests.providers import RecordingProvider
 
 
@@ -884,4 +888,6 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "spawn_continue_as_new": spawn_continue_as_new,
     "readable_ids": readable_ids,
     "capacity_wait": capacity_wait,
+    "guardrails_passed_refused_retried": guardrails_passed_refused_retried,
+    "guardrail_input_tripped": guardrail_input_tripped,
 }
