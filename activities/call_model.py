@@ -37,6 +37,7 @@ from otherone.activities.context import (
 from otherone.activities.decided_events import call_completed_events
 from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.handoffs import handoff_tool_definition
+from otherone.activities.hook_calls import before_model_call
 from otherone.activities.lost_attempts import lost_model_attempts, model_completed_key
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
@@ -169,12 +170,17 @@ async def _answer(
     request = dataclasses.replace(
         request, messages=messages_from_entries(system_prompt, rows, summary)
     )
+    # The hooks see (and may rewrite) what goes on the wire; the transcript keeps what was said.
+    request, metadata = await before_model_call(context, snapshot, agent, request, events)
     queued = sum(1 for entry in input.pending if entry.queued)
     started: list[dict[str, Any]] = (
         [{"type": "user_message_queued", "count": queued}] if queued else []
     )
     # Written with the first delta (or the turn's end, whichever comes first).
-    events.add(*started, _model_started(input.turn, request.attempt, input.waited_ms))
+    started_event = _model_started(input.turn, request.attempt, input.waited_ms)
+    if metadata:
+        started_event["metadata"] = metadata
+    events.add(*started, started_event)
     completed: dict[str, Any] = {
         "type": "model_completed",
         "turn": input.turn,

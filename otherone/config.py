@@ -30,6 +30,8 @@ from otherone.definitions import (
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
 from otherone.guardrail_policy import GuardrailPolicy
 from otherone.guardrails import GuardrailDefinitionError, GuardrailRegistry, GuardrailSpec
+from otherone.hook_policy import HookPolicy
+from otherone.hooks import HookDefinitionError, HookRegistry, HookSpec
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
 from otherone.per_version import kept_per_version
 from otherone.runs import unstorable_part
@@ -167,8 +169,9 @@ class RuntimeSnapshot(BaseModel):
         }
         body = self.model_dump(mode="json", exclude=excluded)
         for holder in [body["policy"], *body["agents"].values()]:
-            if holder.get("guardrails") == _NO_GUARDRAILS:
-                del holder["guardrails"]
+            for field, empty in (("guardrails", _NO_GUARDRAILS), ("hooks", _NO_HOOKS)):
+                if holder.get(field) == empty:
+                    del holder[field]
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
@@ -256,6 +259,7 @@ class RuntimeSnapshot(BaseModel):
 
 
 _NO_GUARDRAILS = GuardrailPolicy().model_dump(mode="json")
+_NO_HOOKS = HookPolicy().model_dump(mode="json")
 
 
 class RuntimeConfig:
@@ -277,6 +281,7 @@ class RuntimeConfig:
         source: str | None = None,
         mcp_servers: Iterable[McpServer] = (),
         guardrails: Iterable[GuardrailSpec | Callable[..., Any]] = (),
+        hooks: Iterable[HookSpec | Callable[..., Any]] = (),
     ) -> None:
         self.source = source
         self.mcp_servers: dict[str, McpServer] = {}
@@ -284,6 +289,7 @@ class RuntimeConfig:
         self.models: dict[str, ModelProfile] = {}
         self.tools = ToolRegistry()
         self.guardrails = GuardrailRegistry()
+        self.hooks = HookRegistry()
         self.policy = policy or RuntimePolicy()
         self.limits = limits or RuntimeLimits()
         self.default_model = default_model
@@ -298,6 +304,8 @@ class RuntimeConfig:
             self.add_mcp_server(server)
         for check in guardrails:
             self.add_guardrail(check)
+        for hook_ in hooks:
+            self.add_hook(hook_)
 
     def add_mcp_server(self, server: McpServer) -> None:
         """Declare an MCP server; its tools are discovered by the worker for each new root run."""
@@ -359,6 +367,13 @@ class RuntimeConfig:
         except GuardrailDefinitionError as error:
             raise self._error(error.message, table="runtime", field="guardrails") from error
 
+    def add_hook(self, hook_: HookSpec | Callable[..., Any]) -> HookSpec:
+        """Register a lifecycle hook (``@hook`` or a plain function over a call's view)."""
+        try:
+            return self.hooks.register(hook_)
+        except HookDefinitionError as error:
+            raise self._error(error.message, table="runtime", field="hooks") from error
+
     def _error(
         self, message: str, *, table: str | None = None, field: str | None = None
     ) -> ConfigurationError:
@@ -419,6 +434,17 @@ class RuntimeConfig:
                 raise self._error(f"unknown agent '{name}'", table=table, field="handoff.agents")
         self._validate_approval_keys(agent.approval, table)
         self._validate_guardrails(agent.guardrails, table)
+        self._validate_hooks(agent.hooks, table)
+
+    def _validate_hooks(self, policy: HookPolicy, table: str) -> None:
+        for stage, name in policy.names():
+            if name not in self.hooks:
+                known = ", ".join(self.hooks.names()) or "none registered"
+                raise self._error(
+                    f"unknown hook '{name}' (registered: {known})",
+                    table=table,
+                    field=f"hooks.{stage}",
+                )
 
     def _validate_guardrails(self, policy: GuardrailPolicy, table: str) -> None:
         """Every guardrail named is registered; every tool named is one the agent could call."""
@@ -487,6 +513,7 @@ class RuntimeConfig:
     def _validate_policy(self) -> None:
         self._validate_approval_keys(self.policy.approval, "policy")
         self._validate_guardrails(self.policy.guardrails, "policy")
+        self._validate_hooks(self.policy.hooks, "policy")
         summary_model = self.policy.summary_model
         if summary_model is not None and summary_model not in self.models:
             raise self._error(

@@ -33,6 +33,7 @@ from otherone.credentials import (
     url_credential_parts,
 )
 from otherone.guardrail_policy import GuardrailPolicy
+from otherone.hook_policy import HookPolicy
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
 from otherone.run_types import NOT_A_BOOL
 from otherone.run_types import AgentId as AgentId
@@ -371,6 +372,8 @@ class AgentDefinition(_Frozen):
     spawned_on_exit: Literal["cancel", "wait"] = "cancel"
     #: Guardrails on this agent's input, answers and tool calls (after the runtime policy's).
     guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
+    #: Lifecycle hooks of this agent's model and tool calls (after the runtime policy's).
+    hooks: HookPolicy = Field(default_factory=HookPolicy)
 
     @field_validator("description")
     @classmethod
@@ -517,6 +520,8 @@ class RuntimePolicy(_Frozen):
     output_retries: Annotated[int, Field(strict=True, ge=0, le=10)] = 2
     #: Guardrails of every agent (they run before the agent's own; its modes win when set).
     guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
+    #: Lifecycle hooks of every agent's model and tool calls (they run before the agent's).
+    hooks: HookPolicy = Field(default_factory=HookPolicy)
 
 
 class RuntimeLimits(_Frozen):

@@ -55,6 +55,10 @@ class FailureCode(StrEnum):
     #: A guardrail could not decide: it kept raising past its attempts, timed out, returned
     #: the wrong type, or is not registered on the worker.
     GUARDRAIL_FAILED = "guardrail_failed"
+    #: A ``before_model_call`` hook refused the model call (`otherone.hooks.HookRefusal`).
+    HOOK_REFUSED = "hook_refused"
+    #: A ``before_model_call`` hook raised, returned the wrong type or is not registered.
+    HOOK_FAILED = "hook_failed"
 
 
 class OtheroneError(Exception):
