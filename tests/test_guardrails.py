@@ -198,6 +198,41 @@ async def test_an_input_trip_fails_the_run_before_any_model_call(
     ]
 
 
+async def test_in_parallel_mode_a_trip_cancels_the_model_call(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The model call starts beside the guardrail and is held until cancelled: the trip
+    cancels it (its `model_completed` says so) and the run ends guardrail_tripped."""
+    provider = RecordingProvider()
+    provider.gate("clerk", 1)  # never opened: only the cancellation ends this call
+    config = _config(["never said"], guardrails={"input": ["no_secrets"], "input_mode": "parallel"})
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(
+            build_request(entry_agent="clerk", input="my password is hunter2")
+        )
+        events = _events(env, result.run_id)
+    assert result.outcome is RunOutcome.FAILED
+    assert result.failure is not None and result.failure.code is FailureCode.GUARDRAIL_TRIPPED
+    assert len(provider.calls("clerk")) == 1  # it had started
+    [completed] = _of(events, "model_completed")
+    assert completed["error"] == "cancelled"
+    types = [event["type"] for event in events]
+    assert types.index("guardrail_tripped") < types.index("run_failed")
+
+
+async def test_in_parallel_mode_a_pass_keeps_the_answer(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = _config(["an answer"], guardrails={"input": ["no_secrets"], "input_mode": "parallel"})
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="clerk", input="hello"))
+        events = _events(env, result.run_id)
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "an answer"
+    assert [e["guardrail"] for e in _of(events, "guardrail_passed")] == ["no_secrets"]
+
+
 async def test_a_queued_user_message_is_checked_too(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:

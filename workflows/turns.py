@@ -37,12 +37,11 @@ from otherone.workflows.continuing import continue_as_new
 from otherone.workflows.guardrail_steps import (
     GuardrailBroken,
     first_trip,
-    input_check,
-    is_user_input,
     output_check,
     tripped_failure,
 )
 from otherone.workflows.handoff_steps import hand_off_step
+from otherone.workflows.input_guards import InputGuard
 from otherone.workflows.model_steps import call_model
 from otherone.workflows.run_state import RunState
 from otherone.workflows.tool_steps import ToolSteps
@@ -110,10 +109,15 @@ async def _turn(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
         # E.g. a child that hit the shared deadline returned first: this run is out of time too.
         raise RunEnded(_timed_out())
     state.take_queued(iteration)
-    await _check_input(state, plan, iteration)
+    guard = InputGuard.of(state, plan, iteration)
+    if guard is not None and not guard.parallel:
+        await guard.before()  # nothing reserved or billed yet
     state.ledger.reserve_model_call()
     state.usage.model_calls += 1
-    turn = await _call_model(state, plan, ref, iteration)
+    if guard is not None and guard.parallel:
+        turn = await guard.alongside(_call_model(state, plan, ref, iteration))
+    else:
+        turn = await _call_model(state, plan, ref, iteration)
     _charge(state, turn)
     if not turn.tool_calls:
         return await _answered(state, plan, turn)
@@ -224,23 +228,6 @@ def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:
     state.pending.append(retries.retry(state.input.run_id, state.iteration, problem))
     state.decided.add(retries.event(state.iteration, problem))
     return True
-
-
-async def _check_input(state: RunState, plan: RunPlan, iteration: int) -> None:
-    """The input guardrails over the user messages this turn takes, before its model call
-    (nothing is reserved or billed yet); a trip ends the run `guardrail_tripped`."""
-    guards = plan.guardrails.input if plan.guardrails is not None else ()
-    root = state.input.depth == 0
-    texts = [entry.content or "" for entry in state.pending if is_user_input(entry, root=root)]
-    if not guards or not texts:
-        return
-    check = input_check(plan, state.input.run_id, iteration, texts)
-    try:
-        tripped = await first_trip(plan, guards, check, state.decided)
-    except GuardrailBroken as broken:
-        raise RunEnded(broken.ending) from None
-    if tripped is not None:
-        raise RunEnded(tripped_failure(tripped))
 
 
 async def _check_output(

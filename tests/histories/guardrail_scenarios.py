@@ -12,6 +12,7 @@ from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition
 from tests.guardrail_fixtures import ALL_GUARDRAILS, send_money
 from tests.harness import agent_env, scripted_config
+from tests.providers import RecordingProvider
 
 
 def _config(turns: list[object], guardrails: dict[str, object]) -> RuntimeConfig:
@@ -60,4 +61,19 @@ async def guardrail_input_tripped(client: Client, task_queue: str, tmp: Path) ->
             build_request(entry_agent="agent", input="my password is hunter2")
         )
     assert result.failure is not None and result.failure.code.value == "guardrail_tripped"
+    return result.run_id
+
+
+async def guardrail_parallel_trip(client: Client, task_queue: str, tmp: Path) -> str:
+    """Parallel input mode: the model call (held until cancelled) starts beside the guardrail,
+    whose trip cancels it."""
+    provider = RecordingProvider()
+    provider.gate("agent", 1)  # never opened
+    config = _config(["never"], {"input": ["no_secrets"], "input_mode": "parallel"})
+    async with agent_env(client, task_queue, config, tmp, providers={"scripted": provider}) as env:
+        result = await env.agents.run(
+            build_request(entry_agent="agent", input="my password is hunter2")
+        )
+    assert result.failure is not None and result.failure.code.value == "guardrail_tripped"
+    assert len(provider.requests) == 1
     return result.run_id

@@ -31,6 +31,7 @@ from tests.edge_seams import GateStore
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.histories.guardrail_scenarios import (
     guardrail_input_tripped,
+    guardrail_parallel_trip,
     guardrails_passed_refused_retried,
 )
 from tests.providers import RecordingProvider
@@ -890,4 +891,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "capacity_wait": capacity_wait,
     "guardrails_passed_refused_retried": guardrails_passed_refused_retried,
     "guardrail_input_tripped": guardrail_input_tripped,
+    "guardrail_parallel_trip": guardrail_parallel_trip,
 }
