@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         GuardrailVerdict,
         PendingEntry,
         RunPlan,
+        RunRef,
         ToolCallSpec,
     )
     from otherone.errors import FailureCode
@@ -139,33 +140,36 @@ def is_user_input(entry: PendingEntry, *, root: bool) -> bool:
     return entry.role == "user" and (entry.queued or (root and ":input:" in entry.key))
 
 
-def input_check(plan: RunPlan, run_id: str, turn: int, texts: list[str]) -> GuardrailCheck:
+def input_check(ref: RunRef, plan: RunPlan, turn: int, texts: list[str]) -> GuardrailCheck:
     return GuardrailCheck(
-        kind="input", run_id=run_id, agent_id=plan.agent_id, turn=turn, text="\n".join(texts)
+        kind="input",
+        run_id=ref.run_id,
+        agent_id=plan.agent_id,
+        turn=turn,
+        partition_key=ref.partition_key,
+        text="\n".join(texts),
     )
 
 
 def output_check(
-    plan: RunPlan, run_id: str, turn: int, output: AgentOutput
+    ref: RunRef, plan: RunPlan, turn: int, output: AgentOutput
 ) -> tuple[GuardrailCheck, AgentOutput | None]:
     """The check of a final answer; an answer only referenced goes along for the activity to
     read back (its value is not in the workflow)."""
-    if output.is_reference:
-        check = GuardrailCheck(kind="output", run_id=run_id, agent_id=plan.agent_id, turn=turn)
-        return check, output
-    text = output.value if isinstance(output.value, str) else json.dumps(output.value)
     check = GuardrailCheck(
         kind="output",
-        run_id=run_id,
+        run_id=ref.run_id,
         agent_id=plan.agent_id,
         turn=turn,
-        text=text,
-        output=output.value,
+        partition_key=ref.partition_key,
     )
-    return check, None
+    if output.is_reference:
+        return check, output
+    text = output.value if isinstance(output.value, str) else json.dumps(output.value)
+    return check.model_copy(update={"text": text, "output": output.value}), None
 
 
-def tool_check(plan: RunPlan, run_id: str, turn: int, call: ToolCallSpec) -> GuardrailCheck:
+def tool_check(ref: RunRef, plan: RunPlan, turn: int, call: ToolCallSpec) -> GuardrailCheck:
     """The check of a tool call's arguments (None when they are not a JSON object: the tool
     would refuse them anyway, and the guardrail still sees their text)."""
     try:
@@ -174,9 +178,10 @@ def tool_check(plan: RunPlan, run_id: str, turn: int, call: ToolCallSpec) -> Gua
         parsed = None
     return GuardrailCheck(
         kind="tool",
-        run_id=run_id,
+        run_id=ref.run_id,
         agent_id=plan.agent_id,
         turn=turn,
+        partition_key=ref.partition_key,
         text=call.arguments,
         tool_name=call.name,
         tool_call_id=call.id,

@@ -59,7 +59,7 @@ class InputGuard:
         texts = [entry.content or "" for entry in state.pending if is_user_input(entry, root=root)]
         if not guards or not texts:
             return None
-        return cls(state, plan, guards, input_check(plan, state.input.run_id, iteration, texts))
+        return cls(state, plan, guards, input_check(state.ref(plan), plan, iteration, texts))
 
     async def _verdict(self) -> GuardrailVerdict | None:
         try:

@@ -314,7 +314,7 @@ class ToolSteps:
         if not guards:
             return None
         assert plan.guardrails is not None
-        check = tool_check(plan, self._ref.run_id, self._iteration, call)
+        check = tool_check(self._ref, plan, self._iteration, call)
         try:
             tripped = await first_trip(plan, guards, check, self._decided)
         except GuardrailBroken as broken:

@@ -237,7 +237,7 @@ async def _check_output(
     guards = plan.guardrails.output if plan.guardrails is not None else ()
     if not guards:
         return None
-    check, referenced = output_check(plan, state.input.run_id, state.iteration, output)
+    check, referenced = output_check(state.ref(plan), plan, state.iteration, output)
     try:
         return await first_trip(plan, guards, check, state.decided, referenced)
     except GuardrailBroken as broken:

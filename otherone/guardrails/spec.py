@@ -60,6 +60,8 @@ class GuardrailCheck(BaseModel):
     run_id: str
     agent_id: str
     turn: int
+    #: The run's tenant (an agent-backed guardrail runs its judge there).
+    partition_key: str = "local"
     text: str = ""
     output: JsonValue = None
     tool_name: str | None = None
