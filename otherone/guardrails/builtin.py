@@ -1,5 +1,7 @@
 """Built-in guardrails, made by factories (each returns a `GuardrailSpec` to register).
 
+- `no_credentials`: an input (or output) guardrail that trips on a text carrying an API key,
+  token or private key (the shapes `otherone.hooks.builtin.redact_pii` redacts).
 - `argument_allowlist`: a tool guardrail that trips when a tool call's argument takes a value
   not on its list (``{"pay": {"to": ["alice", "bob"]}}``).
 - `agent_guardrail` / `topic_guardrail`: a check made by an agent (e.g. on a cheap model): the
@@ -18,6 +20,20 @@ from temporalio import activity
 
 from otherone.guardrails.decorator import make_spec
 from otherone.guardrails.spec import GuardrailCheck, GuardrailResult, GuardrailSpec
+from otherone.hooks.builtin import PATTERNS
+
+
+def _no_credentials(check: GuardrailCheck) -> GuardrailResult:
+    """Trips on a text carrying a credential: it must not reach the model (or leave it)."""
+    kinds = dict(PATTERNS)
+    found = len(kinds["secret"].findall(check.text))
+    if found:
+        return GuardrailResult.trip(f"the {check.kind} carries {found} credential(s)")
+    return GuardrailResult.passed()
+
+
+#: Ready to name in configuration: ``"otherone.guardrails.builtin:no_credentials"``.
+no_credentials = make_spec(_no_credentials, "no_credentials", 5.0, 1)
 
 #: An agent-backed check takes longer than a function: a whole (small) agent run.
 AGENT_GUARDRAIL_TIMEOUT_SECONDS = 120.0
