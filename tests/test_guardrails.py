@@ -4,6 +4,7 @@ refused naming the field (Python and TOML)."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import pytest
 from temporalio.client import Client
 
 from otherone.client.agent_client import build_request
+from otherone.client.console import EventPrinter, make_console
+from otherone.client.watch import WatchState
 from otherone.definitions import AgentDefinition, RuntimePolicy
 from otherone.errors import ConfigurationError, FailureCode
 from otherone.guardrail_policy import GuardrailPolicy
@@ -384,3 +387,35 @@ async def test_guardrails_check_a_child_s_answer_too(
 def test_a_check_carries_what_it_checks() -> None:
     check = GuardrailCheck(kind="tool", run_id="r", agent_id="a", turn=1, tool_name="t")
     assert check.arguments is None and check.text == ""
+
+
+async def test_watch_and_run_output_show_what_tripped_and_why(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The events of a real run, as `otherone watch` folds them and `otherone run` prints
+    them: the refused call's guardrail and reason, and the run's end."""
+    SIDE_EFFECTS.clear()
+    config = _config(
+        [_transfer(5000), "that is a stupid question"],
+        guardrails={"output": ["polite_answer"], "tools": {"send_money": ["small_amounts"]}},
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="clerk", input="pay"))
+        records = env.store.read_events(result.root_run_id, after=0)
+    state = WatchState(result.root_run_id)
+    for record in records:
+        state.apply(record)
+    activity = [item.text for item in state.activity]
+    assert "⛔ tool guardrail 'small_amounts' on send_money tripped: amount 5000 is over 100" in (
+        activity
+    )
+    assert "⛔ output guardrail 'polite_answer' tripped: the answer is rude" in activity
+    assert state.root is not None and state.root.status == "failed"
+    assert "guardrail_tripped: output guardrail 'polite_answer' tripped" in str(state.root.failure)
+    out, err = io.StringIO(), io.StringIO()
+    printer = EventPrinter(result.run_id, out, make_console(err), verbose=True)
+    for record in records:
+        printer.handle(record)
+    lines = err.getvalue()
+    assert "⛔ output guardrail 'polite_answer' tripped: the answer is rude" in lines
+    assert "⛔ tool guardrail 'small_amounts' on send_money tripped" in lines
