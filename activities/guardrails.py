@@ -8,6 +8,7 @@ that cannot decide at all (not registered here, a wrong result type) fails at on
 
 from __future__ import annotations
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from otherone.activities.shared import ActivityContext
@@ -27,13 +28,16 @@ async def run_guardrail(context: ActivityContext, input: GuardrailCallInput) -> 
     try:
         result = await spec.evaluate(check)
     except GuardrailResultError as wrong:
+        _count(input.name, check.kind, "error")
         raise ApplicationError(str(wrong), type=GUARDRAIL_BROKEN, non_retryable=True) from None
     except Exception as error:
+        _count(input.name, check.kind, "error")
         # Retried (the activity's retry policy); the message names the guardrail.
         raise ApplicationError(
             f"guardrail '{input.name}' raised {type(error).__name__}: {error}",
             type="guardrail_raised",
         ) from None
+    _count(input.name, check.kind, "tripped" if result.tripped else "passed")
     return GuardrailVerdict(
         name=input.name,
         kind=check.kind,
@@ -51,3 +55,12 @@ async def _with_output(context: ActivityContext, input: GuardrailCallInput) -> G
     if output.is_reference:
         output = await context.io(context.store.resolve_output, output)
     return input.check.model_copy(update={"output": output.value, "text": output.text})
+
+
+def _count(name: str, kind: str, verdict: str) -> None:
+    """Prometheus (with ``OTHERONE_METRICS_PORT``, through Temporal's runtime): verdicts per
+    guardrail (``passed``, ``tripped``, ``error``: an attempt that raised or answered wrongly)."""
+    counter = activity.metric_meter().create_counter(
+        "otherone_guardrail_verdicts", "Guardrail verdicts by guardrail, kind and verdict"
+    )
+    counter.add(1, {"guardrail": name, "kind": kind, "verdict": verdict})
