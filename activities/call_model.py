@@ -37,7 +37,7 @@ from otherone.activities.context import (
 from otherone.activities.decided_events import call_completed_events
 from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.handoffs import handoff_tool_definition
-from otherone.activities.hook_calls import before_model_call
+from otherone.activities.hook_calls import after_model_call, before_model_call
 from otherone.activities.lost_attempts import lost_model_attempts, model_completed_key
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
@@ -188,6 +188,10 @@ async def _answer(
     }
     try:
         turn = await _stream(context, provider, request, input, events)
+        # Audit hooks see the answer before it is kept (a refusal keeps nothing of it).
+        noted = await after_model_call(context, snapshot, agent, request, turn, events)
+        if noted:
+            completed["metadata"] = noted
         # The answer, its last deltas and `model_completed`: one transaction.
         events.add({**completed, "usage": _usage(turn), "finish_reason": turn.finish_reason})
         row = _assistant_row(assistant_key, ref, turn)

@@ -18,11 +18,18 @@ from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.providers.base import ModelRequest
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import RuntimeSnapshot
-from otherone.contracts import RunRef, ToolCallSpec
+from otherone.contracts import ModelTurn, RunRef, ToolCallSpec
 from otherone.definitions import AgentDefinition
 from otherone.errors import FailureCode
 from otherone.hook_policy import stage_names
-from otherone.hooks import HookFailed, HookRefusal, ModelCallView, ToolCallView, run_stage
+from otherone.hooks import (
+    HookFailed,
+    HookRefusal,
+    ModelAnswerView,
+    ModelCallView,
+    ToolCallView,
+    run_stage,
+)
 from otherone.tools import ToolErrorKind
 
 #: What stands in for a tool's result when a hook refused the call or failed.
@@ -60,6 +67,40 @@ async def before_model_call(
         raise failure(FailureCode.HOOK_FAILED, str(error)) from None
     rewritten = dataclasses.replace(request, messages=view.messages, tools=view.tools)
     return rewritten, view.metadata
+
+
+async def after_model_call(
+    context: ActivityContext,
+    snapshot: RuntimeSnapshot,
+    agent: AgentDefinition,
+    request: ModelRequest,
+    turn: ModelTurn,
+    events: EventBuffer,
+) -> dict[str, JsonValue]:
+    """The metadata the ``after_model_call`` hooks added to the answer's `model_completed`.
+    A refusal or a hook error fails the call for good; the answer is not kept."""
+    names = stage_names(snapshot.policy.hooks, agent.hooks, "after_model_call")
+    if not names:
+        return {}
+    view = ModelAnswerView(
+        run_id=request.run_id,
+        agent_id=request.agent_id,
+        turn=request.turn,
+        attempt=request.attempt,
+        text=turn.content,
+        tool_calls=[call.model_dump() for call in turn.tool_calls],
+        finish_reason=turn.finish_reason,
+    )
+    try:
+        view = await run_stage(context.config.hooks, names, "after_model_call", view)
+    except HookRefusal as refusal:
+        events.add(_refused_event("after_model_call", refusal))
+        message = f"hook '{refusal.hook}' refused the model's answer: {refusal.reason}"
+        raise failure(FailureCode.HOOK_REFUSED, message) from None
+    except HookFailed as error:
+        events.add({"type": "hook_failed", "stage": "after_model_call", "error": str(error)})
+        raise failure(FailureCode.HOOK_FAILED, str(error)) from None
+    return view.metadata
 
 
 async def before_tool_call(

@@ -15,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from otherone.activities.guardrail_plans import guardrail_plan
 from otherone.activities.mcp_unavailable import unavailable_bodies, unavailable_servers
+from otherone.activities.run_hooks import on_run_start
 from otherone.activities.shared import ActivityContext, failure
 from otherone.config import AgentNotFoundError, RuntimeSnapshot
 from otherone.contracts import (
@@ -56,6 +57,8 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
     if unusable is not None:  # AgentClient refuses it; a plain Temporal client may not have
         raise failure(FailureCode.INVALID_REQUEST, f"result_contract.{unusable}")
     profile = snapshot.resolve_model(agent, input.caller_model_profile_id)
+    # Before anything is stored: a refused run leaves no lease and no running record.
+    await on_run_start(context, snapshot, agent, input.ref, input.request.metadata)
     timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.ref.depth == 0)
     # The lease expires with the run (plus slack for finishing), so a run terminated from
     # outside cannot lock its session for longer than it could have run.

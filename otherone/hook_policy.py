@@ -12,7 +12,14 @@ from otherone.guardrail_policy import GuardrailNames, merged
 from otherone.run_types import FrozenModel
 
 #: The stages a hook can be declared for.
-HOOK_STAGES = ("before_model_call", "before_tool_call", "after_tool_call")
+HOOK_STAGES = (
+    "before_model_call",
+    "after_model_call",
+    "before_tool_call",
+    "after_tool_call",
+    "on_run_start",
+    "on_run_end",
+)
 
 
 class HookPolicy(FrozenModel):
@@ -22,16 +29,26 @@ class HookPolicy(FrozenModel):
     #: attempt, compaction summaries excluded): may rewrite its messages and tools (e.g.
     #: redact), add metadata (in the `model_started` event) or refuse (the run fails).
     before_model_call: GuardrailNames = ()
+    #: Inside the model-call activity, on the answer before it is stored (every attempt):
+    #: audit only (it has already streamed to watchers); may add metadata (in the
+    #: `model_completed` event) or refuse (the run fails, the answer is not kept).
+    after_model_call: GuardrailNames = ()
     #: Inside the tool activity, before the tool runs: may rewrite the arguments or refuse
     #: (the model sees the refusal; the tool never runs).
     before_tool_call: GuardrailNames = ()
     #: Inside the tool activity, on a successful result before it is stored and shown to the
     #: model: may rewrite it (e.g. redact).
     after_tool_call: GuardrailNames = ()
+    #: Inside `prepare_run`, before the run is recorded as running: may refuse (the run fails
+    #: `hook_refused` before any model call).
+    on_run_start: GuardrailNames = ()
+    #: Inside `finish_run`, as the run's end is stored (at least once: the step may run again):
+    #: audit only; a hook's error is an event, never blocks the end.
+    on_run_end: GuardrailNames = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.before_model_call or self.before_tool_call or self.after_tool_call)
+        return not any(getattr(self, stage) for stage in HOOK_STAGES)
 
     def names(self) -> list[tuple[str, str]]:
         return [(stage, name) for stage in HOOK_STAGES for name in getattr(self, stage)]

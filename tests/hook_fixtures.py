@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from otherone.hooks import HookRefusal, ModelCallView, ToolCallView, hook
+from otherone.hooks import (
+    HookRefusal,
+    ModelAnswerView,
+    ModelCallView,
+    RunView,
+    ToolCallView,
+    hook,
+)
 
 #: What the guarded tool did (appended only when it really ran).
 TOOL_LEDGER: list[str] = []
@@ -47,3 +54,38 @@ def cap_amount(view: ToolCallView) -> ToolCallView:
     arguments["amount"] = min(int(arguments.get("amount", 0)), 100)
     view.arguments = json.dumps(arguments)
     return view
+
+
+#: What the run-end audit hook saw: (run id, status, model calls).
+RUN_ENDS: list[tuple[str, str | None, object]] = []
+
+
+@hook
+def audit_answer(view: ModelAnswerView) -> ModelAnswerView:
+    """Notes the answer's length; refuses one that says 'forbidden'."""
+    if "forbidden" in view.text:
+        raise HookRefusal("the answer says a forbidden word")
+    view.metadata = {**view.metadata, "chars": len(view.text)}
+    return view
+
+
+@hook
+def closed_on_weekends(view: RunView) -> RunView:
+    """Refuses runs whose request metadata says it is the weekend."""
+    if view.metadata.get("day") == "sunday":
+        raise HookRefusal("closed on Sundays")
+    return view
+
+
+@hook
+def audit_end(view: RunView) -> RunView:
+    """Records every run's end."""
+    usage = view.usage or {}
+    RUN_ENDS.append((view.run_id, view.status, usage.get("model_calls")))
+    return view
+
+
+@hook
+def broken_end(view: RunView) -> RunView:
+    """Raises at every run's end (must never block it)."""
+    raise RuntimeError("audit log unreachable")

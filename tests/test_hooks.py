@@ -23,8 +23,13 @@ from otherone.tools import tool
 from tests.fixtures.providers.wire_server import Reply, Seen, WireServer, openai_stream
 from tests.harness import AgentEnv, agent_env, scripted_config
 from tests.hook_fixtures import (
+    RUN_ENDS,
     TOOL_LEDGER,
+    audit_answer,
+    audit_end,
+    broken_end,
     cap_amount,
+    closed_on_weekends,
     mark_agent,
     mark_policy,
     refuse_model,
@@ -34,7 +39,18 @@ from tests.providers import RecordingProvider
 
 SECRET = "sk-proj-abcdefghijklmnop0123456789"
 EMAIL = "alice@example.com"
-HOOKS = [redact_pii, mark_policy, mark_agent, refuse_model, returns_text, cap_amount]
+HOOKS = [
+    redact_pii,
+    mark_policy,
+    mark_agent,
+    refuse_model,
+    returns_text,
+    cap_amount,
+    audit_answer,
+    closed_on_weekends,
+    audit_end,
+    broken_end,
+]
 
 
 @tool
@@ -196,3 +212,60 @@ hooks = {{ before_tool_call = ["cap_amount"] }}
     with pytest.raises(ConfigurationError) as refused:
         load_config(bad)
     assert (refused.value.table, refused.value.field) == ("runtime", "hooks.1")
+
+
+def _scripted(turns: list[Any], hooks: dict[str, Any]) -> RuntimeConfig:
+    agent = AgentDefinition.model_validate(
+        {"id": "clerk", "description": "a clerk", "hooks": hooks}
+    )
+    config = scripted_config({"clerk": turns}, agents=[agent])
+    for hook_ in HOOKS:
+        config.add_hook(hook_)
+    return config
+
+
+async def test_after_model_call_hooks_note_the_answer_or_refuse_it(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = _scripted(["a fine answer"], {"after_model_call": ["audit_answer"]})
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        fine = await env.agents.run(build_request(entry_agent="clerk", input="hi"))
+        completed = [e for e in _events(env, fine.run_id) if e["type"] == "model_completed"]
+    assert fine.outcome is RunOutcome.COMPLETED and completed[0]["metadata"] == {"chars": 13}
+
+    config = _scripted(["a forbidden answer"], {"after_model_call": ["audit_answer"]})
+    async with agent_env(client, f"{task_queue}-2", config, tmp_path / "2") as env:
+        refused = await env.agents.run(build_request(entry_agent="clerk", input="hi"))
+        entries = env.store.load_entries("local", refused.session_id)
+    assert refused.failure is not None and refused.failure.code is FailureCode.HOOK_REFUSED
+    assert "hook 'audit_answer' refused the model's answer" in refused.failure.message
+    assert [entry.role for entry in entries] == ["user"]  # the answer was not kept
+
+
+async def test_run_hooks_may_refuse_a_start_and_observe_every_end(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    RUN_ENDS.clear()
+    provider = RecordingProvider()
+    hooks = {"on_run_start": ["closed_on_weekends"], "on_run_end": ["audit_end", "broken_end"]}
+    config = _scripted(["open"], hooks)
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        sunday = await env.agents.run(
+            build_request(entry_agent="clerk", input="hi", metadata={"day": "sunday"})
+        )
+        monday = await env.agents.run(
+            build_request(entry_agent="clerk", input="hi", metadata={"day": "monday"})
+        )
+        monday_events = _events(env, monday.run_id)
+    assert sunday.failure is not None and sunday.failure.code is FailureCode.HOOK_REFUSED
+    assert "hook 'closed_on_weekends' refused the run: closed on Sundays" in (
+        sunday.failure.message
+    )
+    assert [request.run_id for request in provider.requests] == [monday.run_id]
+    # The end hook saw both ends; the broken one's error is an event, the run completed.
+    assert (monday.run_id, "completed", 1) in RUN_ENDS
+    assert monday.outcome is RunOutcome.COMPLETED
+    [failed] = [e for e in monday_events if e["type"] == "hook_failed"]
+    assert failed["stage"] == "on_run_end" and "audit log unreachable" in failed["error"]

@@ -67,7 +67,41 @@ class ToolCallView(BaseModel):
     result: str | None = None
 
 
-View = TypeVar("View", ModelCallView, ToolCallView)
+class ModelAnswerView(BaseModel):
+    """A model's answer as an ``after_model_call`` hook sees it (audit: changes to the answer
+    are not taken; ``metadata`` is shown in the `model_completed` event)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    agent_id: str
+    turn: int
+    attempt: int
+    text: str
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None = None
+    metadata: dict[str, JsonValue] = {}
+
+
+class RunView(BaseModel):
+    """A run as ``on_run_start`` / ``on_run_end`` hooks see it (``status``, ``failure`` and
+    ``usage`` at its end)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    root_run_id: str
+    parent_run_id: str | None
+    agent_id: str
+    depth: int
+    partition_key: str
+    metadata: dict[str, JsonValue] = {}
+    status: str | None = None
+    failure: dict[str, JsonValue] | None = None
+    usage: dict[str, JsonValue] | None = None
+
+
+View = TypeVar("View", ModelCallView, ToolCallView, ModelAnswerView, RunView)
 
 _NAME = re.compile(GUARDRAIL_NAME_PATTERN)
 
