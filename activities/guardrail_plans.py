@@ -41,23 +41,33 @@ def guardrail_plan(
     tools = {
         name: checks
         for name in tool_names
-        if (checks := settings(merged(every_call, _for_tool(runtime, own, name))))
+        if (checks := settings(merged(every_call, _for_tool(runtime, own, name, "tools"))))
+    }
+    every_result = merged(runtime.tool_result, own.tool_result)
+    tool_results = {
+        name: checks
+        for name in tool_names
+        if (checks := settings(merged(every_result, _for_tool(runtime, own, name, "tool_results"))))
     }
     return GuardrailPlan(
         input=settings(merged(runtime.input, own.input)),
         output=settings(merged(runtime.output, own.output)),
         tools=tools,
+        tool_results=tool_results,
         input_mode=own.input_mode or runtime.input_mode or DEFAULT_INPUT_MODE,
         on_output_trip=own.on_output_trip or runtime.on_output_trip or DEFAULT_OUTPUT_TRIP,
         on_tool_trip=own.on_tool_trip or runtime.on_tool_trip or DEFAULT_TOOL_TRIP,
     )
 
 
-def _for_tool(runtime: GuardrailPolicy, own: GuardrailPolicy, tool: str) -> GuardrailNames:
-    """The guardrails declared for one tool (an entry may be a glob, e.g. ``mcp.git.*``)."""
+def _for_tool(
+    runtime: GuardrailPolicy, own: GuardrailPolicy, tool: str, field: str
+) -> GuardrailNames:
+    """The guardrails ``field`` declares for one tool (an entry may be a glob, ``mcp.git.*``)."""
     names: GuardrailNames = ()
     for policy in (runtime, own):
-        for pattern, checks in policy.tools.items():
+        per_tool: dict[str, GuardrailNames] = getattr(policy, field)
+        for pattern, checks in per_tool.items():
             if pattern == tool or fnmatchcase(tool, pattern):
                 names = merged(names, checks)
     return names

@@ -48,7 +48,17 @@ async def run_guardrail(context: ActivityContext, input: GuardrailCallInput) -> 
 
 
 async def _with_output(context: ActivityContext, input: GuardrailCallInput) -> GuardrailCheck:
-    """The check, with an answer that travels as an artifact reference read back first."""
+    """The check, with an answer that travels as an artifact reference, or a tool result the
+    tool activity stored, read back first."""
+    if input.tool_result_of is not None:
+        check = input.check
+        stored = await context.io(
+            context.store.get_tool_results,
+            check.partition_key,
+            check.run_id,
+            [input.tool_result_of],
+        )
+        return check.model_copy(update={"text": stored.get(input.tool_result_of, "")})
     output = input.output
     if output is None:
         return input.check

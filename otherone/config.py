@@ -456,16 +456,17 @@ class RuntimeConfig:
                     table=table,
                     field=f"guardrails.{field}",
                 )
-        for tool_name in policy.tools:
-            mcp = parse_mcp_name(tool_name)
-            if mcp is not None and mcp[0] in self.mcp_servers:
-                continue
-            if tool_name not in self.tools and not is_glob(tool_name):
-                raise self._error(
-                    f"unknown tool '{tool_name}'",
-                    table=table,
-                    field=f"guardrails.tools.{tool_name}",
-                )
+        for field in ("tools", "tool_results"):
+            for tool_name in getattr(policy, field):
+                mcp = parse_mcp_name(tool_name)
+                if mcp is not None and mcp[0] in self.mcp_servers:
+                    continue
+                if tool_name not in self.tools and not is_glob(tool_name):
+                    raise self._error(
+                        f"unknown tool '{tool_name}'",
+                        table=table,
+                        field=f"guardrails.{field}.{tool_name}",
+                    )
 
     def _validate_approval_keys(self, rules: dict[str, Any], table: str) -> None:
         """Approval rules name a registered tool, a built-in, or ``agent.call:<agent>``."""

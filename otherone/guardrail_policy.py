@@ -25,7 +25,8 @@ InputMode = Literal["before", "parallel"]
 #: A tripped output guardrail fails the run, or asks the model for another answer (taking one
 #: of the run's ``output_retries``; none left: the run fails).
 OutputTrip = Literal["fail", "retry"]
-#: A tripped tool guardrail turns the call into a refusal the model sees, or fails the run.
+#: A tripped tool guardrail turns the call into a refusal the model sees (a tripped result
+#: guardrail: the result is withheld from it), or fails the run.
 ToolTrip = Literal["refuse", "fail"]
 
 DEFAULT_INPUT_MODE: InputMode = "before"
@@ -46,13 +47,26 @@ class GuardrailPolicy(FrozenModel):
     tools: dict[Annotated[str, StringConstraints(min_length=1, max_length=130)], GuardrailNames] = (
         Field(default_factory=dict)
     )
+    #: On the result of every tool call, after the tool ran and before the model sees it.
+    tool_result: GuardrailNames = ()
+    #: On the results of one tool's calls (tool name -> guardrails), after ``tool_result``'s.
+    tool_results: dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=130)], GuardrailNames
+    ] = Field(default_factory=dict)
     input_mode: InputMode | None = None
     on_output_trip: OutputTrip | None = None
     on_tool_trip: ToolTrip | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.input or self.output or self.tool or self.tools)
+        return not (
+            self.input
+            or self.output
+            or self.tool
+            or self.tools
+            or self.tool_result
+            or self.tool_results
+        )
 
     def names(self) -> list[tuple[str, str]]:
         """Every guardrail named, with the field naming it (for error messages)."""

@@ -23,6 +23,26 @@ def send_money(to: str, amount: int) -> str:
     return f"sent {amount} to {to}"
 
 
+#: Contacts looked up (the tool ran).
+LOOKUPS: list[str] = []
+
+
+@tool
+def lookup_contact(name: str) -> dict[str, str]:
+    """Look up a contact's e-mail address."""
+    LOOKUPS.append(name)
+    return {"name": name, "email": f"{name}@example.com"}
+
+
+@guardrail
+def no_contact_details(check: GuardrailCheck) -> GuardrailResult:
+    """Tool result: trips on an e-mail address (the model must not see it)."""
+    assert check.kind == "tool_result"
+    if "@" in check.text:
+        return GuardrailResult.trip("the result holds an e-mail address")
+    return GuardrailResult.passed()
+
+
 @guardrail
 def no_secrets(check: GuardrailCheck) -> GuardrailResult:
     """Input: trips on a message that carries a password."""
@@ -62,4 +82,11 @@ def wrong_type(check: GuardrailCheck) -> Any:
     return True
 
 
-ALL_GUARDRAILS = [no_secrets, polite_answer, small_amounts, always_raises, wrong_type]
+ALL_GUARDRAILS = [
+    no_secrets,
+    polite_answer,
+    small_amounts,
+    always_raises,
+    wrong_type,
+    no_contact_details,
+]

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from otherone.client.agent_client import build_request
 from otherone.client.console import EventPrinter, make_console
 from otherone.client.watch import WatchState
-from otherone.definitions import AgentDefinition, RuntimePolicy
+from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.errors import ConfigurationError, FailureCode
 from otherone.guardrail_policy import GuardrailPolicy
 from otherone.guardrails import (
@@ -30,7 +30,9 @@ from otherone.toml_config import load_config
 from tests.guardrail_fixtures import (
     ALL_GUARDRAILS,
     ATTEMPTS,
+    LOOKUPS,
     SIDE_EFFECTS,
+    lookup_contact,
     send_money,
 )
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
@@ -419,3 +421,59 @@ async def test_watch_and_run_output_show_what_tripped_and_why(
     lines = err.getvalue()
     assert "⛔ output guardrail 'polite_answer' tripped: the answer is rude" in lines
     assert "⛔ tool guardrail 'small_amounts' on send_money tripped" in lines
+
+
+@pytest.mark.parametrize("inline_bytes", [2048, 0], ids=["inline", "stored"])
+async def test_a_result_guardrail_withholds_a_result_the_tool_returned(
+    client: Client, task_queue: str, tmp_path: Path, inline_bytes: int
+) -> None:
+    """The tool ran (its ledger says so), but the model sees the refusal instead of its
+    result, whether the result came back inline or was stored by the tool activity."""
+    LOOKUPS.clear()
+    provider = RecordingProvider()
+    call = {"name": "lookup_contact", "id": "l1", "arguments": {"name": "ann"}}
+    agent = _agent(tools=["lookup_contact"], guardrails={"tool_result": ["no_contact_details"]})
+    config = scripted_config(
+        {"clerk": [{"tool_calls": [call]}, "cannot say"]},
+        agents=[agent],
+        tools=[lookup_contact],
+        limits=RuntimeLimits(inline_tool_result_bytes=inline_bytes),
+    )
+    for check in ALL_GUARDRAILS:
+        config.add_guardrail(check)
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="clerk", input="ann's mail?"))
+        events = _events(env, result.run_id)
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED and LOOKUPS == ["ann"]
+    seen = provider.calls("clerk")[1].messages[-1]
+    assert seen["role"] == "tool" and "ann@example.com" not in json.dumps(seen)
+    assert "guardrail 'no_contact_details' withheld this call's result" in seen["content"]
+    assert "ann@example.com" not in json.dumps([entry.content for entry in entries])
+    [tripped] = _of(events, "guardrail_tripped")
+    assert (tripped["kind"], tripped["tool_call_id"]) == ("tool_result", "l1")
+
+
+async def test_a_result_trip_may_fail_the_run(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    call = {"name": "lookup_contact", "id": "l1", "arguments": {"name": "bo"}}
+    agent = _agent(
+        tools=["lookup_contact"],
+        guardrails={
+            "tool_results": {"lookup_contact": ["no_contact_details"]},
+            "on_tool_trip": "fail",
+        },
+    )
+    config = scripted_config(
+        {"clerk": [{"tool_calls": [call]}, "never"]}, agents=[agent], tools=[lookup_contact]
+    )
+    for check in ALL_GUARDRAILS:
+        config.add_guardrail(check)
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="clerk", input="bo's mail?"))
+    assert result.outcome is RunOutcome.FAILED
+    assert result.failure is not None and result.failure.code is FailureCode.GUARDRAIL_TRIPPED
+    assert "tool_result guardrail 'no_contact_details' tripped" in result.failure.message

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         RunPlan,
         RunRef,
         ToolCallSpec,
+        ToolOutcome,
     )
     from otherone.errors import FailureCode
     from otherone.guardrails import GuardrailCheck
@@ -59,11 +60,14 @@ async def first_trip(
     check: GuardrailCheck,
     decided: DecidedEvents,
     output: AgentOutput | None = None,
+    tool_result_of: str | None = None,
 ) -> GuardrailVerdict | None:
     """Run ``guards`` in order over ``check``; the first tripped verdict, or None when all
-    passed. Raises `GuardrailBroken` when one cannot decide, `CancelledError` when cancelled."""
+    passed. Raises `GuardrailBroken` when one cannot decide, `CancelledError` when cancelled.
+    ``output`` / ``tool_result_of``: what the activity reads back as the check's text."""
+    call = GuardrailCallInput(name="", check=check, output=output, tool_result_of=tool_result_of)
     for guard in guards:
-        verdict = await _run_one(plan, guard, check, decided, output)
+        verdict = await _run_one(plan, guard, call.model_copy(update={"name": guard.name}), decided)
         decided.add(verdict_event(verdict, check))
         if verdict.tripped:
             return verdict
@@ -71,16 +75,13 @@ async def first_trip(
 
 
 async def _run_one(
-    plan: RunPlan,
-    guard: GuardrailSettings,
-    check: GuardrailCheck,
-    decided: DecidedEvents,
-    output: AgentOutput | None,
+    plan: RunPlan, guard: GuardrailSettings, call: GuardrailCallInput, decided: DecidedEvents
 ) -> GuardrailVerdict:
+    check = call.check
     try:
         verdict: GuardrailVerdict = await workflow.execute_activity(
             ACTIVITY_RUN_GUARDRAIL,
-            GuardrailCallInput(name=guard.name, check=check, output=output),
+            call,
             result_type=GuardrailVerdict,
             task_queue=plan.tool_task_queue,  # user code, where the tools run
             start_to_close_timeout=timedelta(seconds=guard.timeout_seconds),
@@ -187,6 +188,76 @@ def tool_check(ref: RunRef, plan: RunPlan, turn: int, call: ToolCallSpec) -> Gua
         tool_call_id=call.id,
         arguments=parsed if isinstance(parsed, dict) else None,
     )
+
+
+def result_check(
+    ref: RunRef, plan: RunPlan, turn: int, call: ToolCallSpec, content: str | None
+) -> GuardrailCheck:
+    """The check of a tool call's result (``content`` when it came back inline; else the
+    activity reads the stored result)."""
+    check = tool_check(ref, plan, turn, call)
+    return check.model_copy(update={"kind": "tool_result", "text": content or ""})
+
+
+def withheld(outcome: ToolOutcome, message: str, name: str, reason: str) -> ToolOutcome:
+    """The outcome the model sees instead of a result a guardrail withheld (the tool ran; its
+    stored result stays in the store, out of the session)."""
+    if outcome.content is not None:  # inline: its entry carries the refusal (and its events)
+        content = json.dumps({"error": message, "guardrail": name, "reason": _bounded(reason)})
+        return outcome.model_copy(
+            update={"content": content, "error_kind": ToolErrorKind.PERMISSION_DENIED}
+        )
+    return outcome.model_copy(
+        update={"error_kind": ToolErrorKind.PERMISSION_DENIED, "error": message, "result_bytes": 0}
+    )
+
+
+async def guard_call(
+    plan: RunPlan, ref: RunRef, turn: int, decided: DecidedEvents, call: ToolCallSpec
+) -> PendingEntry | Ending | None:
+    """A call's tool guardrails, right before it would run: None when they all pass, else the
+    refusal the model sees or the run's end (as the plan says)."""
+    guards = plan.guardrails.tools.get(call.name, ()) if plan.guardrails else ()
+    if not guards:
+        return None
+    assert plan.guardrails is not None
+    try:
+        tripped = await first_trip(plan, guards, tool_check(ref, plan, turn, call), decided)
+    except GuardrailBroken as broken:
+        return broken.ending
+    if tripped is None:
+        return None
+    if plan.guardrails.on_tool_trip == "fail":
+        return tripped_failure(tripped)
+    return refused_entry(call, tripped)
+
+
+async def guard_result(
+    plan: RunPlan,
+    ref: RunRef,
+    turn: int,
+    decided: DecidedEvents,
+    call: ToolCallSpec,
+    outcome: ToolOutcome,
+) -> tuple[ToolOutcome, Ending | None]:
+    """A call's result guardrails, after it ran and before the model sees it: the outcome (or
+    one withholding the result), and the run's end when a trip fails it or one cannot decide."""
+    guards = plan.guardrails.tool_results.get(call.name, ()) if plan.guardrails else ()
+    if not guards or outcome.error_kind is not None or outcome.oversized:
+        return outcome, None
+    assert plan.guardrails is not None
+    check = result_check(ref, plan, turn, call, outcome.content)
+    stored = None if outcome.content is not None else call.id
+    try:
+        tripped = await first_trip(plan, guards, check, decided, tool_result_of=stored)
+    except GuardrailBroken as broken:
+        message = "a result guardrail could not decide; the result is withheld"
+        return withheld(outcome, message, "", ""), broken.ending
+    if tripped is None:
+        return outcome, None
+    message = f"guardrail '{tripped.name}' withheld this call's result: {_bounded(tripped.reason)}"
+    ending = tripped_failure(tripped) if plan.guardrails.on_tool_trip == "fail" else None
+    return withheld(outcome, message, tripped.name, tripped.reason), ending
 
 
 def refused_entry(call: ToolCallSpec, verdict: GuardrailVerdict) -> PendingEntry:

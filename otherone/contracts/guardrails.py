@@ -32,6 +32,8 @@ class GuardrailPlan(_Contract):
     output: tuple[GuardrailSettings, ...] = ()
     #: Per tool name the run may call: the guardrails on its arguments.
     tools: dict[str, tuple[GuardrailSettings, ...]] = Field(default_factory=dict)
+    #: Per tool name the run may call: the guardrails on its results.
+    tool_results: dict[str, tuple[GuardrailSettings, ...]] = Field(default_factory=dict)
     input_mode: InputMode = "before"
     on_output_trip: OutputTrip = "fail"
     on_tool_trip: ToolTrip = "refuse"
@@ -44,13 +46,16 @@ class GuardrailCallInput(_Contract):
     name: str
     check: GuardrailCheck
     output: AgentOutput | None = None
+    #: A tool call whose stored result is the check's text (read back by the activity: results
+    #: over the inline limit never pass through the workflow).
+    tool_result_of: str | None = None
 
 
 class GuardrailVerdict(_Contract):
     """Activity result: the guardrail's verdict (what the workflow decides on)."""
 
     name: str
-    kind: Literal["input", "output", "tool"]
+    kind: Literal["input", "output", "tool", "tool_result"]
     tripped: bool = False
     reason: str = ""
     data: JsonValue = None

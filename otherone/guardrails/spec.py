@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 from otherone.errors import ConfigurationError
 
 #: Where a guardrail checks: the run's input (user messages), its final answer, a tool call.
-GuardrailKind = Literal["input", "output", "tool"]
+GuardrailKind = Literal["input", "output", "tool", "tool_result"]
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_ATTEMPTS = 3
@@ -51,7 +51,7 @@ class GuardrailCheck(BaseModel):
     ``input``: ``text`` holds the user messages the run takes now (one per line). ``output``:
     ``text`` is the final answer's text and ``output`` its value (JSON under a result
     contract). ``tool``: ``tool_name`` and ``arguments`` (as the model sent them; ``text`` is
-    their JSON).
+    their JSON). ``tool_result``: the same, with ``text`` the tool's result (JSON text).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
