@@ -9,8 +9,8 @@ from temporalio.client import Client
 
 from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
-from otherone.definitions import AgentDefinition
-from tests.guardrail_fixtures import ALL_GUARDRAILS, send_money
+from otherone.definitions import AgentDefinition, RuntimeLimits
+from tests.guardrail_fixtures import ALL_GUARDRAILS, lookup_contact, send_money
 from tests.harness import agent_env, scripted_config
 from tests.providers import RecordingProvider
 
@@ -76,4 +76,30 @@ async def guardrail_parallel_trip(client: Client, task_queue: str, tmp: Path) ->
         )
     assert result.failure is not None and result.failure.code.value == "guardrail_tripped"
     assert len(provider.requests) == 1
+    return result.run_id
+
+
+async def guardrail_result_withheld(client: Client, task_queue: str, tmp: Path) -> str:
+    """A tool result (stored, read back by the guardrail) is withheld by its guardrail: the
+    model answers without it."""
+    agent = AgentDefinition.model_validate(
+        {
+            "id": "agent",
+            "description": "replay agent",
+            "tools": ["lookup_contact"],
+            "guardrails": {"tool_result": ["no_contact_details"]},
+        }
+    )
+    call = {"name": "lookup_contact", "id": "l1", "arguments": {"name": "ann"}}
+    config = scripted_config(
+        {"agent": [{"tool_calls": [call]}, "I cannot share it."]},
+        agents=[agent],
+        tools=[lookup_contact],
+        limits=RuntimeLimits(inline_tool_result_bytes=0),
+    )
+    for check in ALL_GUARDRAILS:
+        config.add_guardrail(check)
+    async with agent_env(client, task_queue, config, tmp) as env:
+        result = await env.agents.run(build_request(entry_agent="agent", input="ann's mail?"))
+    assert result.text == "I cannot share it.", result
     return result.run_id

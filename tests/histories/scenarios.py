@@ -32,6 +32,7 @@ from tests.harness import agent_env, scripted_config, wait_until
 from tests.histories.guardrail_scenarios import (
     guardrail_input_tripped,
     guardrail_parallel_trip,
+    guardrail_result_withheld,
     guardrails_passed_refused_retried,
 )
 from tests.providers import RecordingProvider
@@ -892,4 +893,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "guardrails_passed_refused_retried": guardrails_passed_refused_retried,
     "guardrail_input_tripped": guardrail_input_tripped,
     "guardrail_parallel_trip": guardrail_parallel_trip,
+    "guardrail_result_withheld": guardrail_result_withheld,
 }
