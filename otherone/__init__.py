@@ -52,6 +52,8 @@ if TYPE_CHECKING:
         RunStuckError,
         UnavailableError,
     )
+    from otherone.guardrails import GuardrailCheck, GuardrailPolicy, GuardrailResult, guardrail
+    from otherone.hooks import HookPolicy, HookRefusal, ModelCallView, ToolCallView, hook
     from otherone.mcp_servers import McpServer
     from otherone.runs import (
         AgentCallRequest,
@@ -127,6 +129,13 @@ _LAZY_EXPORTS = {
         ),
         "otherone.errors",
     ),
+    **dict.fromkeys(
+        ("GuardrailCheck", "GuardrailPolicy", "GuardrailResult", "guardrail"),
+        "otherone.guardrails",
+    ),
+    **dict.fromkeys(
+        ("HookPolicy", "HookRefusal", "ModelCallView", "ToolCallView", "hook"), "otherone.hooks"
+    ),
     "McpServer": "otherone.mcp_servers",
     **dict.fromkeys(
         (
@@ -186,12 +195,18 @@ __all__ = [
     "ContextTransferPolicy",
     "DevServer",
     "FailureCode",
+    "GuardrailCheck",
+    "GuardrailPolicy",
+    "GuardrailResult",
     "HandoffPolicy",
+    "HookPolicy",
+    "HookRefusal",
     "IdempotencyConflictError",
     "InputMessage",
     "InvalidRequestError",
     "McpServer",
     "MemoryPolicy",
+    "ModelCallView",
     "ModelOverrides",
     "ModelProfile",
     "OtheroneError",
@@ -218,6 +233,7 @@ __all__ = [
     "SessionTarget",
     "Settings",
     "Store",
+    "ToolCallView",
     "ToolContext",
     "ToolError",
     "ToolErrorKind",
@@ -227,6 +243,8 @@ __all__ = [
     "UnavailableError",
     "build_worker",
     "connect",
+    "guardrail",
+    "hook",
     "load_config",
     "tool",
     "validated_output",
