@@ -3,6 +3,7 @@ they and the guarded tool did: a tool that ran leaves a line in `SIDE_EFFECTS`."
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -21,6 +22,17 @@ def send_money(to: str, amount: int) -> str:
     """Send money to someone (a side effect: recorded in the ledger)."""
     SIDE_EFFECTS.append(f"sent {amount} to {to}")
     return f"sent {amount} to {to}"
+
+
+#: Events a test creates (in its own loop) for `slow_no_secrets` to wait on.
+GATES: dict[str, asyncio.Event] = {}
+
+
+@guardrail
+async def slow_no_secrets(check: GuardrailCheck) -> GuardrailResult:
+    """`no_secrets`, deciding only once the test opens ``GATES["slow"]``."""
+    await GATES["slow"].wait()
+    return no_secrets.function(check)  # type: ignore[no-any-return]
 
 
 #: Contacts looked up (the tool ran).
@@ -89,4 +101,5 @@ ALL_GUARDRAILS = [
     always_raises,
     wrong_type,
     no_contact_details,
+    slow_no_secrets,
 ]

@@ -4,6 +4,7 @@ refused naming the field (Python and TOML)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -30,6 +31,7 @@ from otherone.toml_config import load_config
 from tests.guardrail_fixtures import (
     ALL_GUARDRAILS,
     ATTEMPTS,
+    GATES,
     LOOKUPS,
     SIDE_EFFECTS,
     lookup_contact,
@@ -225,6 +227,35 @@ async def test_in_parallel_mode_a_trip_cancels_the_model_call(
     assert completed["error"] == "cancelled"
     types = [event["type"] for event in events]
     assert types.index("guardrail_tripped") < types.index("run_failed")
+
+
+async def test_in_parallel_mode_a_trip_after_the_answer_discards_it_and_runs_no_tool(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """The model answered (with a tool call) before the guardrail decided: the trip ends the
+    run all the same, the tool never runs, and its call is answered in the session (no call
+    without a result). The model call happened: it is counted."""
+    SIDE_EFFECTS.clear()
+    GATES["slow"] = asyncio.Event()
+    config = _config(
+        [_transfer(5), "never"],
+        guardrails={"input": ["slow_no_secrets"], "input_mode": "parallel"},
+    )
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        handle = await env.agents.start(
+            build_request(entry_agent="clerk", input="my password is hunter2")
+        )
+        await wait_until(
+            lambda: bool(_of(_events(env, handle.run_id), "model_completed")),
+            message="the model's answer",
+        )
+        GATES["slow"].set()
+        result = await handle.result()
+        entries = env.store.load_entries("local", result.session_id)
+    assert result.failure is not None and result.failure.code is FailureCode.GUARDRAIL_TRIPPED
+    assert SIDE_EFFECTS == [] and result.usage.model_calls == 1
+    assert [entry.role for entry in entries] == ["user", "assistant", "tool"]
+    assert "the run ended (failed)" in str(entries[-1].content)
 
 
 async def test_in_parallel_mode_a_pass_keeps_the_answer(

@@ -20,7 +20,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from otherone.contracts import GuardrailSettings, GuardrailVerdict, ModelTurn, RunPlan
     from otherone.guardrails import GuardrailCheck
-    from otherone.workflows.outcomes import RunEnded
+    from otherone.workflows.outcomes import Ending, RunEnded
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
@@ -73,15 +73,32 @@ class InputGuard:
         if tripped is not None:
             raise RunEnded(tripped_failure(tripped))
 
-    async def alongside(self, model_call: Coroutine[Any, Any, ModelTurn]) -> ModelTurn:
-        """The model call with the guardrails beside it; their trip (or failure) cancels it."""
+    async def alongside(
+        self, model_call: Coroutine[Any, Any, ModelTurn]
+    ) -> tuple[ModelTurn, Ending | None]:
+        """The model call with the guardrails beside it. A trip (or failure) while the call
+        runs cancels it and raises the run's end; one after it answered comes back with the
+        answer (the call happened: the caller charges it and answers its tool calls)."""
         model = asyncio.ensure_future(model_call)
         guard = asyncio.ensure_future(self._verdict())
         try:
             await workflow.wait([model, guard], return_when=asyncio.FIRST_COMPLETED)
-            # Whichever came first, the answer is only taken once the guardrails passed.
-            await self._end_on_trip(guard, model)
-            return await model
+            answered_first = model.done() and not model.cancelled()
+            if answered_first and model.exception() is not None:
+                await _stopped(guard)
+                return await model, None  # raises the model call's own end
+            try:
+                tripped = await guard
+            except RunEnded as ended:
+                if answered_first:
+                    return model.result(), ended.ending
+                await _stopped(model)
+                raise
+            if tripped is not None and not answered_first:
+                await _stopped(model)
+                raise RunEnded(tripped_failure(tripped))
+            turn = await model
+            return turn, tripped_failure(tripped) if tripped is not None else None
         except asyncio.CancelledError:
             # The run is cancelled: both stop, and are waited for (as a turn's tools are).
             model.cancel()
@@ -89,28 +106,11 @@ class InputGuard:
             await workflow.wait([model, guard])
             raise
 
-    async def _end_on_trip(self, guard: asyncio.Future[Any], model: asyncio.Future[Any]) -> None:
-        """Raise the run's end if the guardrails tripped or failed, after stopping the model
-        call (cancelled, and waited for: its `model_completed` is stored before the end)."""
-        try:
-            tripped = await guard
-        except RunEnded:
-            await _stopped(model)
-            raise
-        except asyncio.CancelledError:
-            await _stopped(model)
-            raise
-        if tripped is not None:
-            await _stopped(model)
-            raise RunEnded(tripped_failure(tripped))
 
-
-async def _stopped(model: asyncio.Future[Any]) -> None:
-    """Cancel the model call (if it still runs) and wait until it has stopped."""
-    if model.done():
-        if not model.cancelled():
-            model.exception()  # retrieved: the run's end is the guardrail's, not this one
+async def _stopped(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` (if it still runs) and wait until it has stopped."""
+    if task.done():
         return
-    model.cancel()
+    task.cancel()
     with contextlib.suppress(asyncio.CancelledError, RunEnded):
-        await model
+        await task

@@ -114,11 +114,16 @@ async def _turn(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
         await guard.before()  # nothing reserved or billed yet
     state.ledger.reserve_model_call()
     state.usage.model_calls += 1
+    tripped = None
     if guard is not None and guard.parallel:
-        turn = await guard.alongside(_call_model(state, plan, ref, iteration))
+        turn, tripped = await guard.alongside(_call_model(state, plan, ref, iteration))
     else:
         turn = await _call_model(state, plan, ref, iteration)
     _charge(state, turn)
+    if tripped is not None:  # the answer came before the verdict: it is not taken
+        if turn.tool_calls:
+            state.open_calls = (iteration, turn.tool_calls)  # answered as the run ends
+        raise RunEnded(tripped)
     if not turn.tool_calls:
         return await _answered(state, plan, turn)
     await _run_tools(state, plan, ref, iteration, turn)
