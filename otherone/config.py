@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from otherone.config_guardrails import GuardrailSchema, guardrail_problem, hook_problem
 from otherone.credentials import (
     agent_credential_paths,
     profile_credential_paths,
@@ -97,19 +98,6 @@ class ToolSchema(BaseModel):
                 "parameters": self.parameters,
             },
         }
-
-
-class GuardrailSchema(BaseModel):
-    """What a run needs to know of a guardrail: how its activity is run."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    timeout_seconds: float
-    max_attempts: int
-
-    @classmethod
-    def of(cls, spec: GuardrailSpec) -> GuardrailSchema:
-        return cls(timeout_seconds=spec.timeout_seconds, max_attempts=spec.max_attempts)
 
 
 class McpToolRef(BaseModel):
@@ -437,36 +425,14 @@ class RuntimeConfig:
         self._validate_hooks(agent.hooks, table)
 
     def _validate_hooks(self, policy: HookPolicy, table: str) -> None:
-        for stage, name in policy.names():
-            if name not in self.hooks:
-                known = ", ".join(self.hooks.names()) or "none registered"
-                raise self._error(
-                    f"unknown hook '{name}' (registered: {known})",
-                    table=table,
-                    field=f"hooks.{stage}",
-                )
+        problem = hook_problem(policy, self.hooks)
+        if problem is not None:
+            raise self._error(problem[0], table=table, field=problem[1])
 
     def _validate_guardrails(self, policy: GuardrailPolicy, table: str) -> None:
-        """Every guardrail named is registered; every tool named is one the agent could call."""
-        for field, name in policy.names():
-            if name not in self.guardrails:
-                known = ", ".join(self.guardrails.names()) or "none registered"
-                raise self._error(
-                    f"unknown guardrail '{name}' (registered: {known})",
-                    table=table,
-                    field=f"guardrails.{field}",
-                )
-        for field in ("tools", "tool_results"):
-            for tool_name in getattr(policy, field):
-                mcp = parse_mcp_name(tool_name)
-                if mcp is not None and mcp[0] in self.mcp_servers:
-                    continue
-                if tool_name not in self.tools and not is_glob(tool_name):
-                    raise self._error(
-                        f"unknown tool '{tool_name}'",
-                        table=table,
-                        field=f"guardrails.{field}.{tool_name}",
-                    )
+        problem = guardrail_problem(policy, self.guardrails, self.tools, self.mcp_servers)
+        if problem is not None:
+            raise self._error(problem[0], table=table, field=problem[1])
 
     def _validate_approval_keys(self, rules: dict[str, Any], table: str) -> None:
         """Approval rules name a registered tool, a built-in, or ``agent.call:<agent>``."""

@@ -77,34 +77,38 @@ class InputGuard:
         self, model_call: Coroutine[Any, Any, ModelTurn]
     ) -> tuple[ModelTurn, Ending | None]:
         """The model call with the guardrails beside it. A trip (or failure) while the call
-        runs cancels it and raises the run's end; one after it answered comes back with the
-        answer (the call happened: the caller charges it and answers its tool calls)."""
+        runs cancels it and raises the run's end; when the call answered all the same (first,
+        or before its cancellation took), the answer comes back with the end (the call
+        happened: the caller charges it and answers its tool calls)."""
         model = asyncio.ensure_future(model_call)
         guard = asyncio.ensure_future(self._verdict())
         try:
             await workflow.wait([model, guard], return_when=asyncio.FIRST_COMPLETED)
-            answered_first = model.done() and not model.cancelled()
-            if answered_first and model.exception() is not None:
+            if _failed(model):
                 await _stopped(guard)
                 return await model, None  # raises the model call's own end
             try:
                 tripped = await guard
+                ending = tripped_failure(tripped) if tripped is not None else None
             except RunEnded as ended:
-                if answered_first:
-                    return model.result(), ended.ending
-                await _stopped(model)
-                raise
-            if tripped is not None and not answered_first:
-                await _stopped(model)
-                raise RunEnded(tripped_failure(tripped))
-            turn = await model
-            return turn, tripped_failure(tripped) if tripped is not None else None
+                ending = ended.ending
+            if ending is None:
+                return await model, None
+            await _stopped(model)
+            if model.cancelled() or model.exception() is not None:
+                raise RunEnded(ending)
+            return model.result(), ending
         except asyncio.CancelledError:
             # The run is cancelled: both stop, and are waited for (as a turn's tools are).
             model.cancel()
             guard.cancel()
             await workflow.wait([model, guard])
             raise
+
+
+def _failed(task: asyncio.Future[Any]) -> bool:
+    """Whether ``task`` ended with an error (not a result, not a cancellation)."""
+    return task.done() and not task.cancelled() and task.exception() is not None
 
 
 async def _stopped(task: asyncio.Future[Any]) -> None:
