@@ -150,10 +150,9 @@ def test_toml_registers_guardrails_and_declares_them_per_agent_tool_and_policy(
     missing.write_text(_TOML.format(guardrails='"tests.guardrail_fixtures:no_secrets"'))
     with pytest.raises(ConfigurationError) as refused:
         load_config(missing)
-    assert (refused.value.table, refused.value.field) == ("policy", "guardrails.input") or (
-        refused.value.table,
-        refused.value.field,
-    ) == ("agents.clerk", "guardrails.output")
+    # The agent's output guardrail is the one not registered (the policy's input one is).
+    assert (refused.value.table, refused.value.field) == ("agents.clerk", "guardrails.output")
+    assert "unknown guardrail 'polite_answer' (registered: no_secrets)" in refused.value.message
     broken = tmp_path / "broken.toml"
     broken.write_text(_TOML.format(guardrails='"tests.guardrail_fixtures:nothing_here"'))
     with pytest.raises(ConfigurationError) as refused:
