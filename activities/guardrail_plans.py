@@ -24,7 +24,13 @@ def guardrail_plan(
 ) -> GuardrailPlan | None:
     """The plan's guardrails, or None when the run has none (its plan stays as before)."""
     runtime, own = snapshot.policy.guardrails, agent.guardrails
-    if runtime.empty and own.empty:
+    tool_names = list(tool_names)
+    declared_by_tools = {
+        name: schema.guardrails
+        for name in tool_names
+        if (schema := snapshot.tools.get(name)) is not None and schema.guardrails
+    }
+    if runtime.empty and own.empty and not declared_by_tools:
         return None
 
     def settings(names: GuardrailNames) -> tuple[GuardrailSettings, ...]:
@@ -41,7 +47,14 @@ def guardrail_plan(
     tools = {
         name: checks
         for name in tool_names
-        if (checks := settings(merged(every_call, _for_tool(runtime, own, name, "tools"))))
+        if (
+            checks := settings(
+                merged(
+                    merged(every_call, _for_tool(runtime, own, name, "tools")),
+                    declared_by_tools.get(name, ()),
+                )
+            )
+        )
     }
     every_result = merged(runtime.tool_result, own.tool_result)
     tool_results = {

@@ -75,6 +75,8 @@ class ToolSchema(BaseModel):
     approval: Literal["always", "never", "predicate"] = "never"
     approval_timeout_seconds: float | None = None
     approval_on_timeout: Literal["deny", "fail"] = "deny"
+    #: The tool's own guardrails on its arguments (`@tool(guardrails=...)`).
+    guardrails: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, spec: ToolSpec) -> ToolSchema:
@@ -87,6 +89,7 @@ class ToolSchema(BaseModel):
             approval=spec.approval_mode,
             approval_timeout_seconds=spec.approval_timeout_seconds,
             approval_on_timeout=spec.approval_on_timeout,
+            guardrails=spec.guardrails,
         )
 
     def definition(self) -> dict[str, Any]:
@@ -156,6 +159,9 @@ class RuntimeSnapshot(BaseModel):
             name for name in ("mcp_servers", "mcp_tools", "guardrails") if not getattr(self, name)
         }
         body = self.model_dump(mode="json", exclude=excluded)
+        for tool in body["tools"].values():
+            if not tool.get("guardrails"):
+                tool.pop("guardrails", None)
         for holder in [body["policy"], *body["agents"].values()]:
             for field, empty in (("guardrails", _NO_GUARDRAILS), ("hooks", _NO_HOOKS)):
                 if holder.get(field) == empty:
@@ -390,6 +396,14 @@ class RuntimeConfig:
                     field="tools",
                 )
         check_wire_names(self.tools.names(), source=self.source)
+        for spec in self.tools:
+            unknown = [name for name in spec.guardrails if name not in self.guardrails]
+            if unknown:
+                raise self._error(
+                    f"tool '{spec.name}': unknown guardrail '{unknown[0]}'",
+                    table="runtime",
+                    field="tools",
+                )
         for agent in self.agents.values():
             self._validate_agent(agent)
         for model in self.models.values():

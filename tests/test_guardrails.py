@@ -5,6 +5,7 @@ refused naming the field (Python and TOML)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -28,6 +29,7 @@ from otherone.guardrails import (
 )
 from otherone.runs import RunOutcome
 from otherone.toml_config import load_config
+from otherone.tools import ToolDefinitionError, tool
 from tests.guardrail_fixtures import (
     ALL_GUARDRAILS,
     ATTEMPTS,
@@ -162,13 +164,39 @@ def test_toml_registers_guardrails_and_declares_them_per_agent_tool_and_policy(
 
 
 def test_snapshots_without_guardrails_keep_their_versions() -> None:
-    """A declaration without guardrails hashes as before they existed (stored snapshots and
-    their runs keep their versions)."""
-    plain = _config(["hi"])
-    body = plain.snapshot().model_dump(mode="json", exclude={"version", "guardrails"})
-    assert "guardrails" in body["policy"]  # the field exists, but an empty one is not hashed
+    """A declaration without guardrails or hooks hashes as before they existed (stored
+    snapshots and the runs pinned to them keep their versions)."""
+    plain = scripted_config(
+        {"clerk": ["hi"]}, agents=[_agent(tools=["send_money"])], tools=[send_money]
+    )
+    snapshot = plain.snapshot()
+    body = snapshot.model_dump(
+        mode="json", exclude={"version", "guardrails", "mcp_servers", "mcp_tools"}
+    )
+    for holder in [body["policy"], *body["agents"].values()]:
+        del holder["guardrails"], holder["hooks"]
+    for tool_body in body["tools"].values():
+        del tool_body["guardrails"]
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+    assert snapshot.version == digest.hexdigest()[:32]
     guarded = _config(["hi"], guardrails={"input": ["no_secrets"]})
-    assert guarded.snapshot().version != plain.snapshot().version
+    assert guarded.snapshot().version != _config(["hi"]).snapshot().version
+
+
+def test_a_tool_declares_its_own_guardrails() -> None:
+    @tool(guardrails=["small_amounts"])
+    def wire(to: str, amount: int) -> str:
+        """Wire money."""
+        return "wired"
+
+    assert wire.guardrails == ("small_amounts",)
+    with pytest.raises(ToolDefinitionError, match="list of guardrail names"):
+        tool(guardrails="small_amounts")(wire.function)
+    config = scripted_config({"clerk": ["hi"]}, agents=[_agent(tools=["wire"])], tools=[wire])
+    with pytest.raises(ConfigurationError) as refused:
+        config.validate()  # small_amounts is not registered here
+    assert (refused.value.table, refused.value.field) == ("runtime", "tools")
+    assert "tool 'wire': unknown guardrail 'small_amounts'" in refused.value.message
 
 
 # --------------------------------------------------------------------------- runs
@@ -351,6 +379,32 @@ async def test_a_tool_trip_is_a_refusal_the_model_sees_and_the_tool_never_runs(
     assert (tripped["tool"], tripped["tool_call_id"]) == ("send_money", "pay-1")
     completed = {e["tool_call_id"]: e for e in _of(events, "tool_completed")}
     assert "guardrail 'small_amounts' refused" in completed["pay-1"]["error"]
+
+
+async def test_a_tool_s_own_guardrail_refuses_its_call(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    ran: list[int] = []
+
+    @tool(guardrails=["small_amounts"])
+    def wire(to: str, amount: int) -> str:
+        """Wire money."""
+        ran.append(amount)
+        return "wired"
+
+    call = {"name": "wire", "id": "w1", "arguments": {"to": "bob", "amount": 500}}
+    config = scripted_config(
+        {"clerk": [{"tool_calls": [call]}, "refused"]},
+        agents=[_agent(tools=["wire"])],
+        tools=[wire],
+    )
+    for check in ALL_GUARDRAILS:
+        config.add_guardrail(check)
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="clerk", input="wire"))
+        events = _events(env, result.run_id)
+    assert result.outcome is RunOutcome.COMPLETED and ran == []
+    assert [e["guardrail"] for e in _of(events, "guardrail_tripped")] == ["small_amounts"]
 
 
 async def test_a_tool_trip_may_fail_the_run_instead(
