@@ -121,6 +121,8 @@ COMPACT_PAYLOAD_TYPES: tuple[type[BaseModel], ...] = (
     CallPlan,
     RecordDecisionInput,
     FinishRunInput,
+    GuardrailCallInput,
+    GuardrailVerdict,
 )
 
 
