@@ -10,6 +10,7 @@ All I/O of a run happens in activities, one module each, over one shared `Activi
 - `finish_run`: last entries, session release, run record, terminal events;
 - `record_approval_decision`: check a person's decision and record it (`approvals`);
 - `hand_off`: pass the conversation to another agent (`handoffs`);
+- `run_guardrail`: one guardrail over a run's input, answer or tool call (`guardrails`);
 - `describe_runs`: which spawned children ended unseen (`describe_runs`; no store, no context).
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from temporalio import activity
 
-from otherone.activities import approvals, handoffs
+from otherone.activities import approvals, guardrails, handoffs
 from otherone.activities import call_model as model
 from otherone.activities import describe_runs as described
 from otherone.activities import finish_run as finish
@@ -37,11 +38,14 @@ from otherone.contracts import (
     ACTIVITY_PREPARE_CALL,
     ACTIVITY_PREPARE_RUN,
     ACTIVITY_RECORD_DECISION,
+    ACTIVITY_RUN_GUARDRAIL,
     ACTIVITY_RUN_TOOL,
     CallPlan,
     DescribeRunsInput,
     EndedRuns,
     FinishRunInput,
+    GuardrailCallInput,
+    GuardrailVerdict,
     HandOffInput,
     HandOffResult,
     ModelCallInput,
@@ -78,6 +82,7 @@ class AgentActivities:
             self.record_approval_decision,
             self.hand_off,
             self.describe_runs,
+            self.run_guardrail,
         ]
 
     # Store activities heartbeat throughout, so a killed worker is noticed in seconds, not
@@ -134,3 +139,9 @@ class AgentActivities:
     async def describe_runs(self, input: DescribeRunsInput) -> EndedRuns:
         """Which of the given runs have ended (a terminated spawned child sends no signal)."""
         return await described.describe_runs(input)
+
+    @activity.defn(name=ACTIVITY_RUN_GUARDRAIL)
+    async def run_guardrail(self, input: GuardrailCallInput) -> GuardrailVerdict:
+        """One guardrail's verdict (user code: heartbeats so a dead worker is seen soon)."""
+        async with heartbeating():
+            return await guardrails.run_guardrail(self.context, input)

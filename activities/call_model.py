@@ -38,6 +38,7 @@ from otherone.activities.context import (
 from otherone.activities.decided_events import call_completed_events
 from otherone.activities.event_buffer import EventBuffer
 from otherone.activities.handoffs import handoff_tool_definition
+from otherone.activities.hook_calls import after_model_call, before_model_call
 from otherone.activities.lost_attempts import lost_model_attempts, model_completed_key
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
@@ -181,12 +182,17 @@ async def _answer(
     request = dataclasses.replace(
         request, messages=messages_from_entries(system_prompt, rows, summary)
     )
+    # The hooks see (and may rewrite) what goes on the wire; the transcript keeps what was said.
+    request, metadata = await before_model_call(context, snapshot, agent, request, events)
     queued = sum(1 for entry in input.pending if entry.queued)
     started: list[dict[str, Any]] = (
         [{"type": "user_message_queued", "count": queued}] if queued else []
     )
     # Written with the first delta (or the turn's end, whichever comes first).
-    events.add(*started, _model_started(input, attempt))
+    started_event = _model_started(input, attempt)
+    if metadata:
+        started_event["metadata"] = metadata
+    events.add(*started, started_event)
     completed: dict[str, Any] = {
         "type": "model_completed",
         "turn": input.turn,
@@ -195,6 +201,10 @@ async def _answer(
     }
     try:
         turn = priced(await _stream(context, provider, request, input, events, attempt), profile)
+        # Audit hooks see the answer before it is kept (a refusal keeps nothing of it).
+        noted = await after_model_call(context, snapshot, agent, request, turn, events)
+        if noted:
+            completed["metadata"] = noted
         # The answer, its last deltas and `model_completed`: one transaction.
         events.add({**completed, "usage": _usage(turn), "finish_reason": turn.finish_reason})
         row = _assistant_row(assistant_key, ref, turn, profile.id)

@@ -12,6 +12,7 @@ from temporalio import activity
 from otherone.activities.decided_events import call_completed_events
 from otherone.activities.lost_attempts import lost_model_attempts_at_end
 from otherone.activities.prepare_run import run_started_body
+from otherone.activities.run_hooks import on_run_end
 from otherone.activities.shared import ActivityContext, pending_rows, tool_result_ids
 from otherone.activities.store_calls import brief_write
 from otherone.config import AGENT_CALL_TOOL
@@ -53,6 +54,7 @@ async def finish_run(context: ActivityContext, input: FinishRunInput) -> RunReco
     before = [run_started_body(ref)] if input.unprepared else []
     before += await context.decided_bodies(ref, input.events, once=FINISH)
     before += _keyed(ref, call_completed_events(input.pending))
+    before += await on_run_end(context, input)
     if input.status is not RunStatus.COMPLETED:
         # Ended while a model attempt's worker was dead, before a retry could close it.
         before += await lost_model_attempts_at_end(context, ref)

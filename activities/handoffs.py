@@ -30,6 +30,7 @@ from otherone.activities import capacity
 from otherone.activities.compact_context import Summary, summarise
 from otherone.activities.compaction import summary_messages
 from otherone.activities.context import generation_settings
+from otherone.activities.guardrail_plans import guardrail_plan
 from otherone.activities.prepare_run import _max_iterations, _tool_settings, model_plan
 from otherone.activities.providers.base import ModelRequest
 from otherone.activities.shared import ActivityContext, failure, write_pending
@@ -319,6 +320,11 @@ def _plan_for(
     limits = current.limits
     profile = snapshot.resolve_model(target, current.model_profile_id)
     iterations = _max_iterations(target.limits.max_iterations, limits)
+    tools = {
+        name: settings
+        for name in snapshot.tool_names_for(target)
+        if (settings := _tool_settings(context, snapshot, name)) is not None
+    }
     return current.model_copy(
         update={
             "agent_id": target.id,
@@ -330,11 +336,9 @@ def _plan_for(
                 target.limits.max_result_bytes or limits.max_result_bytes, limits.max_result_bytes
             ),
             "parallel_tool_calls": bool(target.model_overrides.parallel_tool_calls),
-            "tools": {
-                name: settings
-                for name in snapshot.tool_names_for(target)
-                if (settings := _tool_settings(context, snapshot, name)) is not None
-            },
+            "tools": tools,
+            # The next agent's guardrails (the runtime policy's stay).
+            "guardrails": guardrail_plan(snapshot, target, tools),
             "reachable_agents": tuple(agent.id for agent in snapshot.reachable_agents(target)),
             "handoff_targets": tuple(agent.id for agent in snapshot.handoff_targets(target)),
             "handoff": target.handoff,

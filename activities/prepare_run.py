@@ -13,7 +13,9 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from otherone.activities.guardrail_plans import guardrail_plan
 from otherone.activities.mcp_unavailable import unavailable_bodies, unavailable_servers
+from otherone.activities.run_hooks import on_run_start
 from otherone.activities.shared import ActivityContext, failure
 from otherone.activities.spend import check_spend_limit
 from otherone.config import AgentNotFoundError, ModelNotAllowedError, RuntimeSnapshot
@@ -62,6 +64,8 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         raise failure(FailureCode.INVALID_REQUEST, f"model: {error}") from error
     # A partition past its spend limit for the day starts nothing (children included).
     await check_spend_limit(context, input.ref.partition_key)
+    # Before anything is stored: a refused run leaves no lease and no running record.
+    await on_run_start(context, snapshot, agent, input.ref, input.request.metadata)
     timeout = _run_timeout(agent.limits.timeout_millis, limits, root=input.ref.depth == 0)
     # The lease expires with the run (plus slack for finishing), so a run terminated from
     # outside cannot lock its session for longer than it could have run.
@@ -96,6 +100,11 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         # Not retryable, and the workflow ends without writing anything (the id's record,
         # events and transcript are the ended run's).
         raise ApplicationError(error.message, type=RUN_ID_USED, non_retryable=True) from None
+    tools = {
+        name: settings
+        for name in snapshot.tool_names_for(agent)
+        if (settings := _tool_settings(context, snapshot, name)) is not None
+    }
     return RunPlan(
         snapshot_version=snapshot.version,
         agent_id=agent.id,
@@ -111,11 +120,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         ),
         timeout=timeout,
         parallel_tool_calls=bool(agent.model_overrides.parallel_tool_calls),
-        tools={
-            name: settings
-            for name in snapshot.tool_names_for(agent)
-            if (settings := _tool_settings(context, snapshot, name)) is not None
-        },
+        tools=tools,
         reachable_agents=tuple(target.id for target in snapshot.reachable_agents(agent)),
         # Only a root hands its conversation over (a caller awaits its child's own answer).
         handoff_targets=tuple(target.id for target in snapshot.handoff_targets(agent))
@@ -127,6 +132,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         spawn=snapshot.may_spawn(agent),
         spawned_on_exit=agent.spawned_on_exit,
         mcp_unavailable=unavailable,
+        guardrails=guardrail_plan(snapshot, agent, tools),
     )
 
 

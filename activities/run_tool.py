@@ -17,6 +17,7 @@ from otherone.activities import capacity
 from otherone.activities.artifacts import store_blob
 from otherone.activities.context import tool_error_content
 from otherone.activities.event_buffer import EventBuffer
+from otherone.activities.hook_calls import after_tool_call, before_tool_call
 from otherone.activities.lost_attempts import lost_tool_attempts, tool_completed_key
 from otherone.activities.mcp_calls import McpToolCall
 from otherone.activities.memory_tools import MEMORY_POLICY_METADATA_KEY
@@ -88,9 +89,13 @@ async def _run_tool(
 
     async def work() -> ToolOutcome:
         await _held_if_the_run_is_cancelled()
+        hooked = await before_tool_call(context, ref, call, events)
+        if isinstance(hooked, tuple):  # refused by a hook: the tool never runs
+            return await _store_tool_result(context, input, *hooked, events)
         kind, content = await _invoke(
-            spec.invoke, call.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
+            spec.invoke, hooked.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
         )
+        kind, content = await _after_hooks(context, input, kind, content, events)
         return await _store_tool_result(context, input, kind, _shown(content), events)
 
     return await _ended(input, work(), events)
@@ -125,10 +130,28 @@ async def _run_mcp_tool(
 
     async def work() -> ToolOutcome:
         await _held_if_the_run_is_cancelled()
-        kind, content = await runner.run(call, target, schema, attempt)
+        hooked = await before_tool_call(context, ref, call, events)
+        if isinstance(hooked, tuple):  # refused by a hook: the server is never called
+            return await _store_tool_result(context, input, *hooked, events)
+        kind, content = await runner.run(hooked, target, schema, attempt)
+        kind, content = await _after_hooks(context, input, kind, content, events)
         return await _store_tool_result(context, input, kind, _shown(content), events)
 
     return await _ended(input, work(), events)
+
+
+async def _after_hooks(
+    context: ActivityContext,
+    input: ToolCallInput,
+    kind: ToolErrorKind | None,
+    content: str,
+    events: EventBuffer,
+) -> tuple[ToolErrorKind | None, str]:
+    """A successful result through the ``after_tool_call`` hooks (errors pass as they are)."""
+    if kind is not None:
+        return kind, content
+    hooked = await after_tool_call(context, input.run_ref, input.call, content, events)
+    return hooked if isinstance(hooked, tuple) else (None, hooked)
 
 
 async def _held_if_the_run_is_cancelled() -> None:

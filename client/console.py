@@ -22,6 +22,7 @@ __all__ = [
     "EventPrinter",
     "completed_line",
     "denied_line",
+    "guardrail_line",
     "make_console",
     "mcp_unavailable_line",
     "output_rejected_line",
@@ -44,6 +45,36 @@ def output_rejected_line(event: dict[str, Any]) -> str:
         f"↺ answer rejected, retry {event.get('retry')} of {event.get('retries')}: "
         f"{event.get('problem')}"
     )
+
+
+#: Guardrail and hook events, and their display style.
+GUARDRAIL_EVENTS = {
+    "guardrail_passed": "dim",
+    "guardrail_tripped": "red",
+    "guardrail_failed": "red",
+    "hook_refused": "yellow",
+    "hook_failed": "red",
+}
+
+
+def guardrail_line(event: Mapping[str, Any]) -> str:
+    """A guardrail's verdict or a hook's refusal or failure: which one, where, and why."""
+    kind = event.get("type")
+    where = f"{event.get('kind')} guardrail '{event.get('guardrail')}'"
+    if event.get("tool"):
+        where += f" on {event.get('tool')}"
+    if kind == "guardrail_passed":
+        return f"✓ {where} passed"
+    if kind == "guardrail_tripped":
+        return f"⛔ {where} tripped: {_one_line(str(event.get('reason')))}"
+    if kind == "guardrail_failed":
+        return f"⚠ {where} failed: {_one_line(str(event.get('error')))}"
+    if kind == "hook_refused":
+        return (
+            f"⛔ hook '{event.get('hook')}' ({event.get('stage')}) refused: "
+            f"{_one_line(str(event.get('reason')))}"
+        )
+    return f"⚠ hook failed ({event.get('stage')}): {_one_line(str(event.get('error')))}"
 
 
 def denied_line(event: Mapping[str, Any]) -> str:
@@ -148,9 +179,8 @@ class EventPrinter:
             self._call_completed(record)
         elif kind in ("approval_requested", "approval_decided"):
             self._approval(record)
-        elif kind == "mcp_unavailable":  # any run's: its agent lacks tools it was granted
-            who = "" if record.run_id == self.run_id else f"{'  ' * record.depth}{record.agent_id} "
-            self._note(f"{who}{mcp_unavailable_line(event)}", style="yellow")
+        elif kind == "mcp_unavailable" or kind in GUARDRAIL_EVENTS:
+            self._any_run_note(record)
         elif record.run_id != self.run_id:
             self._child_event(record)
         elif kind == "model_delta":
@@ -171,6 +201,16 @@ class EventPrinter:
             self._note(f"✉ {count} queued message(s) taken into the run")
         elif kind in _WARNINGS:
             self._note(_WARNINGS[str(kind)].format(count=event.get("count")), style="yellow")
+
+    def _any_run_note(self, record: EventRecord) -> None:
+        """What any run of the tree says about itself: an MCP server that offered no tools,
+        a guardrail's verdict (passed ones with ``verbose`` only), a hook's refusal."""
+        event, kind = record.event, record.event.get("type")
+        who = "" if record.run_id == self.run_id else f"{'  ' * record.depth}{record.agent_id} "
+        if kind == "mcp_unavailable":
+            self._note(f"{who}{mcp_unavailable_line(event)}", style="yellow")
+        elif kind != "guardrail_passed" or self.verbose:
+            self._note(f"{who}{guardrail_line(event)}", style=GUARDRAIL_EVENTS[str(kind)])
 
     def finish(self) -> None:
         """End the streamed text with a newline (before the summary is printed)."""

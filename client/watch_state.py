@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from otherone.client.console import (
+    GUARDRAIL_EVENTS,
     completed_line,
     denied_line,
     fallback_line,
+    guardrail_line,
     mcp_unavailable_line,
     output_rejected_line,
     waiting_line,
@@ -390,6 +392,11 @@ class WatchState:
         count = record.event.get("count")
         self._note(view, record, f"⚠ {count} message(s) refused: the queue was full", "yellow")
 
+    def _guardrail(self, view: RunView, record: EventRecord) -> None:
+        """A guardrail's verdict, a hook's refusal or failure (`guardrail_line`)."""
+        style = GUARDRAIL_EVENTS[str(record.event.get("type"))]
+        self._note(view, record, guardrail_line(record.event), style)
+
     def _output_rejected(self, view: RunView, record: EventRecord) -> None:
         self._note(view, record, output_rejected_line(record.event), "yellow")
 
@@ -480,6 +487,7 @@ _HANDLERS: dict[str, _Handler] = {
     "events_lost": WatchState._events_lost,
     "user_messages_refused": WatchState._messages_refused,
     "output_rejected": WatchState._output_rejected,
+    **{kind: WatchState._guardrail for kind in GUARDRAIL_EVENTS},
     "run_completed": WatchState._ended,
     "run_failed": WatchState._ended,
     "run_cancelled": WatchState._ended,

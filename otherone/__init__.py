@@ -53,6 +53,8 @@ if TYPE_CHECKING:
         RunStuckError,
         UnavailableError,
     )
+    from otherone.guardrails import GuardrailCheck, GuardrailPolicy, GuardrailResult, guardrail
+    from otherone.hooks import HookPolicy, HookRefusal, ModelCallView, ToolCallView, hook
     from otherone.mcp_servers import McpServer
     from otherone.partition_limits import PartitionLimits
     from otherone.runs import (
@@ -131,6 +133,13 @@ _LAZY_EXPORTS = {
         ),
         "otherone.errors",
     ),
+    **dict.fromkeys(
+        ("GuardrailCheck", "GuardrailPolicy", "GuardrailResult", "guardrail"),
+        "otherone.guardrails",
+    ),
+    **dict.fromkeys(
+        ("HookPolicy", "HookRefusal", "ModelCallView", "ToolCallView", "hook"), "otherone.hooks"
+    ),
     "McpServer": "otherone.mcp_servers",
     **dict.fromkeys(
         (
@@ -190,12 +199,18 @@ __all__ = [
     "ContextTransferPolicy",
     "DevServer",
     "FailureCode",
+    "GuardrailCheck",
+    "GuardrailPolicy",
+    "GuardrailResult",
     "HandoffPolicy",
+    "HookPolicy",
+    "HookRefusal",
     "IdempotencyConflictError",
     "InputMessage",
     "InvalidRequestError",
     "McpServer",
     "MemoryPolicy",
+    "ModelCallView",
     "ModelOverrides",
     "ModelPrices",
     "ModelProfile",
@@ -224,6 +239,7 @@ __all__ = [
     "SessionTarget",
     "Settings",
     "Store",
+    "ToolCallView",
     "ToolContext",
     "ToolError",
     "ToolErrorKind",
@@ -233,6 +249,8 @@ __all__ = [
     "UnavailableError",
     "build_worker",
     "connect",
+    "guardrail",
+    "hook",
     "load_config",
     "tool",
     "validated_output",

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from otherone.config_guardrails import GuardrailSchema, guardrail_problem, hook_problem
 from otherone.credentials import (
     agent_credential_paths,
     profile_credential_paths,
@@ -28,6 +29,10 @@ from otherone.definitions import (
     RuntimePolicy,
 )
 from otherone.errors import ConfigurationError, FailureCode, OtheroneError
+from otherone.guardrail_policy import GuardrailPolicy
+from otherone.guardrails import GuardrailDefinitionError, GuardrailRegistry, GuardrailSpec
+from otherone.hook_policy import HookPolicy
+from otherone.hooks import HookDefinitionError, HookRegistry, HookSpec
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
 from otherone.model_choices import (
     ModelNotAllowedError,
@@ -77,6 +82,8 @@ class ToolSchema(BaseModel):
     approval: Literal["always", "never", "predicate"] = "never"
     approval_timeout_seconds: float | None = None
     approval_on_timeout: Literal["deny", "fail"] = "deny"
+    #: The tool's own guardrails on its arguments (`@tool(guardrails=...)`).
+    guardrails: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, spec: ToolSpec) -> ToolSchema:
@@ -89,6 +96,7 @@ class ToolSchema(BaseModel):
             approval=spec.approval_mode,
             approval_timeout_seconds=spec.approval_timeout_seconds,
             approval_on_timeout=spec.approval_on_timeout,
+            guardrails=spec.guardrails,
         )
 
     def definition(self) -> dict[str, Any]:
@@ -149,15 +157,26 @@ class RuntimeSnapshot(BaseModel):
     limits: RuntimeLimits
     mcp_servers: dict[str, McpServerTools] = {}
     mcp_tools: dict[str, McpToolRef] = {}
+    guardrails: dict[str, GuardrailSchema] = {}
 
     def with_version(self) -> RuntimeSnapshot:
-        # Empty MCP fields are left out, so snapshots without MCP keep the versions they had.
+        # Empty MCP and guardrail fields are left out, so snapshots without them keep the
+        # versions they had.
         excluded: dict[str, Any] = {"version": True} | {
-            name: True for name in ("mcp_servers", "mcp_tools") if not getattr(self, name)
+            name: True
+            for name in ("mcp_servers", "mcp_tools", "guardrails")
+            if not getattr(self, name)
         }
         if not self.limits.partitions:  # likewise snapshots without partition caps
             excluded["limits"] = {"partitions"}
         body = self.model_dump(mode="json", exclude=excluded)
+        for tool in body["tools"].values():
+            if not tool.get("guardrails"):
+                tool.pop("guardrails", None)
+        for holder in [body["policy"], *body["agents"].values()]:
+            for field, empty in (("guardrails", _NO_GUARDRAILS), ("hooks", _NO_HOOKS)):
+                if holder.get(field) == empty:
+                    del holder[field]
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
@@ -255,6 +274,10 @@ class RuntimeSnapshot(BaseModel):
         return agent.spawn and self.policy.allow_spawn and bool(self.reachable_agents(agent))
 
 
+_NO_GUARDRAILS = GuardrailPolicy().model_dump(mode="json")
+_NO_HOOKS = HookPolicy().model_dump(mode="json")
+
+
 class RuntimeConfig:
     """The declared runtime: the seed's `AgentRuntimeBuilder`, validated by `validate()`.
 
@@ -273,12 +296,16 @@ class RuntimeConfig:
         skills: SkillRegistry | None = None,
         source: str | None = None,
         mcp_servers: Iterable[McpServer] = (),
+        guardrails: Iterable[GuardrailSpec | Callable[..., Any]] = (),
+        hooks: Iterable[HookSpec | Callable[..., Any]] = (),
     ) -> None:
         self.source = source
         self.mcp_servers: dict[str, McpServer] = {}
         self.agents: dict[str, AgentDefinition] = {}
         self.models: dict[str, ModelProfile] = {}
         self.tools = ToolRegistry()
+        self.guardrails = GuardrailRegistry()
+        self.hooks = HookRegistry()
         self.policy = policy or RuntimePolicy()
         self.limits = limits or RuntimeLimits()
         self.default_model = default_model
@@ -291,6 +318,10 @@ class RuntimeConfig:
             self.add_tool(tool_)
         for server in mcp_servers:
             self.add_mcp_server(server)
+        for check in guardrails:
+            self.add_guardrail(check)
+        for hook_ in hooks:
+            self.add_hook(hook_)
 
     def add_mcp_server(self, server: McpServer) -> None:
         """Declare an MCP server; its tools are discovered by the worker for each new root run."""
@@ -345,6 +376,20 @@ class RuntimeConfig:
         except ToolDefinitionError as error:
             raise self._error(str(error), table="runtime", field="tools") from error
 
+    def add_guardrail(self, guardrail: GuardrailSpec | Callable[..., Any]) -> GuardrailSpec:
+        """Register a guardrail (``@guardrail`` or a plain function over a GuardrailCheck)."""
+        try:
+            return self.guardrails.register(guardrail)
+        except GuardrailDefinitionError as error:
+            raise self._error(error.message, table="runtime", field="guardrails") from error
+
+    def add_hook(self, hook_: HookSpec | Callable[..., Any]) -> HookSpec:
+        """Register a lifecycle hook (``@hook`` or a plain function over a call's view)."""
+        try:
+            return self.hooks.register(hook_)
+        except HookDefinitionError as error:
+            raise self._error(error.message, table="runtime", field="hooks") from error
+
     def _error(
         self, message: str, *, table: str | None = None, field: str | None = None
     ) -> ConfigurationError:
@@ -373,6 +418,14 @@ class RuntimeConfig:
                     field="tools",
                 )
         check_wire_names(self.tools.names(), source=self.source)
+        for spec in self.tools:
+            unknown = [name for name in spec.guardrails if name not in self.guardrails]
+            if unknown:
+                raise self._error(
+                    f"tool '{spec.name}': unknown guardrail '{unknown[0]}'",
+                    table="runtime",
+                    field="tools",
+                )
         for agent in self.agents.values():
             self._validate_agent(agent)
         for model in self.models.values():
@@ -418,6 +471,18 @@ class RuntimeConfig:
             if name not in self.agents and not is_glob(name):
                 raise self._error(f"unknown agent '{name}'", table=table, field="handoff.agents")
         self._validate_approval_keys(agent.approval, table)
+        self._validate_guardrails(agent.guardrails, table)
+        self._validate_hooks(agent.hooks, table)
+
+    def _validate_hooks(self, policy: HookPolicy, table: str) -> None:
+        problem = hook_problem(policy, self.hooks)
+        if problem is not None:
+            raise self._error(problem[0], table=table, field=problem[1])
+
+    def _validate_guardrails(self, policy: GuardrailPolicy, table: str) -> None:
+        problem = guardrail_problem(policy, self.guardrails, self.tools, self.mcp_servers)
+        if problem is not None:
+            raise self._error(problem[0], table=table, field=problem[1])
 
     def _validate_agent_models(self, agent: AgentDefinition, table: str) -> None:
         problem = agent_models_problem(self.models, agent, self.own_model(agent))
@@ -469,6 +534,8 @@ class RuntimeConfig:
 
     def _validate_policy(self) -> None:
         self._validate_approval_keys(self.policy.approval, "policy")
+        self._validate_guardrails(self.policy.guardrails, "policy")
+        self._validate_hooks(self.policy.hooks, "policy")
         summary_model = self.policy.summary_model
         if summary_model is not None and summary_model not in self.models:
             raise self._error(
@@ -502,6 +569,7 @@ class RuntimeConfig:
             skills={skill.name: skill for skill in self.skills},
             policy=self.policy,
             limits=self.limits,
+            guardrails={spec.name: GuardrailSchema.of(spec) for spec in self.guardrails},
         ).with_version()
 
 
@@ -517,6 +585,7 @@ __all__ = [
     "MEMORY_STORE_TOOL",
     "SPAWN_TOOLS",
     "AgentNotFoundError",
+    "GuardrailSchema",
     "McpServerTools",
     "McpToolRef",
     "ModelNotAllowedError",

@@ -32,6 +32,8 @@ from otherone.credentials import (
     nested_credential_paths,
     url_credential_parts,
 )
+from otherone.guardrail_policy import GuardrailPolicy
+from otherone.hook_policy import HookPolicy
 from otherone.partition_limits import PartitionCaps
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
 from otherone.run_types import NOT_A_BOOL
@@ -372,6 +374,10 @@ class AgentDefinition(_Frozen):
     #: Spawned children still running when this agent's run completes: ``cancel`` them, or
     #: ``wait`` for them (bounded by the run's deadline). Any other ending cancels them.
     spawned_on_exit: Literal["cancel", "wait"] = "cancel"
+    #: Guardrails on this agent's input, answers and tool calls (after the runtime policy's).
+    guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
+    #: Lifecycle hooks of this agent's model and tool calls (after the runtime policy's).
+    hooks: HookPolicy = Field(default_factory=HookPolicy)
 
     @field_validator("description")
     @classmethod
@@ -559,6 +565,10 @@ class RuntimePolicy(_Frozen):
     #: problem is told to the model; each retry is a turn: it counts against max_iterations and
     #: the model-call and token budgets). A request's or agent call's ``output_retries`` wins.
     output_retries: Annotated[int, Field(strict=True, ge=0, le=10)] = 2
+    #: Guardrails of every agent (they run before the agent's own; its modes win when set).
+    guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
+    #: Lifecycle hooks of every agent's model and tool calls (they run before the agent's).
+    hooks: HookPolicy = Field(default_factory=HookPolicy)
 
 
 class RuntimeLimits(_Frozen):

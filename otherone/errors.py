@@ -50,6 +50,15 @@ class FailureCode(StrEnum):
     APPROVAL_TIMED_OUT = "approval_timed_out"
     #: A workflow started with input that is not a run request (e.g. by Temporal's own client).
     INVALID_REQUEST = "invalid_request"
+    #: An input or output guardrail tripped (a tool guardrail's trip does when so configured).
+    GUARDRAIL_TRIPPED = "guardrail_tripped"
+    #: A guardrail could not decide: it kept raising past its attempts, timed out, returned
+    #: the wrong type, or is not registered on the worker.
+    GUARDRAIL_FAILED = "guardrail_failed"
+    #: A ``before_model_call`` hook refused the model call (`otherone.hooks.HookRefusal`).
+    HOOK_REFUSED = "hook_refused"
+    #: A ``before_model_call`` hook raised, returned the wrong type or is not registered.
+    HOOK_FAILED = "hook_failed"
 
 
 class OtheroneError(Exception):

@@ -1,11 +1,12 @@
 """Load a `RuntimeConfig` from ``otherone.toml``.
 
-The file has six top-level tables: ``[runtime]`` (``default_model``; ``tools``, a list of
-``"module:attribute"`` references; ``skills``, ``SKILL.md`` files or directories of skills,
-relative to the file), ``[policy]`` (`RuntimePolicy`), ``[limits]``
-(`RuntimeLimits`), ``[models.<id>]`` (one `ModelProfile` each), ``[agents.<id>]`` (one
-`AgentDefinition` each) and ``[mcp.<server>]`` (one `McpServer` each; a relative ``cwd`` is
-relative to the file). The id of a model, agent or server is its table key.
+The file has six top-level tables: ``[runtime]`` (``default_model``; ``tools``,
+``guardrails`` and ``hooks``, lists of ``"module:attribute"`` references; ``skills``,
+``SKILL.md`` files or directories of skills, relative to the file), ``[policy]``
+(`RuntimePolicy`), ``[limits]`` (`RuntimeLimits`), ``[models.<id>]`` (one `ModelProfile`
+each), ``[agents.<id>]`` (one `AgentDefinition` each) and ``[mcp.<server>]`` (one `McpServer`
+each; a relative ``cwd`` is relative to the file). The id of a model, agent or server is its
+table key.
 
 Every problem is a `ConfigurationError` naming the file, the table (``agents.assistant``) and the
 field inside it (``limits.max_iterations``), with pydantic's message but never its traceback and
@@ -46,6 +47,8 @@ from otherone.definitions import (
     metadata_refused_message,
 )
 from otherone.errors import ConfigurationError
+from otherone.guardrails import GuardrailDefinitionError, load_guardrail
+from otherone.hooks import HookDefinitionError, load_hook
 from otherone.mcp_servers import MCP_SERVER_NAME_PATTERN, McpServer
 from otherone.partition_limits import PartitionLimits
 from otherone.skills import SkillRegistry
@@ -75,6 +78,10 @@ class _RuntimeTable(BaseModel):
 
     default_model: str | None = None
     tools: list[str] = []
+    #: Guardrails, ``"module:attribute"`` references like tools (`otherone.guardrails`).
+    guardrails: list[str] = []
+    #: Lifecycle hooks, ``"module:attribute"`` references (`otherone.hooks`).
+    hooks: list[str] = []
     skills: list[str] = []
     #: Folders of ``<id>/AGENT.md`` definitions (`otherone.agent_files`); default: the
     #: ``.otherone/agents`` folder next to the file, when it exists.
@@ -119,6 +126,8 @@ def parse_config(data: Mapping[str, Any], *, source: str, base_dir: Path) -> Run
     for key, table in _entries(data, "mcp", source):
         config.add_mcp_server(_mcp_server(key, table, source, base_dir))
     _load_tools(config, runtime.tools, source, base_dir)
+    _load_guardrails(config, runtime.guardrails, source, base_dir)
+    _load_hooks(config, runtime.hooks, source, base_dir)
     config.validate()
     return config
 
@@ -428,6 +437,34 @@ def _load_tools(config: RuntimeConfig, references: list[str], source: str, base_
         except ToolDefinitionError as error:
             raise ConfigurationError(
                 error.message, file=source, table="runtime", field=f"tools.{index}"
+            ) from None
+
+
+def _load_guardrails(
+    config: RuntimeConfig, references: list[str], source: str, base_dir: Path
+) -> None:
+    """Import and register every ``"module:attribute"`` reference of ``[runtime] guardrails``."""
+    if references:
+        _make_importable(base_dir)
+    for index, reference in enumerate(references):
+        try:
+            config.guardrails.register(load_guardrail(reference))
+        except GuardrailDefinitionError as error:
+            raise ConfigurationError(
+                error.message, file=source, table="runtime", field=f"guardrails.{index}"
+            ) from None
+
+
+def _load_hooks(config: RuntimeConfig, references: list[str], source: str, base_dir: Path) -> None:
+    """Import and register every ``"module:attribute"`` reference of ``[runtime] hooks``."""
+    if references:
+        _make_importable(base_dir)
+    for index, reference in enumerate(references):
+        try:
+            config.hooks.register(load_hook(reference))
+        except HookDefinitionError as error:
+            raise ConfigurationError(
+                error.message, file=source, table="runtime", field=f"hooks.{index}"
             ) from None
 
 

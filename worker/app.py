@@ -64,9 +64,14 @@ TRIM_MEMORY_EVERY = timedelta(seconds=60)
 PASSTHROUGH_MODULES = (
     "otherone.authorization",
     "otherone.config",
+    "otherone.config_guardrails",
     "otherone.contracts",
     "otherone.definitions",
     "otherone.errors",
+    "otherone.guardrail_policy",
+    "otherone.guardrails",
+    "otherone.hook_policy",
+    "otherone.hooks",
     "otherone.lazy_exports",
     "otherone.mcp_servers",
     "otherone.partitions",
@@ -356,7 +361,7 @@ def _activities_for(
     for function in activities.all():
         if function == model:
             wanted = spec.model
-        elif function == tool:
+        elif function in (tool, activities.run_guardrail):  # user code, like tools
             wanted = spec.tools
         else:  # store activities stay with the workflows
             wanted = spec.workflows

@@ -48,7 +48,9 @@ from otherone.contracts import (
     ACTIVITY_FINISH_RUN,
     ACTIVITY_PREPARE_CALL,
     ACTIVITY_PREPARE_RUN,
+    ACTIVITY_RUN_GUARDRAIL,
     ACTIVITY_RUN_TOOL,
+    GuardrailVerdict,
     ModelTurn,
     RunPlan,
     RunRef,
@@ -72,6 +74,7 @@ SPAN_NAMES: Mapping[str, str] = {
     ACTIVITY_RUN_TOOL: "tool call",
     ACTIVITY_PREPARE_CALL: "agent call check",
     ACTIVITY_FINISH_RUN: "run finish",
+    ACTIVITY_RUN_GUARDRAIL: "guardrail",
 }
 
 _configured: TracerProvider | None = None
@@ -262,6 +265,12 @@ class _ActivitySpans(ActivityInboundInterceptor):
             request = getattr(argument, "request", None)
             attributes["otherone.agent_call.target"] = str(getattr(request, "target", ""))
             attributes["otherone.agent_call.id"] = str(getattr(argument, "call_id", ""))
+        elif name == ACTIVITY_RUN_GUARDRAIL:
+            check = getattr(argument, "check", None)
+            attributes["otherone.guardrail.name"] = str(getattr(argument, "name", ""))
+            attributes["otherone.guardrail.kind"] = str(getattr(check, "kind", ""))
+            attributes["otherone.run_id"] = str(getattr(check, "run_id", ""))
+            attributes["otherone.agent_id"] = str(getattr(check, "agent_id", ""))
         elif name == ACTIVITY_FINISH_RUN:
             attributes["otherone.run.status"] = str(getattr(argument, "status", ""))
         return attributes
@@ -307,6 +316,10 @@ def _result_attributes(span: Span, result: object) -> None:
         if result.error_kind is not None:
             span.set_attribute("otherone.tool.error_kind", str(result.error_kind))
             span.set_status(Status(StatusCode.ERROR, result.error or str(result.error_kind)))
+    elif isinstance(result, GuardrailVerdict):
+        span.set_attribute("otherone.guardrail.tripped", result.tripped)
+        if result.tripped:
+            span.set_attribute("otherone.guardrail.reason", result.reason[:500])
     elif isinstance(result, RunPlan):
         span.set_attribute("otherone.model_profile_id", result.model_profile_id)
         span.set_attribute("otherone.agent_version", result.agent_version)

@@ -43,6 +43,20 @@ class OutputRetries:
             content=feedback(problem, self.used, self.allowed),
         )
 
+    def guardrail_retry(self, run_id: str, iteration: int, problem: str) -> PendingEntry:
+        """Take one retry for an answer an output guardrail refused."""
+        self.used += 1
+        return PendingEntry(
+            key=f"{run_id}:t{iteration}{RETRY_KEY_SUFFIX}",
+            role="user",
+            content=(
+                "Your final answer was not accepted by a guardrail.\n"
+                f"Problem: {_bounded(problem)}\n"
+                "Answer again with a final answer that does not have this problem "
+                f"(retry {self.used} of {self.allowed})."
+            ),
+        )
+
     def event(self, iteration: int, problem: str) -> dict[str, JsonValue]:
         """`output_rejected`: which turn's answer, why, and which retry comes next."""
         return {

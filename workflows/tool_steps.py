@@ -82,6 +82,7 @@ from otherone.workflows.approvals import (
     new_request,
 )
 from otherone.workflows.capacity_waits import CapacityWaits
+from otherone.workflows.guardrail_steps import guard_call, guard_result
 from otherone.workflows.spawns import Spawner
 
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
@@ -135,6 +136,9 @@ class ToolSteps:
         #: `tool_completed` is decided already, so a run that ends before this turn's entries
         #: are made answers them with these, not as calls it ended before.
         self.answered: dict[str, PendingEntry] = {}
+        #: The run's end a result guardrail decided (a trip with ``on_tool_trip = "fail"``, or
+        #: one that could not decide): taken with the turn's entries.
+        self.guard_ending: Ending | None = None
 
     def open_approvals(
         self, tool_calls: tuple[ToolCallSpec, ...], approvals: Iterable[ApprovalNeed]
@@ -283,6 +287,9 @@ class ToolSteps:
         settings = plan.tools.get(call.name)
         if settings is None:
             return None  # disallowed or hallucinated: nothing runs
+        refused = await self._guarded(call)
+        if refused is not None:
+            return refused  # a guardrail tripped: the tool never runs
         try:
             outcome = await self._tool_activity(call, settings)
             while outcome.capacity_wait is not None:  # no fleet permit yet: nothing ran
@@ -292,9 +299,22 @@ class ToolSteps:
             reraise_cancellation(error)
             self._decided.add(close_lost_attempts(call))  # e.g. the last attempt's worker died
             return _failed_tool(call, error)
+        outcome = await self._result_guarded(call, outcome)
         if outcome.content is not None:
             self.arrived[call.id] = (call, outcome)
         return outcome
+
+    async def _result_guarded(self, call: ToolCallSpec, outcome: ToolOutcome) -> ToolOutcome:
+        """The call's result guardrails (`guard_result`); an end they decide is the turn's."""
+        guarded, ending = await guard_result(
+            self._plan, self._ref, self._iteration, self._decided, call, outcome
+        )
+        self.guard_ending = self.guard_ending or ending
+        return guarded
+
+    async def _guarded(self, call: ToolCallSpec) -> PendingEntry | Ending | None:
+        """The call's tool guardrails, right before it would run (`guard_call`)."""
+        return await guard_call(self._plan, self._ref, self._iteration, self._decided, call)
 
     async def _tool_activity(self, call: ToolCallSpec, settings: ToolSettings) -> ToolOutcome:
         plan = self._plan
@@ -380,7 +400,7 @@ class ToolSteps:
                 # An inline result's entry carries the arguments the tool ran with (a person
                 # may have edited the model's): its deferred `tool_started` shows them.
                 entries.append(tool_result_entry(key, ran, step))
-        return entries, ending
+        return entries, ending or self.guard_ending
 
 
 async def record_decision(ref: RunRef, request: ApprovalRequest, outcome: ApprovalOutcome) -> None:

@@ -19,7 +19,14 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import JsonValue
 
     from otherone.config import AGENT_CALL_TOOL, AGENT_SPAWN_TOOL
-    from otherone.contracts import ModelTurn, PendingEntry, PlannedModel, RunPlan, RunRef
+    from otherone.contracts import (
+        GuardrailVerdict,
+        ModelTurn,
+        PendingEntry,
+        PlannedModel,
+        RunPlan,
+        RunRef,
+    )
     from otherone.errors import FailureCode
     from otherone.runs import AgentFailure, AgentOutput, RunOutcome
     from otherone.workflows.outcomes import (
@@ -36,7 +43,14 @@ from otherone.workflows.activity_options import (
     reraise_cancellation,
 )
 from otherone.workflows.continuing import continue_as_new
+from otherone.workflows.guardrail_steps import (
+    GuardrailBroken,
+    first_trip,
+    output_check,
+    tripped_failure,
+)
 from otherone.workflows.handoff_steps import hand_off_step
+from otherone.workflows.input_guards import InputGuard
 from otherone.workflows.model_fallbacks import (
     attempts_of,
     fallback_event,
@@ -110,17 +124,28 @@ async def _turn(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
         # E.g. a child that hit the shared deadline returned first: this run is out of time too.
         raise RunEnded(_timed_out())
     state.take_queued(iteration)
+    guard = InputGuard.of(state, plan, iteration)
+    if guard is not None and not guard.parallel:
+        await guard.before()  # nothing reserved or billed yet
     state.ledger.reserve_model_call()
     state.usage.model_calls += 1
-    turn = await _call_model(state, plan, ref, iteration)
+    tripped = None
+    if guard is not None and guard.parallel:
+        turn, tripped = await guard.alongside(_call_model(state, plan, ref, iteration))
+    else:
+        turn = await _call_model(state, plan, ref, iteration)
     _charge(state, turn)
+    if tripped is not None:  # the answer came before the verdict: it is not taken
+        if turn.tool_calls:
+            state.open_calls = (iteration, turn.tool_calls)  # answered as the run ends
+        raise RunEnded(tripped)
     if not turn.tool_calls:
-        return _answered(state, plan, turn)
+        return await _answered(state, plan, turn)
     await _run_tools(state, plan, ref, iteration, turn)
     return None
 
 
-def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
+async def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
     """A turn without tool calls: the run's ending, or None to go round once more."""
     if cancellation_swallowed():
         # The model answered instead of stopping when the run was cancelled: the answer is
@@ -129,7 +154,7 @@ def _answered(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
         raise asyncio.CancelledError()
     if state.messages.queued:
         return None  # messages arrived while the model answered: go round once more
-    return _final_answer(state, plan, turn)
+    return await _final_answer(state, plan, turn)
 
 
 def _charge(state: RunState, turn: ModelTurn) -> None:
@@ -195,13 +220,20 @@ def _tool_steps(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
     )
 
 
-def _final_answer(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
+async def _final_answer(state: RunState, plan: RunPlan, turn: ModelTurn) -> Ending | None:
     if turn.output_error is not None:
         if _retry_output(state, plan, turn.output_error):
             return None  # the model answers again, told what was wrong
         return Ending.failed(invalid_output(turn, state.output_retries))
     # Turns recorded before result contracts existed carry no output: the text is the output.
     output = turn.output or AgentOutput(type="text", value=turn.content)
+    # The contract first, then the output guardrails, on the answer that met it.
+    tripped = await _check_output(state, plan, output)
+    if tripped is not None:
+        assert plan.guardrails is not None
+        if plan.guardrails.on_output_trip == "retry" and _retry_guarded(state, plan, tripped):
+            return None  # the model answers again, told which guardrail refused and why
+        return tripped_failure(tripped)
     assert state.ledger is not None
     # The answer stays in the session (the model call stored it), as in the seed; past the
     # tree's output budget the run ends `budget_exceeded` instead of returning it.
@@ -216,6 +248,32 @@ def _retry_output(state: RunState, plan: RunPlan, problem: str) -> bool:
     if not retries.left or state.iteration >= plan.max_iterations:
         return False
     state.pending.append(retries.retry(state.input.run_id, state.iteration, problem))
+    state.decided.add(retries.event(state.iteration, problem))
+    return True
+
+
+async def _check_output(
+    state: RunState, plan: RunPlan, output: AgentOutput
+) -> GuardrailVerdict | None:
+    """The output guardrails over a final answer that met the result contract."""
+    guards = plan.guardrails.output if plan.guardrails is not None else ()
+    if not guards:
+        return None
+    check, referenced = output_check(state.ref(plan), plan, state.iteration, output)
+    try:
+        return await first_trip(plan, guards, check, state.decided, referenced)
+    except GuardrailBroken as broken:
+        raise RunEnded(broken.ending) from None
+
+
+def _retry_guarded(state: RunState, plan: RunPlan, tripped: GuardrailVerdict) -> bool:
+    """A tripped output guardrail asks for another answer, while output retries and turns are
+    left (they are the result contract's: one count for both)."""
+    retries = state.output_retries
+    if not retries.left or state.iteration >= plan.max_iterations:
+        return False
+    problem = f"guardrail '{tripped.name}' refused it: {tripped.reason}"
+    state.pending.append(retries.guardrail_retry(state.input.run_id, state.iteration, problem))
     state.decided.add(retries.event(state.iteration, problem))
     return True
 

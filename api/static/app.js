@@ -336,6 +336,24 @@ function apply(envelope) {
       if (isRoot) addMessage("system", text);
       break;
     }
+    case "guardrail_tripped": // what stopped the run (or refused a tool call), and why
+    case "guardrail_failed": {
+      const where = `${event.kind} guardrail '${event.guardrail}'${event.tool ? ` on ${event.tool}` : ""}`;
+      const text = event.type === "guardrail_tripped"
+        ? `${where} tripped: ${event.reason}` : `${where} failed: ${event.error}`;
+      note(`${envelope.agent_id}: ${text}`);
+      if (isRoot) addMessage("system", text);
+      break;
+    }
+    case "hook_refused":
+    case "hook_failed": {
+      const text = event.type === "hook_refused"
+        ? `hook '${event.hook}' (${event.stage}) refused: ${event.reason}`
+        : `hook failed (${event.stage}): ${event.error}`;
+      note(`${envelope.agent_id}: ${text}`);
+      if (isRoot) addMessage("system", text);
+      break;
+    }
     case "model_waiting": // no fleet permit yet: the run waits in its workflow
     case "tool_waiting":
       note(`${envelope.agent_id}: ${event.type === "model_waiting" ? "model call"

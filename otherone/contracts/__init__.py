@@ -39,6 +39,11 @@ from otherone.contracts.approvals import (
     ApprovalRequest,
     RecordDecisionInput,
 )
+from otherone.contracts.guardrails import GUARDRAIL_BROKEN as GUARDRAIL_BROKEN
+from otherone.contracts.guardrails import GuardrailCallInput as GuardrailCallInput
+from otherone.contracts.guardrails import GuardrailPlan as GuardrailPlan
+from otherone.contracts.guardrails import GuardrailSettings as GuardrailSettings
+from otherone.contracts.guardrails import GuardrailVerdict as GuardrailVerdict
 from otherone.contracts.refs import RunRef, resolved_ref
 from otherone.contracts.run import (
     CarryOver,
@@ -86,6 +91,8 @@ ACTIVITY_HAND_OFF = "otherone.hand_off"
 #: Ask Temporal which of some runs have ended (spawned children a caller did not start in its
 #: current history, so it holds no handle that would tell it).
 ACTIVITY_DESCRIBE_RUNS = "otherone.describe_runs"
+#: One guardrail over a run's input, answer or tool call (`otherone.guardrails`).
+ACTIVITY_RUN_GUARDRAIL = "otherone.run_guardrail"
 #: Store activities (prepare, check a call, finish) heartbeat: a worker killed while running
 #: one is noticed after this long, and the activity runs again elsewhere.
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -115,6 +122,8 @@ COMPACT_PAYLOAD_TYPES: tuple[type[BaseModel], ...] = (
     CallPlan,
     RecordDecisionInput,
     FinishRunInput,
+    GuardrailCallInput,
+    GuardrailVerdict,
 )
 
 
@@ -126,6 +135,7 @@ __all__ = [
     "ACTIVITY_PREPARE_CALL",
     "ACTIVITY_PREPARE_RUN",
     "ACTIVITY_RECORD_DECISION",
+    "ACTIVITY_RUN_GUARDRAIL",
     "ACTIVITY_RUN_TOOL",
     "COMPACT_PAYLOAD_TYPES",
     "DEFAULT_RESULT_LIMIT_BYTES",

@@ -10,6 +10,7 @@ from pydantic import Field, JsonValue
 
 from otherone.contracts.agent_calls import SpawnedCall
 from otherone.contracts.approvals import ApprovalRequest
+from otherone.contracts.guardrails import GuardrailPlan
 from otherone.contracts.refs import RunRef, _Contract
 from otherone.contracts.turns import PendingEntry
 from otherone.definitions import HandoffPolicy, RuntimeLimits, TreeBudget
@@ -224,6 +225,8 @@ class RunPlan(_Contract):
     #: ``fallbacks``, each followed by its own): a deterministic decision of the workflow
     #: from the model call's typed failure (`otherone.workflows.model_fallbacks`).
     fallbacks: tuple[PlannedModel, ...] = ()
+    #: The run's guardrails (None: none, as in plans recorded before guardrails existed).
+    guardrails: GuardrailPlan | None = None
 
 
 class FinishRunInput(_Contract):

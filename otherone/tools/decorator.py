@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
 from otherone.tools.docstrings import _docstring_arguments, _first_paragraph
@@ -37,6 +37,7 @@ def tool(
     approval: Approval = "never",
     approval_timeout_seconds: float | None = None,
     approval_on_timeout: Literal["deny", "fail"] = "deny",
+    guardrails: Sequence[str] = (),
 ) -> ToolSpec: ...
 
 
@@ -53,6 +54,7 @@ def tool(
     approval: Approval = "never",
     approval_timeout_seconds: float | None = None,
     approval_on_timeout: Literal["deny", "fail"] = "deny",
+    guardrails: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 
 
@@ -68,6 +70,7 @@ def tool(
     approval: Approval = "never",
     approval_timeout_seconds: float | None = None,
     approval_on_timeout: Literal["deny", "fail"] = "deny",
+    guardrails: Sequence[str] = (),
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Turn a typed function into a :class:`ToolSpec`; usable as ``@tool`` or ``@tool(...)``.
 
@@ -80,6 +83,9 @@ def tool(
     predicate over the validated arguments, e.g. ``lambda args: args["amount"] > 100``. A person
     then has ``approval_timeout_seconds`` (None: the run's deadline) before the call is denied
     or the run fails (``approval_on_timeout``).
+
+    ``guardrails`` names registered guardrails that check every call's arguments before it
+    runs (after the runtime policy's and the agent's, `otherone.guardrails`).
     """
 
     def decorate(function: Callable[..., Any]) -> ToolSpec:
@@ -97,6 +103,7 @@ def tool(
             approval=approval,
             approval_timeout_seconds=approval_timeout_seconds,
             approval_on_timeout=approval_on_timeout,
+            guardrails=_checked_guardrails(spec.name, guardrails),
         )
 
     return decorate if func is None else decorate(func)
@@ -146,6 +153,13 @@ def _check_approval(
         raise ToolDefinitionError(f"tool {name!r}: approval_timeout_seconds must be positive")
     if on_timeout not in ("deny", "fail"):
         raise ToolDefinitionError(f"tool {name!r}: approval_on_timeout must be 'deny' or 'fail'")
+
+
+def _checked_guardrails(name: str, guardrails: Sequence[str]) -> tuple[str, ...]:
+    """Names, not functions: the guardrails themselves are registered on the worker."""
+    if isinstance(guardrails, str) or not all(isinstance(item, str) for item in guardrails):
+        raise ToolDefinitionError(f"tool {name!r}: guardrails must be a list of guardrail names")
+    return tuple(guardrails)
 
 
 def _function_name(function: Callable[..., Any]) -> str:

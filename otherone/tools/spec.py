@@ -69,6 +69,8 @@ class ToolSpec:
     #: How long a person has to decide (None: until the run's deadline), and what then happens.
     approval_timeout_seconds: float | None = None
     approval_on_timeout: Literal["deny", "fail"] = "deny"
+    #: Guardrails (names) on every call's arguments, after the policy's and the agent's.
+    guardrails: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Derive the validating model when a spec is built by hand rather than by ``tool()``."""

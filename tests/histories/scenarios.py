@@ -35,6 +35,12 @@ from otherone.toml_config import load_config
 from otherone.tools import tool
 from tests.edge_seams import GateStore
 from tests.harness import agent_env, scripted_config, wait_until
+from tests.histories.guardrail_scenarios import (
+    guardrail_input_tripped,
+    guardrail_parallel_trip,
+    guardrail_result_withheld,
+    guardrails_passed_refused_retried,
+)
 from tests.providers import RecordingProvider
 
 
@@ -951,4 +957,8 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "readable_ids": readable_ids,
     "capacity_wait": capacity_wait,
     "model_fallback": model_fallback,
+    "guardrails_passed_refused_retried": guardrails_passed_refused_retried,
+    "guardrail_input_tripped": guardrail_input_tripped,
+    "guardrail_parallel_trip": guardrail_parallel_trip,
+    "guardrail_result_withheld": guardrail_result_withheld,
 }
