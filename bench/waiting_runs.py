@@ -10,8 +10,7 @@ started; each makes one model call whose `add` tool call needs a person's approv
 waits. Measured, from /proc (Linux only):
 
 - the worker's resident memory idle, at its peak while the runs start, once all of them wait
-  (settled), after all of them completed (settled), and a minute later, once the worker gave
-  the freed memory back (`otherone.worker.memory`);
+  (settled), and after all of them completed (settled);
 - that a waiting run holds no slot: a fresh `assistant` run's wall time while all of them wait,
   against the same run on the idle worker;
 - the time to wake them: every run approved (``--concurrency`` decisions in flight), until
@@ -43,7 +42,6 @@ from otherone import AgentClient, AgentRunRequest, RunOutcome, connect
 from otherone.examples import EXAMPLE_CONFIG
 from otherone.runs import RunStatus
 from otherone.search_attributes import STATUS
-from otherone.worker.app import TRIM_MEMORY_EVERY
 from otherone.worker.devserver import DevServer
 
 #: How long the whole measurement may take before it gives up (10,000 runs on 2 cores: ~15 min).
@@ -171,9 +169,6 @@ async def run_phases(
     await wait_for_count(client, completed_query, args.runs, "completed")
     to_wake = time.monotonic() - started
     [after] = await settled_rss(pool)
-    # The worker gives freed memory back to the system every minute (otherone.worker.memory).
-    await asyncio.sleep(TRIM_MEMORY_EVERY.total_seconds() + 5)
-    [later] = await settled_rss(pool)
     print(
         f"{args.runs} clerk runs waiting for approval on one worker, {args.database} store, "
         f"sticky cache {args.max_cached_workflows}; load {os.getloadavg()[0]:.2f}"
@@ -184,7 +179,6 @@ async def run_phases(
     print(f"| worker RSS peak while they start | {worker.peak_kib / 1024:.0f} MiB |")
     print(f"| worker RSS with all of them waiting | {all_waiting / 1024:.0f} MiB |")
     print(f"| worker RSS after all completed | {after / 1024:.0f} MiB |")
-    print(f"| worker RSS a minute later (its heap trimmed) | {later / 1024:.0f} MiB |")
     print(f"| time until all wait | {to_wait:.0f} s |")
     print(f"| a fresh run, idle worker / with all waiting | {idle_run:.2f} s / {busy_run:.2f} s |")
     print(f"| time to wake all (decisions sent in {decided:.0f} s) | {to_wake:.0f} s |")
