@@ -36,7 +36,6 @@ from otherone.store import Store
 from otherone.worker.connection import connect as connect
 from otherone.worker.connection import data_converter as data_converter
 from otherone.worker.logs import expected_failures_on_one_line
-from otherone.worker.memory import trim_memory_periodically
 from otherone.worker.queues import (
     ALL_ROLES,
     DEFAULT_LOCAL_ACTIVITY_SLOTS,
@@ -53,9 +52,6 @@ from otherone.worker.redacting import RedactingActivityInterceptor, remember_con
 from otherone.worker.sandbox import WorkflowSandbox, workflow_sandbox_from_env
 from otherone.worker.versioning import WorkerDeployment
 from otherone.workflows import AgentRunWorkflow
-
-#: How often a worker gives the heap's free pages back to the system (`otherone.worker.memory`).
-TRIM_MEMORY_EVERY = timedelta(seconds=60)
 
 #: Our pure modules (pydantic models, constants): passed through the sandbox so they are imported
 #: once per worker, not once per workflow run. Listed one by one: Temporal matches passthrough
@@ -258,7 +254,6 @@ def build_worker(
     workflow_sandbox: WorkflowSandbox | None = None,
     deployment: WorkerDeployment | None = None,
     reconcile_every: timedelta | None = None,
-    trim_memory_every: timedelta | None = TRIM_MEMORY_EVERY,
 ) -> AgentWorker:
     """The workers that run agent workflows (on ``task_queue``) and their activities.
 
@@ -286,8 +281,6 @@ def build_worker(
     (`otherone.worker.reconciler`: closes the store's records of runs that ended in Temporal
     without storing their end); None or 0: not at all (`otherone worker` passes
     ``OTHERONE_RECONCILE_SECONDS``).
-    ``trim_memory_every``: give the heap's free pages back to the system that often
-    (`otherone.worker.memory`; None or 0: never).
     Raises `ConfigurationError` for roles that cannot work with these queues, slots below 1, or
     for an
     unknown ``OTHERONE_WORKFLOW_SANDBOX``.
@@ -307,9 +300,6 @@ def build_worker(
     if reconcile_every:
         every = reconcile_every
         housekeeping.append(lambda: reconcile_periodically(client, store, every))
-    if trim_memory_every:
-        trim_every = trim_memory_every
-        housekeeping.append(lambda: trim_memory_periodically(trim_every))
     return AgentWorker(
         [
             Worker(
