@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
 PACKAGES := otherone
 
-.PHONY: venv run-venv demo test lint fmt dev record-histories clean bench bench-serve bench-capacity profile
+.PHONY: venv run-venv demo test lint fmt dev record-histories clean bench bench-serve bench-capacity bench-waiting profile
 
 venv: $(STAMP)
 
@@ -65,12 +65,18 @@ bench: venv $(PEERS_STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.serve_latency
 	$(BIN)/python -m bench.capacity_cost
+	$(BIN)/python -m bench.waiting_runs
 	$(BIN)/python -m bench.prompt_cache
 
 # What the fleet's capacity permits add per model and tool call, paired on SQLite and
 # PostgreSQL, and their two store transactions alone (issue 42; ~2 min).
 bench-capacity: venv
 	$(BIN)/python -m bench.capacity_cost
+
+# 10,000 runs waiting for a person on one worker: its memory idle, peak, waiting and after,
+# and the time to wake them all (issue 46; ~20-40 min on 2 cores).
+bench-waiting: venv
+	$(BIN)/python -m bench.waiting_runs
 
 # `otherone serve`: stored delta -> SSE client latency on SQLite and PostgreSQL (~1 min).
 bench-serve: venv

@@ -6,6 +6,8 @@ its code for our runtime from rotting.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from bench.profile import StoreCalls, StoreStatements, ThreadHops, hop_line, sta
 from bench.report import Cell, paired_table, workload_rows
 from otherone.activities import store_calls as activity_store_calls
 from otherone.store import Store
+from tests.processes import REPO_ROOT
 
 
 def _positive(summary: dict[str, float]) -> bool:
@@ -246,3 +249,18 @@ async def test_the_prompt_cache_bench_bills_less_full_price_input_with_caching(
     assert prompt_cache.full_price_input(cached) == 0
     assert cached.cost is not None and uncached.cost is not None and cached.cost < uncached.cost
     assert "full-price input tokens" in prompt_cache.report(4, usages)
+
+
+def test_the_waiting_runs_bench_measures_a_worker_through_waits_and_wakes() -> None:
+    """`bench.waiting_runs` at 3 runs, in its own process (a real `otherone worker`)."""
+    finished = subprocess.run(
+        [sys.executable, "-m", "bench.waiting_runs", "--runs", "3"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    for row in ("worker RSS idle", "all of them waiting", "time to wake all"):
+        assert row in finished.stdout, finished.stdout
