@@ -5,6 +5,7 @@ again (a retried or re-run local activity): the hooks run at least once."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import JsonValue
@@ -18,6 +19,8 @@ from otherone.errors import FailureCode
 from otherone.hook_policy import stage_names
 from otherone.hooks import HookFailed, HookRefusal, RunView, run_stage
 from otherone.store.records import EVENT_KEY, event_key
+
+logger = logging.getLogger(__name__)
 
 
 def _view(ref: RunRef, metadata: dict[str, JsonValue]) -> RunView:
@@ -55,9 +58,13 @@ async def on_run_start(
 async def on_run_end(context: ActivityContext, input: FinishRunInput) -> list[dict[str, Any]]:
     """Run the hooks on the run's end; the events to store with it (a hook's error)."""
     ref = input.ref
-    if not ref.snapshot_version:
-        return []  # ended before it was prepared: no agent, no hooks
-    snapshot = await context.snapshot(ref.snapshot_version)
+    if not ref.snapshot_version or not context.config.hooks.names():
+        return []  # ended before it was prepared (no agent), or no hook is registered at all
+    try:
+        snapshot = await context.snapshot(ref.snapshot_version)
+    except Exception as error:  # a run's end is stored all the same: hooks never block it
+        logger.warning("run %s ended; its on_run_end hooks were skipped: %s", ref.run_id, error)
+        return []
     agent = snapshot.agents.get(ref.agent_id)
     names = stage_names(snapshot.policy.hooks, agent.hooks, "on_run_end") if agent else ()
     if not names:

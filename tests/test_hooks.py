@@ -5,6 +5,7 @@ by what a real HTTP server received; add metadata; refuse), before and after a t
 from __future__ import annotations
 
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,9 @@ from tests.hook_fixtures import (
 )
 from tests.providers import RecordingProvider
 
-SECRET = "sk-proj-abcdefghijklmnop0123456789"
+#: Random: a key the suite's redaction layer has never been given (tests before this one register
+#: their secrets process-wide, and a fixed key could share a 12-character piece with one).
+SECRET = f"sk-proj-{secrets.token_hex(16)}"
 EMAIL = "alice@example.com"
 HOOKS = [
     redact_pii,

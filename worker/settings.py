@@ -203,7 +203,9 @@ class Settings(BaseModel):
         description="Runs one worker keeps in memory between their workflow tasks (Temporal's "
         "sticky cache, least recently used first out; its default: 1000). A run waiting for a "
         "person stays cached until newer work pushes it out, so this, not the number of waiting "
-        "runs, bounds a worker's memory; 0 replays every workflow task.",
+        "runs, bounds a worker's memory. Keep it well above the runs active at once: below, "
+        "they push each other out mid-turn (each workflow task a replay, a local activity "
+        "cancelled with its run's eviction): 200 runs at once with 10 took minutes.",
     )
     # Task queues and roles (`otherone.worker.queues`): every worker of a deployment names the same
     # queues.
