@@ -100,11 +100,14 @@ class RunLimitOverrides(FrozenModel):
     max_tool_calls: PositiveCount | None = None
     max_agent_calls: PositiveCount | None = None
     max_handoffs: Annotated[int, Field(strict=True, ge=0, le=1000)] | None = None
-    max_context_transfer_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
-    max_result_bytes: Annotated[int, Field(gt=0, le=1024 * 1024)] | None = None
+    # strict, as in `RuntimeLimits`: "5", 5.0 and true (read as 1) are refused, not coerced.
+    max_context_transfer_bytes: Annotated[int, Field(strict=True, gt=0, le=1024 * 1024)] | None = (
+        None
+    )
+    max_result_bytes: Annotated[int, Field(strict=True, gt=0, le=1024 * 1024)] | None = None
     run_timeout: PositiveDuration | None = None
     root_timeout: PositiveDuration | None = None
-    token_budget: Annotated[int, Field(gt=0)] | None = None
+    token_budget: Annotated[int, Field(strict=True, gt=0)] | None = None
     cost_budget: Money | None = None
     max_output_bytes: Annotated[int, Field(strict=True, gt=0)] | None = None
 

@@ -62,6 +62,17 @@ def test_limits_must_be_positive_and_finite(field: str, value: Any) -> None:
     assert field in str(error.value)
 
 
+@pytest.mark.parametrize("field", ["token_budget", "max_context_transfer_bytes", "max_result_bytes"])
+@pytest.mark.parametrize("value", ["5", 5.0, True])
+def test_overrides_take_byte_and_token_counts_as_integers_only(field: str, value: Any) -> None:
+    """As `RuntimeLimits` does: a request's "5", 5.0 or true (read as 1) is refused, naming the
+    field, instead of quietly becoming a count."""
+    with pytest.raises(ValidationError) as error:
+        RunLimitOverrides.model_validate({field: value})
+    assert field in str(error.value)
+    RuntimeLimits.model_validate({field: 5})
+
+
 def test_overrides_can_only_tighten() -> None:
     limits = RuntimeLimits()
     tightened = limits.tightened(
