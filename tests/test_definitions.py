@@ -62,7 +62,9 @@ def test_limits_must_be_positive_and_finite(field: str, value: Any) -> None:
     assert field in str(error.value)
 
 
-@pytest.mark.parametrize("field", ["token_budget", "max_context_transfer_bytes", "max_result_bytes"])
+@pytest.mark.parametrize(
+    "field", ["token_budget", "max_context_transfer_bytes", "max_result_bytes"]
+)
 @pytest.mark.parametrize("value", ["5", 5.0, True])
 def test_overrides_take_byte_and_token_counts_as_integers_only(field: str, value: Any) -> None:
     """As `RuntimeLimits` does: a request's "5", 5.0 or true (read as 1) is refused, naming the
