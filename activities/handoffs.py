@@ -264,6 +264,7 @@ async def _summarise_session(
         input_tokens=summary.input_tokens or 0,
         output_tokens=summary.output_tokens or 0,
         cost=summary.cost or Decimal(0),
+        unpriced_calls=1 if summary.cost is None else 0,
     )
     await context.io(
         context.store.add_compaction,

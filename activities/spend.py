@@ -40,6 +40,7 @@ def turn_spend(
             cache_read_tokens=turn.cache_read_tokens or 0,
             cache_write_tokens=turn.cache_write_tokens or 0,
             cost=turn.cost or Decimal(0),
+            unpriced_calls=1 if turn.cost is None else 0,
         )
     ]
     if summary is not None:
@@ -52,6 +53,7 @@ def turn_spend(
                 input_tokens=summary.input_tokens or 0,
                 output_tokens=summary.output_tokens or 0,
                 cost=summary.cost or Decimal(0),
+                unpriced_calls=summary.calls if summary.cost is None else 0,
             )
         )
     return spent

@@ -30,7 +30,15 @@ class UsageRow(BaseModel):
     output_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
-    cost: str = Field(description="US dollars, an exact decimal (unpriced calls count 0).")
+    cost: str = Field(
+        description="US dollars, an exact decimal: what the priced calls cost (a lower bound "
+        "when `unpriced_calls` > 0)."
+    )
+    unpriced_calls: int = Field(
+        0,
+        description="Of `calls`, those of a model profile without prices (no `prices` and a "
+        "model the bundled table does not know): their cost is unknown, not in `cost`.",
+    )
 
 
 class Usage(BaseModel):

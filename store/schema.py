@@ -282,6 +282,9 @@ spend = Table(
     Column("cache_read_tokens", BigInteger, nullable=False),
     Column("cache_write_tokens", BigInteger, nullable=False),
     Column("cost_picos", BigInteger, nullable=False),
+    # Calls of a profile without prices (cost None, not 0): their cost is unknown, so a sum
+    # over them is a lower bound, and `otherone usage` says so (migration 0014).
+    Column("unpriced_calls", BigInteger, nullable=False, server_default="0"),
     PrimaryKeyConstraint(
         "partition_key", "day", "agent_id", "model_profile_id", name="pk_otherone_spend"
     ),

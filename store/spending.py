@@ -64,6 +64,8 @@ class CallSpend:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost: Decimal = Decimal(0)
+    #: Of ``calls``, those whose profile has no prices: their cost is unknown, not 0.
+    unpriced_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,13 @@ class UsageRow:
     cache_read_tokens: int
     cache_write_tokens: int
     cost: Decimal
+    #: Calls of unpriced profiles, not in ``cost`` (which is then a lower bound).
+    unpriced_calls: int = 0
+
+    @property
+    def cost_known(self) -> bool:
+        """Whether ``cost`` is what all the calls cost (none of them unpriced)."""
+        return self.unpriced_calls == 0
 
     def as_json(self) -> dict[str, str | int | None]:
         """The row as `otherone usage --json` and `GET /v1/usage` give it (the cost an exact
@@ -98,6 +107,7 @@ class UsageRow:
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "cost": plain_decimal(self.cost),
+            "unpriced_calls": self.unpriced_calls,
         }
 
 
@@ -158,6 +168,7 @@ class SpendStore:
             "cache_read_tokens": call.cache_read_tokens,
             "cache_write_tokens": call.cache_write_tokens,
             "cost_picos": to_picos(call.cost),
+            "unpriced_calls": call.unpriced_calls,
         }
         insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
         statement = insert(spend).values(values)
@@ -240,6 +251,7 @@ class SpendStore:
                 "cache_read_tokens",
                 "cache_write_tokens",
                 "cost_picos",
+                "unpriced_calls",
             )
         ]
         query = select(*keys, *sums)
@@ -269,4 +281,5 @@ def _usage_row(row: object) -> UsageRow:
         cache_read_tokens=int(values["cache_read_tokens"]),
         cache_write_tokens=int(values["cache_write_tokens"]),
         cost=to_dollars(int(values["cost_picos"])),
+        unpriced_calls=int(values["unpriced_calls"]),
     )

@@ -72,6 +72,7 @@ async def test_a_token_sees_only_its_partitions_usage(
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
         "cost": "0.0045",
+        "unpriced_calls": 0,
     }
     assert alice["rows"] == [row]
     assert alice["total"]["cost"] == "0.0045" and alice["total"]["calls"] == 1
@@ -88,6 +89,7 @@ async def test_a_token_sees_only_its_partitions_usage(
             "cache_read_tokens": 0,
             "cache_write_tokens": 0,
             "cost": "7",
+            "unpriced_calls": 0,
         }
     ]
     assert_problem(peeking, 422, "invalid_request", "partition")
@@ -112,6 +114,57 @@ async def test_without_tokens_the_operator_sees_every_partition(
     ]
     assert every["total"]["cost"] == "0.75" and every["total"]["cache_read_tokens"] == 9
     assert [row["partition_key"] for row in one["rows"]] == ["tenant-b"]
+
+
+async def test_calls_of_an_unpriced_profile_are_counted_apart_not_as_free(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """A profile without prices (a model the bundled table does not know) has calls whose cost
+    is unknown: the API counts them in `unpriced_calls`, and the CLI says "unpriced" (or how
+    many calls a cost leaves out) where a 0 would read as free."""
+    unpriced = ModelProfile.model_validate(
+        {
+            "id": "homegrown",
+            "provider": "scripted",
+            "model": "in-house-7b",
+            "script": {"asker": [{"text": "hi", "input_tokens": 50, "output_tokens": 5}]},
+        }
+    )
+    config = RuntimeConfig(agents=[AgentDefinition(id="asker", description="a")], models=[unpriced])
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        started = await api.http.post("/v1/runs", json={"entry_agent": "asker", "input": "hi"})
+        assert started.status_code == 201, started.text
+        assert (await result(api, started.json()["run_id"]))["outcome"] == "completed"
+        answer = (await api.http.get("/v1/usage?by=model")).json()
+    assert answer["rows"] == [
+        {
+            "model_profile_id": "homegrown",
+            "calls": 1,
+            "input_tokens": 50,
+            "output_tokens": 5,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "cost": "0",
+            "unpriced_calls": 1,
+        }
+    ]
+    env = cli_env("127.0.0.1:1", None, tmp_path)  # the same store: the run's call is in it
+    store = Store.open(env["OTHERONE_DATABASE_URL"])
+    try:
+        _spend(
+            store,
+            CallSpend("local", "asker", "homegrown", calls=2, unpriced_calls=2),
+            CallSpend("local", "boss", "dear", cost=Decimal("0.12")),
+            CallSpend("local", "boss", "homegrown", unpriced_calls=1),
+        )
+    finally:
+        store.close()
+    by_agent = await otherone("usage", "--by", "agent", env=env)
+    assert by_agent.code == 0, by_agent.describe()
+    lines = {line.split()[0]: line for line in by_agent.stdout.splitlines()[1:]}
+    assert lines["asker"].rstrip().endswith("unpriced"), by_agent.stdout
+    assert lines["boss"].rstrip().endswith("0.12 + 1 unpriced"), by_agent.stdout
+    assert lines["total"].rstrip().endswith("0.12 + 4 unpriced"), by_agent.stdout
 
 
 async def test_the_cli_prints_usage_and_sets_a_partitions_spend_limit(tmp_path: Path) -> None:

@@ -110,7 +110,17 @@ def _numbers(row: UsageRow) -> list[str]:
         row.cache_write_tokens,
         row.output_tokens,
     ]
-    return [*(str(count) for count in counts), plain_decimal(row.cost)]
+    return [*(str(count) for count in counts), _cost(row)]
+
+
+def _cost(row: UsageRow) -> str:
+    """The cost, saying when it is not the whole: calls of a profile without prices have an
+    unknown cost (a 0 there would read as free)."""
+    if row.cost_known:
+        return plain_decimal(row.cost)
+    if row.unpriced_calls == row.calls:
+        return "unpriced"
+    return f"{plain_decimal(row.cost)} + {row.unpriced_calls} unpriced"
 
 
 def _total(rows: list[UsageRow]) -> UsageRow:
@@ -125,6 +135,7 @@ def _total(rows: list[UsageRow]) -> UsageRow:
         cache_read_tokens=sum(row.cache_read_tokens for row in rows),
         cache_write_tokens=sum(row.cache_write_tokens for row in rows),
         cost=sum((row.cost for row in rows), Decimal(0)),
+        unpriced_calls=sum(row.unpriced_calls for row in rows),
     )
 
 
