@@ -5,26 +5,31 @@ answers with its tree's events as AG-UI Server-Sent Events (`otherone.api.agui`)
 How the input maps: ``threadId`` is the run's session (the conversation: the server keeps it, so
 only the thread's new user messages are read, the ones after its last other message);
 ``runId`` makes the start idempotent (the same thread and run id join the run already started:
-a client's retry does not start a second one). ``tools`` (tools the front end runs), ``state``,
-``context``, ``forwardedProps`` and ``resume`` have no counterpart here and are not read: the
-agent's tools are the server's, approvals are decided through ``/v1/runs/{id}/approvals``.
+a client's retry does not start a second one). ``context`` reaches the agent as a system message
+before the new user messages. A tree that comes to wait for a person ends the AG-UI run with an
+interrupt, and ``resume`` decides it (`otherone.api.agui_interrupts`); ``forwardedProps``
+``{"otherone": {"interrupts": false}}`` keeps the stream open instead (decisions then go
+through ``/v1/runs/{id}/approvals``). ``tools`` (tools the front end runs) and ``state`` have no
+counterpart here yet and are not read.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from ag_ui.core import RunAgentInput, UserMessage
+from ag_ui.core import BaseEvent, RunAgentInput, RunStartedEvent, UserMessage
 from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from temporalio.client import WorkflowExecutionStatus
 
+from otherone.api.agui_interrupts import WaitingCalls, decide_resumed
 from otherone.api.dependencies import Agents, Partition, api_runtime
 from otherone.api.problems import ApiError
-from otherone.api.streams import StreamFormat, TreeStream
+from otherone.api.streams import StreamFormat, TreeStream, sse_frame
 from otherone.client.agent_client import AgentClient
 from otherone.runs import AgentRunRequest, InputMessage, RuntimeContext
 
@@ -43,6 +48,8 @@ def tree_stream(
     after: int = 0,
     format: StreamFormat = "otherone",
     thread_id: str | None = None,
+    waiting: WaitingCalls | None = None,
+    sent_through: int = 0,
 ) -> TreeStream:
     """The event stream of the tree rooted at ``root``, for one client."""
     runtime = api_runtime(request)
@@ -61,6 +68,8 @@ def tree_stream(
         heartbeat_seconds=runtime.context.heartbeat_seconds,
         closing=runtime.closing,
         thread_id=thread_id,
+        waiting=waiting,
+        sent_through=sent_through,
     )
 
 
@@ -77,16 +86,54 @@ async def run_ag_ui(
     agents: Agents,
     partition: Partition,
 ) -> StreamingResponse:
-    """Start a run of ``agent_id`` from an AG-UI ``RunAgentInput``; its events as AG-UI SSE."""
+    """Start a run of ``agent_id`` from an AG-UI ``RunAgentInput`` (or, with ``resume``,
+    decide the interrupts of a waiting one); its events as AG-UI SSE."""
     given = _agent_input(body)
+    if given.resume:
+        resumed = await decide_resumed(agents, api_runtime(request).context.store, given.resume)
+        stream = tree_stream(
+            request,
+            agents,
+            resumed.root_run_id,
+            partition,
+            format="ag-ui",
+            thread_id=given.thread_id,
+            waiting=WaitingCalls(decided=resumed.decided),
+            sent_through=resumed.after,
+        )
+        # A new AG-UI run of the same tree: it opens as every AG-UI run does.
+        opening = RunStartedEvent(thread_id=given.thread_id, run_id=resumed.root_run_id)
+        return _streamed(_opened(opening, stream.frames()))
     run = _run_request(agent_id, given, partition)
     handle = await agents.start(run)
     stream = tree_stream(
-        request, agents, handle.run_id, partition, format="ag-ui", thread_id=given.thread_id
+        request,
+        agents,
+        handle.run_id,
+        partition,
+        format="ag-ui",
+        thread_id=given.thread_id,
+        waiting=WaitingCalls() if _interrupts_wanted(given) else None,
     )
-    return StreamingResponse(
-        stream.frames(), media_type="text/event-stream", headers=STREAM_HEADERS
-    )
+    return _streamed(stream.frames())
+
+
+def _streamed(frames: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(frames, media_type="text/event-stream", headers=STREAM_HEADERS)
+
+
+async def _opened(opening: BaseEvent, frames: AsyncIterator[str]) -> AsyncIterator[str]:
+    yield sse_frame(opening.model_dump_json(by_alias=True, exclude_none=True))
+    async for frame in frames:
+        yield frame
+
+
+def _interrupts_wanted(given: RunAgentInput) -> bool:
+    """Interrupts unless the client opts out (``forwardedProps.otherone.interrupts: false``):
+    a front end without interrupt support keeps the stream open while a person decides."""
+    props = given.forwarded_props
+    ours = props.get("otherone") if isinstance(props, dict) else None
+    return not (isinstance(ours, dict) and ours.get("interrupts") is False)
 
 
 def _agent_input(body: dict[str, Any]) -> RunAgentInput:
@@ -101,7 +148,7 @@ def _agent_input(body: dict[str, Any]) -> RunAgentInput:
 def _run_request(agent_id: str, given: RunAgentInput, partition: str | None) -> AgentRunRequest:
     fields: dict[str, Any] = {
         "entry_agent": agent_id,
-        "input": _new_user_messages(given),
+        "input": (*_context_messages(given), *_new_user_messages(given)),
         "session": {"session_id": given.thread_id},
         "idempotency_key": _idempotency_key(agent_id, given),
     }
@@ -114,6 +161,16 @@ def _run_request(agent_id: str, given: RunAgentInput, partition: str | None) -> 
         where = ".".join(str(part) for part in problem["loc"])
         field = {"session.session_id": "threadId", "entry_agent": "agent_id"}.get(where, where)
         raise ApiError(422, "invalid_request", f"{field}: {problem['msg']}", field=field) from None
+
+
+def _context_messages(given: RunAgentInput) -> tuple[InputMessage, ...]:
+    """AG-UI's ``context`` (what the front end knows: the page, the user's selection) as a
+    system message before the user's, so the model reads it with this turn."""
+    if not given.context:
+        return ()
+    lines = [f"- {item.description}: {item.value}" for item in given.context]
+    text = "Context from the application:\n" + "\n".join(lines)
+    return (InputMessage(role="system", content=text),)
 
 
 def _new_user_messages(given: RunAgentInput) -> tuple[InputMessage, ...]:

@@ -26,6 +26,7 @@ from typing import Literal
 from temporalio.service import RPCError
 
 from otherone.api.agui import stopped_without_end, to_ag_ui
+from otherone.api.agui_interrupts import WaitingCalls, interrupted
 from otherone.api.notify import EventNotifier
 from otherone.client.store_answers import answered
 from otherone.contracts import EventRecord
@@ -193,6 +194,12 @@ class TreeStream:
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     #: AG-UI's thread: the root's session (its conversation), else the root run id.
     thread_id: str | None = None
+    #: AG-UI runs (``POST /v1/ag-ui``): calls that wait for a person end the stream with an
+    #: interrupt (`otherone.api.agui_interrupts`); None: the stream waits with the run.
+    waiting: WaitingCalls | None = None
+    #: Events up to this sequence are read (for ``waiting``) but not sent: a resumed AG-UI
+    #: run's client has them.
+    sent_through: int = 0
 
     async def pending(self) -> list[EventRecord]:
         """Events after the cursor now (one read, not shared)."""
@@ -228,28 +235,62 @@ class TreeStream:
                     yield ": heartbeat (the store is unavailable; retrying)\n\n"
                     last_sent = time.monotonic()
                     continue
-                for record in batch:
-                    self.after = record.sequence
-                    for frame in frames_of(record, self.format, self.thread_id):
-                        yield frame
-                    if is_root_end(record):
-                        return
+                sent, ended = self._frames_of_batch(batch)
+                for frame in sent:
+                    yield frame
+                if ended:
+                    return
                 if batch:
                     last_sent = time.monotonic()
                 if more:
                     continue
+                interrupt = self._interrupt()
+                if interrupt is not None:
+                    yield interrupt
+                    return
                 if not batch:
                     wait = await self._wait(woken, last_sent)
-                    if wait == "stopped" and self.format == "ag-ui":
-                        ended = stopped_without_end(self.root_run_id)
-                        yield sse_frame(ended.model_dump_json(by_alias=True, exclude_none=True))
                     if wait in ("end", "stopped"):
+                        for frame in self._closing_frames(wait):
+                            yield frame
                         return
                     if wait == "quiet":  # no wake-up for a while: read the store anew
                         notifier.notify(self.root_run_id)
                 if time.monotonic() - last_sent >= self.heartbeat_seconds:
                     yield ": heartbeat\n\n"
                     last_sent = time.monotonic()
+
+    def _frames_of_batch(self, batch: list[EventRecord]) -> tuple[list[str], bool]:
+        """The frames of ``batch`` (moving the cursor), and whether the root ended in it."""
+        frames: list[str] = []
+        for record in batch:
+            self.after = record.sequence
+            if self.waiting is not None:
+                self.waiting.see(record)
+            if record.sequence <= self.sent_through:
+                continue
+            frames.extend(frames_of(record, self.format, self.thread_id))
+            if is_root_end(record):
+                return frames, True
+        return frames, False
+
+    def _closing_frames(self, wait: str) -> list[str]:
+        """What a stream sends last when it ends without its root's end: an AG-UI client
+        waits for a RUN_FINISHED or RUN_ERROR, so a root stopped from outside gets one."""
+        if wait != "stopped" or self.format != "ag-ui":
+            return []
+        ended = stopped_without_end(self.root_run_id)
+        return [sse_frame(ended.model_dump_json(by_alias=True, exclude_none=True))]
+
+    def _interrupt(self) -> str | None:
+        """An AG-UI run's last frame when calls wait for a person (read all there is first:
+        then every waiting call of the turn is known, a turn's requests being stored
+        together)."""
+        if self.waiting is None or not self.waiting.any:
+            return None
+        thread = self.thread_id or self.root_run_id
+        end = interrupted(thread, self.root_run_id, self.waiting, self.after)
+        return sse_frame(end.model_dump_json(by_alias=True, exclude_none=True))
 
     async def _wait(self, woken: asyncio.Event, last_sent: float) -> str:
         """Sleep until woken (``woken``), a heartbeat is due or the safety re-read
