@@ -60,9 +60,7 @@ def _config() -> Any:
         AgentDefinition(
             id="mailer", description="Sends notes", tools=AccessPolicy.allow("send_note")
         ),
-        AgentDefinition.model_validate(
-            {"id": "asker", "description": "Asks", "ask_human": True}
-        ),
+        AgentDefinition.model_validate({"id": "asker", "description": "Asks", "ask_human": True}),
         AgentDefinition(id="talker", description="Talks"),
     ]
     return scripted_config(SCRIPT, agents=agents, tools=[send_note])
@@ -110,9 +108,7 @@ async def test_approvals_end_the_ag_ui_run_and_resume_decides_them(
             ({"interruptId": "nonsense", "status": "resolved"}, "resume.0.interruptId"),
             ({"interruptId": note.id, "status": "resolved", "payload": {}}, "resume.0.payload"),
         ):
-            status, [problem] = await _post_ag_ui(
-                api, "mailer", _resume(thread, "r2", [entry])
-            )
+            status, [problem] = await _post_ag_ui(api, "mailer", _resume(thread, "r2", [entry]))
             assert (status, problem["field"]) == (422, field), problem
 
         # Approve one, deny the other: the stream goes on after what the first one sent.
