@@ -8,10 +8,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
+# The real AG-UI client (npm) that tests/test_agui_client.py drives; pinned by its lock file.
+JS_STAMP := tests/js/node_modules/.installed
 # Packages type-checked with mypy --strict (see [tool.mypy] in pyproject.toml).
 PACKAGES := otherone
 
-.PHONY: venv run-venv demo test lint fmt dev record-histories clean bench bench-serve bench-capacity bench-waiting profile
+.PHONY: venv js-deps run-venv demo test lint fmt dev record-histories clean bench bench-serve bench-capacity bench-waiting profile
 
 venv: $(STAMP)
 
@@ -27,10 +29,19 @@ $(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install -e '.[dev]'
 	touch $@
 
+js-deps:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory $(JS_STAMP); \
+	else echo "npm not found: the @ag-ui/client checks will be skipped"; fi
+
+$(JS_STAMP): tests/js/package.json tests/js/package-lock.json
+	npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+	touch $@
+
 demo: run-venv
 	$(BIN)/otherone demo
 
-test: venv
+# The JavaScript checks need npm; without it they are skipped locally (and fail in CI).
+test: venv js-deps
 	$(BIN)/python -m pytest -q
 	$(MAKE) --no-print-directory lint
 

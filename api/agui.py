@@ -58,7 +58,7 @@ from ag_ui.core import (
 
 from otherone.contracts import EventRecord
 
-__all__ = ["stopped_without_end", "to_ag_ui"]
+__all__ = ["stopped_without_end", "to_ag_ui", "tool_call_events"]
 
 
 def to_ag_ui(record: EventRecord, thread_id: str | None = None) -> list[BaseEvent]:
@@ -96,13 +96,13 @@ def to_ag_ui(record: EventRecord, thread_id: str | None = None) -> list[BaseEven
     if kind == "model_completed":
         return [TextMessageEndEvent(message_id=message_id, **sub)]
     if kind == "tool_started":
-        return _tool_started(record, body, sub)
+        return tool_call_events(record, body, sub)
     if kind == "tool_completed":
         error = body.get("error")
         return [_tool_result(record, body, f"error: {error}" if error else "ok", sub)]
     if kind == "tool_denied":
         content = f"{body.get('decision') or 'denied'}: {body.get('error')}"
-        return [*_tool_started(record, body, sub), _tool_result(record, body, content, sub)]
+        return [*tool_call_events(record, body, sub), _tool_result(record, body, content, sub)]
     return [CustomEvent(name=f"otherone.{kind}", value=body, **sub)]
 
 
@@ -132,9 +132,11 @@ def _in_run(run_id: str, root_run_id: str, call_id: str) -> str:
     return call_id if run_id == root_run_id else f"{run_id}#{call_id}"
 
 
-def _tool_started(
+def tool_call_events(
     record: EventRecord, body: dict[str, Any], sub: dict[str, str]
 ) -> list[BaseEvent]:
+    """A call as the model made it (``body``: ``tool_call_id``, ``tool_name``, ``arguments``):
+    TOOL_CALL_START, _ARGS and _END."""
     call_id = _tool_call_id(record, body)
     arguments = body.get("arguments")
     if arguments is not None and not isinstance(arguments, str):

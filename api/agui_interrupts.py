@@ -25,12 +25,14 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from ag_ui.core import (
+    BaseEvent,
     Interrupt,
     ResumeEntry,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
 )
 
+from otherone.api.agui import tool_call_events
 from otherone.api.problems import ApiError
 from otherone.client.agent_client import AgentClient
 from otherone.client.store_answers import answered
@@ -94,15 +96,29 @@ class WaitingCalls:
 
 def interrupted(
     thread_id: str, root_run_id: str, calls: WaitingCalls, after: int
-) -> RunFinishedEvent:
+) -> list[BaseEvent]:
     """The AG-UI run's end while ``calls`` wait, the stream having sent events up to
-    ``after``."""
+    ``after``: first each waiting call as the model made it (its TOOL_CALL_START, _ARGS,
+    _END: the client then holds the call an interrupt is about; when it runs, its start is sent
+    again, which AG-UI clients take as the same call), then RUN_FINISHED with the interrupts."""
+    events: list[BaseEvent] = []
+    for record in calls.waiting.values():
+        call = {
+            "tool_call_id": record.event.get("call_id"),
+            "tool_name": record.event.get("tool_name"),
+            "arguments": record.event.get("arguments"),
+        }
+        sub = {} if record.run_id == root_run_id else {"subagent_run_id": record.run_id}
+        events += tool_call_events(record, call, sub)
     interrupts = [_interrupt(record, root_run_id, after) for record in calls.waiting.values()]
-    return RunFinishedEvent(
-        thread_id=thread_id,
-        run_id=root_run_id,
-        outcome=RunFinishedInterruptOutcome(interrupts=interrupts),
+    events.append(
+        RunFinishedEvent(
+            thread_id=thread_id,
+            run_id=root_run_id,
+            outcome=RunFinishedInterruptOutcome(interrupts=interrupts),
+        )
     )
+    return events
 
 
 def _interrupt(record: EventRecord, root_run_id: str, after: int) -> Interrupt:

@@ -289,8 +289,10 @@ class TreeStream:
         if self.waiting is None or not self.waiting.any:
             return None
         thread = self.thread_id or self.root_run_id
-        end = interrupted(thread, self.root_run_id, self.waiting, self.after)
-        return sse_frame(end.model_dump_json(by_alias=True, exclude_none=True))
+        events = interrupted(thread, self.root_run_id, self.waiting, self.after)
+        return "".join(
+            sse_frame(event.model_dump_json(by_alias=True, exclude_none=True)) for event in events
+        )
 
     async def _wait(self, woken: asyncio.Event, last_sent: float) -> str:
         """Sleep until woken (``woken``), a heartbeat is due or the safety re-read
