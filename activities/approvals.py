@@ -75,13 +75,31 @@ def approval_needs(
     calls: tuple[ToolCallSpec, ...],
     *,
     root: bool = True,
+    client_tools: frozenset[str] = frozenset(),
 ) -> tuple[ApprovalNeed, ...]:
     """The calls of a turn that wait for a person (``tools``: the specs this worker has;
-    ``root``: the run is a root, the only kind that hands off)."""
+    ``root``: the run is a root, the only kind that hands off), and those of the client's own
+    tools (``client_tools``), which wait for the client's result."""
     allowed = set(snapshot.tool_names_for(agent))
     handoff = root and bool(snapshot.handoff_targets(agent))
-    needs = (_need(snapshot, agent, tools, call, allowed, handoff) for call in calls)
+    needs = (
+        _client_need(snapshot, agent, call)
+        if call.name in client_tools and call.name not in allowed
+        else _need(snapshot, agent, tools, call, allowed, handoff)
+        for call in calls
+    )
     return tuple(need for need in needs if need is not None)
+
+
+def _client_need(
+    snapshot: RuntimeSnapshot, agent: AgentDefinition, call: ToolCallSpec
+) -> ApprovalNeed:
+    """A client tool's call waits for the client's result, under the rules of ``human.ask``
+    (its timeout: a front end gone for good does not hold the run for ever)."""
+    rule = _first(agent.approval, [HUMAN_ASK_TOOL]) or _first(
+        snapshot.policy.approval, [HUMAN_ASK_TOOL]
+    )
+    return _from_rule(call, rule or ApprovalRule(), kind="client_tool")
 
 
 def _need(
@@ -197,14 +215,25 @@ def requested_events(turn: ModelTurn) -> list[dict[str, Any]]:
     ]
 
 
-async def with_approvals(context: ActivityContext, ref: RunRef, turn: ModelTurn) -> ModelTurn:
-    """The turn with the calls that wait for a person, recorded as `approval_requested`."""
+async def with_approvals(
+    context: ActivityContext,
+    ref: RunRef,
+    turn: ModelTurn,
+    client_tools: frozenset[str] = frozenset(),
+) -> ModelTurn:
+    """The turn with the calls that wait for a person (or, ``client_tools``, for the client
+    that runs them), recorded as `approval_requested`."""
     if not turn.tool_calls:
         return turn
     snapshot = await context.snapshot(ref.snapshot_version)
     agent = snapshot.agent(ref.agent_id)
     needs = approval_needs(
-        snapshot, agent, context.config.tools, turn.tool_calls, root=ref.depth == 0
+        snapshot,
+        agent,
+        context.config.tools,
+        turn.tool_calls,
+        root=ref.depth == 0,
+        client_tools=client_tools,
     )
     if not needs:
         return turn

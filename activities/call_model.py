@@ -53,6 +53,7 @@ from otherone.activities.shared import ActivityContext, failure, pending_rows, t
 from otherone.activities.spawn_tools import spawn_tool_definitions
 from otherone.activities.spend import check_spend_limit, turn_spend
 from otherone.activities.store_calls import brief_write, heartbeating
+from otherone.client_tools import client_tool_definitions
 from otherone.config import RuntimeSnapshot
 from otherone.contracts import ModelCallInput, ModelTurn, RunRef
 from otherone.contracts.turns import SAID_EXCERPT_CHARS
@@ -111,7 +112,9 @@ async def _call_model(
     if done is not None:
         # A retry after the turn was already stored: never call the model twice.
         done = _with_summary_usage(done, summarised)
-        done = await with_approvals(context, ref, _with_output(done, input))
+        done = await with_approvals(
+            context, ref, _with_output(done, input), client_tool_names(input)
+        )
         return await _returnable(context, done, input)
     summary = latest.summary if latest is not None else None
     # An earlier attempt's worker died mid-call: its `model_started` gets its end first.
@@ -132,7 +135,7 @@ async def _call_model(
     async with capacity.holding(context, claim) as used:
         turn = await _answer(context, input, events, snapshot, rows, summary, summarised)
         used.append(_tokens_used(turn))
-    turn = await with_approvals(context, ref, _with_output(turn, input))
+    turn = await with_approvals(context, ref, _with_output(turn, input), client_tool_names(input))
     return await _returnable(context, turn, input)
 
 
@@ -164,6 +167,8 @@ async def _answer(
     tools = _offered_tools(
         snapshot, agent, context.memory_tools, handoffs=may_hand_off, run_model=run_model
     )
+    taken = {str(tool["function"]["name"]) for tool in tools}
+    tools += client_tool_definitions(input.client_tools, taken)
     request = ModelRequest(
         profile=profile,
         agent_id=agent.id,
@@ -305,6 +310,11 @@ def _offered_tools(
     if snapshot.may_spawn(agent):
         tools += spawn_tool_definitions(reachable, choices)
     return tools
+
+
+def client_tool_names(input: ModelCallInput) -> frozenset[str]:
+    """The client tools a call of this turn may name (`otherone.client_tools`)."""
+    return frozenset(tool.name for tool in input.client_tools)
 
 
 def _turn_attempt(input: ModelCallInput) -> int:

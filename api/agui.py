@@ -98,6 +98,8 @@ def to_ag_ui(record: EventRecord, thread_id: str | None = None) -> list[BaseEven
     if kind == "tool_started":
         return tool_call_events(record, body, sub)
     if kind == "tool_completed":
+        if body.get("ran_in_client"):  # its result is the client's own tool message
+            return []
         error = body.get("error")
         return [_tool_result(record, body, f"error: {error}" if error else "ok", sub)]
     if kind == "tool_denied":

@@ -30,6 +30,7 @@ from ag_ui.core import (
     ResumeEntry,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
 )
 
 from otherone.api.agui import tool_call_events
@@ -43,6 +44,7 @@ from otherone.errors import (
     ApprovalNotFoundError,
     RunNotActiveError,
 )
+from otherone.partitions import DEFAULT_PARTITION
 from otherone.store import Store
 
 __all__ = ["Resumed", "WaitingCalls", "decide_resumed", "interrupted"]
@@ -99,8 +101,9 @@ def interrupted(
 ) -> list[BaseEvent]:
     """The AG-UI run's end while ``calls`` wait, the stream having sent events up to
     ``after``: first each waiting call as the model made it (its TOOL_CALL_START, _ARGS,
-    _END: the client then holds the call an interrupt is about; when it runs, its start is sent
-    again, which AG-UI clients take as the same call), then RUN_FINISHED with the interrupts."""
+    _END: the client then holds the call; when it runs, its start is sent again, which AG-UI
+    clients take as the same call), then RUN_FINISHED: with the interrupts when a person is
+    asked, else (only client tools wait) a success naming the calls the client is to run."""
     events: list[BaseEvent] = []
     for record in calls.waiting.values():
         call = {
@@ -110,21 +113,27 @@ def interrupted(
         }
         sub = {} if record.run_id == root_run_id else {"subagent_run_id": record.run_id}
         events += tool_call_events(record, call, sub)
-    interrupts = [_interrupt(record, root_run_id, after) for record in calls.waiting.values()]
-    events.append(
-        RunFinishedEvent(
-            thread_id=thread_id,
-            run_id=root_run_id,
-            outcome=RunFinishedInterruptOutcome(interrupts=interrupts),
-        )
-    )
+    asked = [record for record in calls.waiting.values() if _kind(record) != "client_tool"]
+    outcome: RunFinishedInterruptOutcome | RunFinishedSuccessOutcome
+    if asked:
+        interrupts = [_interrupt(record, root_run_id, after) for record in asked]
+        outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
+    else:
+        pending = [str(record.event.get("call_id")) for record in calls.waiting.values()]
+        outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
+    events.append(RunFinishedEvent(thread_id=thread_id, run_id=root_run_id, outcome=outcome))
     return events
+
+
+def _kind(record: EventRecord) -> str:
+    kind = record.event.get("kind")
+    return kind if kind in ("question", "client_tool") else "approval"
 
 
 def _interrupt(record: EventRecord, root_run_id: str, after: int) -> Interrupt:
     body = record.event
     call_id = str(body["call_id"])
-    kind = "question" if body.get("kind") == "question" else "approval"
+    kind = _kind(record)
     tool = str(body.get("tool_name") or "")
     message = (
         str(body.get("question") or "")
@@ -282,3 +291,73 @@ def _text(payload: Any, key: str) -> str | None:
 
 def _bad_payload(where: str, detail: str) -> ApiError:
     return ApiError(422, "invalid_request", f"{where}.payload: {detail}", field=f"{where}.payload")
+
+
+async def answer_client_tools(
+    agents: AgentClient, store: Store, thread_id: str, results: Sequence[tuple[str, str]]
+) -> Resumed:
+    """Send the client's results (``(tool call id, content)``) of the client tools the
+    thread's run waits on; the stream then goes on after their calls. A retried request is
+    harmless, as for `decide_resumed`."""
+    partition = agents.partition_key or DEFAULT_PARTITION
+    root = await answered(store.session_holder, partition, thread_id)
+    if root is None:  # the lease lapsed while the run waited: ask Temporal who waits
+        root = await _waiting_root(agents, store, thread_id, {call for call, _ in results})
+    if root is None:
+        raise ApiError(
+            409,
+            "run_not_active",
+            f"messages: no run of thread '{thread_id}' waits for these tool results",
+            field="messages",
+        )
+    for call_id, content in results:
+        decide = _answer_with(content)
+        try:
+            await decide.send(agents, root, call_id)
+        except (RunNotActiveError, ApprovalNotFoundError, ApprovalConflictError) as refused:
+            if isinstance(refused, ApprovalNotAllowedError):
+                raise
+            done = await answered(_decided_in, store, agents.partition_key, root, call_id, decide)
+            if done is None:
+                raise
+    after = await answered(_requested_at, store, agents.partition_key, root, results)
+    return Resumed(
+        root_run_id=root, after=after, decided=frozenset((root, call) for call, _ in results)
+    )
+
+
+def _answer_with(text: str) -> _Decide:
+    # An answer must have text: a tool that returned nothing says so.
+    said = text if text.strip() else "(the tool returned nothing)"
+    return _Decide(lambda agents, run, call: agents.answer(run, call, said), "answered")
+
+
+async def _waiting_root(
+    agents: AgentClient, store: Store, thread_id: str, calls: set[str]
+) -> str | None:
+    for request in await agents.pending_approvals():
+        if request.kind != "client_tool" or request.call_id not in calls:
+            continue
+        record = await answered(store.find_run_record, request.root_run_id, agents.partition_key)
+        if record is not None and record.session_id == thread_id:
+            return request.root_run_id
+    return None
+
+
+def _requested_at(
+    store: Store, partition_key: str | None, root: str, results: Sequence[tuple[str, str]]
+) -> int:
+    """The sequence of the last of the calls' `approval_requested`: the interrupted stream
+    sent it, and what came with it (all there was; a few events more sent again are taken by
+    AG-UI clients as the same messages)."""
+    calls = {call for call, _ in results}
+    found = 0
+    for event in store.read_events(root, limit=10_000, partition_key=partition_key):
+        body = event.event
+        if (
+            event.run_id == root
+            and body.get("type") == "approval_requested"
+            and body.get("call_id") in calls
+        ):
+            found = event.sequence
+    return found

@@ -9,8 +9,10 @@ a client's retry does not start a second one). ``context`` reaches the agent as 
 before the new user messages. A tree that comes to wait for a person ends the AG-UI run with an
 interrupt, and ``resume`` decides it (`otherone.api.agui_interrupts`); ``forwardedProps``
 ``{"otherone": {"interrupts": false}}`` keeps the stream open instead (decisions then go
-through ``/v1/runs/{id}/approvals``). ``tools`` (tools the front end runs) and ``state`` have no
-counterpart here yet and are not read.
+through ``/v1/runs/{id}/approvals``). ``tools`` (tools the front end runs) are offered to the
+model (`otherone.client_tools`): a call to one ends the AG-UI run naming it pending, and the
+client's next request, ending with the tool's result, continues the run. ``state`` has no
+counterpart here yet and is not read.
 """
 
 from __future__ import annotations
@@ -19,14 +21,21 @@ import hashlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from ag_ui.core import BaseEvent, RunAgentInput, RunStartedEvent, UserMessage
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    RunAgentInput,
+    RunStartedEvent,
+    ToolMessage,
+    UserMessage,
+)
 from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 from temporalio.client import WorkflowExecutionStatus
 
-from otherone.api.agui_interrupts import WaitingCalls, decide_resumed
+from otherone.api.agui_interrupts import WaitingCalls, answer_client_tools, decide_resumed
 from otherone.api.dependencies import Agents, Partition, api_runtime
 from otherone.api.problems import ApiError
 from otherone.api.streams import StreamFormat, TreeStream, sse_frame
@@ -89,8 +98,13 @@ async def run_ag_ui(
     """Start a run of ``agent_id`` from an AG-UI ``RunAgentInput`` (or, with ``resume``,
     decide the interrupts of a waiting one); its events as AG-UI SSE."""
     given = _agent_input(body)
-    if given.resume:
-        resumed = await decide_resumed(agents, api_runtime(request).context.store, given.resume)
+    store = api_runtime(request).context.store
+    results = _client_results(given)
+    if given.resume or results:
+        if given.resume:
+            resumed = await decide_resumed(agents, store, given.resume)
+        else:
+            resumed = await answer_client_tools(agents, store, given.thread_id, results)
         stream = tree_stream(
             request,
             agents,
@@ -152,6 +166,13 @@ def _run_request(agent_id: str, given: RunAgentInput, partition: str | None) -> 
         "session": {"session_id": given.thread_id},
         "idempotency_key": _idempotency_key(agent_id, given),
     }
+    if given.tools:
+        fields["client_tools"] = [
+            {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+            if tool.parameters is not None
+            else {"name": tool.name, "description": tool.description}
+            for tool in given.tools
+        ]
     if partition is not None:
         fields["runtime_context"] = RuntimeContext(partition_key=partition)
     try:
@@ -160,7 +181,25 @@ def _run_request(agent_id: str, given: RunAgentInput, partition: str | None) -> 
         problem = error.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
         field = {"session.session_id": "threadId", "entry_agent": "agent_id"}.get(where, where)
+        field = field.replace("client_tools", "tools", 1)
         raise ApiError(422, "invalid_request", f"{field}: {problem['msg']}", field=field) from None
+
+
+def _client_results(given: RunAgentInput) -> list[tuple[str, str]]:
+    """The results of the client's own tools the thread ends with (its tool messages after
+    the last assistant message, as a front end sends them after running its tools), as (tool
+    call id, content); none when the thread ends with a user message."""
+    results: list[tuple[str, str]] = []
+    for message in reversed(given.messages):
+        if isinstance(message, ToolMessage):
+            content = message.content if isinstance(message.content, str) else ""
+            text = f"error: {message.error}" if message.error else content
+            results.insert(0, (message.tool_call_id, text))
+        elif isinstance(message, AssistantMessage) or results:
+            break
+        else:
+            return []  # a user's message last: a new turn
+    return results
 
 
 def _context_messages(given: RunAgentInput) -> tuple[InputMessage, ...]:

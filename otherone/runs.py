@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from otherone.client_tools import ClientTool, check_client_tools
 from otherone.errors import FailureCode
 from otherone.partitions import DEFAULT_PARTITION as DEFAULT_PARTITION
 from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
@@ -226,6 +227,14 @@ class AgentRunRequest(_Model):
     #: The model profile the entry agent runs on, among those it allows (its own and its
     #: ``models``); None: its own. Another is refused (`invalid_request`).
     model: ModelProfileId | None = None
+    #: Tools the client runs itself (a front end's: AG-UI's ``tools``), offered to the entry
+    #: agent beside its own; a call waits for the client's result (`otherone.client_tools`).
+    client_tools: tuple[ClientTool, ...] | None = None
+
+    @field_validator("client_tools")
+    @classmethod
+    def _client_tools_fit(cls, value: tuple[ClientTool, ...] | None) -> Any:
+        return None if value is None else check_client_tools(value)
 
     @field_validator("input")
     @classmethod
@@ -259,7 +268,7 @@ class AgentRunRequest(_Model):
 
 
 #: `AgentRunRequest` fields added after runs were started by key (see `fingerprint`).
-_LATER_FIELDS = ("result_contract", "output_retries", "model")
+_LATER_FIELDS = ("result_contract", "output_retries", "model", "client_tools")
 
 
 class AgentCallRequest(_Model):

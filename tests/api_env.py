@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
+from otherone.activities.providers.base import ModelProvider
 from otherone.api import ApiContext, ApiServer, ApiToken
 from otherone.config import RuntimeConfig
 from otherone.store import Store
@@ -39,8 +40,11 @@ async def api_env(
     store: Store | None = None,
     ui_url: str | None = "http://localhost:8233",
     cors_origins: tuple[str, ...] = (),
+    providers: Mapping[str, ModelProvider] | None = None,
 ) -> AsyncIterator[ApiEnv]:
-    async with agent_env(client, task_queue, config, tmp_path, store=store) as env:
+    async with agent_env(
+        client, task_queue, config, tmp_path, store=store, providers=providers
+    ) as env:
         context = ApiContext(
             temporal=client,
             store=env.store,

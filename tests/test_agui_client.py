@@ -1,7 +1,8 @@
 """The real AG-UI client (`@ag-ui/client` from npm, `HttpAgent`, on Node) against
 ``POST /v1/ag-ui/{agent}``: a run whose tool waits for approval ends with the client holding
 two pending interrupts; the client resumes them all (as it requires) and ends with the tool
-results and the final answer in its messages. npm's package is pinned by tests/js's lock file
+results and the final answer in its messages; and a front-end tool the app declares, runs and
+answers with its tool message, after which the run goes on. npm's package is pinned by tests/js's lock file
 (`make js-deps`); without Node it is skipped locally, and fails in CI."""
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from otherone.definitions import AgentDefinition
 from tests.api_env import api_env
+from tests.harness import scripted_config
 from tests.store_fixtures import running_in_ci
+from tests.test_agui_client_tools import SCRIPT as CLIENT_TOOL_SCRIPT
 from tests.test_agui_interrupts import _config
 
 pytestmark = pytest.mark.timeout(120)
 SCRIPT = Path(__file__).parent / "js" / "agui_interrupts.mjs"
+CLIENT_TOOL_DRIVER = Path(__file__).parent / "js" / "agui_client_tools.mjs"
 
 
 def _node() -> str:
@@ -35,13 +40,15 @@ def _node() -> str:
     return node
 
 
-async def _drive(node: str, url: str, thread: str, decision: str) -> dict[str, dict[str, Any]]:
+async def _drive(
+    node: str, url: str, thread: str, *arguments: str, script: Path = SCRIPT
+) -> dict[str, dict[str, Any]]:
     process = await asyncio.create_subprocess_exec(
         node,
-        str(SCRIPT),
+        str(script),
         url,
         thread,
-        decision,
+        *arguments,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -75,3 +82,24 @@ async def test_the_ag_ui_client_resumes_the_interrupts_of_an_approval(
         "toolCalls": [],
         "toolCallId": None,
     }
+
+
+async def test_the_ag_ui_client_runs_a_front_end_tool_and_the_run_goes_on(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    node = _node()
+    config = scripted_config(
+        CLIENT_TOOL_SCRIPT, agents=[AgentDefinition(id="painter", description="Paints")]
+    )
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        thread = f"js-{uuid.uuid4().hex[:8]}"
+        runs = await _drive(node, f"{api.url}/v1/ag-ui/painter", thread, script=CLIENT_TOOL_DRIVER)
+    first, second = runs["first"], runs["second"]
+    assert first["pending"] == ["t1"]
+    [call] = [c for m in first["messages"] for c in m["toolCalls"]]
+    assert call["name"] == "setTheme" and json.loads(call["arguments"]) == {"color": "green"}
+    assert second["pending"] == []
+    assert [m["content"] for m in second["messages"] if m["role"] == "tool"] == [
+        "theme is now green"
+    ]
+    assert second["messages"][-1]["content"] == "Theme set to green."

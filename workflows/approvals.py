@@ -155,10 +155,11 @@ class ApprovalGate:
                 type=APPROVAL_NOT_ALLOWED,
                 non_retryable=True,
             )
-        expected = "answer" if request.kind == "question" else None
+        expected = "answer" if request.kind in ("question", "client_tool") else None
         if expected == "answer" and decision.decision == "approve":
+            wanted = "asks a question" if request.kind == "question" else "runs in the client"
             raise ApplicationError(
-                f"call '{decision.call_id}' asks a question: answer it (or deny it)",
+                f"call '{decision.call_id}' {wanted}: answer it (or deny it)",
                 type=INVALID_ARGUMENTS,
                 non_retryable=True,
             )
@@ -233,7 +234,7 @@ def denied_entry(call: ToolCallSpec, request: ApprovalRequest) -> PendingEntry:
     if outcome.decision == "timed_out":
         body = {
             "status": "timed_out",
-            "error": UNANSWERED_ERROR if request.kind == "question" else UNAPPROVED_ERROR,
+            "error": UNAPPROVED_ERROR if request.kind == "approval" else UNANSWERED_ERROR,
         }
     else:
         body = {
@@ -252,14 +253,19 @@ def denied_entry(call: ToolCallSpec, request: ApprovalRequest) -> PendingEntry:
 
 
 def answer_entry(call: ToolCallSpec, request: ApprovalRequest) -> PendingEntry:
-    """A `human.ask` answer as the tool result."""
+    """A `human.ask` answer as the tool result; a client tool's result as the client wrote
+    it (it ran the tool: its answer is the result, not a person's words about it)."""
     outcome = request.decision
     assert outcome is not None
-    body = {"answer": outcome.text or "", "answered_by": outcome.decided_by}
+    if request.kind == "client_tool":
+        content = outcome.text or ""
+    else:
+        body = {"answer": outcome.text or "", "answered_by": outcome.decided_by}
+        content = json.dumps(body, ensure_ascii=False)
     return PendingEntry(
         key="",
         role="tool",
-        content=json.dumps(body, ensure_ascii=False),
+        content=content,
         tool_call_id=call.id,
         tool_name=call.name,
     )

@@ -80,6 +80,8 @@ async def call_model(
             waited_ms=waited_ms,
             attempt_offset=attempt_offset,
             fallback_from=fallback_from,
+            # A front end's tools are the root's: children do not talk to it.
+            client_tools=(run.request.client_tools or ()) if run.depth == 0 else (),
         ),
         result_type=ModelTurn,
         task_queue=plan.model_task_queue,  # None: this workflow's own queue

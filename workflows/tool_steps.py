@@ -19,6 +19,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import JsonValue
+
     from otherone.config import AGENT_CALL_TOOL
     from otherone.contracts import (
         ACTIVITY_RECORD_DECISION,
@@ -372,6 +374,15 @@ class ToolSteps:
         # ended before (one end, the one the session holds).
         return self._handoffs.decide(self._plan, key, call, self._iteration)
 
+    def _marked(
+        self, call: ToolCallSpec, events: list[dict[str, JsonValue]]
+    ) -> list[dict[str, JsonValue]]:
+        """A client tool's events say it ran in the client (whose result message the client
+        has: an AG-UI stream sends no second one)."""
+        if call.id not in self._gated or self._gate.request(call.id).kind != "client_tool":
+            return events
+        return [{**event, "ran_in_client": True} for event in events]
+
     def entries(
         self, calls: tuple[ToolCallSpec, ...], steps: list[ToolStep]
     ) -> tuple[list[PendingEntry], Ending | None]:
@@ -393,7 +404,7 @@ class ToolSteps:
                 # Refused or not run, a handoff, a person's answer to `human.ask`: no activity
                 # announced it (agent calls and spawn tools announce theirs as they run).
                 if step.error_kind is not None or call.id not in self.answered:
-                    self._decided.add(*refused_tool_events(call, step))
+                    self._decided.add(*self._marked(call, refused_tool_events(call, step)))
             else:
                 ending = ending or _run_ending(call, step)
                 ran, _ = self.arrived.get(call.id, (call, step))

@@ -15,7 +15,7 @@ class ApprovalNeed(_Contract):
     """One tool call of a turn that waits for a person: an approval, or a `human.ask` question."""
 
     call_id: str
-    kind: Literal["approval", "question"] = "approval"
+    kind: Literal["approval", "question", "client_tool"] = "approval"
     #: The question of a `human.ask` call.
     question: str | None = None
     approvers: tuple[str, ...] = ()
@@ -46,7 +46,7 @@ class ApprovalRequest(_Contract):
     call_id: str
     tool_name: str
     arguments: str
-    kind: Literal["approval", "question"] = "approval"
+    kind: Literal["approval", "question", "client_tool"] = "approval"
     question: str | None = None
     approvers: tuple[str, ...] = ()
     requested_at: datetime

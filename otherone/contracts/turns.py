@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from otherone.client_tools import ClientTool
 from otherone.contracts.approvals import ApprovalNeed
 from otherone.contracts.refs import RunRef, _Contract, resolved_ref
 from otherone.run_types import Money
@@ -92,6 +93,9 @@ class ModelCallInput(_Contract):
     attempt_offset: int = 0
     #: The turn's first profile (the run's model) when this call is its fallback.
     fallback_from: str | None = None
+    #: Tools the client runs (a root's `AgentRunRequest.client_tools`): offered to the model,
+    #: and a call to one waits for the client's result.
+    client_tools: tuple[ClientTool, ...] = ()
 
     @property
     def run_ref(self) -> RunRef:
