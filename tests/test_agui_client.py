@@ -2,8 +2,8 @@
 ``POST /v1/ag-ui/{agent}``: a run whose tool waits for approval ends with the client holding
 two pending interrupts; the client resumes them all (as it requires) and ends with the tool
 results and the final answer in its messages; and a front-end tool the app declares, runs and
-answers with its tool message, after which the run goes on. npm's package is pinned by tests/js's lock file
-(`make js-deps`); without Node it is skipped locally, and fails in CI."""
+answers with its tool message, after which the run goes on. npm's package is pinned by
+tests/js's lock file (`make js-deps`); without Node it is skipped locally, and fails in CI."""
 
 from __future__ import annotations
 
