@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from otherone.activities import capacity
 from otherone.activities.approvals import human_tools, with_approvals
+from otherone.activities.sleep_tools import sleep_tools
 from otherone.activities.artifacts import needs_offload, offload_turn
 from otherone.activities.compact_context import Summary, compact_context, stored_summary
 from otherone.activities.context import (
@@ -294,6 +295,7 @@ def _offered_tools(
     names = snapshot.tool_names_for(agent)
     tools = tool_definitions(snapshot, names) + memory_tools.definitions(names)
     tools += human_tools(agent)
+    tools += sleep_tools(snapshot, agent)
     reachable = snapshot.reachable_agents(agent)
     choices = model_choices(snapshot, reachable, run_model or snapshot.default_model)
     if reachable:
