@@ -22,14 +22,13 @@ from typing import Any
 
 from temporalio import activity
 
-from otherone.activities import approvals, guardrails, handoffs
+from otherone.activities import approvals, guardrails, handoffs, sleep_tools
 from otherone.activities import call_model as model
 from otherone.activities import describe_runs as described
 from otherone.activities import finish_run as finish
 from otherone.activities import prepare_call as agent_call
 from otherone.activities import prepare_run as prepare
 from otherone.activities import run_tool as tool
-from otherone.activities import sleep_tools
 from otherone.activities.shared import ActivityContext
 from otherone.activities.store_calls import heartbeating
 from otherone.contracts import (

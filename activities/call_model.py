@@ -23,7 +23,6 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from otherone.activities import capacity
 from otherone.activities.approvals import human_tools, with_approvals
-from otherone.activities.sleep_tools import sleep_tools
 from otherone.activities.artifacts import needs_offload, offload_turn
 from otherone.activities.compact_context import Summary, compact_context, stored_summary
 from otherone.activities.context import (
@@ -51,6 +50,7 @@ from otherone.activities.providers.base import (
     ProviderError,
 )
 from otherone.activities.shared import ActivityContext, failure, pending_rows, tool_result_ids
+from otherone.activities.sleep_tools import sleep_tools
 from otherone.activities.spawn_tools import spawn_tool_definitions
 from otherone.activities.spend import check_spend_limit, turn_spend
 from otherone.activities.store_calls import brief_write, heartbeating
