@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import signal
 from datetime import UTC, datetime, timedelta
@@ -10,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, RunHandle, build_request
+from otherone.client.watch import WatchState, render_tree
 from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.errors import ConfigurationError
 from otherone.run_types import RunLimitOverrides
@@ -91,6 +94,13 @@ async def test_a_week_long_sleep_is_woken_by_a_message(
         assert "**sleeping** until" in str(metadata)  # the Web UI's "current details"
         [started] = events(env.store, handle.run_id, "sleep_started")
         assert started["tool_call_id"] == "nap" and started["seconds"] == 7 * 86400
+        watched = WatchState(handle.run_id)  # what `otherone watch` shows
+        for record in env.store.read_events(handle.run_id, limit=10_000):
+            watched.apply(record)
+        assert watched.runs[handle.run_id].status == "sleeping"
+        console = Console(file=io.StringIO(), width=160, color_system=None)
+        console.print(render_tree(watched, datetime.now(UTC)))
+        assert "sleeping" in console.file.getvalue()  # type: ignore[attr-defined]
 
         await handle.send_message("wake up, there is news")
         result = await asyncio.wait_for(handle.result(), 60)
@@ -102,6 +112,9 @@ async def test_a_week_long_sleep_is_woken_by_a_message(
         assert last[-1] == {"role": "user", "content": "wake up, there is news"}
         [ended] = events(env.store, handle.run_id, "sleep_ended")
         assert ended["reason"] == "message"
+        for record in env.store.read_events(handle.run_id, after=watched.last_sequence):
+            watched.apply(record)
+        assert watched.runs[handle.run_id].status == "completed"
         # A sleep is neither a model nor a tool call.
         assert result.usage.tool_calls == 0 and result.usage.model_calls == 2
         [completed] = events(env.store, handle.run_id, "tool_completed")
