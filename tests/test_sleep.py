@@ -6,22 +6,27 @@ import asyncio
 import io
 import json
 import signal
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import AgentClient, RunHandle, build_request
 from otherone.client.watch import WatchState, render_tree
+from otherone.contracts import QUERY_RECORD
 from otherone.definitions import AgentDefinition, RuntimeLimits, RuntimePolicy
 from otherone.errors import ConfigurationError
 from otherone.run_types import RunLimitOverrides
-from otherone.runs import RunOutcome, RunStatus
-from otherone.search_attributes import STATUS
+from otherone.runs import RunOutcome, RunRecord, RunStatus
+from otherone.search_attributes import CUSTOM_SEARCH_ATTRIBUTES, STATUS
 from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.tools import ToolDefinitionError, tool
@@ -68,6 +73,16 @@ async def start(env: AgentEnv, text: str = "go") -> RunHandle:
 async def sleeping(agents: AgentClient, run_id: str) -> None:
     async def asleep() -> bool:
         return (await agents.get_run(run_id)).status is RunStatus.SLEEPING
+
+    await wait_until(asleep, within=30, message="the run sleeping")
+
+
+async def sleeping_by_query(client: Client, run_id: str) -> None:
+    """The run's own record (the time-skipping server has no advanced visibility)."""
+
+    async def asleep() -> bool:
+        record = await client.get_workflow_handle(run_id).query(QUERY_RECORD, result_type=RunRecord)
+        return record.status is RunStatus.SLEEPING
 
     await wait_until(asleep, within=30, message="the run sleeping")
 
@@ -346,3 +361,41 @@ async def test_a_sleeping_run_survives_sigkill_of_its_worker(
         store.close()
     assert result.outcome is RunOutcome.COMPLETED and result.text == "rested"
     assert ended["reason"] == "timer"
+
+
+async def test_a_six_day_sleep_ends_by_its_timer_in_the_time_skipping_server(
+    tmp_path: Path,
+) -> None:
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(Path(sys.executable).parent / "temporal-test-server"),
+        data_converter=pydantic_data_converter,
+    )
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={
+                key.name: IndexedValueType.ValueType(key.indexed_value_type)
+                for key in CUSTOM_SEARCH_ATTRIBUTES
+            },
+        )
+    )
+    provider = RecordingProvider()
+    config = scripted_config(
+        {"sleeper": [{"tool_calls": [sleep_call("nap", duration="P6D")]}, "a week later"]},
+        agents=[sleeper()],
+        limits=RuntimeLimits(run_timeout=timedelta(days=7), root_timeout=timedelta(days=7)),
+    )
+    try:
+        async with agent_env(
+            env.client, "six-days", config, tmp_path, providers={"scripted": provider}
+        ) as sleeping_env:
+            handle = await start(sleeping_env)
+            await sleeping_by_query(env.client, handle.run_id)
+            await env.sleep(timedelta(days=6, minutes=1))
+            result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        await env.shutdown()
+    assert result.outcome is RunOutcome.COMPLETED and result.text == "a week later"
+    assert result.usage.duration_millis >= timedelta(days=6).total_seconds() * 1000
+    woke = tool_results(provider)["nap"]
+    assert woke["reason"] == "timer" and woke["slept_seconds"] >= 6 * 86400

@@ -135,12 +135,12 @@ def _time(value: JsonValue) -> datetime:
 
 
 def _span(span: timedelta) -> str:
-    """A readable length of time: ``7 days``, ``1:30:00``."""
-    seconds = span.total_seconds()
+    """A readable length of time: ``7 days``, ``1 day, 6:00:00``, ``0:00:30``."""
+    seconds = round(span.total_seconds())
     if seconds >= 86400 and seconds % 86400 == 0:
-        days = int(seconds // 86400)
+        days = seconds // 86400
         return f"{days} day{'s' if days != 1 else ''}"
-    return f"{seconds:g}s"
+    return str(timedelta(seconds=seconds))
 
 
 class Sleeps:
@@ -178,7 +178,8 @@ class Sleeps:
             until = wake_time(call, started, deadline_at, plan.limits.max_sleep)
         except SleepRefused as refused:
             return invalid_arguments_entry("", call, str(refused))
-        await _record(ref, call, [tool_started_event(call), _started(call, started, until)])
+        started_events = [tool_started_event(call), _started(call, started, until)]
+        await _record(ref, call, started_events, decided)
         self.until[call.id] = until
         self._on_change()
         # No `finally`: on cache eviction the coroutine is closed outside the workflow's
@@ -213,9 +214,12 @@ class Sleeps:
         return WOKE_BY_MESSAGE
 
 
-async def _record(ref: RunRef, call: ToolCallSpec, events: list[dict[str, JsonValue]]) -> None:
-    """Store the sleep's start now (watchers see the run sleeping): observation only, a store
-    that cannot take it does not keep the run awake."""
+async def _record(
+    ref: RunRef, call: ToolCallSpec, events: list[dict[str, JsonValue]], decided: DecidedEvents
+) -> None:
+    """Store the sleep's start now (watchers see the run sleeping). A store that cannot take
+    it does not keep the run awake: the events then go with the run's next activity, still
+    before the sleep's end."""
     try:
         await workflow.execute_activity(
             ACTIVITY_RECORD_EVENTS,
@@ -229,6 +233,7 @@ async def _record(ref: RunRef, call: ToolCallSpec, events: list[dict[str, JsonVa
     except ActivityError as error:
         reraise_cancellation(error)
         workflow.logger.warning("run %s: sleep_started not stored: %s", ref.run_id, error)
+        decided.add(*events)
 
 
 def _started(call: ToolCallSpec, now: datetime, until: datetime) -> dict[str, JsonValue]:
