@@ -11,6 +11,7 @@ All I/O of a run happens in activities, one module each, over one shared `Activi
 - `record_approval_decision`: check a person's decision and record it (`approvals`);
 - `hand_off`: pass the conversation to another agent (`handoffs`);
 - `run_guardrail`: one guardrail over a run's input, answer or tool call (`guardrails`);
+- `record_events`: store events the workflow decided, now (`sleep_started`; `sleep_tools`);
 - `describe_runs`: which spawned children ended unseen (`describe_runs`; no store, no context).
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from temporalio import activity
 
-from otherone.activities import approvals, guardrails, handoffs
+from otherone.activities import approvals, guardrails, handoffs, sleep_tools
 from otherone.activities import call_model as model
 from otherone.activities import describe_runs as described
 from otherone.activities import finish_run as finish
@@ -38,6 +39,7 @@ from otherone.contracts import (
     ACTIVITY_PREPARE_CALL,
     ACTIVITY_PREPARE_RUN,
     ACTIVITY_RECORD_DECISION,
+    ACTIVITY_RECORD_EVENTS,
     ACTIVITY_RUN_GUARDRAIL,
     ACTIVITY_RUN_TOOL,
     CallPlan,
@@ -53,6 +55,7 @@ from otherone.contracts import (
     PrepareCallInput,
     PrepareRunInput,
     RecordDecisionInput,
+    RecordEventsInput,
     RunPlan,
     ToolCallInput,
     ToolOutcome,
@@ -83,6 +86,7 @@ class AgentActivities:
             self.hand_off,
             self.describe_runs,
             self.run_guardrail,
+            self.record_events,
         ]
 
     # Store activities heartbeat throughout, so a killed worker is noticed in seconds, not
@@ -139,6 +143,12 @@ class AgentActivities:
     async def describe_runs(self, input: DescribeRunsInput) -> EndedRuns:
         """Which of the given runs have ended (a terminated spawned child sends no signal)."""
         return await described.describe_runs(input)
+
+    @activity.defn(name=ACTIVITY_RECORD_EVENTS)
+    async def record_events(self, input: RecordEventsInput) -> None:
+        """Store events the workflow decided, now (`sleep_started`)."""
+        async with heartbeating():
+            await sleep_tools.record_events(self.context, input)
 
     @activity.defn(name=ACTIVITY_RUN_GUARDRAIL)
     async def run_guardrail(self, input: GuardrailCallInput) -> GuardrailVerdict:

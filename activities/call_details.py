@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from otherone.config import AGENT_CALL_TOOL, HUMAN_ASK_TOOL, RuntimeSnapshot
+from otherone.config import (
+    AGENT_CALL_TOOL,
+    HUMAN_ASK_TOOL,
+    SLEEP_TOOL,
+    WAKE_AT_TOOL,
+    RuntimeSnapshot,
+)
 from otherone.contracts import PrepareCallInput
 from otherone.definitions import AgentDefinition
 
@@ -54,6 +60,8 @@ def _tools(snapshot: RuntimeSnapshot, target: AgentDefinition) -> str:
         shown.append(f"`{AGENT_CALL_TOOL}` ({', '.join(reachable)})")
     if target.ask_human:
         shown.append(f"`{HUMAN_ASK_TOOL}`")
+    if snapshot.may_sleep(target):
+        shown += [f"`{SLEEP_TOOL}`", f"`{WAKE_AT_TOOL}`"]
     if not shown:
         return "none"
     more = len(shown) - MAX_LISTED_TOOLS

@@ -50,6 +50,7 @@ from otherone.activities.providers.base import (
     ProviderError,
 )
 from otherone.activities.shared import ActivityContext, failure, pending_rows, tool_result_ids
+from otherone.activities.sleep_tools import sleep_tools
 from otherone.activities.spawn_tools import spawn_tool_definitions
 from otherone.activities.spend import check_spend_limit, turn_spend
 from otherone.activities.store_calls import brief_write, heartbeating
@@ -299,6 +300,7 @@ def _offered_tools(
     names = snapshot.tool_names_for(agent)
     tools = tool_definitions(snapshot, names) + memory_tools.definitions(names)
     tools += human_tools(agent)
+    tools += sleep_tools(snapshot, agent)
     reachable = snapshot.reachable_agents(agent)
     choices = model_choices(snapshot, reachable, run_model or snapshot.default_model)
     if reachable:

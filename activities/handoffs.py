@@ -348,6 +348,7 @@ def _plan_for(
             # spawned children when the run completes (the handing agent's were settled).
             "spawn": snapshot.may_spawn(target),
             "spawned_on_exit": target.spawned_on_exit,
+            "sleep": snapshot.may_sleep(target),
         }
     )
 

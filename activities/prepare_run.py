@@ -131,6 +131,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         output_retries=_output_retries(input, snapshot.policy.output_retries),
         spawn=snapshot.may_spawn(agent),
         spawned_on_exit=agent.spawned_on_exit,
+        sleep=snapshot.may_sleep(agent),
         mcp_unavailable=unavailable,
         guardrails=guardrail_plan(snapshot, agent, tools),
     )

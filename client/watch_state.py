@@ -28,6 +28,7 @@ PENDING = "pending"  # an agent call was made; the child has not started (yet)
 RUNNING = "running"
 REFUSED = "refused"  # the call was refused before a child started (e.g. agent_call_denied)
 WAITING_FOR_APPROVAL = "waiting_for_approval"  # a tool call or question waits for a person
+SLEEPING = "sleeping"  # the run sleeps (`time.sleep` / `time.wake_at`) until a time or a message
 _TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out", "budget_exceeded", REFUSED})
 
 
@@ -456,6 +457,19 @@ class WatchState:
         line = f"▶ {tool} (call {call_id}) {decision} by {event.get('decided_by')}"
         self._note(view, record, line)
 
+    def _sleep_started(self, view: RunView, record: EventRecord) -> None:
+        event = record.event
+        if not view.terminal and view.status != WAITING_FOR_APPROVAL:
+            view.status = SLEEPING
+        line = f"☾ sleeps until {event.get('until')} (call {event.get('tool_call_id')})"
+        self._note(view, record, line, "bold blue")
+
+    def _sleep_ended(self, view: RunView, record: EventRecord) -> None:
+        event = record.event
+        if view.status == SLEEPING:
+            view.status = RUNNING
+        self._note(view, record, f"☀ woke: {event.get('reason')}")
+
     def _ensure_running(self, view: RunView, record: EventRecord) -> None:
         """A run whose run_started was not seen (lost, or before the cursor) is running."""
         if view.status == PENDING:
@@ -484,6 +498,8 @@ _HANDLERS: dict[str, _Handler] = {
     "handed_off": WatchState._handed_off,
     "approval_requested": WatchState._approval_requested,
     "approval_decided": WatchState._approval_decided,
+    "sleep_started": WatchState._sleep_started,
+    "sleep_ended": WatchState._sleep_ended,
     "events_lost": WatchState._events_lost,
     "user_messages_refused": WatchState._messages_refused,
     "output_rejected": WatchState._output_rejected,

@@ -21,6 +21,7 @@ from otherone.credentials import (
     profile_credential_paths,
 )
 from otherone.definitions import (
+    DEFAULT_MAX_SLEEP,
     INHERIT_MODEL,
     AgentDefinition,
     MemoryPolicy,
@@ -58,6 +59,10 @@ MEMORY_RECALL_TOOL = "memory.recall"
 MEMORY_STORE_TOOL = "memory.store"
 HUMAN_ASK_TOOL = "human.ask"
 HANDOFF_TOOL = "agent.handoff"
+#: Durable sleep: pause the run for a duration, or until a time (`otherone.workflows.sleeps`).
+SLEEP_TOOL = "time.sleep"
+WAKE_AT_TOOL = "time.wake_at"
+SLEEP_TOOLS = frozenset({SLEEP_TOOL, WAKE_AT_TOOL})
 
 
 class AgentNotFoundError(OtheroneError):
@@ -167,9 +172,24 @@ class RuntimeSnapshot(BaseModel):
             for name in ("mcp_servers", "mcp_tools", "guardrails")
             if not getattr(self, name)
         }
-        if not self.limits.partitions:  # likewise snapshots without partition caps
-            excluded["limits"] = {"partitions"}
+        # Likewise snapshots without partition caps, and those of runtimes that do not use
+        # sleep (its limit at the default, no agent asking for it, the policy's default).
+        unused_limits = {
+            name
+            for name, unused in (
+                ("partitions", not self.limits.partitions),
+                ("max_sleep", self.limits.max_sleep == DEFAULT_MAX_SLEEP),
+            )
+            if unused
+        }
+        if unused_limits:
+            excluded["limits"] = unused_limits
         body = self.model_dump(mode="json", exclude=excluded)
+        if body["policy"].get("allow_sleep") is True:
+            del body["policy"]["allow_sleep"]
+        for agent in body["agents"].values():
+            if agent.get("sleep") is False:
+                del agent["sleep"]
         for tool in body["tools"].values():
             if not tool.get("guardrails"):
                 tool.pop("guardrails", None)
@@ -272,6 +292,11 @@ class RuntimeSnapshot(BaseModel):
         """Whether the agent gets the background agent-call tools: it asks for them, the
         runtime policy allows them, and some agent is reachable (as for `agent.call`)."""
         return agent.spawn and self.policy.allow_spawn and bool(self.reachable_agents(agent))
+
+    def may_sleep(self, agent: AgentDefinition) -> bool:
+        """Whether the agent gets ``time.sleep`` / ``time.wake_at``: it asks for them and the
+        runtime policy allows them."""
+        return agent.sleep and self.policy.allow_sleep
 
 
 _NO_GUARDRAILS = GuardrailPolicy().model_dump(mode="json")
@@ -583,7 +608,10 @@ __all__ = [
     "HUMAN_ASK_TOOL",
     "MEMORY_RECALL_TOOL",
     "MEMORY_STORE_TOOL",
+    "SLEEP_TOOL",
+    "SLEEP_TOOLS",
     "SPAWN_TOOLS",
+    "WAKE_AT_TOOL",
     "AgentNotFoundError",
     "GuardrailSchema",
     "McpServerTools",

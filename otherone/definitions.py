@@ -374,6 +374,10 @@ class AgentDefinition(_Frozen):
     #: Spawned children still running when this agent's run completes: ``cancel`` them, or
     #: ``wait`` for them (bounded by the run's deadline). Any other ending cancels them.
     spawned_on_exit: Literal["cancel", "wait"] = "cancel"
+    #: Offer ``time.sleep`` / ``time.wake_at`` (when the runtime policy allows it): the model
+    #: may pause its run for a while (a durable timer, bounded by ``max_sleep`` and the run's
+    #: deadline), woken early by a user message.
+    sleep: StrictBool = False
     #: Guardrails on this agent's input, answers and tool calls (after the runtime policy's).
     guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
     #: Lifecycle hooks of this agent's model and tool calls (after the runtime policy's).
@@ -550,6 +554,8 @@ class RuntimePolicy(_Frozen):
     allow_recursive_calls: StrictBool = False
     #: Whether agents that ask for it (``spawn = true``) get the background agent-call tools.
     allow_spawn: StrictBool = True
+    #: Whether agents that ask for it (``sleep = true``) get ``time.sleep`` / ``time.wake_at``.
+    allow_sleep: StrictBool = True
     #: A run continues as new (a fresh Temporal history, same run id) after this many turns,
     #: or earlier when Temporal suggests it.
     continue_as_new_after_turns: Annotated[int, Field(strict=True, gt=0, le=100_000)] = 500
@@ -569,6 +575,10 @@ class RuntimePolicy(_Frozen):
     guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
     #: Lifecycle hooks of every agent's model and tool calls (they run before the agent's).
     hooks: HookPolicy = Field(default_factory=HookPolicy)
+
+
+#: `RuntimeLimits.max_sleep` unless configured.
+DEFAULT_MAX_SLEEP = timedelta(days=7)
 
 
 class RuntimeLimits(_Frozen):
@@ -594,6 +604,9 @@ class RuntimeLimits(_Frozen):
     inline_tool_result_bytes: Annotated[int, Field(strict=True, ge=0, le=64 * 1024)] = 2048
     run_timeout: PositiveDuration = timedelta(minutes=5)
     root_timeout: PositiveDuration = timedelta(minutes=15)
+    #: The longest one ``time.sleep`` / ``time.wake_at`` may pause a run (a longer one is
+    #: refused to the model, as is one past the run's deadline).
+    max_sleep: PositiveDuration = DEFAULT_MAX_SLEEP
     token_budget: Annotated[int, Field(strict=True, gt=0)] | None = None
     #: US dollars the tree's model calls may cost together (priced by their profiles'
     #: `ModelPrices`; calls of an unpriced profile cost nothing here); None: unlimited. The

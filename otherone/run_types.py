@@ -107,6 +107,7 @@ class RunLimitOverrides(FrozenModel):
     max_result_bytes: Annotated[int, Field(strict=True, gt=0, le=1024 * 1024)] | None = None
     run_timeout: PositiveDuration | None = None
     root_timeout: PositiveDuration | None = None
+    max_sleep: PositiveDuration | None = None
     token_budget: Annotated[int, Field(strict=True, gt=0)] | None = None
     cost_budget: Money | None = None
     max_output_bytes: Annotated[int, Field(strict=True, gt=0)] | None = None

@@ -305,6 +305,8 @@ class RunStatus(StrEnum):
     WAITING_FOR_CHILD = "waiting_for_child"
     #: A tool call of the run waits for a person's decision (or answer); nothing runs.
     WAITING_FOR_APPROVAL = "waiting_for_approval"
+    #: The run sleeps (`time.sleep` / `time.wake_at`) on a durable timer; a message wakes it.
+    SLEEPING = "sleeping"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -318,6 +320,7 @@ class RunStatus(StrEnum):
             RunStatus.RUNNING,
             RunStatus.WAITING_FOR_CHILD,
             RunStatus.WAITING_FOR_APPROVAL,
+            RunStatus.SLEEPING,
         )
 
 

@@ -42,7 +42,9 @@ class RunAlreadyEnded(OtheroneError):
 
 
 #: `RunStatus` values of a record without an end (not imported: the CLI imports this module).
-_OPEN_STATUSES = frozenset({"created", "running", "waiting_for_child", "waiting_for_approval"})
+_OPEN_STATUSES = frozenset(
+    {"created", "running", "waiting_for_child", "waiting_for_approval", "sleeping"}
+)
 
 
 class RunIdUsed(OtheroneError):

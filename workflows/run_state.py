@@ -45,6 +45,7 @@ from otherone.workflows.approvals import ApprovalGate
 from otherone.workflows.capacity_waits import CapacityWaits
 from otherone.workflows.messages import MessageQueue
 from otherone.workflows.run_input import run_ref
+from otherone.workflows.sleeps import Sleeps
 from otherone.workflows.spawns import Spawner
 from otherone.workflows.tool_steps import ToolSteps
 
@@ -85,12 +86,16 @@ class RunState:
     spawns: Spawner = field(init=False)
     #: Calls waiting for fleet capacity (model and tool permits).
     capacity: CapacityWaits = field(init=False)
+    #: `time.sleep` / `time.wake_at` calls sleeping now (none at continue-as-new: a sleep lasts
+    #: within its turn).
+    sleeps: Sleeps = field(init=False)
 
     def __post_init__(self) -> None:
         self.session_id = self.input.request.session.session_id or ""
         self.gate = ApprovalGate(self.refresh_status)
-        self.capacity = CapacityWaits(self.gate.details)
+        self.capacity = CapacityWaits(self.details)
         self.messages = MessageQueue(self.input.run_id, self.decided)
+        self.sleeps = Sleeps(self.refresh_status, lambda: bool(self.messages.queued))
         carry = self.input.carry
         self.spawns = Spawner(carry.spawns if carry is not None else ())
 
@@ -209,17 +214,23 @@ class RunState:
         """The approval requests changed: status, and the Web UI's "current details" (metadata
         read by queries, no history event) naming what waits for whom."""
         self.set_live_status(self.caller.active if self.caller is not None else 0)
-        workflow.set_current_details(self.gate.details())
+        workflow.set_current_details(self.details())
+
+    def details(self) -> str:
+        """The Web UI's "current details": who the run waits for, and its sleeps."""
+        return "\n\n".join(part for part in (self.gate.details(), self.sleeps.details()) if part)
 
     def set_live_status(self, active_children: int) -> None:
-        """running ⇄ waiting_for_child ⇄ waiting_for_approval, visible in the record and the
-        search attributes (a person waited for matters most: it shows first)."""
+        """running ⇄ waiting_for_child ⇄ waiting_for_approval ⇄ sleeping, visible in the record
+        and the search attributes (a person waited for matters most: it shows first)."""
         if self.ending is not None:
             return
         if self.gate.waiting:
             status = RunStatus.WAITING_FOR_APPROVAL
         elif active_children or self.spawns.awaiting:
             status = RunStatus.WAITING_FOR_CHILD
+        elif self.sleeps.sleeping:
+            status = RunStatus.SLEEPING
         else:
             status = RunStatus.RUNNING
         if status is not self.status:

@@ -85,6 +85,7 @@ from otherone.workflows.approvals import (
 )
 from otherone.workflows.capacity_waits import CapacityWaits
 from otherone.workflows.guardrail_steps import guard_call, guard_result
+from otherone.workflows.sleeps import Sleeps, is_sleep
 from otherone.workflows.spawns import Spawner
 
 #: What one tool call of a turn produced: an activity's outcome, an entry decided here
@@ -115,6 +116,7 @@ class ToolSteps:
         spawns: Spawner,
         handoffs: Handoffs,
         capacity: CapacityWaits,
+        sleeps: Sleeps,
     ) -> None:
         self._plan = plan
         self._ref = ref
@@ -126,6 +128,7 @@ class ToolSteps:
         self._spawns = spawns
         self._handoffs = handoffs
         self._capacity = capacity
+        self._sleeps = sleeps
         #: Call ids of this turn that wait for a person.
         self._gated: frozenset[str] = frozenset()
         #: Whether this turn's tool results may come back inline (`ToolCallInput.inline`).
@@ -162,6 +165,7 @@ class ToolSteps:
         agent_calls = sum(
             1 for call in calls if is_agent_call(plan, call) or Spawner.is_spawn(plan, call)
         )
+        sleeps = sum(1 for call in calls if is_sleep(plan, call))
         parallel = plan.parallel_tool_calls and len(calls) > 1
         # An inline result's entry and events wait for the turn's end. A turn that waits for a
         # person or a child may last days: its quick calls store theirs at once, as before, so
@@ -179,16 +183,21 @@ class ToolSteps:
         if parallel:
             limit = plan.limits.max_concurrent_tool_calls
             # At most `max_concurrent_tool_calls` at a time (agent calls have their own limit).
-            if len(calls) - agent_calls > limit:
+            if len(calls) - agent_calls - sleeps > limit:
                 slots = asyncio.Semaphore(limit)
                 return await _all_steps(self._run_tool_in(slots, call, claimants) for call in calls)
             return await _all_steps(self._run_tool(call, claimants) for call in calls)
         return await self._run_in_order(calls, claimants)
 
     def _waits(self, call: ToolCallSpec) -> bool:
-        """Whether ``call`` waits for a person or a child (for as long as they take)."""
+        """Whether ``call`` waits for a person, a child or a timer (for as long as they take)."""
         plan = self._plan
-        return call.id in self._gated or is_agent_call(plan, call) or Spawner.handles(plan, call)
+        return (
+            call.id in self._gated
+            or is_agent_call(plan, call)
+            or Spawner.handles(plan, call)
+            or is_sleep(plan, call)
+        )
 
     async def _run_in_order(
         self, calls: tuple[ToolCallSpec, ...], claimants: Claimants
@@ -212,8 +221,10 @@ class ToolSteps:
         self, slots: asyncio.Semaphore, call: ToolCallSpec, claimants: Claimants
     ) -> ToolStep:
         """A tool call that waits for one of the run's `max_concurrent_tool_calls` slots
-        (agent calls do not: children are bounded by max_children_per_run and allowances)."""
-        if is_agent_call(self._plan, call) or Spawner.handles(self._plan, call):
+        (agent calls do not: children are bounded by max_children_per_run and allowances;
+        nor do sleeps: they run nothing)."""
+        plan = self._plan
+        if is_agent_call(plan, call) or Spawner.handles(plan, call) or is_sleep(plan, call):
             return await self._run_tool(call, claimants)
         approved = await self._approved(call)  # a wait for a person holds no slot
         if not isinstance(approved, ToolCallSpec):
@@ -281,6 +292,11 @@ class ToolSteps:
             return entry
         if Handoffs.is_handoff(plan, call):
             return self._handoff_call(call)
+        if is_sleep(plan, call):
+            entry = self.answered[call.id] = await self._sleeps.run_tool(
+                plan, self._ref, self._deadline_at, call, self._decided
+            )
+            return entry
         if Spawner.handles(plan, call):
             entry = self.answered[call.id] = await self._spawns.run_tool(
                 self._caller, plan, self._ref, self._deadline_at, call, claimants

@@ -59,6 +59,7 @@ from otherone.workflows.model_fallbacks import (
 )
 from otherone.workflows.model_steps import call_model
 from otherone.workflows.run_state import RunState
+from otherone.workflows.sleeps import is_sleep
 from otherone.workflows.tool_steps import ToolSteps
 
 
@@ -185,8 +186,10 @@ async def _run_tools(
         # The model call finished instead of stopping when the run was cancelled; its tool
         # calls are answered `cancelled` as the run ends, none runs (or waits for a person).
         raise asyncio.CancelledError()
-    state.ledger.reserve_tool_calls(len(turn.tool_calls))
-    state.usage.tool_calls += len(turn.tool_calls)
+    # A sleep is neither a model nor a tool call: it takes none of the tool-call budget.
+    counted = sum(1 for call in turn.tool_calls if not is_sleep(plan, call))
+    state.ledger.reserve_tool_calls(counted)
+    state.usage.tool_calls += counted
     tools = state.open_tools = _tool_steps(state, plan, ref, iteration)
     tools.open_approvals(turn.tool_calls, turn.approvals)
     # The seed counts every `agent.call` the model makes (a malformed one too); trusted
@@ -217,6 +220,7 @@ def _tool_steps(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
         spawns=state.spawns,
         handoffs=state.handoffs,
         capacity=state.capacity,
+        sleeps=state.sleeps,
     )
 
 

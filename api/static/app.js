@@ -7,12 +7,13 @@ const $ = (selector) => document.querySelector(selector);
 const TERMINAL = new Set(["run_completed", "run_failed", "run_cancelled"]);
 // Finish reasons of an answer the model ended itself (anything else: it was cut or filtered).
 const NORMAL_FINISH = new Set(["stop", "end_turn", "stop_sequence", "tool_calls", "tool_use", "function_call"]);
-const ACTIVE = new Set(["pending", "running", "waiting_for_child", "waiting_for_approval"]);
+const ACTIVE = new Set(["pending", "running", "waiting_for_child", "waiting_for_approval", "sleeping"]);
 // Events after which a run's record (status, usage) may read differently. The tree's numbers
 // come from the records alone: a record already counts a call the model made before its
 // events arrive, so adding events to it would count some calls twice.
 const TREE_CHANGES = new Set(["run_started", "model_completed", "tool_started", "tool_denied",
-  "agent_call_started", "agent_call_completed", "run_completed", "run_failed", "run_cancelled"]);
+  "agent_call_started", "agent_call_completed", "run_completed", "run_failed", "run_cancelled",
+  "sleep_started", "sleep_ended"]);
 
 const state = {
   info: null,
@@ -358,6 +359,14 @@ function apply(envelope) {
     case "tool_waiting":
       note(`${envelope.agent_id}: ${event.type === "model_waiting" ? "model call"
         : event.tool_name} waits for capacity (${event.scope}: ${event.reason})`);
+      break;
+    case "sleep_started": // the run waits on a timer; a message wakes it
+      info.status = "sleeping";
+      note(`${envelope.agent_id} sleeps until ${event.until}`);
+      break;
+    case "sleep_ended":
+      if (info.status === "sleeping") info.status = "running";
+      note(`${envelope.agent_id} woke (${event.reason})`);
       break;
     case "user_message_queued":
       note(`${event.count} message(s) taken`);

@@ -53,6 +53,7 @@ from otherone.contracts.run import (
     HandOffResult,
     PlannedModel,
     PrepareRunInput,
+    RecordEventsInput,
     RunInput,
     RunPlan,
     ToolSettings,
@@ -93,6 +94,8 @@ ACTIVITY_HAND_OFF = "otherone.hand_off"
 ACTIVITY_DESCRIBE_RUNS = "otherone.describe_runs"
 #: One guardrail over a run's input, answer or tool call (`otherone.guardrails`).
 ACTIVITY_RUN_GUARDRAIL = "otherone.run_guardrail"
+#: Store events the workflow decided, now (`sleep_started`: watchers see the run sleep).
+ACTIVITY_RECORD_EVENTS = "otherone.record_events"
 #: Store activities (prepare, check a call, finish) heartbeat: a worker killed while running
 #: one is noticed after this long, and the activity runs again elsewhere.
 STORE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -121,6 +124,7 @@ COMPACT_PAYLOAD_TYPES: tuple[type[BaseModel], ...] = (
     PrepareCallInput,
     CallPlan,
     RecordDecisionInput,
+    RecordEventsInput,
     FinishRunInput,
     GuardrailCallInput,
     GuardrailVerdict,
@@ -135,6 +139,7 @@ __all__ = [
     "ACTIVITY_PREPARE_CALL",
     "ACTIVITY_PREPARE_RUN",
     "ACTIVITY_RECORD_DECISION",
+    "ACTIVITY_RECORD_EVENTS",
     "ACTIVITY_RUN_GUARDRAIL",
     "ACTIVITY_RUN_TOOL",
     "COMPACT_PAYLOAD_TYPES",
@@ -178,6 +183,7 @@ __all__ = [
     "PrepareCallInput",
     "PrepareRunInput",
     "RecordDecisionInput",
+    "RecordEventsInput",
     "RunInput",
     "RunPlan",
     "RunRef",

@@ -227,6 +227,8 @@ class RunPlan(_Contract):
     fallbacks: tuple[PlannedModel, ...] = ()
     #: The run's guardrails (None: none, as in plans recorded before guardrails existed).
     guardrails: GuardrailPlan | None = None
+    #: `time.sleep` and `time.wake_at` are offered (the agent asks, the runtime policy allows).
+    sleep: bool = False
 
 
 class FinishRunInput(_Contract):
@@ -244,6 +246,16 @@ class FinishRunInput(_Contract):
     #: The run ended before its `prepare_run` returned (e.g. a child cancelled as it started):
     #: its `run_started` may be missing, so the end stores it (keyed: once) before its own.
     unprepared: bool = False
+
+
+class RecordEventsInput(_Contract):
+    """Activity input: store events the workflow decided now, not with its next activity
+    (`sleep_started`, which watchers must see while the run sleeps). ``key`` makes a retried
+    attempt store them once."""
+
+    ref: RunRef
+    events: tuple[dict[str, JsonValue], ...]
+    key: str
 
 
 class EventRecord(_Contract):

@@ -35,6 +35,8 @@ RESERVED_TOOL_NAMES = frozenset(
         "memory.recall",
         "memory.store",
         "human.ask",
+        "time.sleep",
+        "time.wake_at",
     }
 )
 

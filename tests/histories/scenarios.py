@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -916,6 +916,59 @@ async def model_fallback(client: Client, task_queue: str, tmp: Path) -> str:
     return result.run_id
 
 
+def _sleep_config(turns: list[Any]) -> RuntimeConfig:
+    return scripted_config(
+        {"agent": turns},
+        agents=[_agent(sleep=True)],
+        limits=RuntimeLimits(run_timeout=timedelta(days=3), root_timeout=timedelta(days=3)),
+    )
+
+
+async def _sleeping(env: Any, run_id: str) -> None:
+    async def asleep() -> bool:
+        return (await env.agents.get_run(run_id)).status.value == "sleeping"
+
+    await wait_until(asleep, within=30, message="the run sleeping")
+
+
+async def sleep(client: Client, task_queue: str, tmp: Path) -> str:
+    """`time.sleep` for a day woken by a message; then a turn with a refused sleep (-1) and a
+    one-second `time.sleep` that ends by its timer."""
+    turns = [
+        {"tool_calls": [{"id": "day", "name": "time.sleep", "arguments": {"duration": "P1D"}}]},
+        {
+            "tool_calls": [
+                {"id": "bad", "name": "time.sleep", "arguments": {"duration": -1}},
+                {"id": "nap", "name": "time.sleep", "arguments": {"duration": 1}},
+            ]
+        },
+        "rested",
+    ]
+    async with agent_env(client, task_queue, _sleep_config(turns), tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="rest"))
+        await _sleeping(env, handle.run_id)
+        await handle.send_message("wake up")
+        result = await handle.result()
+    assert result.text == "rested", result
+    return handle.run_id
+
+
+async def sleep_cancelled(client: Client, task_queue: str, tmp: Path) -> str:
+    """Cancelled while `time.wake_at` sleeps."""
+    until = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    turns = [
+        {"tool_calls": [{"id": "w", "name": "time.wake_at", "arguments": {"time": until}}]},
+        "never",
+    ]
+    async with agent_env(client, task_queue, _sleep_config(turns), tmp) as env:
+        handle = await env.agents.start(build_request(entry_agent="agent", input="rest"))
+        await _sleeping(env, handle.run_id)
+        await handle.cancel()
+        result = await handle.result()
+    assert result.outcome.value == "cancelled", result
+    return handle.run_id
+
+
 SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "single_agent": single_agent,
     "agent_call": agent_call,
@@ -961,4 +1014,6 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "guardrail_input_tripped": guardrail_input_tripped,
     "guardrail_parallel_trip": guardrail_parallel_trip,
     "guardrail_result_withheld": guardrail_result_withheld,
+    "sleep": sleep,
+    "sleep_cancelled": sleep_cancelled,
 }
