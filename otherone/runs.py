@@ -21,6 +21,7 @@ from pydantic import (
 from otherone.errors import FailureCode
 from otherone.partitions import DEFAULT_PARTITION as DEFAULT_PARTITION
 from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
+from otherone.webhooks import WebhookUrl
 from otherone.run_types import (
     AgentId,
     HandoffContext,
@@ -226,6 +227,9 @@ class AgentRunRequest(_Model):
     #: The model profile the entry agent runs on, among those it allows (its own and its
     #: ``models``); None: its own. Another is refused (`invalid_request`).
     model: ModelProfileId | None = None
+    #: Where a signed POST carries the run's record when it ends (`otherone.webhooks`); None:
+    #: the entry agent's default (its definition's ``webhook``), if any. Roots only.
+    webhook: WebhookUrl | None = None
 
     @field_validator("input")
     @classmethod
@@ -259,7 +263,7 @@ class AgentRunRequest(_Model):
 
 
 #: `AgentRunRequest` fields added after runs were started by key (see `fingerprint`).
-_LATER_FIELDS = ("result_contract", "output_retries", "model")
+_LATER_FIELDS = ("result_contract", "output_retries", "model", "webhook")
 
 
 class AgentCallRequest(_Model):

@@ -69,6 +69,14 @@ from otherone.contracts.turns import (
     ToolCallSpec,
     ToolOutcome,
 )
+from otherone.contracts.webhooks import (
+    ACTIVITY_DELIVER_WEBHOOK,
+    WEBHOOK_WORKFLOW_NAME,
+    WebhookDelivered,
+    WebhookDelivery,
+    WebhookPlan,
+    delivery_workflow_id,
+)
 from otherone.workflow_names import MEMO_FINGERPRINT as MEMO_FINGERPRINT
 from otherone.workflow_names import MEMO_IDEMPOTENCY_KEY as MEMO_IDEMPOTENCY_KEY
 from otherone.workflow_names import QUERY_APPROVALS as QUERY_APPROVALS
@@ -129,6 +137,12 @@ COMPACT_PAYLOAD_TYPES: tuple[type[BaseModel], ...] = (
 
 __all__ = [
     "ACTIVITY_CALL_MODEL",
+    "ACTIVITY_DELIVER_WEBHOOK",
+    "WEBHOOK_WORKFLOW_NAME",
+    "WebhookDelivered",
+    "WebhookDelivery",
+    "WebhookPlan",
+    "delivery_workflow_id",
     "ACTIVITY_DESCRIBE_RUNS",
     "ACTIVITY_FINISH_RUN",
     "ACTIVITY_HAND_OFF",

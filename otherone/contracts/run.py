@@ -13,6 +13,7 @@ from otherone.contracts.approvals import ApprovalRequest
 from otherone.contracts.guardrails import GuardrailPlan
 from otherone.contracts.refs import RunRef, _Contract
 from otherone.contracts.turns import PendingEntry
+from otherone.contracts.webhooks import WebhookPlan
 from otherone.definitions import HandoffPolicy, RuntimeLimits, TreeBudget
 from otherone.run_types import Money
 from otherone.runs import (
@@ -227,6 +228,8 @@ class RunPlan(_Contract):
     fallbacks: tuple[PlannedModel, ...] = ()
     #: The run's guardrails (None: none, as in plans recorded before guardrails existed).
     guardrails: GuardrailPlan | None = None
+    #: Where the run's record is POSTed when it ends (roots only; None: nowhere).
+    webhook: WebhookPlan | None = None
 
 
 class FinishRunInput(_Contract):
