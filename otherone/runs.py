@@ -21,7 +21,6 @@ from pydantic import (
 from otherone.errors import FailureCode
 from otherone.partitions import DEFAULT_PARTITION as DEFAULT_PARTITION
 from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
-from otherone.webhooks import WebhookUrl
 from otherone.run_types import (
     AgentId,
     HandoffContext,
@@ -31,6 +30,7 @@ from otherone.run_types import (
     RunLimitOverrides,
     TreeBudget,
 )
+from otherone.webhooks import WebhookUrl
 
 #: Bounded text of a user message (1 MiB); a run's own limits may be tighter.
 MAX_INPUT_BYTES = 1024 * 1024

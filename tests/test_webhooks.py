@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
 
 from otherone.client.agent_client import build_request
 from otherone.client.schedules import ScheduleRequest, Schedules
@@ -29,7 +30,10 @@ from otherone.webhooks import (
     signature_header,
     verify_signature,
 )
+from tests.api_env import api_env
 from tests.harness import agent_env, scripted_config, wait_until
+from tests.processes import address_of, cli_env, otherone
+from tests.test_api import assert_problem, run_body
 from tests.webhook_receiver import Receiver, receiving
 
 pytestmark = pytest.mark.timeout(120)
@@ -273,3 +277,55 @@ def test_a_signature_out_of_its_time_window_is_refused() -> None:
     assert verify_signature(body, old, secret, now=now, tolerance_seconds=600)
     assert not verify_signature(body, "t=abc,v1=00", secret)
     assert not verify_signature(body, "", secret)
+
+
+async def test_the_api_shows_each_token_its_own_partitions_secret_and_refuses_bad_urls(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config({"agent": ["Done."]}, policy=FAST)
+    tokens = {"token-a": "tenant-a", "token-b": "tenant-b"}
+    async with api_env(client, task_queue, config, tmp_path, tokens=tokens) as api:
+        a = {"Authorization": "Bearer token-a"}
+        b = {"Authorization": "Bearer token-b"}
+        first = (await api.http.get("/v1/webhook-secret", headers=a)).json()
+        other = (await api.http.get("/v1/webhook-secret", headers=b)).json()
+        assert first["partition_key"] == "tenant-a" and other["partition_key"] == "tenant-b"
+        assert first["secret"] != other["secret"]
+        assert first["secret"] == api.env.store.webhook_secrets.get("tenant-a").secret
+        across = await api.http.get("/v1/webhook-secret?partition=tenant-b", headers=a)
+        assert_problem(across, 422, "invalid_request", "partition")
+        rotated = await api.http.post("/v1/webhook-secret/rotate", headers=a)
+        assert rotated.status_code == 200, rotated.text
+        assert rotated.json()["previous_secret"] == first["secret"]
+        assert rotated.json()["secret"] != first["secret"]
+        body = run_body("agent", webhook="https://user:pw@example.com/hook")
+        refused = await api.http.post("/v1/runs", json=body, headers=a)
+        assert_problem(refused, 422, "invalid_request", "webhook")
+        assert "pw@" not in refused.text
+
+
+async def test_the_cli_shows_and_rotates_the_secret_and_refuses_a_bad_url(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    env = cli_env(address_of(temporal_env), "unused-queue", tmp_path, OTHERONE_PARTITION="acme")
+    shown = await otherone("webhook-secret", env=env)
+    assert shown.code == 0, shown.stderr
+    secret = shown.stdout.strip()
+    assert secret.startswith("whsec_")
+    again = await otherone("webhook-secret", "--json", env=env)
+    assert json.loads(again.stdout)["secret"] == secret
+    rotated = await otherone("webhook-secret", "--rotate", "--json", env=env)
+    assert rotated.code == 0, rotated.stderr
+    fresh = json.loads(rotated.stdout)
+    assert fresh["previous_secret"] == secret and fresh["secret"] != secret
+    assert fresh["partition_key"] == "acme"
+    for command in (
+        ("run", "agent", "hello", "--webhook", "ftp://example.com/x"),
+        (
+            "schedule", "create", "nightly", "--agent", "agent", "--input", "hi",
+            "--every", "3600", "--webhook", "https://u:p@example.com/x",
+        ),
+    ):  # fmt: skip
+        refused = await otherone(*command, env=env)
+        assert refused.code == 2, (refused.stdout, refused.stderr)
+        assert "webhook" in refused.stderr and "Traceback" not in refused.stderr

@@ -38,7 +38,7 @@ def receiving(receiver: Receiver) -> Iterator[Receiver]:
     """Serve ``receiver`` on a free port of 127.0.0.1 until the block ends."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             receiver.received.append(Received(self.path, dict(self.headers.items()), body))
