@@ -122,7 +122,9 @@ async def _emit(
     await context.emit(ref, body)
 
 
-def _attempt_failed(delivery: WebhookDelivery, problem: str, *, retryable: bool) -> ApplicationError:
+def _attempt_failed(
+    delivery: WebhookDelivery, problem: str, *, retryable: bool
+) -> ApplicationError:
     return ApplicationError(
         f"webhook {shown_url(delivery.webhook.url)} {problem}",
         type="webhook_failed" if retryable else WEBHOOK_REFUSED,

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.webhooks import shown_url
 
+
 def webhook_retry(plan: WebhookPlan) -> RetryPolicy:
     """The plan's attempts, from ``first_retry`` doubling up to `WEBHOOK_MAX_RETRY`."""
     return RetryPolicy(

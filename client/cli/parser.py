@@ -372,7 +372,7 @@ def _add_webhook_secret(command: Add) -> None:
         "webhook-secret",
         "show (or rotate) the partition's webhook signing secret",
         f"The secret completion webhooks of --partition (default: {DEFAULT_PARTITION}) are "
-        "signed with (HMAC-SHA256, README \"Completion webhooks\"), from the store at "
+        'signed with (HMAC-SHA256, README "Completion webhooks"), from the store at '
         "--database-url; made on first use. --rotate replaces it (the last one is shown as "
         "previous: a receiver may accept both while it switches).",
     )

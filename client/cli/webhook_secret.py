@@ -28,8 +28,7 @@ async def cmd_webhook_secret(args: argparse.Namespace, ctx: Context) -> int:
     ctx.out.print(secret.secret, markup=False, soft_wrap=True)
     if args.rotate and secret.previous_secret is not None:
         ctx.err.print(
-            f"partition '{partition}': rotated; the previous secret was "
-            f"{secret.previous_secret}",
+            f"partition '{partition}': rotated; the previous secret was {secret.previous_secret}",
             markup=False,
             soft_wrap=True,
         )
