@@ -3,6 +3,7 @@ on 127.0.0.1: signed, retried, given up, refused, from a request, an agent or a 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -21,9 +22,10 @@ from otherone.client.agent_client import build_request
 from otherone.client.schedules import ScheduleRequest, Schedules
 from otherone.contracts import WebhookDelivered, delivery_workflow_id
 from otherone.definitions import AgentDefinition, RuntimePolicy
-from otherone.errors import InvalidRequestError
+from otherone.errors import ConfigurationError, InvalidRequestError
 from otherone.runs import RunOutcome
 from otherone.store import Store
+from otherone.toml_config import load_config
 from otherone.webhooks import (
     DELIVERY_ID_HEADER,
     SIGNATURE_HEADER,
@@ -33,6 +35,7 @@ from otherone.webhooks import (
 from tests.api_env import api_env
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.processes import address_of, cli_env, otherone
+from tests.providers import RecordingProvider
 from tests.test_api import assert_problem, run_body
 from tests.webhook_receiver import Receiver, receiving
 
@@ -166,6 +169,27 @@ async def test_a_failed_run_delivers_too(client: Client, task_queue: str, tmp_pa
     (got,) = receiver.received
     body = json.loads(got.body)
     assert body["status"] == "failed" and body["failure"]["code"] == "invalid_request"
+
+
+async def test_a_cancelled_run_delivers_its_cancelled_record(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    provider.gate("agent", 1)
+    config = scripted_config({"agent": ["never"]}, policy=FAST)
+    with receiving(Receiver()) as receiver:
+        async with agent_env(
+            client, task_queue, config, tmp_path, providers={"scripted": provider}
+        ) as env:
+            request = build_request(entry_agent="agent", input="wait", webhook=receiver.url)
+            handle = await env.agents.start(request)
+            await asyncio.wait_for(provider.started.wait(), 10)
+            await handle.cancel()
+            result = await handle.result()
+            assert result.outcome is RunOutcome.CANCELLED
+            await _delivery(client, handle.run_id)
+    (got,) = receiver.received
+    assert json.loads(got.body)["status"] == "cancelled"
 
 
 async def test_an_agent_default_webhook_is_sent_by_roots_only(
@@ -329,3 +353,33 @@ async def test_the_cli_shows_and_rotates_the_secret_and_refuses_a_bad_url(
         refused = await otherone(*command, env=env)
         assert refused.code == 2, (refused.stdout, refused.stderr)
         assert "webhook" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_agent_files_and_toml_name_a_default_webhook(tmp_path: Path) -> None:
+    agent_dir = tmp_path / ".otherone" / "agents" / "notifier"
+    agent_dir.mkdir(parents=True)
+    (agent_dir / "AGENT.md").write_text(
+        "---\nschema_version: 1\ndescription: Notifies\n"
+        "webhook: https://hooks.example.com/notifier\n---\nYou notify.\n"
+    )
+    (tmp_path / "otherone.toml").write_text(
+        '[runtime]\ndefault_model = "demo"\n\n[models.demo]\nprovider = "scripted"\n'
+        'model = "demo-1"\n\n[policy]\nwebhook_attempts = 4\nwebhook_first_retry = 5\n\n'
+        '[agents.reporter]\ndescription = "Reports"\n'
+        'webhook = "http://127.0.0.1:9000/reporter"\n'
+    )
+    config = load_config(tmp_path / "otherone.toml")
+    assert config.agents["notifier"].webhook == "https://hooks.example.com/notifier"
+    assert config.agents["reporter"].webhook == "http://127.0.0.1:9000/reporter"
+    snapshot = config.snapshot()
+    assert snapshot.policy.webhook_attempts == 4
+    assert snapshot.policy.webhook_first_retry == timedelta(seconds=5)
+    (tmp_path / "otherone.toml").write_text(
+        '[runtime]\ndefault_model = "demo"\n\n[models.demo]\nprovider = "scripted"\n'
+        'model = "demo-1"\n\n[agents.reporter]\ndescription = "Reports"\n'
+        'webhook = "https://me:secret@example.com/x"\n'
+    )
+    with pytest.raises(ConfigurationError) as refused:
+        load_config(tmp_path / "otherone.toml")
+    assert "webhook" in str(refused.value) and "credentials" in str(refused.value)
+    assert "secret@" not in str(refused.value)
