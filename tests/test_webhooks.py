@@ -36,6 +36,7 @@ from tests.api_env import api_env
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.processes import address_of, cli_env, otherone
 from tests.providers import RecordingProvider
+from tests.sse import read_stream
 from tests.test_api import assert_problem, run_body
 from tests.webhook_receiver import Receiver, receiving
 
@@ -326,6 +327,24 @@ async def test_the_api_shows_each_token_its_own_partitions_secret_and_refuses_ba
         refused = await api.http.post("/v1/runs", json=body, headers=a)
         assert_problem(refused, 422, "invalid_request", "webhook")
         assert "pw@" not in refused.text
+        with receiving(Receiver()) as receiver:
+            started = await api.http.post(
+                "/v1/runs", json=run_body("agent", webhook=receiver.url), headers=a
+            )
+            assert started.status_code == 201, started.text
+            run_id = started.json()["run_id"]
+            ended = await api.http.get(f"/v1/runs/{run_id}/result?wait=60", headers=a)
+            assert ended.json()["outcome"] == "completed", ended.text
+            await _delivery(client, run_id)
+        assert json.loads(receiver.received[0].body)["partition_key"] == "tenant-a"
+        status, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events", headers=a)
+        assert status == 200 and frames[-1].event == "run_completed"  # the live stream's end
+        # The delivery's events follow the run's end: a stream resumed after it shows them.
+        after = frames[-1].id
+        status, later = await read_stream(
+            api.http, f"/v1/runs/{run_id}/events?after={after}", headers=a
+        )
+        assert status == 200 and [frame.event for frame in later] == ["webhook_delivered"]
 
 
 async def test_the_cli_shows_and_rotates_the_secret_and_refuses_a_bad_url(
