@@ -402,3 +402,17 @@ def test_agent_files_and_toml_name_a_default_webhook(tmp_path: Path) -> None:
         load_config(tmp_path / "otherone.toml")
     assert "webhook" in str(refused.value) and "credentials" in str(refused.value)
     assert "secret@" not in str(refused.value)
+
+
+def test_run_and_schedule_create_pass_the_webhook_on() -> None:
+    from otherone.client.cli.parser import build_parser
+    from otherone.client.cli.run import _request_from
+    from otherone.client.cli.schedules import _request as schedule_request
+
+    url = "https://hooks.example.com/x?token=1"
+    args = build_parser().parse_args(["run", "assistant", "hi", "--webhook", url])
+    assert _request_from(args, None).webhook == url
+    assert _request_from(build_parser().parse_args(["run", "a", "hi"]), None).webhook is None
+    create = ["schedule", "create", "n", "--agent", "a", "--input", "hi", "--every", "60"]
+    args = build_parser().parse_args([*create, "--webhook", url])
+    assert schedule_request(args, "acme").request.webhook == url
