@@ -336,7 +336,13 @@ async def test_the_api_shows_each_token_its_own_partitions_secret_and_refuses_ba
             ended = await api.http.get(f"/v1/runs/{run_id}/result?wait=60", headers=a)
             assert ended.json()["outcome"] == "completed", ended.text
             await _delivery(client, run_id)
-        assert json.loads(receiver.received[0].body)["partition_key"] == "tenant-a"
+        got = receiver.received[0]
+        assert json.loads(got.body)["partition_key"] == "tenant-a"
+        # Signed with tenant-a's secret as rotated: not its previous one, not tenant-b's.
+        signed = got.headers[SIGNATURE_HEADER]
+        assert verify_signature(got.body, signed, rotated.json()["secret"])
+        assert not verify_signature(got.body, signed, first["secret"])
+        assert not verify_signature(got.body, signed, other["secret"])
         status, frames = await read_stream(api.http, f"/v1/runs/{run_id}/events", headers=a)
         assert status == 200 and frames[-1].event == "run_completed"  # the live stream's end
         # The delivery's events follow the run's end: a stream resumed after it shows them.
