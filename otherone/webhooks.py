@@ -11,9 +11,9 @@ JSON of ``GET /v1/runs/{id}``) with these headers:
   receiver that keeps the ids it has handled does each delivery once).
 - ``Otherone-Event: run.ended``, ``Otherone-Run-Id``, ``Content-Type: application/json``.
 
-This module is pure (no I/O, standard library only): the run request's and agent definition's
-``webhook`` field are validated with `WebhookUrl`, and a receiver needs only
-`verify_signature`.
+This module is pure (no I/O; pydantic for the URL type, the standard library for the rest): the
+run request's and agent definition's ``webhook`` field are validated with `WebhookUrl`, and a
+receiver needs only `verify_signature`.
 """
 
 from __future__ import annotations
