@@ -22,7 +22,7 @@ from typing import Any
 
 from temporalio import activity
 
-from otherone.activities import approvals, guardrails, handoffs, sleep_tools
+from otherone.activities import approvals, guardrails, handoffs, sleep_tools, webhooks
 from otherone.activities import call_model as model
 from otherone.activities import describe_runs as described
 from otherone.activities import finish_run as finish
@@ -33,6 +33,7 @@ from otherone.activities.shared import ActivityContext
 from otherone.activities.store_calls import heartbeating
 from otherone.contracts import (
     ACTIVITY_CALL_MODEL,
+    ACTIVITY_DELIVER_WEBHOOK,
     ACTIVITY_DESCRIBE_RUNS,
     ACTIVITY_FINISH_RUN,
     ACTIVITY_HAND_OFF,
@@ -59,6 +60,8 @@ from otherone.contracts import (
     RunPlan,
     ToolCallInput,
     ToolOutcome,
+    WebhookDelivered,
+    WebhookDelivery,
 )
 from otherone.runs import RunRecord
 from otherone.worker.telemetry import annotate_run
@@ -87,6 +90,7 @@ class AgentActivities:
             self.describe_runs,
             self.run_guardrail,
             self.record_events,
+            self.deliver_webhook,
         ]
 
     # Store activities heartbeat throughout, so a killed worker is noticed in seconds, not
@@ -155,3 +159,8 @@ class AgentActivities:
         """One guardrail's verdict (user code: heartbeats so a dead worker is seen soon)."""
         async with heartbeating():
             return await guardrails.run_guardrail(self.context, input)
+
+    @activity.defn(name=ACTIVITY_DELIVER_WEBHOOK)
+    async def deliver_webhook(self, input: WebhookDelivery) -> WebhookDelivered:
+        """One attempt to POST a root's record to its webhook (`otherone.activities.webhooks`)."""
+        return await webhooks.deliver_webhook(self.context, input)

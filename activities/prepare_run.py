@@ -27,8 +27,9 @@ from otherone.contracts import (
     RunPlan,
     RunRef,
     ToolSettings,
+    WebhookPlan,
 )
-from otherone.definitions import ModelProfile, RuntimeLimits
+from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
 from otherone.errors import FailureCode
 from otherone.result_contracts import contract_problem
 from otherone.runs import RunRecord, RunStatus
@@ -134,6 +135,22 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         sleep=snapshot.may_sleep(agent),
         mcp_unavailable=unavailable,
         guardrails=guardrail_plan(snapshot, agent, tools),
+        webhook=webhook_plan(input, snapshot, agent),
+    )
+
+
+def webhook_plan(
+    input: PrepareRunInput, snapshot: RuntimeSnapshot, agent: AgentDefinition
+) -> WebhookPlan | None:
+    """A root's webhook: its request's, else its agent's default (children send none)."""
+    if input.ref.parent_run_id is not None:
+        return None
+    url = input.request.webhook or agent.webhook
+    if url is None:
+        return None
+    policy = snapshot.policy
+    return WebhookPlan(
+        url=url, attempts=policy.webhook_attempts, first_retry=policy.webhook_first_retry
     )
 
 

@@ -430,7 +430,8 @@ class AgentClient:
             await self._check_tenant(root_run_id)
         except RunNotFoundError:
             return await self._stored_tree(root_run_id)
-        query = f'RootWorkflowId = "{root_run_id}"'
+        # Runs only: a root's completion webhook is delivered by a workflow of its tree too.
+        query = f'RootWorkflowId = "{root_run_id}" AND WorkflowType = "{WORKFLOW_NAME}"'
         if self.partition_key is not None:
             query += f' AND {attrs.PARTITION.name} = "{self.partition_key}"'
         ids = [execution.id async for execution in self.temporal.list_workflows(query)]

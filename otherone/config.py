@@ -197,6 +197,12 @@ class RuntimeSnapshot(BaseModel):
             for field, empty in (("guardrails", _NO_GUARDRAILS), ("hooks", _NO_HOOKS)):
                 if holder.get(field) == empty:
                     del holder[field]
+        for agent in body["agents"].values():  # no webhook: the version it had before them
+            if agent.get("webhook", "") is None:
+                del agent["webhook"]
+        for field, default in _WEBHOOK_POLICY.items():  # likewise a policy at their defaults
+            if body["policy"].get(field) == default:
+                del body["policy"][field]
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
@@ -301,6 +307,11 @@ class RuntimeSnapshot(BaseModel):
 
 _NO_GUARDRAILS = GuardrailPolicy().model_dump(mode="json")
 _NO_HOOKS = HookPolicy().model_dump(mode="json")
+_WEBHOOK_POLICY = {
+    name: value
+    for name, value in RuntimePolicy().model_dump(mode="json").items()
+    if name.startswith("webhook_")
+}
 
 
 class RuntimeConfig:

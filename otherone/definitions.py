@@ -47,6 +47,7 @@ from otherone.run_types import PositiveCount as _PositiveCount
 from otherone.run_types import PositiveDuration as PositiveDuration
 from otherone.run_types import RunLimitOverrides as RunLimitOverrides
 from otherone.run_types import TreeBudget as TreeBudget
+from otherone.webhooks import WebhookUrl
 
 ENV_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _GLOB = re.compile(r"[*?\[]")
@@ -382,6 +383,9 @@ class AgentDefinition(_Frozen):
     guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
     #: Lifecycle hooks of this agent's model and tool calls (after the runtime policy's).
     hooks: HookPolicy = Field(default_factory=HookPolicy)
+    #: The completion webhook of root runs of this agent that name none (`otherone.webhooks`):
+    #: a signed POST of the run's record when it ends. Runs it is called by (children) send none.
+    webhook: WebhookUrl | None = None
 
     @field_validator("description")
     @classmethod
@@ -575,6 +579,11 @@ class RuntimePolicy(_Frozen):
     guardrails: GuardrailPolicy = Field(default_factory=GuardrailPolicy)
     #: Lifecycle hooks of every agent's model and tool calls (they run before the agent's).
     hooks: HookPolicy = Field(default_factory=HookPolicy)
+    #: Completion webhooks (`otherone.webhooks`): attempts of one delivery, and the wait before
+    #: the first retry (doubled each time, at most 5 minutes). 8 attempts from 2 s: the last
+    #: one about 4 minutes after the first.
+    webhook_attempts: Annotated[int, Field(strict=True, ge=1, le=20)] = 8
+    webhook_first_retry: PositiveDuration = timedelta(seconds=2)
 
 
 #: `RuntimeLimits.max_sleep` unless configured.

@@ -31,6 +31,7 @@ from otherone.run_types import (
     RunLimitOverrides,
     TreeBudget,
 )
+from otherone.webhooks import WebhookUrl
 
 #: Bounded text of a user message (1 MiB); a run's own limits may be tighter.
 MAX_INPUT_BYTES = 1024 * 1024
@@ -236,6 +237,10 @@ class AgentRunRequest(_Model):
     def _client_tools_fit(cls, value: tuple[ClientTool, ...] | None) -> Any:
         return None if value is None else check_client_tools(value)
 
+    #: Where a signed POST carries the run's record when it ends (`otherone.webhooks`); None:
+    #: the entry agent's default (its definition's ``webhook``), if any. Roots only.
+    webhook: WebhookUrl | None = None
+
     @field_validator("input")
     @classmethod
     def _input_present(cls, value: str | tuple[InputMessage, ...]) -> Any:
@@ -268,7 +273,7 @@ class AgentRunRequest(_Model):
 
 
 #: `AgentRunRequest` fields added after runs were started by key (see `fingerprint`).
-_LATER_FIELDS = ("result_contract", "output_retries", "model", "client_tools")
+_LATER_FIELDS = ("result_contract", "output_retries", "model", "client_tools", "webhook")
 
 
 class AgentCallRequest(_Model):

@@ -302,6 +302,19 @@ spend_limits = Table(
     PrimaryKeyConstraint("partition_key", "period", name="pk_otherone_spend_limits"),
 )
 
+#: Each partition's webhook signing secret (`otherone.store.webhook_secrets`): the current one,
+#: and the one it replaced with when (still accepted by receivers for a grace period they choose).
+webhook_secrets = Table(
+    "otherone_webhook_secrets",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("secret", String(128), nullable=False),
+    Column("previous_secret", String(128), nullable=True),
+    _created_at(),
+    Column("rotated_at", DateTime(timezone=True), nullable=True),
+    PrimaryKeyConstraint("partition_key", name="pk_otherone_webhook_secrets"),
+)
+
 #: Fleet-wide bookkeeping, not tenant data: read across partitions on purpose.
 FLEET_TABLES = (capacity_scopes, capacity_holders)
 
@@ -318,6 +331,7 @@ PARTITIONED_TABLES = (
     idempotency_keys,
     spend,
     spend_limits,
+    webhook_secrets,
 )
 
 __all__ = [
@@ -338,4 +352,5 @@ __all__ = [
     "spend",
     "spend_limits",
     "tool_results",
+    "webhook_secrets",
 ]

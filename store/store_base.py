@@ -27,6 +27,7 @@ from otherone.store.records import EntryRow
 from otherone.store.rows import entry_values
 from otherone.store.spending import SpendStore
 from otherone.store.statements import TurnStatements
+from otherone.store.webhook_secrets import WebhookSecrets
 
 Insert = postgresql.Insert | sqlite.Insert
 _T = TypeVar("_T")
@@ -189,6 +190,11 @@ class StoreBase:
     def spending(self) -> SpendStore:
         """What partitions spent on model calls, and their limits (`otherone.store.spending`)."""
         return SpendStore(self._engine)
+
+    @cached_property
+    def webhook_secrets(self) -> WebhookSecrets:
+        """Each partition's webhook signing secret (`otherone.store.webhook_secrets`)."""
+        return WebhookSecrets(self._engine)
 
     @cached_property
     def _lifecycle(self) -> LifecycleStatements:

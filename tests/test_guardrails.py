@@ -178,6 +178,9 @@ def test_snapshots_without_guardrails_keep_their_versions() -> None:
     for tool_body in body["tools"].values():
         del tool_body["guardrails"]
     del body["limits"]["partitions"]  # likewise without partition caps
+    for agent in body["agents"].values():  # and without webhooks (at the policy's defaults)
+        del agent["webhook"]
+    del body["policy"]["webhook_attempts"], body["policy"]["webhook_first_retry"]
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
     assert snapshot.version == digest.hexdigest()[:32]
     guarded = _config(["hi"], guardrails={"input": ["no_secrets"]})

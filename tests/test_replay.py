@@ -11,7 +11,7 @@ from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
 from otherone.worker.app import sandbox_runner
-from otherone.workflows import AgentRunWorkflow
+from otherone.workflows import AgentRunWorkflow, WebhookDeliveryWorkflow
 from tests.histories import recorded_history
 from tests.histories.broken_workflow import ReorderedAgentRunWorkflow
 from tests.histories.scenarios import SCENARIOS
@@ -42,7 +42,8 @@ def test_every_scenario_is_checked_in_now_and_from_before() -> None:
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda path: path.stem)
 async def test_recorded_history_replays(path: Path) -> None:
-    result = await _replayer(AgentRunWorkflow).replay_workflow(recorded_history(path))
+    replayer = _replayer(AgentRunWorkflow, WebhookDeliveryWorkflow)
+    result = await replayer.replay_workflow(recorded_history(path))
     assert result.replay_failure is None
 
 

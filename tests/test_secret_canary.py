@@ -7,12 +7,15 @@ database password (PostgreSQL; a refused connection on both backends), and the H
 What echoes them: an OpenAI-style error that quotes the key across the 500-character cut, an
 Anthropic 401 quoting its key, an MCP server that returns its Authorization header in a tool
 result and in a tool error, a stdio server that prints its credential in a result, an error and
-on stderr, an MCP server and a database that refuse connections.
+on stderr, an MCP server and a database that refuse connections, a completion webhook receiver
+that refuses its first POST quoting the partition's webhook signing secret.
 Sinks searched: every table of the store (SQLite and PostgreSQL), the worker's log records at
 DEBUG and everything written to the process's stdout/stderr (MCP servers' stderr included),
 stored events, the SSE and AG-UI streams, the decoded Temporal history of every run, the
-OpenTelemetry spans, the HTTP API's answers and page, run results, and the CLI's ``--help``
-and ``show`` output (at DEBUG). Positive controls show each sink holds what the runs did and
+OpenTelemetry spans, the HTTP API's answers and page, run results, the webhooks' bodies and
+headers and their deliveries' histories, and the CLI's ``--help`` and ``show`` output (at
+DEBUG). The webhook secret lives in the store's ``otherone_webhook_secrets`` (its home; no other
+table, no event, no log may show it). Positive controls show each sink holds what the runs did and
 that each secret did reach the server it was meant for.
 """
 
@@ -43,12 +46,14 @@ from temporalio.testing import WorkflowEnvironment
 from otherone.api import ApiContext, ApiServer
 from otherone.api.server import parse_tokens
 from otherone.config import RuntimeConfig
+from otherone.contracts import WebhookDelivered, delivery_workflow_id
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import OtheroneError
 from otherone.mcp_servers import McpServer
 from otherone.payloads import compact_data_converter
 from otherone.store import Store
-from otherone.store.schema import metadata
+from otherone.store.schema import metadata, webhook_secrets
+from otherone.webhooks import SIGNATURE_HEADER, verify_signature
 from otherone.worker.app import build_worker
 from otherone.worker.devserver import free_port
 from otherone.worker.telemetry import OtheroneActivityInterceptor
@@ -57,6 +62,7 @@ from tests.harness import history_with_payloads
 from tests.mcp_http_server import McpTestServer, serving
 from tests.processes import address_of, cli_env, otherone
 from tests.sse import read_stream
+from tests.webhook_receiver import Receiver, receiving
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -86,11 +92,12 @@ class Canaries:
         return dict(vars(self))
 
 
-def leaks(canaries: Canaries, sinks: dict[str, str]) -> list[str]:
+def leaks(canaries: Canaries | dict[str, str], sinks: dict[str, str]) -> list[str]:
     """Every (sink, secret) pair where a 16-character piece of the secret shows."""
     found = []
+    planted = canaries if isinstance(canaries, dict) else canaries.all()
     for where, text in sinks.items():
-        for name, secret in canaries.all().items():
+        for name, secret in planted.items():
             pieces = {secret[i : i + PIECE] for i in range(len(secret) - PIECE + 1)}
             if any(piece in text for piece in pieces):
                 found.append(f"{name} in {where}")
@@ -268,6 +275,8 @@ class Observed:
     spans: InMemorySpanExporter
     runs: dict[str, str] = field(default_factory=dict)
     sinks: dict[str, str] = field(default_factory=dict)
+    #: Where every run's completion webhook goes.
+    webhook: str | None = None
 
 
 @contextmanager
@@ -327,9 +336,8 @@ async def observed_runtime(
 
 
 async def start_run(observed: Observed, agent: str) -> str:
-    answer = await observed.http.post(
-        "/v1/runs", json={"entry_agent": agent, "input": f"canary run of {agent}"}
-    )
+    body = {"entry_agent": agent, "input": f"canary run of {agent}", "webhook": observed.webhook}
+    answer = await observed.http.post("/v1/runs", json=body)
     assert answer.status_code == 201, answer.text
     run_id: str = answer.json()["run_id"]
     observed.runs[agent] = run_id
@@ -391,10 +399,27 @@ async def collect_ag_ui_run(observed: Observed) -> None:
 
 
 async def collect_histories(observed: Observed) -> None:
-    """Every execution of every run (none of them has children)."""
+    """Every execution of every run (none of them has children) and of its webhook delivery."""
     for run_id in observed.runs.values():
-        history = await observed.client.get_workflow_handle(run_id).fetch_history()
-        observed.sinks[f"history of {run_id}"] = history_with_payloads(history.to_json())
+        for workflow_id in (run_id, delivery_workflow_id(run_id)):
+            history = await observed.client.get_workflow_handle(workflow_id).fetch_history()
+            observed.sinks[f"history of {workflow_id}"] = history_with_payloads(history.to_json())
+
+
+async def delivered(observed: Observed) -> list[WebhookDelivered]:
+    """Every run's webhook delivery, once it has ended."""
+    return [
+        await observed.client.get_workflow_handle(
+            delivery_workflow_id(run_id), result_type=WebhookDelivered
+        ).result()
+        for run_id in observed.runs.values()
+    ]
+
+
+def collect_webhooks(observed: Observed, receiver: Receiver) -> None:
+    observed.sinks["webhook POSTs"] = "\n".join(
+        json.dumps(got.headers) + got.path + got.body.decode() for got in receiver.received
+    )
 
 
 def collect_store(observed: Observed) -> None:
@@ -462,21 +487,28 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
     sinks: dict[str, str] = {
         "refused database connection": failed_database_connection(store_url, canaries.db_password)
     }
-    with serving(EchoingMcpServer()) as mcp:
+    # The receiver refuses the first POST, quoting the secret it checks signatures with.
+    hooks = Receiver(statuses=(500, 200))
+    with serving(EchoingMcpServer()) as mcp, receiving(hooks):
         async with (
             WireServer(LeakyProvider()) as provider,
             observed_runtime(
                 temporal_env, store_url, task_queue, config(provider.url, mcp.url), canaries
             ) as observed,
         ):
+            webhook_secret = observed.store.webhook_secrets.get(PARTITION).secret
+            hooks.answer_text = f"bad signature; we check with {webhook_secret}"
+            observed.webhook = f"{hooks.url}/hooks/canary"
             runs = {
                 agent: await start_run(observed, agent)
                 for agent in ("openai_user", "anthropic_user", "mcp_user")
             }
             results = {agent: await finished(observed, run_id) for agent, run_id in runs.items()}
+            deliveries = await delivered(observed)
             await collect_ag_ui_run(observed)
             await collect_api(observed)
             await collect_histories(observed)
+            collect_webhooks(observed, hooks)
             collect_store(observed)
         collect_spans(observed)  # the worker has stopped: every span ended
         sinks.update(observed.sinks)
@@ -533,7 +565,20 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
     assert "usage: otherone" in sinks["otherone --help"]
     assert '"down":{"tools_hash":"","tools":[],"error":' in sinks["table otherone_snapshots"]
 
+    # The webhooks: each run's record, signed; the refused attempt's event quotes the answer.
+    assert all(delivery.delivered for delivery in deliveries)
+    assert len(hooks.received) == 4  # three runs, one retried
+    for got in hooks.received:
+        assert verify_signature(got.body, got.headers[SIGNATURE_HEADER], webhook_secret)
+    assert "request rejected; xxx" in sinks["webhook POSTs"]
+    refusals = [sinks[f"events of {run_id}"] for run_id in runs.values()]
+    assert sum("bad signature; we check with <redacted>" in e for e in refusals) == 1
+
     assert leaks(canaries, sinks) == []
+    # The webhook secret: in its own table only.
+    elsewhere = {where: text for where, text in sinks.items() if webhook_secrets.name not in where}
+    assert leaks({"webhook_secret": webhook_secret}, elsewhere) == []
+    assert webhook_secret in sinks[f"table {webhook_secrets.name}"]
     # What the echoes became.
     assert "you sent Authorization: <redacted>" in tools and "SERVICE_TOKEN=<redacted>" in tools
     assert "debug: SERVICE_TOKEN=<redacted>" in sinks["stdout and stderr"]

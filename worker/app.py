@@ -51,7 +51,7 @@ from otherone.worker.reconciler import reconcile_periodically
 from otherone.worker.redacting import RedactingActivityInterceptor, remember_configured_secrets
 from otherone.worker.sandbox import WorkflowSandbox, workflow_sandbox_from_env
 from otherone.worker.versioning import WorkerDeployment
-from otherone.workflows import AgentRunWorkflow
+from otherone.workflows import ALL_WORKFLOWS
 
 #: Our pure modules (pydantic models, constants): passed through the sandbox so they are imported
 #: once per worker, not once per workflow run. Listed one by one: Temporal matches passthrough
@@ -78,6 +78,7 @@ PASSTHROUGH_MODULES = (
     "otherone.skills",
     "otherone.toml_config",
     "otherone.tools",
+    "otherone.webhooks",
     "otherone.wire_names",
     "otherone.workflows.budgets",
     "otherone.workflows.handoffs",
@@ -250,7 +251,7 @@ def build_worker(
     max_concurrent_model_calls: int | None = None,
     max_concurrent_tool_calls: int | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(0),
-    workflows: Sequence[type] = (AgentRunWorkflow,),
+    workflows: Sequence[type] = ALL_WORKFLOWS,
     workflow_sandbox: WorkflowSandbox | None = None,
     deployment: WorkerDeployment | None = None,
     reconcile_every: timedelta | None = None,

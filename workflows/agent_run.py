@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         RunPlan,
         RunRef,
         SpawnEnded,
+        WebhookPlan,
     )
     from otherone.runs import (
         AgentCallResult,
@@ -67,6 +68,7 @@ from otherone.workflows.run_state import RunState
 from otherone.workflows.spawn_results import report_to_caller
 from otherone.workflows.store_steps import RunIdUsedError, prepare_run
 from otherone.workflows.turns import run_until_deadline
+from otherone.workflows.webhook_delivery import start_delivery
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -191,7 +193,18 @@ class AgentRunWorkflow:
         await state.spawns.finish(ending.outcome, on_exit, state.deadline_at)
         result = await finish_shielded(state, ending, state.ref(state.plan))
         await report_to_caller(state.input, result)  # only a spawned run reports by signal
+        if state.end_stored:  # the webhook carries the stored record
+            await start_delivery(state.ref(state.plan), self._webhook())
         return result
+
+    def _webhook(self) -> WebhookPlan | None:
+        """The run's webhook: its plan's (the request's, else its agent's), or, when it ended
+        before it was prepared, its request's."""
+        plan = self._state.plan
+        if plan is not None:
+            return plan.webhook
+        url = self._state.input.request.webhook
+        return WebhookPlan(url=url) if url is not None else None
 
     def _describe_self(self) -> None:
         """Set the search attributes a client left out (a start by `temporal workflow start`

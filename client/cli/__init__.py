@@ -22,6 +22,9 @@ Commands (module of ``otherone.client.cli`` in brackets)::
     otherone usage [--by KEYS] [--json] tokens, cache tokens, calls and cost, summed
     otherone spend-limit [--per-day USD | --clear]
                                         a partition's spend limit per UTC day       [usage]
+    otherone webhook-secret [--rotate] [--json]
+                                        the partition's webhook signing secret
+                                                                         [webhook_secret]
     otherone mcp import FILE [--write TOML]
                                         an MCP client's config (Claude Desktop, VS Code,
                                         Cursor) as [mcp.<server>] tables

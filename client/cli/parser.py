@@ -62,6 +62,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "schedule": CommandTarget("schedules", "cmd_schedule"),
     "usage": CommandTarget("usage", "cmd_usage"),
     "spend-limit": CommandTarget("usage", "cmd_spend_limit"),
+    "webhook-secret": CommandTarget("webhook_secret", "cmd_webhook_secret"),
 }
 
 
@@ -100,6 +101,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_approvals(command)
     _add_sessions(command, common)
     add_usage(command)
+    _add_webhook_secret(command)
     _add_upgrade(command, common)
     _add_mcp(command, common)
     _add_schedule(command, common)
@@ -214,6 +216,12 @@ def _add_run(command: Add) -> None:
         metavar="PROFILE",
         help="the model profile the agent runs on, among those it allows (its own and its "
         "`models`; default: its own)",
+    )
+    run.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="POST the run's record, signed with the partition's webhook secret, to this "
+        "http(s) URL when it ends (see `otherone webhook-secret`; default: the agent's webhook)",
     )
     run.add_argument(
         "--output-retries",
@@ -357,6 +365,19 @@ def _add_verbose(command: argparse.ArgumentParser) -> None:
         help="show what each tool call returned after its name (the start of its result, "
         "one line, at most 200 characters)",
     )
+
+
+def _add_webhook_secret(command: Add) -> None:
+    secret = command(
+        "webhook-secret",
+        "show (or rotate) the partition's webhook signing secret",
+        f"The secret completion webhooks of --partition (default: {DEFAULT_PARTITION}) are "
+        'signed with (HMAC-SHA256, README "Completion webhooks"), from the store at '
+        "--database-url; made on first use. --rotate replaces it (the last one is shown as "
+        "previous: a receiver may accept both while it switches).",
+    )
+    secret.add_argument("--rotate", action="store_true", help="make a new secret")
+    secret.add_argument("--json", action="store_true", help="print it as JSON")
 
 
 def _add_all_partitions(command: argparse.ArgumentParser) -> None:

@@ -94,6 +94,8 @@ def _request_from(args: argparse.Namespace, partition: str | None) -> AgentRunRe
         fields["output_retries"] = args.output_retries
     if args.model is not None:
         fields["model"] = args.model
+    if args.webhook is not None:
+        fields["webhook"] = args.webhook
     # Always start by key (a random one if none was given): the run id is then known before
     # the start RPC, so an interrupt at any moment can still name the run, and a start that is
     # retried after a network error cannot create a second run.

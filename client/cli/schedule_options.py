@@ -29,6 +29,9 @@ def add_actions(action: Callable[[str, str, str], argparse.ArgumentParser]) -> N
     timing.add_argument("--cron", action="append", metavar="EXPR", help="a cron expression")
     timing.add_argument("--every", metavar="DURATION", help="seconds or ISO 8601 (PT1H)")
     create.add_argument("--session", metavar="ID", help="continue this session every firing")
+    create.add_argument(
+        "--webhook", metavar="URL", help="POST each run's signed record here when it ends"
+    )
     create.add_argument("--overlap", choices=OVERLAPS, default="skip")
     create.add_argument("--catchup-window", metavar="DURATION", default="60")
     create.add_argument("--paused", action="store_true", help="create it paused")

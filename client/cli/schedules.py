@@ -76,6 +76,8 @@ def _request(args: argparse.Namespace, partition: str) -> Any:
     }
     if args.session:
         request["session"] = {"session_id": args.session}
+    if args.webhook:
+        request["webhook"] = args.webhook
     fields = {
         "name": args.name,
         "request": request,
@@ -107,6 +109,7 @@ _FLAGS = (
     ("request.entry_agent", "--agent"),
     ("request.input", "--input"),
     ("request.session", "--session"),
+    ("request.webhook", "--webhook"),
     ("catchup_window", "--catchup-window"),
     ("cron", "--cron"),
     ("every", "--every"),

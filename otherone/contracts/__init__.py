@@ -70,6 +70,14 @@ from otherone.contracts.turns import (
     ToolCallSpec,
     ToolOutcome,
 )
+from otherone.contracts.webhooks import (
+    ACTIVITY_DELIVER_WEBHOOK,
+    WEBHOOK_WORKFLOW_NAME,
+    WebhookDelivered,
+    WebhookDelivery,
+    WebhookPlan,
+    delivery_workflow_id,
+)
 from otherone.workflow_names import MEMO_FINGERPRINT as MEMO_FINGERPRINT
 from otherone.workflow_names import MEMO_IDEMPOTENCY_KEY as MEMO_IDEMPOTENCY_KEY
 from otherone.workflow_names import QUERY_APPROVALS as QUERY_APPROVALS
@@ -133,6 +141,7 @@ COMPACT_PAYLOAD_TYPES: tuple[type[BaseModel], ...] = (
 
 __all__ = [
     "ACTIVITY_CALL_MODEL",
+    "ACTIVITY_DELIVER_WEBHOOK",
     "ACTIVITY_DESCRIBE_RUNS",
     "ACTIVITY_FINISH_RUN",
     "ACTIVITY_HAND_OFF",
@@ -160,6 +169,7 @@ __all__ = [
     "STORE_TOTAL_TIMEOUT",
     "UPDATE_CALL_AGENT",
     "UPDATE_DECIDE_APPROVAL",
+    "WEBHOOK_WORKFLOW_NAME",
     "WORKFLOW_NAME",
     "ApprovalDecision",
     "ApprovalNeed",
@@ -194,6 +204,10 @@ __all__ = [
     "ToolOutcome",
     "ToolSettings",
     "UserMessages",
+    "WebhookDelivered",
+    "WebhookDelivery",
+    "WebhookPlan",
     "child_run_id",
+    "delivery_workflow_id",
     "resolved_ref",
 ]

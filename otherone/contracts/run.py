@@ -13,6 +13,7 @@ from otherone.contracts.approvals import ApprovalRequest
 from otherone.contracts.guardrails import GuardrailPlan
 from otherone.contracts.refs import RunRef, _Contract
 from otherone.contracts.turns import PendingEntry
+from otherone.contracts.webhooks import WebhookPlan
 from otherone.definitions import HandoffPolicy, RuntimeLimits, TreeBudget
 from otherone.run_types import Money
 from otherone.runs import (
@@ -229,6 +230,8 @@ class RunPlan(_Contract):
     guardrails: GuardrailPlan | None = None
     #: `time.sleep` and `time.wake_at` are offered (the agent asks, the runtime policy allows).
     sleep: bool = False
+    #: Where the run's record is POSTed when it ends (roots only; None: nowhere).
+    webhook: WebhookPlan | None = None
 
 
 class FinishRunInput(_Contract):

@@ -41,6 +41,7 @@ from tests.histories.guardrail_scenarios import (
     guardrail_result_withheld,
     guardrails_passed_refused_retried,
 )
+from tests.histories.webhook_scenarios import webhook, webhook_delivery
 from tests.providers import RecordingProvider
 
 
@@ -1016,4 +1017,6 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "guardrail_result_withheld": guardrail_result_withheld,
     "sleep": sleep,
     "sleep_cancelled": sleep_cancelled,
+    "webhook": webhook,
+    "webhook_delivery": webhook_delivery,
 }
