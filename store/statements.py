@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Dialect, Select, bindparam, func, select, text
+from sqlalchemy import Dialect, Select, bindparam, func, select, text, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
 from otherone.store.prepared import Prepared
-from otherone.store.schema import compactions, entries, events, tool_results
+from otherone.store.schema import compactions, entries, events, session_forks, tool_results
 
 #: The entry columns hot reads select, in this order (`entry_from_values` reads them so).
 ENTRY_COLUMNS = (
@@ -60,6 +60,28 @@ def _session(table: Any) -> Any:
     )
 
 
+def session_entries(*columns: Any) -> Any:
+    """``columns`` of a session's entries after ``after_id`` (bind parameters ``partition_key``,
+    ``session_id``, ``after_id``): its own, and those it shares as a fork (`session_forks`:
+    the source session's entries up to the fork's cut, read in place). Ids grow in append
+    order across sessions, so the shared ones all come before the fork's own in id order.
+
+    Two selects, not one with OR: each is an index range (the second finds no link row for a
+    session that is not a fork, which is one primary-key probe)."""
+    own = select(*columns).where(_session(entries) & (entries.c.id > bindparam("after_id")))
+    link = (
+        (session_forks.c.partition_key == entries.c.partition_key)
+        & (session_forks.c.source_session_id == entries.c.session_id)
+        & (entries.c.id <= session_forks.c.up_to_entry_id)
+    )
+    shared = (
+        select(*columns)
+        .select_from(session_forks.join(entries, link))
+        .where(_session(session_forks) & (entries.c.id > bindparam("after_id")))
+    )
+    return union_all(shared, own)
+
+
 class TurnStatements:
     """The prepared statements, for one engine's dialect."""
 
@@ -80,12 +102,7 @@ class TurnStatements:
             ),
             dialect,
         )
-        self.entries_after = Prepared(
-            select(*ENTRY_COLUMNS)
-            .where(_session(entries) & (entries.c.id > bindparam("after_id")))
-            .order_by(entries.c.id),
-            dialect,
-        )
+        self.entries_after = Prepared(session_entries(*ENTRY_COLUMNS).order_by("id"), dialect)
         # What the cached entries of a session are checked against (`ContextCache`): count,
         # sum and max of the ids after the cut, and when the newest cached one was written.
         written_at = (
@@ -93,13 +110,14 @@ class TurnStatements:
             .where(entries.c.id == bindparam("marker_id"))
             .scalar_subquery()
         )
+        visible = session_entries(entries.c.id).subquery()
         self.entry_fingerprint = Prepared(
             select(
-                func.count(entries.c.id),
-                func.coalesce(func.sum(entries.c.id), 0),
-                func.coalesce(func.max(entries.c.id), 0),
+                func.count(visible.c.id),
+                func.coalesce(func.sum(visible.c.id), 0),
+                func.coalesce(func.max(visible.c.id), 0),
                 written_at,
-            ).where(_session(entries) & (entries.c.id > bindparam("after_id"))),
+            ),
             dialect,
         )
         self.latest_compaction = Prepared(
