@@ -4,11 +4,15 @@ and both sessions go on independently."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from otherone import search_attributes as attrs
 from otherone.client.agent_client import AgentClient
@@ -18,7 +22,8 @@ from otherone.errors import InvalidRequestError, RunNotFoundError
 from otherone.runs import AgentRunRequest, ForkOrigin, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
 from otherone.tools import tool
-from tests.harness import agent_env, scripted_config, wait_until
+from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
+from tests.processes import address_of, cli_env, otherone
 from tests.providers import RecordingProvider
 
 pytestmark = pytest.mark.timeout(180)
@@ -37,7 +42,12 @@ def clerk_config(prompt: str = "You are the clerk.") -> object:
         {"clerk": turns},
         agents=[
             AgentDefinition.model_validate(
-                {"id": "clerk", "description": "clerk", "system_prompt": prompt, "tools": ["lookup"]}
+                {
+                    "id": "clerk",
+                    "description": "clerk",
+                    "system_prompt": prompt,
+                    "tools": ["lookup"],
+                }
             )
         ],
         tools=[lookup],
@@ -102,9 +112,7 @@ async def test_a_fork_at_turn_two_shares_turn_one_reruns_turn_two_and_goes_its_o
 
         # Shared by reference: the fork's turn 1 is the original's very rows (same ids).
         forked = store.load_entries("local", fork.session_id)
-        assert [e.id for e in forked[: len(turns[0].entries)]] == [
-            e.id for e in turns[0].entries
-        ]
+        assert [e.id for e in forked[: len(turns[0].entries)]] == [e.id for e in turns[0].entries]
         assert store.session_links("local", fork.session_id) == {
             session: turns[1].first_entry_id - 1
         }
@@ -175,12 +183,20 @@ async def test_the_fork_runs_the_original_definition_unless_the_current_one_is_a
     try:
         session = f"s-{uuid.uuid4().hex[:8]}"
         async with agent_env(
-            client, task_queue, clerk_config("Prompt v1."), tmp_path, store=store,
+            client,
+            task_queue,
+            clerk_config("Prompt v1."),
+            tmp_path,
+            store=store,
             providers={"scripted": provider},
         ) as env:
             run_ids = await _conversation(env.agents, session, 2)
         async with agent_env(
-            client, task_queue, clerk_config("Prompt v2."), tmp_path, store=store,
+            client,
+            task_queue,
+            clerk_config("Prompt v2."),
+            tmp_path,
+            store=store,
             providers={"scripted": provider},
         ) as env:
             kept = await env.agents.fork(run_ids[-1], at_turn=2)
@@ -251,3 +267,47 @@ async def test_bad_forks_are_refused_naming_the_field(
         assert refused.value.field == "store"
         # Nothing was started or changed by any of them.
         assert env.store.get_run_record("local", run_id) == root
+
+
+@pytest_asyncio.fixture
+async def cli(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> AsyncIterator[tuple[dict[str, str], AgentEnv]]:
+    """CLI settings for the session server, and a clerk worker on the same store."""
+    env = cli_env(address_of(temporal_env), task_queue, tmp_path)
+    store = Store.open(env["OTHERONE_DATABASE_URL"])
+    try:
+        async with agent_env(client, task_queue, clerk_config(), tmp_path, store=store) as agents:
+            yield env, agents
+    finally:
+        store.close()
+
+
+async def test_the_cli_lists_turns_forks_and_shows_the_lineage(
+    cli: tuple[dict[str, str], AgentEnv],
+) -> None:
+    env, agents = cli
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    run_ids = await _conversation(agents.agents, session, 2)
+    shown = await otherone("show", run_ids[-1], env=env)
+    assert shown.code == 0, shown.describe()
+    assert "turns (otherone fork --at-turn N)" in shown.stdout
+    assert "question 1" in shown.stdout and "question 2" in shown.stdout
+
+    forked = await otherone("fork", run_ids[-1], "--at-turn", "2", "--input", "reworded", env=env)
+    assert forked.code == 0, forked.describe()
+    fork_id = forked.stdout.strip()
+    assert "forked at turn 2" in forked.stderr
+    result = await agents.agents.result(fork_id)
+    assert result.outcome is RunOutcome.COMPLETED
+    lineage = await otherone("show", fork_id, env=env)
+    assert f"{run_ids[-1]} at turn 2" in lineage.stdout, lineage.describe()
+    assert "reworded" in lineage.stdout  # its own turns: the shared one and the edited one
+    as_json = await otherone("show", fork_id, "--json", env=env)
+    assert json.loads(as_json.stdout)["forked_from"] == {"run_id": run_ids[-1], "turn": 2}
+
+    missing = await otherone("fork", run_ids[-1], "--at-turn", "3", env=env)
+    assert missing.code == 2, missing.describe()
+    assert "at_turn" in missing.stderr and "no turn 3" in missing.stderr
+    empty = await otherone("fork", run_ids[-1], "--at-turn", "1", "--input", " ", env=env)
+    assert empty.code == 2 and "input" in empty.stderr, empty.describe()

@@ -20,6 +20,7 @@ from otherone.client.cli.options import (
     add_options,
     environment_help,
 )
+from otherone.client.cli.fork_options import add_fork
 from otherone.client.cli.usage_parser import add_usage
 from otherone.partitions import DEFAULT_PARTITION
 from otherone.worker.settings import CODEC_SERVER_PORT, Settings
@@ -60,6 +61,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "serve": CommandTarget("http_api", "cmd_serve", handles_signals=True),
     "mcp": CommandTarget("mcp", "cmd_mcp"),
     "schedule": CommandTarget("schedules", "cmd_schedule"),
+    "fork": CommandTarget("forks", "cmd_fork"),
     "usage": CommandTarget("usage", "cmd_usage"),
     "spend-limit": CommandTarget("usage", "cmd_spend_limit"),
 }
@@ -103,6 +105,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_upgrade(command, common)
     _add_mcp(command, common)
     _add_schedule(command, common)
+    add_fork(command)
     _add_demo(command)
     _add_codec_server(commands)
     return parser
