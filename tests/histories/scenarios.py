@@ -35,6 +35,7 @@ from otherone.toml_config import load_config
 from otherone.tools import tool
 from tests.edge_seams import GateStore
 from tests.harness import agent_env, scripted_config, wait_until
+from tests.histories.fork_scenarios import forked_run
 from tests.histories.guardrail_scenarios import (
     guardrail_input_tripped,
     guardrail_parallel_trip,
@@ -961,4 +962,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "guardrail_input_tripped": guardrail_input_tripped,
     "guardrail_parallel_trip": guardrail_parallel_trip,
     "guardrail_result_withheld": guardrail_result_withheld,
+    "forked_run": forked_run,
 }
