@@ -27,11 +27,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from otherone.client.run_handles import RunHandle
 from otherone.client.store_answers import answered
 from otherone.errors import InvalidRequestError, RunNotFoundError
 from otherone.runs import AgentRunRequest, ForkOrigin, RunRecord, RuntimeContext, SessionTarget
-
-from otherone.client.run_handles import RunHandle
 
 if TYPE_CHECKING:
     from otherone.client.agent_client import AgentClient

@@ -41,9 +41,9 @@ from otherone.store.events import (
     read_events,
     read_events_mentioning,
 )
+from otherone.store.forks import ForkStore
 from otherone.store.records import Artifact, MigrationResult
 from otherone.store.rows import artifact_from_mapping, tool_result_values, utc_now
-from otherone.store.forks import ForkStore
 from otherone.store.run_store import RunStore
 from otherone.store.schema import artifacts, snapshots
 from otherone.store.transcript import TranscriptStore

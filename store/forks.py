@@ -47,7 +47,9 @@ class ForkStore(StoreBase):
                     )
                     .on_conflict_do_nothing()
                 )
-            self._copy_compaction(conn, partition_key, source_session_id, session_id, up_to_entry_id)
+            self._copy_compaction(
+                conn, partition_key, source_session_id, session_id, up_to_entry_id
+            )
         self.contexts.discard((partition_key, session_id))
 
     def session_links(self, partition_key: str, session_id: str) -> dict[str, int]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from otherone.client.cli.exits import EXIT_CODES_HELP, EXIT_USAGE
+from otherone.client.cli.fork_options import add_fork
 from otherone.client.cli.options import (
     SERVE_OPTIONS,
     SETTING_OPTIONS,
@@ -20,7 +21,6 @@ from otherone.client.cli.options import (
     add_options,
     environment_help,
 )
-from otherone.client.cli.fork_options import add_fork
 from otherone.client.cli.usage_parser import add_usage
 from otherone.partitions import DEFAULT_PARTITION
 from otherone.worker.settings import CODEC_SERVER_PORT, Settings

@@ -33,8 +33,9 @@ def upgrade() -> None:
             "partition_key", "session_id", "source_session_id", name="pk_otherone_session_forks"
         ),
     )
-    op.add_column("otherone_run_records", sa.Column("snapshot_version", sa.String(64), nullable=True))
-    op.add_column("otherone_run_records", sa.Column("forked_from", sa.JSON(), nullable=True))
+    records = "otherone_run_records"
+    op.add_column(records, sa.Column("snapshot_version", sa.String(64), nullable=True))
+    op.add_column(records, sa.Column("forked_from", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
