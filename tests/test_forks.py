@@ -21,6 +21,7 @@ from otherone.definitions import AgentDefinition, RuntimeLimits
 from otherone.errors import InvalidRequestError, RunNotFoundError
 from otherone.runs import AgentRunRequest, ForkOrigin, RunOutcome, RunRecord, RunStatus
 from otherone.store import Store
+from otherone.store.schema import run_records
 from otherone.tools import tool
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.processes import address_of, cli_env, otherone
@@ -311,3 +312,53 @@ async def test_the_cli_lists_turns_forks_and_shows_the_lineage(
     assert "at_turn" in missing.stderr and "no turn 3" in missing.stderr
     empty = await otherone("fork", run_ids[-1], "--at-turn", "1", "--input", " ", env=env)
     assert empty.code == 2 and "input" in empty.stderr, empty.describe()
+
+
+async def test_a_running_run_is_forked_at_its_stored_turns(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    async with agent_env(
+        client, task_queue, clerk_config(), tmp_path, providers={"scripted": provider}
+    ) as env:
+        session = f"s-{uuid.uuid4().hex[:8]}"
+        await _conversation(env.agents, session, 1)
+        gate = provider.gate("clerk", 1)  # every run's first model call waits from now on
+        running = await env.agents.start(_request("question 2", session))
+
+        async def holding() -> bool:
+            return any(r.run_id == running.run_id for r in provider.requests)
+
+        await wait_until(holding, message="the second run's first model call")
+        assert (await running.record()).status is RunStatus.RUNNING
+        fork = await env.agents.fork(running.run_id, at_turn=2)
+
+        async def fork_holding() -> bool:
+            return any(r.run_id == fork.run_id for r in provider.requests)
+
+        await wait_until(fork_holding, message="the fork's first model call")
+        gate.set()
+        for handle in (running, fork):
+            assert (await handle.result()).outcome is RunOutcome.COMPLETED
+        calls = {r.run_id: r for r in provider.requests if r.turn == 1}
+        assert calls[fork.run_id].messages == calls[running.run_id].messages
+
+
+async def test_a_run_without_a_recorded_snapshot_forks_with_the_current_definition_only(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    async with agent_env(client, task_queue, clerk_config(), tmp_path) as env:
+        session = f"s-{uuid.uuid4().hex[:8]}"
+        [run_id] = await _conversation(env.agents, session, 1)
+        # As a record stored before the snapshot version was kept (NULL in the column).
+        with env.store.engine.begin() as conn:
+            conn.execute(
+                run_records.update()
+                .where(run_records.c.run_id == run_id)
+                .values(snapshot_version=None)
+            )
+        with pytest.raises(InvalidRequestError) as refused:
+            await env.agents.fork(run_id, at_turn=1)
+        assert refused.value.field == "definition"
+        fork = await env.agents.fork(run_id, at_turn=1, definition="current")
+        assert (await fork.result()).outcome is RunOutcome.COMPLETED
