@@ -176,7 +176,7 @@ class TranscriptStore(StoreBase):
     ) -> list[EntryRow]:
         """The session's entries in append (id) order; only those after ``after_id`` if given.
         A fork's include those it shares with the session it was forked from."""
-        query = session_entries(*entries.c).order_by("id")
+        query = session_entries(self.engine.dialect.name, *entries.c).order_by("id")
         values = {"partition_key": partition_key, "session_id": session_id}
         with self.engine.connect() as conn:
             found = conn.execute(query, {**values, "after_id": after_id or 0})
