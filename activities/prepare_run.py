@@ -85,7 +85,7 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         internal=input.internal_session,
     )
     record = _running_record(input, agent.version).model_copy(
-        update={"mcp_unavailable": unavailable}
+        update={"mcp_unavailable": unavailable, "snapshot_version": snapshot.version}
     )
     announced = [started, *unavailable_bodies(ref.run_id, unavailable)]
     try:
@@ -264,6 +264,7 @@ def _running_record(input: PrepareRunInput, agent_version: int) -> RunRecord:
         started_at=datetime.now(UTC),
         metadata=input.request.metadata,
         execution_id=input.execution_id,
+        forked_from=input.forked_from,
     )
 
 

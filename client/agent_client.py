@@ -13,7 +13,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from temporalio.client import (
     Client,
@@ -102,6 +102,7 @@ from otherone.runs import (
     AgentOutput,
     AgentRunRequest,
     AgentRunResult,
+    ForkOrigin,
     RunRecord,
 )
 from otherone.workflow_names import (
@@ -116,6 +117,7 @@ from otherone.workflow_names import (
 # The CLI imports this module: SQLAlchemy and the config models are not needed, and the contract
 # models are imported by the methods that send or read one (`otherone show` builds none of them).
 if TYPE_CHECKING:
+    from otherone.client.forks import ForkHandle
     from otherone.config import RuntimeConfig
     from otherone.contracts import ApprovalRequest, EventRecord
     from otherone.store import Store
@@ -204,7 +206,35 @@ class AgentClient:
         run_id = await self._start(typed_request(request, adapter))
         return TypedRunHandle(self, run_id, adapter)
 
-    async def _start(self, request: AgentRunRequest) -> str:
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at_turn: int,
+        input: str | None = None,
+        definition: Literal["original", "current"] = "original",
+    ) -> ForkHandle:
+        """Fork root run ``run_id`` at turn ``at_turn``: a new root run in a new session that
+        shares the original's turns before it and runs that turn again, with its own user
+        message or ``input`` instead, under the original's definitions (``definition=
+        "current"``: the workers' current ones). Needs a store. See `otherone.client.forks`."""
+        from otherone.client.forks import fork_run
+
+        return await fork_run(self, run_id, at_turn=at_turn, input=input, definition=definition)
+
+    async def start_fork(
+        self, request: AgentRunRequest, origin: ForkOrigin, snapshot_version: str | None
+    ) -> str:
+        """Start the root of a fork (`otherone.client.forks`): ``request`` names the fork's
+        session, which already shares the original's turns. Its run id."""
+        return await self._start(request, origin, snapshot_version)
+
+    async def _start(
+        self,
+        request: AgentRunRequest,
+        forked_from: ForkOrigin | None = None,
+        snapshot_version: str | None = None,
+    ) -> str:
         from otherone.contracts import RunInput
 
         partition = request.runtime_context.partition_key
@@ -233,13 +263,19 @@ class AgentClient:
         with contextlib.suppress(WorkflowAlreadyStartedError):
             await self.temporal.start_workflow(
                 WORKFLOW_NAME,
-                RunInput(run_id=run_id, root_run_id=run_id, request=request),
+                RunInput(
+                    run_id=run_id,
+                    root_run_id=run_id,
+                    request=request,
+                    forked_from=forked_from,
+                    snapshot_version=snapshot_version,
+                ),
                 id=run_id,
                 task_queue=self.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 memo={MEMO_FINGERPRINT: fingerprint, MEMO_IDEMPOTENCY_KEY: request.idempotency_key},
-                search_attributes=root_search_attributes(request),
+                search_attributes=root_search_attributes(request, forked_from),
                 static_summary=start_summary(request),
                 static_details=start_details(request, self.config),
             )

@@ -112,6 +112,12 @@ def print_record(console: Console, record: RunRecord) -> None:
         ("agent call id", record.agent_call_id),
         ("agent", _agent_label(record)),
         ("handoffs", _handoff_chain(record)),
+        (
+            "forked from",
+            f"{record.forked_from.run_id} at turn {record.forked_from.turn}"
+            if record.forked_from
+            else None,
+        ),
         ("status", Text(record.status.value, style=status_style)),
         ("session", record.session_id),
         ("partition", record.partition_key),

@@ -17,7 +17,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from otherone import search_attributes as attrs
-from otherone.runs import AgentRunRequest, RunStatus
+from otherone.runs import AgentRunRequest, ForkOrigin, RunStatus
 from otherone.store import SessionBusyError
 
 if TYPE_CHECKING:
@@ -82,7 +82,9 @@ def _readable_key(key: str) -> str:
     return slug[:_READABLE_KEY_CHARS].rstrip("-._")
 
 
-def root_search_attributes(request: AgentRunRequest) -> TypedSearchAttributes:
+def root_search_attributes(
+    request: AgentRunRequest, forked_from: ForkOrigin | None = None
+) -> TypedSearchAttributes:
     """Our search attributes of a root run, set by its start."""
     pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(attrs.AGENT_ID, request.entry_agent),
@@ -92,6 +94,8 @@ def root_search_attributes(request: AgentRunRequest) -> TypedSearchAttributes:
     ]
     if request.session.session_id:
         pairs.append(SearchAttributePair(attrs.SESSION_ID, request.session.session_id))
+    if forked_from is not None:
+        pairs.append(SearchAttributePair(attrs.FORKED_FROM, forked_from.run_id))
     return TypedSearchAttributes(pairs)
 
 

@@ -128,6 +128,7 @@ def record_from_result(
         agent_definition_version=result.agent_definition_version,
         handoffs=result.handoffs,
         mcp_unavailable=result.mcp_unavailable,
+        forked_from=result.forked_from,
         execution_id=execution_of(description),
     )
 

@@ -442,6 +442,8 @@ class AgentRunResult(_Model):
     #: MCP servers the agent was granted tools of that offered none when the run started
     #: (server -> why: it could not start, or not list its tools); as on the run's record.
     mcp_unavailable: dict[str, str] = Field(default_factory=dict)
+    #: The run and turn this root was forked from (`AgentClient.fork`); None: not a fork.
+    forked_from: ForkOrigin | None = None
 
     @property
     def text(self) -> str | None:
@@ -471,6 +473,14 @@ class HandoffStep(_Model):
     turn: int
     context: HandoffContext
     reason: str | None = None
+
+
+class ForkOrigin(_Model):
+    """Where a forked run came from (`AgentClient.fork`): the root run it was forked from and
+    the turn (1-based, see `otherone.client.forks`) it re-ran."""
+
+    run_id: str
+    turn: Annotated[int, Field(gt=0)]
 
 
 class RunRecord(_Model):
@@ -503,6 +513,12 @@ class RunRecord(_Model):
     #: a later execution of the same workflow id is refused (`run_id_used`), so it names the
     #: execution `otherone show` shows. None: not known (recorded before it was kept).
     execution_id: str | None = None
+    #: The run and turn this root was forked from (`AgentClient.fork`); None: not a fork.
+    forked_from: ForkOrigin | None = None
+    #: The configuration snapshot the run's definitions were frozen in, as its start stored
+    #: it (a fork with the original definition runs in it). None: not known (the record of a
+    #: run's workflow, or stored before it was kept).
+    snapshot_version: str | None = None
 
 
 STATUS_FOR_OUTCOME: dict[RunOutcome, RunStatus] = {
@@ -522,6 +538,7 @@ __all__ = [
     "AgentRunResult",
     "ArtifactRef",
     "EventVisibility",
+    "ForkOrigin",
     "HandoffStep",
     "InputMessage",
     "ResultContract",

@@ -21,6 +21,7 @@ __all__ = [
     "CALL_ID",
     "CUSTOM_SEARCH_ATTRIBUTES",
     "DEPTH",
+    "FORKED_FROM",
     "PARTITION",
     "SESSION_ID",
     "STATUS",
@@ -46,6 +47,9 @@ CALL_ID: Final[SearchAttributeKey[str]] = SearchAttributeKey.for_keyword("Othero
 STATUS: Final[SearchAttributeKey[str]] = SearchAttributeKey.for_keyword("OtheroneStatus")
 """Agent-level status (finer than Temporal's execution status, e.g. waiting for a human)."""
 
+FORKED_FROM: Final[SearchAttributeKey[str]] = SearchAttributeKey.for_keyword("OtheroneForkedFrom")
+"""The run a forked root was forked from (``otherone fork``); unset for runs that are not forks."""
+
 CUSTOM_SEARCH_ATTRIBUTES: Final[list[SearchAttributeKey[Any]]] = [
     AGENT_ID,
     DEPTH,
@@ -53,6 +57,7 @@ CUSTOM_SEARCH_ATTRIBUTES: Final[list[SearchAttributeKey[Any]]] = [
     SESSION_ID,
     CALL_ID,
     STATUS,
+    FORKED_FROM,
 ]
 """Every custom attribute Otherone upserts; exactly the set the server must have registered."""
 

@@ -41,6 +41,7 @@ from otherone.store.events import (
     read_events,
     read_events_mentioning,
 )
+from otherone.store.forks import ForkStore
 from otherone.store.records import Artifact, MigrationResult
 from otherone.store.rows import artifact_from_mapping, tool_result_values, utc_now
 from otherone.store.run_store import RunStore
@@ -62,7 +63,7 @@ def _refuse_credentials(snapshot_body: dict[str, Any]) -> None:
         )
 
 
-class Store(TranscriptStore, RunStore):
+class Store(TranscriptStore, RunStore, ForkStore):
     """Database access. Create with `Store.open(url)`, which migrates the schema to the newest.
 
     The transcript (`otherone.store.transcript`) and the runs (`otherone.store.run_store`) are

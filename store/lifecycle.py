@@ -117,6 +117,9 @@ class LifecycleStatements:
         # A write that does not name the execution (a run's end: the workflow's record) keeps
         # the one its start stored.
         replaced["execution_id"] = func.coalesce(excluded.execution_id, run_records.c.execution_id)
+        # Written by the start only (the workflow's record does not know the snapshot).
+        for kept in ("snapshot_version", "forked_from"):
+            replaced[kept] = func.coalesce(excluded[kept], run_records.c[kept])
         stored, writing = run_records.c.execution_id, excluded.execution_id
         upserted = upsert.on_conflict_do_update(
             index_elements=list(_RECORD_KEY),

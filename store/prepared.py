@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Dialect, Select
+from sqlalchemy import CompoundSelect, Connection, Dialect, Select
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
@@ -49,7 +49,8 @@ class Prepared:
         )
         # Values of binds the statement carries itself (LIMIT 1 and the like).
         self._fixed = {bind.key: bind.value for bind in binds if not bind.required}
-        columns = statement.selected_columns if isinstance(statement, Select) else ()
+        selects = (Select, CompoundSelect)
+        columns = statement.selected_columns if isinstance(statement, selects) else ()
         processors = [
             column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns
         ]

@@ -173,6 +173,8 @@ def run_record_values(record: RunRecord) -> dict[str, Any]:
         "handoffs": [step.model_dump(mode="json") for step in record.handoffs] or None,
         "mcp_unavailable": dict(record.mcp_unavailable) or None,
         "execution_id": record.execution_id,
+        "snapshot_version": record.snapshot_version,
+        "forked_from": as_json(record.forked_from),
     }
 
 
@@ -199,5 +201,7 @@ def run_record_from_mapping(mapping: RowMapping) -> RunRecord:
             "handoffs": mapping["handoffs"] or (),
             "mcp_unavailable": mapping["mcp_unavailable"] or {},
             "execution_id": mapping["execution_id"],
+            "snapshot_version": mapping["snapshot_version"],
+            "forked_from": mapping["forked_from"],
         }
     )

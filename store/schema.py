@@ -95,6 +95,23 @@ entries = Table(
     Index("ix_otherone_entries_session", "partition_key", "session_id", "id"),
 )
 
+#: A forked session's share of another session's entries (`otherone.store.forks`): the
+#: entries of ``source_session_id`` with ids up to ``up_to_entry_id`` are part of
+#: ``session_id``'s transcript, read in place (never copied). A fork of a fork has a row per
+#: session it shares from (migration 0014).
+session_forks = Table(
+    "otherone_session_forks",
+    metadata,
+    Column("partition_key", String(PARTITION_LEN), nullable=False),
+    Column("session_id", String(SESSION_LEN), nullable=False),
+    Column("source_session_id", String(SESSION_LEN), nullable=False),
+    Column("up_to_entry_id", Integer, nullable=False),
+    _created_at(),
+    PrimaryKeyConstraint(
+        "partition_key", "session_id", "source_session_id", name="pk_otherone_session_forks"
+    ),
+)
+
 tool_results = Table(
     "otherone_tool_results",
     metadata,
@@ -211,6 +228,11 @@ run_records = Table(
     #: The Temporal execution the record is of (`RunRecord.execution_id`): a later execution
     #: of the same id never writes over it (migration 0010). NULL: not known.
     Column("execution_id", String(EXECUTION_ID_LEN), nullable=True),
+    #: The configuration snapshot the run's definitions were frozen in (`RunRecord`; a fork
+    #: with the original definition runs in it). NULL: not known (migration 0014).
+    Column("snapshot_version", String(64), nullable=True),
+    #: The run and turn this root was forked from (`RunRecord.forked_from`); NULL: not a fork.
+    Column("forked_from", JSON, nullable=True),
     PrimaryKeyConstraint("partition_key", "run_id", name="pk_otherone_run_records"),
     Index("ix_otherone_run_records_root", "partition_key", "root_run_id"),
     #: A run asked for by id alone (an unscoped client's result of a run Temporal no longer
@@ -322,6 +344,7 @@ FLEET_TABLES = (capacity_scopes, capacity_holders)
 PARTITIONED_TABLES = (
     sessions,
     entries,
+    session_forks,
     tool_results,
     events,
     compactions,
@@ -347,6 +370,7 @@ __all__ = [
     "memory_points",
     "metadata",
     "run_records",
+    "session_forks",
     "sessions",
     "snapshots",
     "spend",

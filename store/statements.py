@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Dialect, Select, bindparam, func, select, text
+from sqlalchemy import Dialect, Select, bindparam, func, select, text, true, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
 from otherone.store.prepared import Prepared
-from otherone.store.schema import compactions, entries, events, tool_results
+from otherone.store.schema import compactions, entries, events, session_forks, tool_results
 
 #: The entry columns hot reads select, in this order (`entry_from_values` reads them so).
 ENTRY_COLUMNS = (
@@ -60,6 +60,49 @@ def _session(table: Any) -> Any:
     )
 
 
+def session_entries(dialect_name: str, *columns: Any) -> Any:
+    """``columns`` of a session's entries after ``after_id`` (bind parameters ``partition_key``,
+    ``session_id``, ``after_id``): its own, and those it shares as a fork (`session_forks`:
+    the source session's entries up to the fork's cut, read in place). Ids grow in append
+    order across sessions, so the shared ones all come before the fork's own in id order.
+
+    Two selects, not one with OR: each is a range of the entries' session index. The shared
+    one is driven by the link rows (a session that is not a fork has none: one primary-key
+    probe), never by the partition's entries, whatever the planner's statistics say: a
+    LATERAL subquery per link on PostgreSQL; on SQLite (no LATERAL) ``IN`` over the links,
+    which SQLite turns into index ranges (a plain join let it scan the partition's entries).
+    """
+    own = select(*columns).where(_session(entries) & (entries.c.id > bindparam("after_id")))
+    links = _session(session_forks)
+    after = entries.c.id > bindparam("after_id")
+    if dialect_name == "postgresql":
+        per_link = (
+            select(*columns)
+            .where(
+                (entries.c.partition_key == session_forks.c.partition_key)
+                & (entries.c.session_id == session_forks.c.source_session_id)
+                & after
+                & (entries.c.id <= session_forks.c.up_to_entry_id)
+            )
+            .lateral("shared")
+        )
+        shared = select(*per_link.c).select_from(session_forks.join(per_link, true())).where(links)
+        return union_all(shared, own)
+    sources = select(session_forks.c.source_session_id).where(links)
+    cut = (
+        select(session_forks.c.up_to_entry_id)
+        .where(links & (session_forks.c.source_session_id == entries.c.session_id))
+        .scalar_subquery()
+    )
+    shared = select(*columns).where(
+        (entries.c.partition_key == bindparam("partition_key"))
+        & entries.c.session_id.in_(sources)
+        & after
+        & (entries.c.id <= cut)
+    )
+    return union_all(shared, own)
+
+
 class TurnStatements:
     """The prepared statements, for one engine's dialect."""
 
@@ -81,10 +124,7 @@ class TurnStatements:
             dialect,
         )
         self.entries_after = Prepared(
-            select(*ENTRY_COLUMNS)
-            .where(_session(entries) & (entries.c.id > bindparam("after_id")))
-            .order_by(entries.c.id),
-            dialect,
+            session_entries(dialect.name, *ENTRY_COLUMNS).order_by("id"), dialect
         )
         # What the cached entries of a session are checked against (`ContextCache`): count,
         # sum and max of the ids after the cut, and when the newest cached one was written.
@@ -93,13 +133,14 @@ class TurnStatements:
             .where(entries.c.id == bindparam("marker_id"))
             .scalar_subquery()
         )
+        visible = session_entries(dialect.name, entries.c.id).subquery()
         self.entry_fingerprint = Prepared(
             select(
-                func.count(entries.c.id),
-                func.coalesce(func.sum(entries.c.id), 0),
-                func.coalesce(func.max(entries.c.id), 0),
+                func.count(visible.c.id),
+                func.coalesce(func.sum(visible.c.id), 0),
+                func.coalesce(func.max(visible.c.id), 0),
                 written_at,
-            ).where(_session(entries) & (entries.c.id > bindparam("after_id"))),
+            ),
             dialect,
         )
         self.latest_compaction = Prepared(

@@ -23,6 +23,7 @@ from otherone.store.rows import (
 )
 from otherone.store.schema import compactions, entries, run_records
 from otherone.store.spending import CallSpend
+from otherone.store.statements import session_entries
 from otherone.store.store_base import StoreBase
 
 #: What a turn's start read: the stored answer, or the latest compaction and the entries after it.
@@ -173,17 +174,13 @@ class TranscriptStore(StoreBase):
     def load_entries(
         self, partition_key: str, session_id: str, *, after_id: int | None = None
     ) -> list[EntryRow]:
-        """The session's entries in append (id) order; only those after ``after_id`` if given."""
-        query = select(entries).where(
-            (entries.c.partition_key == partition_key) & (entries.c.session_id == session_id)
-        )
-        if after_id is not None:
-            query = query.where(entries.c.id > after_id)
+        """The session's entries in append (id) order; only those after ``after_id`` if given.
+        A fork's include those it shares with the session it was forked from."""
+        query = session_entries(self.engine.dialect.name, *entries.c).order_by("id")
+        values = {"partition_key": partition_key, "session_id": session_id}
         with self.engine.connect() as conn:
-            return [
-                entry_from_mapping(row._mapping)
-                for row in conn.execute(query.order_by(entries.c.id))
-            ]
+            found = conn.execute(query, {**values, "after_id": after_id or 0})
+            return [entry_from_mapping(row._mapping) for row in found]
 
     def get_entry(self, partition_key: str, session_id: str, entry_key: str) -> EntryRow | None:
         query = select(entries).where(

@@ -131,6 +131,7 @@ def test_dev_server_args_register_custom_attributes_only() -> None:
         "OtheroneSessionId=Keyword",
         "OtheroneCallId=Keyword",
         "OtheroneStatus=Keyword",
+        "OtheroneForkedFrom=Keyword",
     ]
     assert not any(built_in in " ".join(args) for built_in in ("RootWorkflowId", "ParentRunId"))
 

@@ -260,6 +260,7 @@ def run_result(
         handoffs=record.handoffs if record else (),
         started_at=record.started_at if record else None,
         mcp_unavailable=record.mcp_unavailable if record else {},
+        forked_from=input.forked_from,
     )
 
 

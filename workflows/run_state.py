@@ -195,6 +195,7 @@ class RunState:
             # Data only (no command depends on it): the plan in the history says it.
             mcp_unavailable=self.plan.mcp_unavailable if self.plan else {},
             execution_id=workflow.info().first_execution_run_id,
+            forked_from=self.input.forked_from,
         )
 
     def ref(self, plan: RunPlan | None) -> RunRef:

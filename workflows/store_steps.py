@@ -78,6 +78,7 @@ async def prepare_run(input: RunInput, ref: RunRef) -> RunPlan | Ending:
                 result_contract=input.effective_result_contract,
                 give_up_at=workflow.now() + bound if by_deadline else None,
                 execution_id=workflow.info().first_execution_run_id,
+                forked_from=input.forked_from,
             ),
             result_type=RunPlan,
             cancellation_type=cancellation,

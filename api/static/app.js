@@ -402,6 +402,63 @@ function finishRun(status, event) {
   else if (status !== "completed") addMessage("system", `run ${status}`);
   refreshTree();
   renderApprovals([]);
+  refreshTurns();
+}
+
+// The turns of the current root run (its session's conversation up to it), each with a
+// "Fork from here" button: a new run in a new session sharing the turns before it
+// (POST /v1/runs/{id}/fork), which the page then follows instead.
+async function refreshTurns() {
+  const root = state.root;
+  if (!root) return renderTurns(null, []);
+  try {
+    renderTurns(root, await api(`/v1/runs/${root}/turns`));
+  } catch (error) {
+    renderTurns(root, []); // not stored yet, or no store: nothing to fork from
+  }
+}
+
+function renderTurns(root, turns) {
+  const list = $("#turns");
+  list.replaceChildren();
+  if (!turns.length) {
+    const none = document.createElement("li");
+    none.className = "muted none";
+    none.textContent = root ? "none stored" : "no run";
+    list.append(none);
+    return;
+  }
+  for (const turn of turns) {
+    const item = document.createElement("li");
+    item.className = "turn";
+    item.value = turn.number;
+    item.dataset.turn = String(turn.number);
+    const message = document.createElement("span");
+    message.className = "message";
+    message.textContent = turn.message.length > 160 ? `${turn.message.slice(0, 160)}…` : turn.message;
+    item.append(message, button("Fork from here", "fork", () => forkAt(root, turn)));
+    list.append(item);
+  }
+}
+
+async function forkAt(root, turn) {
+  showError(null);
+  let forked;
+  try {
+    forked = await api(`/v1/runs/${root}/fork`, {
+      method: "POST", body: JSON.stringify({ at_turn: turn.number }),
+    });
+  } catch (error) {
+    return showError(error);
+  }
+  const agent = (state.runs.get(root) || {}).agent || $("#agent").value;
+  if (state.stream) state.stream.abort();
+  state.sessionId = forked.session_id;
+  $("#transcript").replaceChildren();
+  $("#activity").replaceChildren();
+  addMessage("system", `fork of ${root} at turn ${turn.number} (the turns before it are shared)`);
+  note(`forked ${root} at turn ${turn.number}: run ${forked.run_id}`);
+  followNew(forked.run_id, agent, uiLink(forked.run_id), turn.message);
 }
 
 // Server-Sent Events over fetch: frames are separated by a blank line.
@@ -487,6 +544,7 @@ function startFresh() {
   $("#cancel").disabled = true;
   renderApprovals([]);
   renderTree();
+  renderTurns(null, []);
   remember();
 }
 
@@ -546,6 +604,7 @@ async function resume(previous) {
   renderTree();
   refreshTree();
   refreshApprovals();
+  refreshTurns();
   follow(previous.root);
 }
 
@@ -565,18 +624,24 @@ async function send(text) {
   const started = await api("/v1/runs", {
     method: "POST", body: JSON.stringify(body), headers: { "Idempotency-Key": newId("page") },
   });
-  addMessage("user", text);
   if (state.stream) state.stream.abort();
-  Object.assign(state, { root: started.run_id, running: true, cursor: 0, lastProgress: Date.now() });
+  followNew(started.run_id, body.entry_agent, started.ui_url, text);
+}
+
+// Show ``text`` as the user's and follow the new root run ``runId`` of ``agent``.
+function followNew(runId, agent, uiUrl, text) {
+  addMessage("user", text);
+  Object.assign(state, { root: runId, running: true, cursor: 0, lastProgress: Date.now() });
   state.runs.clear();
   state.bubbles.clear();
-  run(started.run_id).agent = body.entry_agent;
+  run(runId).agent = agent;
   $("#cancel").disabled = false;
-  $("#run-status").textContent = `run ${started.run_id} running`;
-  showUiLink(started.ui_url);
+  $("#run-status").textContent = `run ${runId} running`;
+  showUiLink(uiUrl);
   remember();
   renderTree();
-  follow(started.run_id);
+  renderTurns(runId, []);
+  follow(runId);
 }
 
 async function loadAgents() {

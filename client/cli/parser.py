@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from otherone.client.cli.exits import EXIT_CODES_HELP, EXIT_USAGE
+from otherone.client.cli.fork_options import add_fork
 from otherone.client.cli.options import (
     SERVE_OPTIONS,
     SETTING_OPTIONS,
@@ -60,6 +61,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "serve": CommandTarget("http_api", "cmd_serve", handles_signals=True),
     "mcp": CommandTarget("mcp", "cmd_mcp"),
     "schedule": CommandTarget("schedules", "cmd_schedule"),
+    "fork": CommandTarget("forks", "cmd_fork"),
     "usage": CommandTarget("usage", "cmd_usage"),
     "spend-limit": CommandTarget("usage", "cmd_spend_limit"),
     "webhook-secret": CommandTarget("webhook_secret", "cmd_webhook_secret"),
@@ -105,6 +107,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _add_upgrade(command, common)
     _add_mcp(command, common)
     _add_schedule(command, common)
+    add_fork(command)
     _add_demo(command)
     _add_codec_server(commands)
     return parser

@@ -41,6 +41,10 @@ async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
         sys.stdout.write(record.model_dump_json() + "\n")
     else:
         print_record(ctx.out, record)
+        if record.parent_run_id is None:
+            from otherone.client.cli.forks import show_turns
+
+            await show_turns(ctx, agents, record.run_id)
     return EXIT_OK
 
 

@@ -21,6 +21,7 @@ from otherone.runs import (
     AgentFailure,
     AgentOutput,
     AgentRunRequest,
+    ForkOrigin,
     HandoffStep,
     ResultContract,
     RunRecord,
@@ -58,6 +59,9 @@ class RunInput(_Contract):
     #: Started by `agent.spawn`: the run reports its result to its caller (a signal) when it
     #: ends, since the caller may have continued as new meanwhile.
     spawned: bool = False
+    #: A root started by `AgentClient.fork`: the run and turn it was forked from (recorded on
+    #: its record and result; its session already shares the original's turns before it).
+    forked_from: ForkOrigin | None = None
 
     @property
     def effective_result_contract(self) -> ResultContract | None:
@@ -162,6 +166,8 @@ class PrepareRunInput(_Contract):
     #: this execution's, and another execution of the same id is refused. None: an older
     #: workflow's input (its record names no execution).
     execution_id: str | None = None
+    #: The root's `RunInput.forked_from`, stored on its record.
+    forked_from: ForkOrigin | None = None
 
 
 class ToolSettings(_Contract):

@@ -35,6 +35,7 @@ from otherone.toml_config import load_config
 from otherone.tools import tool
 from tests.edge_seams import GateStore
 from tests.harness import agent_env, scripted_config, wait_until
+from tests.histories.fork_scenarios import forked_run
 from tests.histories.guardrail_scenarios import (
     guardrail_input_tripped,
     guardrail_parallel_trip,
@@ -1019,4 +1020,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "sleep_cancelled": sleep_cancelled,
     "webhook": webhook,
     "webhook_delivery": webhook_delivery,
+    "forked_run": forked_run,
 }
