@@ -64,6 +64,7 @@ from otherone.pricing import CallTokens, call_cost
 from otherone.result_contracts import contract_instructions
 from otherone.run_types import plain_decimal
 from otherone.runs import NORMAL_FINISH_REASONS
+from otherone.shared_state import SET_STATE_DEFINITION
 from otherone.store import Compaction, EntryRow
 from otherone.store.errors import RunAlreadyEnded
 
@@ -168,6 +169,8 @@ async def _answer(
     tools = _offered_tools(
         snapshot, agent, context.memory_tools, handoffs=may_hand_off, run_model=run_model
     )
+    if input.shared_state:
+        tools.append(SET_STATE_DEFINITION)
     taken = {str(tool["function"]["name"]) for tool in tools}
     tools += client_tool_definitions(input.client_tools, taken)
     request = ModelRequest(

@@ -14,6 +14,7 @@ sent next:
 | ``tool_denied`` | ``TOOL_CALL_START``, ``_ARGS``, ``_END``, ``TOOL_CALL_RESULT`` (``denied: …``) |
 | ``run_completed`` / ``run_cancelled`` | ``RUN_FINISHED`` (outcome success / cancelled) |
 | ``run_failed`` | ``RUN_ERROR`` (message and our failure code) |
+| ``state_updated`` (``ui.set_state``) | ``STATE_SNAPSHOT`` (the new shared state) |
 | anything else | ``CUSTOM`` named ``otherone.<type>`` with the event body |
 
 A call a person denied never ran, yet the model made it and read the denial as its result: AG-UI
@@ -44,6 +45,7 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    StateSnapshotEvent,
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
@@ -97,6 +99,8 @@ def to_ag_ui(record: EventRecord, thread_id: str | None = None) -> list[BaseEven
         return [TextMessageEndEvent(message_id=message_id, **sub)]
     if kind == "tool_started":
         return tool_call_events(record, body, sub)
+    if kind == "state_updated" and is_root and isinstance(body.get("state"), dict):
+        return [StateSnapshotEvent(snapshot=body["state"])]  # only roots share the state
     if kind == "tool_completed":
         if body.get("ran_in_client"):  # its result is the client's own tool message
             return []

@@ -11,8 +11,9 @@ interrupt, and ``resume`` decides it (`otherone.api.agui_interrupts`); ``forward
 ``{"otherone": {"interrupts": false}}`` keeps the stream open instead (decisions then go
 through ``/v1/runs/{id}/approvals``). ``tools`` (tools the front end runs) are offered to the
 model (`otherone.client_tools`): a call to one ends the AG-UI run naming it pending, and the
-client's next request, ending with the tool's result, continues the run. ``state`` has no
-counterpart here yet and is not read.
+client's next request, ending with the tool's result, continues the run. A non-empty ``state``
+is shared (`otherone.shared_state`): the model reads it and may replace it with
+``ui.set_state``, which the stream sends as ``STATE_SNAPSHOT``.
 """
 
 from __future__ import annotations
@@ -166,6 +167,8 @@ def _run_request(agent_id: str, given: RunAgentInput, partition: str | None) -> 
         "session": {"session_id": given.thread_id},
         "idempotency_key": _idempotency_key(agent_id, given),
     }
+    if isinstance(given.state, dict) and given.state:
+        fields["shared_state"] = given.state
     if given.tools:
         fields["client_tools"] = [
             {"name": tool.name, "description": tool.description, "parameters": tool.parameters}

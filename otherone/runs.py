@@ -31,6 +31,7 @@ from otherone.run_types import (
     RunLimitOverrides,
     TreeBudget,
 )
+from otherone.shared_state import check_state
 from otherone.webhooks import WebhookUrl
 
 #: Bounded text of a user message (1 MiB); a run's own limits may be tighter.
@@ -232,6 +233,15 @@ class AgentRunRequest(_Model):
     #: agent beside its own; a call waits for the client's result (`otherone.client_tools`).
     client_tools: tuple[ClientTool, ...] | None = None
 
+    #: The front end's state (AG-UI's ``state``), which the entry agent reads with its turn
+    #: and may replace with `ui.set_state` (`otherone.shared_state`); None: none shared.
+    shared_state: dict[str, JsonValue] | None = None
+
+    @field_validator("shared_state")
+    @classmethod
+    def _state_fits(cls, value: dict[str, JsonValue] | None) -> Any:
+        return None if value is None else check_state(value)
+
     @field_validator("client_tools")
     @classmethod
     def _client_tools_fit(cls, value: tuple[ClientTool, ...] | None) -> Any:
@@ -273,7 +283,14 @@ class AgentRunRequest(_Model):
 
 
 #: `AgentRunRequest` fields added after runs were started by key (see `fingerprint`).
-_LATER_FIELDS = ("result_contract", "output_retries", "model", "client_tools", "webhook")
+_LATER_FIELDS = (
+    "result_contract",
+    "output_retries",
+    "model",
+    "client_tools",
+    "webhook",
+    "shared_state",
+)
 
 
 class AgentCallRequest(_Model):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
+from playwright.async_api import Browser, async_playwright
 
 from tests.store_fixtures import running_in_ci
 
@@ -18,3 +21,15 @@ def chromium_path() -> str:
             pytest.fail(f"the browser tests must run in CI: {reason}", pytrace=False)
         pytest.skip(reason)
     return found
+
+
+@asynccontextmanager
+async def launched_chromium() -> AsyncIterator[Browser]:
+    """Headless chromium for one test (the `browser` fixture of conftest.py)."""
+    path = chromium_path()
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=path, headless=True)
+        try:
+            yield launched
+        finally:
+            await launched.close()

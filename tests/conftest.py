@@ -30,11 +30,13 @@ from uuid import uuid4
 import psycopg
 import pytest
 import pytest_asyncio
+from playwright.async_api import Browser
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from otherone.store import Store
 from otherone.worker.sandbox import WORKFLOW_SANDBOX_ENV
+from tests.browser import launched_chromium
 from tests.harness import start_test_server
 from tests.store_fixtures import (
     PostgresUnavailable,
@@ -130,3 +132,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
             yield opened
         finally:
             opened.close()
+
+
+@pytest_asyncio.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """Headless chromium (Debian's, driven by Playwright): skipped without it locally, a
+    failure in CI."""
+    async with launched_chromium() as launched:
+        yield launched

@@ -10,13 +10,11 @@ waits for a person. Chromium missing: skipped locally, a failure in CI.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, Page, Route, async_playwright, expect
+from playwright.async_api import Browser, Page, Route, expect
 from temporalio.client import Client
 
 from otherone.api.dependencies import ApiContext
@@ -26,7 +24,6 @@ from otherone.mcp_servers import McpServer
 from otherone.store import Store
 from otherone.tools import tool
 from tests.api_env import api_env
-from tests.browser import chromium_path
 from tests.harness import scripted_config
 
 pytestmark = pytest.mark.timeout(120)
@@ -95,17 +92,6 @@ def team() -> Any:
 
 
 AGENT = AgentDefinition(id="solo", description="Answers alone")
-
-
-@pytest_asyncio.fixture
-async def browser() -> AsyncIterator[Browser]:
-    path = chromium_path()
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=path, headless=True)
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 async def send(page: Page, agent: str, text: str) -> None:

@@ -4,17 +4,14 @@ tenant-scoped by token, and the page's "Fork from here" button in headless Chrom
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 from temporalio.client import Client
 
 from tests.api_env import ApiEnv, api_env
-from tests.browser import chromium_path
 from tests.test_api import assert_problem
 from tests.test_forks import clerk_config
 
@@ -90,17 +87,6 @@ async def test_a_fork_over_the_api_is_scoped_to_the_token_partition(
             f"/v1/runs/{run_id}/fork", json={"at_turn": 1, "turn": 1}, headers=as_alice
         )
         assert unknown.status_code == 422
-
-
-@pytest_asyncio.fixture
-async def browser() -> AsyncIterator[Browser]:
-    path = chromium_path()
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=path, headless=True)
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 async def test_the_page_forks_from_a_turn_and_follows_the_fork(

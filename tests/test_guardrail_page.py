@@ -13,10 +13,9 @@ from otherone.definitions import AgentDefinition
 from tests.api_env import api_env
 from tests.guardrail_fixtures import ALL_GUARDRAILS
 from tests.harness import scripted_config
-from tests.test_api_page import WAIT_MS, browser, send
+from tests.test_api_page import WAIT_MS, send
 
 pytestmark = pytest.mark.timeout(120)
-__all__ = ["browser"]  # the fixture, used by name
 
 
 async def test_the_page_says_which_guardrail_tripped_and_why(

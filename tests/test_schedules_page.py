@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, Dialog, async_playwright, expect
+from playwright.async_api import Browser, Dialog, expect
 from temporalio.client import Client
 
 from otherone.api import ApiToken
@@ -20,21 +18,10 @@ from otherone.client.schedules import Schedules
 from otherone.definitions import AgentDefinition
 from otherone.errors import ScheduleNotFoundError
 from tests.api_env import api_env
-from tests.browser import chromium_path
 from tests.harness import scripted_config, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 WAIT_MS = 20_000
-
-
-@pytest_asyncio.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=chromium_path(), headless=True)
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 async def test_the_page_creates_pauses_fires_resumes_and_deletes_a_schedule(

@@ -14,13 +14,11 @@ Chromium missing: skipped locally, a failure in CI (``.ci/run`` installs it).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from otherone.client.agent_client import build_request
@@ -29,7 +27,6 @@ from otherone.runs import RunOutcome
 from otherone.toml_config import load_config
 from otherone.worker.app import connect
 from otherone.worker.devserver import DevServer
-from tests.browser import chromium_path
 from tests.harness import agent_env
 
 pytestmark = pytest.mark.timeout(180)
@@ -38,17 +35,6 @@ pytestmark = pytest.mark.timeout(180)
 ELEMENT_TIMEOUT_MS = 15_000
 #: Seconds to keep reloading a page while the server's visibility catches up with the runs.
 VISIBILITY_SECONDS = 60.0
-
-
-@pytest_asyncio.fixture
-async def browser() -> AsyncIterator[Browser]:
-    path = chromium_path()
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=path, headless=True)
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 async def until_visible(page: Page, selector: str, *, what: str, url: str | None = None) -> None:

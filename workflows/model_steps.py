@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         RunPlan,
         RunRef,
     )
+    from otherone.workflows.outcomes import shares_state
 
 # Not passed through: the strict sandbox re-imports these with this module and checks them
 # for non-deterministic calls (a module imported in the block above escapes that guard).
@@ -82,6 +83,7 @@ async def call_model(
             fallback_from=fallback_from,
             # A front end's tools are the root's: children do not talk to it.
             client_tools=(run.request.client_tools or ()) if run.depth == 0 else (),
+            shared_state=shares_state(run),
         ),
         result_type=ModelTurn,
         task_queue=plan.model_task_queue,  # None: this workflow's own queue

@@ -12,7 +12,7 @@ from pydantic import JsonValue
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from otherone.config import AGENT_CALL_TOOL
-from otherone.contracts import PendingEntry, ToolCallSpec, ToolOutcome
+from otherone.contracts import PendingEntry, RunInput, ToolCallSpec, ToolOutcome
 from otherone.errors import FailureCode
 from otherone.runs import (
     AgentCallResult,
@@ -22,6 +22,7 @@ from otherone.runs import (
     InputMessage,
     RunOutcome,
 )
+from otherone.shared_state import state_message
 from otherone.tools import ToolErrorKind
 
 _KNOWN_CODES = {code.value for code in FailureCode}
@@ -240,6 +241,17 @@ def input_entries(run_id: str, value: str | tuple[InputMessage, ...]) -> list[Pe
         PendingEntry(key=f"{run_id}:input:{index}", role=message.role, content=message.content)
         for index, message in enumerate(value)
     ]
+
+
+def shares_state(run: RunInput) -> bool:
+    """Whether the run reads and may replace the front end's state (roots only)."""
+    return run.depth == 0 and run.request.shared_state is not None
+
+
+def shared_state_entry(run: RunInput) -> PendingEntry:
+    """The front end's state as the model reads it, before the run's input."""
+    state = run.request.shared_state or {}
+    return PendingEntry(key=f"{run.run_id}:state", role="system", content=state_message(state))
 
 
 def permission_denied_entry(key: str, call: ToolCallSpec) -> PendingEntry:

@@ -35,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
         DecidedEvents,
         Ending,
         input_entries,
+        shared_state_entry,
+        shares_state,
     )
     from otherone.workflows.output_retries import OutputRetries
 
@@ -109,6 +111,8 @@ class RunState:
         self.deadline_at = self._deadline(plan.timeout)
         self.caller = self._agent_caller(self.ledger)
         self.pending = input_entries(self.input.run_id, self.input.request.input)
+        if shares_state(self.input):
+            self.pending.insert(0, shared_state_entry(self.input))
         self.output_retries = OutputRetries(plan.output_retries)
         self.spawns.bind(self.ledger, self.decided, self.refresh_status)
         return plan

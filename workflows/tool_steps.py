@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from otherone.errors import FailureCode
     from otherone.mcp_servers import MCP_PREFIX
     from otherone.runs import AgentFailure, RunOutcome
+    from otherone.shared_state import SET_STATE_TOOL, new_state
     from otherone.tools import ToolErrorKind
     from otherone.workflows.budgets import Claimants
     from otherone.workflows.handoffs import Handoffs
@@ -117,6 +118,7 @@ class ToolSteps:
         handoffs: Handoffs,
         capacity: CapacityWaits,
         sleeps: Sleeps,
+        shared_state: bool = False,
     ) -> None:
         self._plan = plan
         self._ref = ref
@@ -129,6 +131,8 @@ class ToolSteps:
         self._handoffs = handoffs
         self._capacity = capacity
         self._sleeps = sleeps
+        #: The run shares the front end's state: the workflow answers `ui.set_state`.
+        self._shared_state = shared_state
         #: Call ids of this turn that wait for a person.
         self._gated: frozenset[str] = frozenset()
         #: Whether this turn's tool results may come back inline (`ToolCallInput.inline`).
@@ -292,6 +296,8 @@ class ToolSteps:
             return entry
         if Handoffs.is_handoff(plan, call):
             return self._handoff_call(call)
+        if self._shared_state and call.name == SET_STATE_TOOL:
+            return self._set_state(call)
         if is_sleep(plan, call):
             entry = self.answered[call.id] = await self._sleeps.run_tool(
                 plan, self._ref, self._deadline_at, call, self._decided
@@ -389,6 +395,27 @@ class ToolSteps:
         # effect once the turn has them all, and a run ending before answers it as a call it
         # ended before (one end, the one the session holds).
         return self._handoffs.decide(self._plan, key, call, self._iteration)
+
+    def _set_state(self, call: ToolCallSpec) -> PendingEntry:
+        """`ui.set_state`: the new state is an event (`state_updated`: an AG-UI stream's
+        STATE_SNAPSHOT), nothing runs; arguments that give no state are refused to the model."""
+        try:
+            state = new_state(call.arguments)
+        except ValueError as error:
+            return invalid_arguments_entry("", call, str(error))
+        self._decided.add(
+            tool_started_event(call),
+            {"type": "state_updated", "state": state},
+            tool_completed_event(call, None),
+        )
+        entry = self.answered[call.id] = PendingEntry(
+            key="",
+            role="tool",
+            content='{"status": "ok", "note": "the app shows the new state"}',
+            tool_call_id=call.id,
+            tool_name=call.name,
+        )
+        return entry
 
     def _marked(
         self, call: ToolCallSpec, events: list[dict[str, JsonValue]]

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         Ending,
         RunEnded,
         failure_from_activity_error,
+        shares_state,
     )
     from otherone.workflows.output_retries import invalid_output
 
@@ -221,6 +222,7 @@ def _tool_steps(state: RunState, plan: RunPlan, ref: RunRef, iteration: int) -> 
         handoffs=state.handoffs,
         capacity=state.capacity,
         sleeps=state.sleeps,
+        shared_state=shares_state(state.input),
     )
 
 

@@ -96,6 +96,8 @@ class ModelCallInput(_Contract):
     #: Tools the client runs (a root's `AgentRunRequest.client_tools`): offered to the model,
     #: and a call to one waits for the client's result.
     client_tools: tuple[ClientTool, ...] = ()
+    #: The root shares the front end's state: `ui.set_state` is offered.
+    shared_state: bool = False
 
     @property
     def run_ref(self) -> RunRef:

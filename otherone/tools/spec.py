@@ -37,6 +37,7 @@ RESERVED_TOOL_NAMES = frozenset(
         "human.ask",
         "time.sleep",
         "time.wake_at",
+        "ui.set_state",
     }
 )
 
