@@ -223,7 +223,7 @@ class ActivityContext:
         if not self.mcp:
             return snapshot
         found = await self.mcp.discover(taken=snapshot.tools)
-        return snapshot.with_mcp(found.servers, found.schemas, found.refs)
+        return snapshot.with_mcp(found.servers, found.schemas, found.refs, found.resources)
 
     async def emit(self, ref: RunRef, *bodies: dict[str, Any]) -> None:
         """Store the events the run's visibility lets through. Observation only: a failure to

@@ -33,6 +33,7 @@ from otherone.guardrail_policy import GuardrailPolicy
 from otherone.guardrails import GuardrailDefinitionError, GuardrailRegistry, GuardrailSpec
 from otherone.hook_policy import HookPolicy
 from otherone.hooks import HookDefinitionError, HookRegistry, HookSpec
+from otherone.mcp_resources import McpServerResources
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
 from otherone.model_choices import (
     ModelNotAllowedError,
@@ -157,6 +158,10 @@ class RuntimeSnapshot(BaseModel):
     limits: RuntimeLimits
     mcp_servers: dict[str, McpServerTools] = {}
     mcp_tools: dict[str, McpToolRef] = {}
+    #: Server -> its resources as listed when the snapshot was made (`otherone.mcp_resources`).
+    mcp_resources: dict[str, McpServerResources] = {}
+    #: Agent -> the text of its ``instructions_from`` MCP prompt, fetched for this snapshot.
+    mcp_instructions: dict[str, str] = {}
     guardrails: dict[str, GuardrailSchema] = {}
 
     def with_version(self) -> RuntimeSnapshot:
@@ -164,7 +169,13 @@ class RuntimeSnapshot(BaseModel):
         # versions they had.
         excluded: dict[str, Any] = {"version": True} | {
             name: True
-            for name in ("mcp_servers", "mcp_tools", "guardrails")
+            for name in (
+                "mcp_servers",
+                "mcp_tools",
+                "mcp_resources",
+                "mcp_instructions",
+                "guardrails",
+            )
             if not getattr(self, name)
         }
         if not self.limits.partitions:  # likewise snapshots without partition caps
@@ -187,13 +198,18 @@ class RuntimeSnapshot(BaseModel):
         servers: Mapping[str, McpServerTools],
         schemas: Mapping[str, ToolSchema],
         refs: Mapping[str, McpToolRef],
+        resources: Mapping[str, McpServerResources] | None = None,
+        instructions: Mapping[str, str] | None = None,
     ) -> RuntimeSnapshot:
-        """This snapshot plus the MCP tools a worker discovered (a new version when they differ)."""
+        """This snapshot plus the MCP tools, resources and prompt instructions a worker
+        discovered (a new version when they differ)."""
         return self.model_copy(
             update={
                 "tools": {**self.tools, **schemas},
                 "mcp_servers": dict(servers),
                 "mcp_tools": dict(refs),
+                "mcp_resources": dict(resources or {}),
+                "mcp_instructions": dict(instructions or {}),
             }
         ).with_version()
 

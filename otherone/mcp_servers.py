@@ -17,7 +17,9 @@ credential is refused too.
 
 A server's tools are exposed as ``mcp.<server>.<tool>`` (sent to providers as
 ``mcp__<server>__<tool>``); access policies name them like any tool, with globs
-(``mcp.git.*``). This module does no I/O: the sessions live in `otherone.activities.mcp`.
+(``mcp.git.*``). A server's resources are read through the built-in tools
+``mcp.<server>.resources.list`` and ``mcp.<server>.resources.read`` (`otherone.mcp_resources`).
+This module does no I/O: the sessions live in `otherone.activities.mcp`.
 """
 
 from __future__ import annotations
@@ -158,6 +160,9 @@ class McpServer(BaseModel):
     # Strict: `idempotent = "yes"` or `max_attempts = true` is a mistake to report, not coerce.
     idempotent: Annotated[bool, Field(strict=True)] = False
     max_attempts: Annotated[int, Field(ge=1, le=100, strict=True)] | None = None
+    #: List the server's resources in the system prompt of agents granted
+    #: ``mcp.<server>.resources.read`` (`otherone.mcp_resources`; bounded).
+    resources_in_prompt: Annotated[bool, Field(strict=True)] = False
 
     @model_validator(mode="before")
     @classmethod
