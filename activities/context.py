@@ -41,8 +41,8 @@ def system_prompt_for(snapshot: RuntimeSnapshot, agent: AgentDefinition) -> str:
         resources = resources_prompt_block(snapshot.mcp_resources, snapshot.tool_names_for(agent))
     own = agent.system_prompt
     fetched = snapshot.mcp_instructions.get(agent.id)
-    if fetched:
-        own = f"{own}\n\n{fetched}" if own else fetched
+    if fetched is not None and fetched.text:
+        own = f"{own}\n\n{fetched.text}" if own else fetched.text
     return f"{own}{skills}{resources}{_memory_sentence(agent.memory)}"
 
 

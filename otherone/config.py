@@ -33,6 +33,7 @@ from otherone.guardrail_policy import GuardrailPolicy
 from otherone.guardrails import GuardrailDefinitionError, GuardrailRegistry, GuardrailSpec
 from otherone.hook_policy import HookPolicy
 from otherone.hooks import HookDefinitionError, HookRegistry, HookSpec
+from otherone.mcp_prompts import McpInstructions
 from otherone.mcp_resources import McpServerResources
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
 from otherone.model_choices import (
@@ -161,7 +162,7 @@ class RuntimeSnapshot(BaseModel):
     #: Server -> its resources as listed when the snapshot was made (`otherone.mcp_resources`).
     mcp_resources: dict[str, McpServerResources] = {}
     #: Agent -> the text of its ``instructions_from`` MCP prompt, fetched for this snapshot.
-    mcp_instructions: dict[str, str] = {}
+    mcp_instructions: dict[str, McpInstructions] = {}
     guardrails: dict[str, GuardrailSchema] = {}
 
     def with_version(self) -> RuntimeSnapshot:
@@ -188,6 +189,9 @@ class RuntimeSnapshot(BaseModel):
             for field, empty in (("guardrails", _NO_GUARDRAILS), ("hooks", _NO_HOOKS)):
                 if holder.get(field) == empty:
                     del holder[field]
+        for agent in body["agents"].values():
+            if agent.get("instructions_from", False) is None:
+                del agent["instructions_from"]
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
@@ -199,7 +203,7 @@ class RuntimeSnapshot(BaseModel):
         schemas: Mapping[str, ToolSchema],
         refs: Mapping[str, McpToolRef],
         resources: Mapping[str, McpServerResources] | None = None,
-        instructions: Mapping[str, str] | None = None,
+        instructions: Mapping[str, McpInstructions] | None = None,
     ) -> RuntimeSnapshot:
         """This snapshot plus the MCP tools, resources and prompt instructions a worker
         discovered (a new version when they differ)."""
@@ -489,6 +493,13 @@ class RuntimeConfig:
         self._validate_approval_keys(agent.approval, table)
         self._validate_guardrails(agent.guardrails, table)
         self._validate_hooks(agent.hooks, table)
+        source = agent.instructions_from
+        if source is not None and source.server not in self.mcp_servers:
+            raise self._error(
+                f"unknown MCP server '{source.server}' (declare it as [mcp.{source.server}])",
+                table=table,
+                field="instructions_from.server",
+            )
 
     def _validate_hooks(self, policy: HookPolicy, table: str) -> None:
         problem = hook_problem(policy, self.hooks)

@@ -1,7 +1,7 @@
 """MCP resources as a run sees them: the frozen list, the built-in tools that read them, the
 system-prompt block that lists them (no I/O here: the sessions are in `otherone.activities`).
 
-A server that offers resources (its ``resources`` capability) gets two tools in the snapshot a
+A server that lists resources (``resources/list``: at least one) gets two tools in the snapshot a
 new root run takes, named like its other tools so the same policies grant them:
 
 * ``mcp.<server>.resources.list`` — the server's resources *as listed when the run started*

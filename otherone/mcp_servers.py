@@ -57,6 +57,7 @@ from otherone.definitions import (
     secret_name_refused,
     url_credentials_refused,
 )
+from otherone.mcp_prompts import MCP_SERVER_NAME_PATTERN
 from otherone.run_types import NOT_A_BOOL
 
 __all__ = [
@@ -77,8 +78,6 @@ __all__ = [
 
 #: Every MCP tool's name starts with this; user tools may not (`RuntimeConfig` refuses them).
 MCP_PREFIX = "mcp."
-#: Server names: short, lowercase, no dots (a dot separates server and tool in ``mcp.s.t``).
-MCP_SERVER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 DEFAULT_MCP_TIMEOUT_SECONDS = 60.0
 #: Attempts of a call to a server marked idempotent (others get one: a retried call with side
 #: effects could do them twice).

@@ -29,6 +29,8 @@ class McpMoreServer:
         self.url = ""
         #: The current text of ``notes://today`` (a test changes it mid-run).
         self.today = "first version"
+        #: The last sentence of the ``reviewer`` prompt (a test changes it mid-run).
+        self.closing = "Cite line numbers."
         #: What the last elicitation came back with: (action, content).
         self.elicited: list[tuple[str, Any]] = []
         self.elicitation_started = threading.Event()
@@ -58,7 +60,7 @@ class McpMoreServer:
 
         @app.prompt(name="reviewer", description="Instructions of a reviewer")
         def reviewer(language: str, strictness: str = "gentle") -> str:
-            return f"You review {language} code. Be {strictness}. Cite line numbers."
+            return f"You review {language} code. Be {strictness}. {self.closing}"
 
         @app.tool
         async def signup(ctx: Context) -> str:
