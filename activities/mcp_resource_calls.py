@@ -49,8 +49,8 @@ _LIST_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 async def list_resources(session: ClientSession, server: str) -> McpServerResources | None:
     """The server's resources (the first `MAX_RESOURCES` by uri), or None when it offers none
     (no ``resources`` capability, or an empty list: many servers declare the capability with
-    nothing in it, and their tools alone are offered). A failing list is logged and counts as none: the server's
-    tools are offered all the same."""
+    nothing in it, and their tools alone are offered). A failing list is logged and counts as
+    none: the server's tools are offered all the same."""
     capabilities = session.server_capabilities
     if capabilities is None or capabilities.resources is None:
         return None
