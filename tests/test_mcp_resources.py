@@ -190,3 +190,22 @@ def test_the_prompt_block_is_bounded_and_only_for_agents_that_may_read() -> None
     assert block.count("\n- ") == 51  # 50 resources and the "more" line
     assert "x" * PROMPT_FIELD_CHARS not in block and "mcp.more.resources.list lists them" in block
     assert resources_prompt_block({"more": many}, ["mcp.more.resources.list"]) == ""
+
+
+async def test_a_servers_request_for_user_input_is_refused_and_the_model_is_told(
+    client: Client, task_queue: str, tmp_path: Path, more_server: McpMoreServer
+) -> None:
+    """Elicitation is not supported yet (README): the worker does not declare the capability,
+    so the server's tool fails on its own terms; the model sees it and the run goes on."""
+    provider = RecordingProvider()
+    script = {"joiner": [{"tool_calls": [call("mcp.more.signup", {}, "s")]}, "could not"]}
+    config = config_for(more_server, script, ["mcp.more.signup"])
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="joiner", input="sign me up"))
+        [row] = tool_rows(env, result.session_id)
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert more_server.elicitation_started.is_set() and more_server.elicited == []
+    assert row.error_kind == "recoverable"
+    assert "elicitation" in row.content.lower(), row.content
