@@ -29,7 +29,9 @@ from otherone.store import EntryRow
 from tests.harness import AgentEnv, agent_env, scripted_config, wait_until
 from tests.mcp_http_server import BLOB, serving
 from tests.mcp_more_server import BIG_TEXT, McpMoreServer
+from tests.processes import otherone
 from tests.providers import RecordingProvider
+from tests.test_mcp_cli import command_env
 
 
 def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
@@ -209,3 +211,31 @@ async def test_a_servers_request_for_user_input_is_refused_and_the_model_is_told
     assert more_server.elicitation_started.is_set() and more_server.elicited == []
     assert row.error_kind == "recoverable"
     assert "elicitation" in row.content.lower(), row.content
+
+
+async def test_otherone_mcp_call_lists_and_reads_resources(
+    tmp_path: Path, more_server: McpMoreServer
+) -> None:
+    config = tmp_path / "otherone.toml"
+    config.write_text(
+        '[models.demo]\nprovider = "scripted"\nmodel = "demo"\n\n'
+        f'[mcp.more]\nurl = "{more_server.url}"\n',
+        encoding="utf-8",
+    )
+    env = {**command_env(tmp_path), "OTHERONE_CONFIG": str(config)}
+    tools = await otherone("mcp", "tools", "more", env=env)
+    assert "mcp.more.resources.read  (to providers: " in tools.stdout, tools.describe()
+    listed = await otherone("mcp", "call", "more", "resources.list", env=env)
+    assert listed.code == 0, listed.describe()
+    assert "notes://readme" in [item["uri"] for item in json.loads(listed.stdout)["resources"]]
+    read_back = await otherone(
+        "mcp", "call", "more", "resources.read", '{"uri": "notes://readme"}', env=env
+    )
+    assert read_back.code == 0, read_back.describe()
+    assert json.loads(read_back.stdout)["contents"][0]["text"] == "Notes are kept one per day."
+    missing = await otherone(
+        "mcp", "call", "more", "resources.read", '{"uri": "notes://missing"}', env=env
+    )
+    assert missing.code == 1 and "could not read notes://missing" in missing.stderr
+    unknown = await otherone("mcp", "call", "more", "nope", env=env)
+    assert unknown.code == 2 and "resources.read" in unknown.stderr, unknown.describe()
