@@ -112,7 +112,7 @@ class McpToolCall:
         """A built-in resource tool (`otherone.mcp_resources`): the list frozen in the run's
         snapshot, or one resource's live contents read on the server's session."""
         if target.tool == RESOURCE_TOOLS[LIST_RESOURCES]:
-            return None, listed(resources)
+            return None, await self._bounded_list(listed(resources), text_limit_bytes)
         try:
             uri = read_uri(call.name, call.arguments)
         except ToolError as error:
@@ -132,6 +132,23 @@ class McpToolCall:
         except Exception as error:
             message = f"reading {uri} failed: {type(error).__name__}: {error}"
             return self._unreachable(message, attempt, schema.max_attempts)
+
+    async def _bounded_list(self, body: str, limit_bytes: int) -> str:
+        """A resource list too long to go inline (long descriptions) is stored as an artifact,
+        as a big resource is: an oversized tool result would end the run."""
+        encoded = body.encode()
+        if len(encoded) <= limit_bytes:
+            return body
+        artifact = await self.save_blob("resource list", encoded, "application/json")
+        return json.dumps(
+            {
+                "artifact_id": artifact.artifact_id,
+                "mime_type": artifact.media_type,
+                "size_bytes": artifact.size_bytes,
+                "note": f"the list is {len(encoded)} bytes, over {limit_bytes}: stored as an "
+                "artifact",
+            }
+        )
 
     def _progress(self, call: ToolCallSpec, in_order: asyncio.Lock) -> ProgressFnT:
         async def progress(progress: float, total: float | None, message: str | None) -> None:

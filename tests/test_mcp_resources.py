@@ -239,3 +239,33 @@ async def test_otherone_mcp_call_lists_and_reads_resources(
     assert missing.code == 1 and "could not read notes://missing" in missing.stderr
     unknown = await otherone("mcp", "call", "more", "nope", env=env)
     assert unknown.code == 2 and "resources.read" in unknown.stderr, unknown.describe()
+
+
+async def test_a_resource_list_over_the_agents_result_bound_is_stored_as_an_artifact(
+    client: Client, task_queue: str, tmp_path: Path, more_server: McpMoreServer
+) -> None:
+    """An oversized tool result ends the run: a long list (or text) goes to an artifact."""
+    script = {"lister": [{"tool_calls": [call("mcp.more.resources.list", {}, "l")]}, "ok"]}
+    config = scripted_config(
+        script,
+        agents=[
+            AgentDefinition.model_validate(
+                {
+                    "id": "lister",
+                    "description": "lists",
+                    "tools": ["mcp.more.resources.list"],
+                    "limits": {"max_result_bytes": 400},
+                }
+            )
+        ],
+    )
+    config.add_mcp_server(McpServer(name="more", url=more_server.url))
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(build_request(entry_agent="lister", input="list"))
+        [row] = tool_rows(env, result.session_id)
+        reference = json.loads(row.content)
+        stored = env.store.get_artifact("local", reference["artifact_id"])
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert "stored as an artifact" in reference["note"]
+    assert stored is not None
+    assert len(json.loads(stored.content)["resources"]) == 4
