@@ -16,6 +16,7 @@ from otherone.definitions import (
     MemoryPolicy,
     ModelProfile,
 )
+from otherone.mcp_resources import resources_prompt_block
 from otherone.model_choices import allowed_models
 from otherone.skills import format_skills_for_prompt
 from otherone.store import EntryRow
@@ -29,11 +30,20 @@ MEMORY_READ_WRITE_SENTENCE = (
 
 
 def system_prompt_for(snapshot: RuntimeSnapshot, agent: AgentDefinition) -> str:
-    """The seed's system prompt: the agent's prompt, its skills block, its memory sentence."""
+    """The seed's system prompt: the agent's prompt (then the text of its ``instructions_from``
+    MCP prompt, as fetched for the run's snapshot), its skills block, the MCP resources listed
+    for it, its memory sentence."""
     skills = format_skills_for_prompt(
         snapshot.skills[name] for name in snapshot.skill_names_for(agent)
     )
-    return f"{agent.system_prompt}{skills}{_memory_sentence(agent.memory)}"
+    resources = ""
+    if snapshot.mcp_resources:
+        resources = resources_prompt_block(snapshot.mcp_resources, snapshot.tool_names_for(agent))
+    own = agent.system_prompt
+    fetched = snapshot.mcp_instructions.get(agent.id)
+    if fetched is not None and fetched.text:
+        own = f"{own}\n\n{fetched.text}" if own else fetched.text
+    return f"{own}{skills}{resources}{_memory_sentence(agent.memory)}"
 
 
 def _memory_sentence(policy: MemoryPolicy) -> str:

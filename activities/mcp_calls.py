@@ -29,11 +29,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from otherone.activities.context import tool_error_content
+from otherone.activities.mcp_resource_calls import listed, read_resource, read_uri
 from otherone.activities.mcp_results import BlobSaver, error_message, map_result, validate_arguments
 from otherone.activities.mcp_sessions import McpSessions, McpUnavailable
 from otherone.config import McpToolRef, ToolSchema
 from otherone.contracts import ToolCallSpec
 from otherone.errors import FailureCode
+from otherone.mcp_resources import LIST_RESOURCES, RESOURCE_TOOLS, McpServerResources
 from otherone.tools import ToolError, ToolErrorKind
 
 __all__ = ["McpToolCall"]
@@ -96,6 +98,57 @@ class McpToolCall:
         if is_error:
             return ToolErrorKind.RECOVERABLE, tool_error_content(error_message(mapped))
         return None, json.dumps(mapped, ensure_ascii=False)
+
+    async def run_resources(
+        self,
+        call: ToolCallSpec,
+        target: McpToolRef,
+        schema: ToolSchema,
+        attempt: int,
+        *,
+        resources: McpServerResources | None,
+        text_limit_bytes: int,
+    ) -> tuple[ToolErrorKind | None, str]:
+        """A built-in resource tool (`otherone.mcp_resources`): the list frozen in the run's
+        snapshot, or one resource's live contents read on the server's session."""
+        if target.tool == RESOURCE_TOOLS[LIST_RESOURCES]:
+            return None, await self._bounded_list(listed(resources), text_limit_bytes)
+        try:
+            uri = read_uri(call.name, call.arguments)
+        except ToolError as error:
+            return error.kind, tool_error_content(error.message)
+        try:
+            async with self.heartbeating(), self.sessions.using(target.server) as session:
+                read = read_resource(session, uri, self.save_blob, text_limit_bytes)
+                return None, await asyncio.wait_for(read, schema.timeout_seconds)
+        except TimeoutError:
+            message = f"reading {uri} timed out after {schema.timeout_seconds:g}s"
+            return ToolErrorKind.TIMED_OUT, tool_error_content(message)
+        except McpUnavailable as error:
+            return self._unreachable(str(error), attempt, schema.max_attempts)
+        except MCPError as error:
+            message = f"MCP server '{target.server}' could not read {uri}: {error}"
+            return ToolErrorKind.RECOVERABLE, tool_error_content(message)
+        except Exception as error:
+            message = f"reading {uri} failed: {type(error).__name__}: {error}"
+            return self._unreachable(message, attempt, schema.max_attempts)
+
+    async def _bounded_list(self, body: str, limit_bytes: int) -> str:
+        """A resource list too long to go inline (long descriptions) is stored as an artifact,
+        as a big resource is: an oversized tool result would end the run."""
+        encoded = body.encode()
+        if len(encoded) <= limit_bytes:
+            return body
+        artifact = await self.save_blob("resource list", encoded, "application/json")
+        return json.dumps(
+            {
+                "artifact_id": artifact.artifact_id,
+                "mime_type": artifact.media_type,
+                "size_bytes": artifact.size_bytes,
+                "note": f"the list is {len(encoded)} bytes, over {limit_bytes}: stored as an "
+                "artifact",
+            }
+        )
 
     def _progress(self, call: ToolCallSpec, in_order: asyncio.Lock) -> ProgressFnT:
         async def progress(progress: float, total: float | None, message: str | None) -> None:

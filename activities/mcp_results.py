@@ -24,7 +24,7 @@ from otherone.activities.bounded_patterns import PatternTimeout, bounded_validat
 from otherone.runs import ArtifactRef
 from otherone.tools import ToolError, parse_arguments
 
-__all__ = ["BlobSaver", "map_result", "validate_arguments"]
+__all__ = ["BlobSaver", "decode_blob", "map_result", "validate_arguments"]
 
 #: Stores one binary block and returns its reference (``name`` is unique within the call).
 BlobSaver = Callable[[str, bytes, str], Awaitable[ArtifactRef]]
@@ -92,7 +92,9 @@ async def map_result(
 
 async def _block(index: int, block: Any, save_blob: BlobSaver) -> dict[str, Any]:
     if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
-        artifact = await save_blob(f"{block.type} {index}", _decode(block.data), block.mime_type)
+        artifact = await save_blob(
+            f"{block.type} {index}", decode_blob(block.data), block.mime_type
+        )
         return {"type": block.type, **_reference(artifact)}
     if isinstance(block, mcp_types.EmbeddedResource):
         resource = block.resource
@@ -104,7 +106,7 @@ async def _block(index: int, block: Any, save_blob: BlobSaver) -> dict[str, Any]
                 "text": resource.text,
             }
         media_type = resource.mime_type or "application/octet-stream"
-        artifact = await save_blob(f"resource {index}", _decode(resource.blob), media_type)
+        artifact = await save_blob(f"resource {index}", decode_blob(resource.blob), media_type)
         return {"type": "resource", "uri": resource.uri, **_reference(artifact)}
     if isinstance(block, mcp_types.ResourceLink):
         link = {"type": "resource_link", "uri": block.uri, "name": block.name}
@@ -124,7 +126,7 @@ def _reference(artifact: ArtifactRef) -> dict[str, Any]:
     }
 
 
-def _decode(data: str) -> bytes:
+def decode_blob(data: str) -> bytes:
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):

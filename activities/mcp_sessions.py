@@ -31,6 +31,7 @@ from mcp import types as mcp_types
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from otherone.activities.mcp_resource_calls import list_resources, resource_tools
 from otherone.activities.mcp_transports import (
     SDK_HTTP_ERROR,
     McpUnavailable,
@@ -38,6 +39,7 @@ from otherone.activities.mcp_transports import (
     server_transport,
 )
 from otherone.config import McpServerTools, McpToolRef, ToolSchema
+from otherone.mcp_resources import McpServerResources
 from otherone.mcp_servers import McpServer, mcp_tool_name
 from otherone.tools import RESERVED_TOOL_NAMES, TOOL_NAME_PATTERN
 from otherone.wire_names import encode_tool_name
@@ -71,6 +73,15 @@ class Discovery:
     servers: dict[str, McpServerTools] = field(default_factory=dict)
     schemas: dict[str, ToolSchema] = field(default_factory=dict)
     refs: dict[str, McpToolRef] = field(default_factory=dict)
+    resources: dict[str, McpServerResources] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """What one server listed: its tools, and its resources if it offers any."""
+
+    tools: list[mcp_types.Tool]
+    resources: McpServerResources | None = None
 
 
 class _Connection:
@@ -174,7 +185,7 @@ class McpSessions:
         #: Servers that failed to start recently: until when not to try again, and why.
         #: Server name -> (held back until, why, failures in a row).
         self._failed: dict[str, tuple[float, str, int]] = {}
-        self._discovering: asyncio.Future[list[list[mcp_types.Tool] | McpUnavailable]] | None = None
+        self._discovering: asyncio.Future[list[_Listing | McpUnavailable]] | None = None
         self._closed = False
 
     def __bool__(self) -> bool:
@@ -286,16 +297,18 @@ class McpSessions:
         names = sorted(self.servers)
         listed = await asyncio.shield(self._listing())
         discovery = Discovery()
-        for name, tools in zip(names, listed, strict=True):
-            if isinstance(tools, McpUnavailable):
-                discovery.servers[name] = McpServerTools(error=tools.reason)
-                logger.warning("%s; its tools are not offered to new runs", tools)
+        for name, found in zip(names, listed, strict=True):
+            if isinstance(found, McpUnavailable):
+                discovery.servers[name] = McpServerTools(error=found.reason)
+                logger.warning("%s; its tools are not offered to new runs", found)
                 continue
-            _add_server_tools(discovery, self.servers[name], tools)
+            _add_server_tools(discovery, self.servers[name], found.tools)
+            if found.resources is not None:
+                _add_server_resources(discovery, self.servers[name], found.resources)
         _drop_wire_collisions(discovery, taken)
         return discovery
 
-    def _listing(self) -> asyncio.Future[list[list[mcp_types.Tool] | McpUnavailable]]:
+    def _listing(self) -> asyncio.Future[list[_Listing | McpUnavailable]]:
         """The listing in flight, or a new one: root runs that start together share one round
         of ``tools/list`` calls instead of each sending its own."""
         if self._discovering is None or self._discovering.done():
@@ -305,11 +318,13 @@ class McpSessions:
             )
         return self._discovering
 
-    async def _list(self, name: str) -> list[mcp_types.Tool] | McpUnavailable:
+    async def _list(self, name: str) -> _Listing | McpUnavailable:
         timeout = self.servers[name].startup_timeout_seconds
         try:
             async with self.using(name) as session:
-                return await asyncio.wait_for(_list_all_tools(session, name), timeout)
+                tools = await asyncio.wait_for(_list_all_tools(session, name), timeout)
+                resources = await asyncio.wait_for(list_resources(session, name), timeout)
+                return _Listing(tools, resources)
         except McpUnavailable as error:
             return error
         except Exception as error:
@@ -395,6 +410,22 @@ def _add_server_tools(discovery: Discovery, server: McpServer, tools: list[mcp_t
         discovery.refs[name] = McpToolRef(server=server.name, tool=tool.name)
         names.append(name)
     discovery.servers[server.name] = McpServerTools(tools_hash=digest, tools=tuple(names))
+
+
+def _add_server_resources(
+    discovery: Discovery, server: McpServer, resources: McpServerResources
+) -> None:
+    """A server's resources and its built-in tools to read them (`otherone.mcp_resources`)."""
+    schemas, refs = resource_tools(server, set(discovery.schemas))
+    discovery.schemas.update(schemas)
+    discovery.refs.update(refs)
+    summary = discovery.servers[server.name]
+    discovery.servers[server.name] = summary.model_copy(
+        update={"tools": tuple(sorted((*summary.tools, *schemas)))}
+    )
+    discovery.resources[server.name] = resources.model_copy(
+        update={"in_prompt": server.resources_in_prompt}
+    )
 
 
 def _distinct_tools(server: McpServer, tools: list[mcp_types.Tool]) -> list[mcp_types.Tool]:

@@ -56,6 +56,9 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         raise failure(FailureCode.AGENT_NOT_FOUND, error.message) from error
     except ValueError as error:
         raise failure(FailureCode.INVALID_CONFIGURATION, str(error)) from error
+    fetched = snapshot.mcp_instructions.get(agent.id)
+    if fetched is not None and fetched.error is not None:  # see `otherone.mcp_prompts`
+        raise failure(FailureCode.INVALID_CONFIGURATION, f"instructions_from: {fetched.error}")
     unusable = contract_problem(input.result_contract or input.request.result_contract)
     if unusable is not None:  # AgentClient refuses it; a plain Temporal client may not have
         raise failure(FailureCode.INVALID_REQUEST, f"result_contract.{unusable}")

@@ -26,6 +26,7 @@ from otherone.activities.shared import ActivityContext
 from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.activities.tool_events import result_error, tool_completed_body, tool_started_body
 from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
+from otherone.mcp_resources import RESOURCE_TOOLS
 from otherone.mcp_servers import MCP_PREFIX
 from otherone.redaction import redact_keeping_json
 from otherone.runs import ArtifactRef
@@ -133,7 +134,17 @@ async def _run_mcp_tool(
         hooked = await before_tool_call(context, ref, call, events)
         if isinstance(hooked, tuple):  # refused by a hook: the server is never called
             return await _store_tool_result(context, input, *hooked, events)
-        kind, content = await runner.run(hooked, target, schema, attempt)
+        if target.tool in RESOURCE_TOOLS.values():
+            kind, content = await runner.run_resources(
+                hooked,
+                target,
+                schema,
+                attempt,
+                resources=snapshot.mcp_resources.get(target.server),
+                text_limit_bytes=input.result_limit_bytes // 2,
+            )
+        else:
+            kind, content = await runner.run(hooked, target, schema, attempt)
         kind, content = await _after_hooks(context, input, kind, content, events)
         return await _store_tool_result(context, input, kind, _shown(content), events)
 

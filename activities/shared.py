@@ -24,6 +24,7 @@ from otherone import pricing
 from otherone.activities import store_calls
 from otherone.activities.context import tool_error_content
 from otherone.activities.decided_events import owed_decided_bodies
+from otherone.activities.mcp_prompt_calls import fetch_instructions
 from otherone.activities.mcp_sessions import McpSessions
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.providers import default_providers
@@ -223,7 +224,11 @@ class ActivityContext:
         if not self.mcp:
             return snapshot
         found = await self.mcp.discover(taken=snapshot.tools)
-        return snapshot.with_mcp(found.servers, found.schemas, found.refs)
+        # The agents' `instructions_from` prompts too: kept in the snapshot like the tools.
+        instructions = await fetch_instructions(self.mcp, snapshot.agents.values())
+        return snapshot.with_mcp(
+            found.servers, found.schemas, found.refs, found.resources, instructions
+        )
 
     async def emit(self, ref: RunRef, *bodies: dict[str, Any]) -> None:
         """Store the events the run's visibility lets through. Observation only: a failure to

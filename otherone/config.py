@@ -34,6 +34,8 @@ from otherone.guardrail_policy import GuardrailPolicy
 from otherone.guardrails import GuardrailDefinitionError, GuardrailRegistry, GuardrailSpec
 from otherone.hook_policy import HookPolicy
 from otherone.hooks import HookDefinitionError, HookRegistry, HookSpec
+from otherone.mcp_prompts import McpInstructions
+from otherone.mcp_resources import McpServerResources
 from otherone.mcp_servers import MCP_PREFIX, McpServer, is_glob, parse_mcp_name, secret_fields
 from otherone.model_choices import (
     ModelNotAllowedError,
@@ -162,6 +164,10 @@ class RuntimeSnapshot(BaseModel):
     limits: RuntimeLimits
     mcp_servers: dict[str, McpServerTools] = {}
     mcp_tools: dict[str, McpToolRef] = {}
+    #: Server -> its resources as listed when the snapshot was made (`otherone.mcp_resources`).
+    mcp_resources: dict[str, McpServerResources] = {}
+    #: Agent -> the text of its ``instructions_from`` MCP prompt, fetched for this snapshot.
+    mcp_instructions: dict[str, McpInstructions] = {}
     guardrails: dict[str, GuardrailSchema] = {}
 
     def with_version(self) -> RuntimeSnapshot:
@@ -169,7 +175,13 @@ class RuntimeSnapshot(BaseModel):
         # versions they had.
         excluded: dict[str, Any] = {"version": True} | {
             name: True
-            for name in ("mcp_servers", "mcp_tools", "guardrails")
+            for name in (
+                "mcp_servers",
+                "mcp_tools",
+                "mcp_resources",
+                "mcp_instructions",
+                "guardrails",
+            )
             if not getattr(self, name)
         }
         # Likewise snapshots without partition caps, and those of runtimes that do not use
@@ -203,6 +215,9 @@ class RuntimeSnapshot(BaseModel):
         for field, default in _WEBHOOK_POLICY.items():  # likewise a policy at their defaults
             if body["policy"].get(field) == default:
                 del body["policy"][field]
+        for agent in body["agents"].values():
+            if agent.get("instructions_from", False) is None:
+                del agent["instructions_from"]
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
@@ -213,13 +228,18 @@ class RuntimeSnapshot(BaseModel):
         servers: Mapping[str, McpServerTools],
         schemas: Mapping[str, ToolSchema],
         refs: Mapping[str, McpToolRef],
+        resources: Mapping[str, McpServerResources] | None = None,
+        instructions: Mapping[str, McpInstructions] | None = None,
     ) -> RuntimeSnapshot:
-        """This snapshot plus the MCP tools a worker discovered (a new version when they differ)."""
+        """This snapshot plus the MCP tools, resources and prompt instructions a worker
+        discovered (a new version when they differ)."""
         return self.model_copy(
             update={
                 "tools": {**self.tools, **schemas},
                 "mcp_servers": dict(servers),
                 "mcp_tools": dict(refs),
+                "mcp_resources": dict(resources or {}),
+                "mcp_instructions": dict(instructions or {}),
             }
         ).with_version()
 
@@ -509,6 +529,13 @@ class RuntimeConfig:
         self._validate_approval_keys(agent.approval, table)
         self._validate_guardrails(agent.guardrails, table)
         self._validate_hooks(agent.hooks, table)
+        source = agent.instructions_from
+        if source is not None and source.server not in self.mcp_servers:
+            raise self._error(
+                f"unknown MCP server '{source.server}' (declare it as [mcp.{source.server}])",
+                table=table,
+                field="instructions_from.server",
+            )
 
     def _validate_hooks(self, policy: HookPolicy, table: str) -> None:
         problem = hook_problem(policy, self.hooks)

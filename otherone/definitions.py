@@ -34,6 +34,7 @@ from otherone.credentials import (
 )
 from otherone.guardrail_policy import GuardrailPolicy
 from otherone.hook_policy import HookPolicy
+from otherone.mcp_prompts import McpPromptRef
 from otherone.partition_limits import PartitionCaps
 from otherone.run_types import AGENT_ID_PATTERN as AGENT_ID_PATTERN
 from otherone.run_types import NOT_A_BOOL
@@ -386,6 +387,9 @@ class AgentDefinition(_Frozen):
     #: The completion webhook of root runs of this agent that name none (`otherone.webhooks`):
     #: a signed POST of the run's record when it ends. Runs it is called by (children) send none.
     webhook: WebhookUrl | None = None
+    #: An MCP server prompt whose text follows ``system_prompt`` (`otherone.mcp_prompts`),
+    #: fetched when a root run's snapshot is made and kept in it.
+    instructions_from: McpPromptRef | None = None
 
     @field_validator("description")
     @classmethod

@@ -17,7 +17,9 @@ credential is refused too.
 
 A server's tools are exposed as ``mcp.<server>.<tool>`` (sent to providers as
 ``mcp__<server>__<tool>``); access policies name them like any tool, with globs
-(``mcp.git.*``). This module does no I/O: the sessions live in `otherone.activities.mcp`.
+(``mcp.git.*``). A server's resources are read through the built-in tools
+``mcp.<server>.resources.list`` and ``mcp.<server>.resources.read`` (`otherone.mcp_resources`).
+This module does no I/O: the sessions live in `otherone.activities.mcp`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from otherone.definitions import (
     secret_name_refused,
     url_credentials_refused,
 )
+from otherone.mcp_prompts import MCP_SERVER_NAME_PATTERN
 from otherone.run_types import NOT_A_BOOL
 
 __all__ = [
@@ -75,8 +78,6 @@ __all__ = [
 
 #: Every MCP tool's name starts with this; user tools may not (`RuntimeConfig` refuses them).
 MCP_PREFIX = "mcp."
-#: Server names: short, lowercase, no dots (a dot separates server and tool in ``mcp.s.t``).
-MCP_SERVER_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 DEFAULT_MCP_TIMEOUT_SECONDS = 60.0
 #: Attempts of a call to a server marked idempotent (others get one: a retried call with side
 #: effects could do them twice).
@@ -158,6 +159,9 @@ class McpServer(BaseModel):
     # Strict: `idempotent = "yes"` or `max_attempts = true` is a mistake to report, not coerce.
     idempotent: Annotated[bool, Field(strict=True)] = False
     max_attempts: Annotated[int, Field(ge=1, le=100, strict=True)] | None = None
+    #: List the server's resources in the system prompt of agents granted
+    #: ``mcp.<server>.resources.read`` (`otherone.mcp_resources`; bounded).
+    resources_in_prompt: Annotated[bool, Field(strict=True)] = False
 
     @model_validator(mode="before")
     @classmethod

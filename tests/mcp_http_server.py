@@ -15,7 +15,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import uvicorn
 from fastmcp import Context, FastMCP
@@ -132,8 +132,17 @@ class McpTestServer:
             return "grown"
 
 
+class _Served(Protocol):
+    url: str
+
+    def asgi(self) -> Any: ...
+
+
+ServedT = TypeVar("ServedT", bound=_Served)
+
+
 @contextmanager
-def serving(server: McpTestServer) -> Iterator[McpTestServer]:
+def serving(server: ServedT) -> Iterator[ServedT]:
     """Serve ``server`` on a free 127.0.0.1 port (``server.url``) until the block ends."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -191,11 +191,21 @@ def test_an_agent_sees_its_policy_intersected_with_the_runtime_policy() -> None:
     # Discovered tools make a new version; a snapshot without MCP hashes as before MCP existed.
     assert snapshot.version != base.version
     body = base.model_dump(
-        mode="json", exclude={"version", "mcp_servers", "mcp_tools", "guardrails"}
+        mode="json",
+        exclude={
+            "version",
+            "mcp_servers",
+            "mcp_tools",
+            "guardrails",
+            "mcp_resources",  # nor MCP resources and prompt instructions (issue 50)
+            "mcp_instructions",
+        },
     )
     # Nor do guardrails and hooks (issue 45) count while none is declared.
     for holder in [body["policy"], *body["agents"].values()]:
         del holder["guardrails"], holder["hooks"]
+    for agent_body in body["agents"].values():
+        del agent_body["instructions_from"]  # nor an agent's unset instructions_from (issue 50)
     del body["limits"]["partitions"]  # nor partition caps (issue 42)
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
     assert base.version == digest.hexdigest()[:32]

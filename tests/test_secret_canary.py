@@ -121,6 +121,13 @@ class EchoingMcpServer(McpTestServer):
             self.seen_authorization.append(authorization)
             return f"you sent Authorization: {authorization}"
 
+        @self.app.resource("whoami://me", name="me", description="Who the caller is")
+        def me() -> str:
+            """The caller's credentials, as a resource (read through resources.read)."""
+            authorization = get_http_headers(include_all=True).get("authorization", "")
+            self.seen_authorization.append(f"resource: {authorization}")
+            return f"resource says you sent Authorization: {authorization}"
+
         @self.app.tool
         def whoami_strict() -> str:
             """Refuse the caller, quoting its credentials."""
@@ -198,6 +205,11 @@ def config(provider_url: str, mcp_url: str) -> RuntimeConfig:
                                     "id": "c7",
                                     "name": "mcp.local.fail_env",
                                     "arguments": {"name": "MCP_NOTE"},
+                                },
+                                {
+                                    "id": "c8",
+                                    "name": "mcp.echo.resources.read",
+                                    "arguments": {"uri": "whoami://me"},
                                 },
                             ]
                         },
@@ -515,6 +527,9 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
         # The secrets did reach the servers they were meant for (so an echo could leak them).
         assert f"Bearer {canaries.mcp_bearer}" in mcp.seen_authorization
         assert f"Bearer {canaries.mcp_ref_bearer}" in mcp.seen_authorization
+        # A resource's contents go through the same redaction as tool results.
+        assert f"resource: Bearer {canaries.mcp_bearer}" in mcp.seen_authorization
+        assert any("resource says you sent Authorization" in text for text in sinks.values())
         sent = {
             seen.headers.get("authorization") or seen.headers.get("x-api-key")
             for seen in provider.requests

@@ -17,6 +17,7 @@ as on a worker.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import sys
@@ -36,10 +37,15 @@ from otherone.errors import InvalidRequestError
 from otherone.mcp_import import ImportedConfig, read_client_config
 
 if TYPE_CHECKING:
-    from otherone.activities.mcp_sessions import McpSessions
+    from otherone.activities.mcp_sessions import Discovery, McpSessions
     from otherone.config import ToolSchema
     from otherone.mcp_servers import McpServer
     from otherone.runs import ArtifactRef
+
+
+#: Text of a resource longer than this is not printed by ``otherone mcp call`` (as a run
+#: would store it as an artifact, half of the default ``max_result_bytes``).
+_CLI_TEXT_LIMIT_BYTES = 128 * 1024
 
 
 async def cmd_mcp(args: argparse.Namespace, ctx: Context) -> int:
@@ -184,15 +190,18 @@ async def _tools(server: McpServer, as_json: bool, ctx: Context) -> int:
 async def _call(server: McpServer, tool: str, arguments: str, ctx: Context) -> int:
     from otherone.activities.mcp_results import error_message, map_result, validate_arguments
     from otherone.activities.mcp_transports import McpUnavailable
+    from otherone.mcp_resources import RESOURCE_TOOLS
     from otherone.mcp_servers import mcp_tool_name
     from otherone.tools.errors import ToolError
 
     name = mcp_tool_name(server.name, tool)
     sessions = _sessions(server)
     try:
-        schemas = await _listed(server, sessions)
+        found = await _discovered(server, sessions)
+        schemas = found.schemas
         if name not in schemas:
-            offered = ", ".join(schema.name.rsplit(".", 1)[1] for schema in schemas.values())
+            prefix = mcp_tool_name(server.name, "")
+            offered = ", ".join(sorted(schema.removeprefix(prefix) for schema in schemas))
             raise CliError(
                 EXIT_USAGE,
                 f"MCP server '{server.name}' has no tool '{tool}' (it offers: {offered})",
@@ -201,6 +210,10 @@ async def _call(server: McpServer, tool: str, arguments: str, ctx: Context) -> i
             checked = validate_arguments(name, schemas[name].parameters, arguments)
         except ToolError as error:
             raise CliError(EXIT_USAGE, _redacted(str(error))) from None
+        if found.refs[name].tool in RESOURCE_TOOLS.values():
+            shown = await _resource_call(server, sessions, found, name, arguments)
+            ctx.out.print(_redacted(shown), markup=False)
+            return EXIT_OK
         try:
             result = await sessions.call_tool(
                 server.name, tool, checked, timeout_seconds=server.timeout_seconds
@@ -220,6 +233,38 @@ async def _call(server: McpServer, tool: str, arguments: str, ctx: Context) -> i
     return EXIT_OK
 
 
+async def _resource_call(
+    server: McpServer, sessions: McpSessions, found: Discovery, name: str, arguments: str
+) -> str:
+    """A built-in resource tool (`otherone.mcp_resources`), as a run would answer it."""
+    from mcp.shared.exceptions import MCPError
+
+    from otherone.activities.mcp_resource_calls import listed, read_resource, read_uri
+    from otherone.activities.mcp_transports import McpUnavailable
+    from otherone.mcp_resources import LIST_RESOURCES, RESOURCE_TOOLS
+    from otherone.tools.errors import ToolError
+
+    if found.refs[name].tool == RESOURCE_TOOLS[LIST_RESOURCES]:
+        return json.dumps(json.loads(listed(found.resources.get(server.name))), indent=2)
+    try:
+        uri = read_uri(name, arguments)
+    except ToolError as error:
+        raise CliError(EXIT_USAGE, _redacted(str(error))) from None
+    try:
+        async with sessions.using(server.name) as session:
+            read = read_resource(session, uri, _not_stored, _CLI_TEXT_LIMIT_BYTES)
+            text = await asyncio.wait_for(read, server.timeout_seconds)
+    except McpUnavailable as error:
+        raise CliError(EXIT_UNAVAILABLE, _redacted(str(error))) from None
+    except TimeoutError:
+        raise CliError(
+            EXIT_FAILED, f"{name} did not answer within {server.timeout_seconds:g}s"
+        ) from None
+    except MCPError as error:
+        raise CliError(EXIT_FAILED, _redacted(f"{name}: could not read {uri}: {error}")) from None
+    return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+
+
 def _sessions(server: McpServer) -> McpSessions:
     from otherone.activities import mcp_sessions
     from otherone.redaction import install_log_redaction
@@ -234,6 +279,10 @@ def _sessions(server: McpServer) -> McpSessions:
 async def _listed(server: McpServer, sessions: McpSessions | None = None) -> dict[str, ToolSchema]:
     """The server's tools as a new run's snapshot would hold them; a server that does not
     start (or list its tools) is an error naming the reason."""
+    return dict(sorted((await _discovered(server, sessions)).schemas.items()))
+
+
+async def _discovered(server: McpServer, sessions: McpSessions | None = None) -> Discovery:
     own = sessions is None
     sessions = _sessions(server) if sessions is None else sessions
     try:
@@ -246,7 +295,7 @@ async def _listed(server: McpServer, sessions: McpSessions | None = None) -> dic
         raise CliError(
             EXIT_UNAVAILABLE, _redacted(f"MCP server '{server.name}' is unavailable: {error}")
         )
-    return dict(sorted(found.schemas.items()))
+    return found
 
 
 def _parameter_lines(parameters: dict[str, Any]) -> list[str]:
