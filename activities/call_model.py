@@ -64,6 +64,7 @@ from otherone.run_types import plain_decimal
 from otherone.runs import NORMAL_FINISH_REASONS
 from otherone.store import Compaction, EntryRow
 from otherone.store.errors import RunAlreadyEnded
+from otherone.worker import genai_spans
 
 #: The error type of a turn refused because its run had already ended (`RunAlreadyEnded`).
 RUN_ALREADY_ENDED = "run_already_ended"
@@ -184,6 +185,7 @@ async def _answer(
     )
     # The hooks see (and may rewrite) what goes on the wire; the transcript keeps what was said.
     request, metadata = await before_model_call(context, snapshot, agent, request, events)
+    genai_spans.note_model_request(request.messages)  # only when content capture is on
     queued = sum(1 for entry in input.pending if entry.queued)
     started: list[dict[str, Any]] = (
         [{"type": "user_message_queued", "count": queued}] if queued else []
@@ -201,6 +203,9 @@ async def _answer(
     }
     try:
         turn = priced(await _stream(context, provider, request, input, events, attempt), profile)
+        genai_spans.note_model_answer(
+            turn.content, [(c.id, c.name, c.arguments) for c in turn.tool_calls], turn.finish_reason
+        )
         # Audit hooks see the answer before it is kept (a refusal keeps nothing of it).
         noted = await after_model_call(context, snapshot, agent, request, turn, events)
         if noted:
