@@ -122,6 +122,8 @@ async def traced_run(
     tmp_path: Path,
     *,
     max_cached_workflows: int = 1000,
+    capture: bool = False,
+    input: str = "start",
 ) -> AgentRunResult:
     """Run the coordinator once on a worker with our activity spans; the worker has stopped
     (every span ended) when this returns."""
@@ -132,12 +134,12 @@ async def traced_run(
             config,
             store,
             task_queue=task_queue,
-            interceptors=[OtheroneActivityInterceptor(tracer, config)],
+            interceptors=[OtheroneActivityInterceptor(tracer, config, capture_content=capture)],
             max_cached_workflows=max_cached_workflows,
         )
         async with worker:
             agents = AgentClient(client, task_queue=task_queue, store=store)
-            return await agents.run(build_request(entry_agent="coordinator", input="start"))
+            return await agents.run(build_request(entry_agent="coordinator", input=input))
     finally:
         store.close()
 

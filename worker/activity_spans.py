@@ -12,7 +12,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace import Tracer as SdkTracer
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from pydantic import BaseModel
 from temporalio import activity
@@ -144,6 +144,8 @@ class _ActivitySpans(ActivityInboundInterceptor):
             self.root.tracer.start_as_current_span(
                 _span_name(name, attributes),
                 context=context,
+                # a model call leaves the process (the conventions' kind for it)
+                kind=SpanKind.CLIENT if name == ACTIVITY_CALL_MODEL else SpanKind.INTERNAL,
                 attributes=attributes,
                 links=links,
                 record_exception=True,
