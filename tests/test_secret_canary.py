@@ -11,9 +11,9 @@ on stderr, an MCP server and a database that refuse connections.
 Sinks searched: every table of the store (SQLite and PostgreSQL), the worker's log records at
 DEBUG and everything written to the process's stdout/stderr (MCP servers' stderr included),
 stored events, the SSE and AG-UI streams, the decoded Temporal history of every run, the
-OpenTelemetry spans (with GenAI content capture on), the HTTP API's answers and page, run results, and the CLI's ``--help``
-and ``show`` output (at DEBUG). Positive controls show each sink holds what the runs did and
-that each secret did reach the server it was meant for.
+OpenTelemetry spans (GenAI content capture on), the HTTP API's answers and page, run results,
+and the CLI's ``--help`` and ``show`` output (at DEBUG). Positive controls show each sink
+holds what the runs did and that each secret did reach the server it was meant for.
 """
 
 from __future__ import annotations

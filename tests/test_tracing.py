@@ -32,8 +32,8 @@ from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.worker.app import build_worker, connect
-from otherone.worker.settings import Settings, otel_trace_exporters
 from otherone.worker.genai_spans import agent_span_id, call_span_id
+from otherone.worker.settings import Settings, otel_trace_exporters
 from otherone.worker.telemetry import OtheroneActivityInterceptor, prometheus_runtime
 from tests.harness import scripted_config
 from tests.test_cli import address_of, cli_env, otherone
@@ -84,6 +84,7 @@ def traced_team() -> RuntimeConfig:
             AgentDefinition(
                 id="coordinator",
                 description="coordinator agent",
+                system_prompt="You coordinate.",
                 callable_agents=["worker"],
                 tools=["lookup"],
             ),

@@ -333,7 +333,12 @@ def convention_message(message: Mapping[str, Any]) -> dict[str, Any]:
     role = str(message.get("role", "user"))
     text = _cut(_text(message.get("content")))
     if role == "tool":
-        part = {"type": "tool_call_response", "id": message.get("tool_call_id"), "response": text}
+        response = _arguments(text)  # a JSON result as its value
+        part = {
+            "type": "tool_call_response",
+            "id": message.get("tool_call_id"),
+            "response": response,
+        }
         return {"role": "tool", "parts": [part]}
     parts: list[dict[str, Any]] = [{"type": "text", "content": text}] if text else []
     if role == "assistant":

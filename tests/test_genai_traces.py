@@ -1,0 +1,353 @@
+"""Spans by the OpenTelemetry GenAI semantic conventions, exported over OTLP (HTTP/protobuf) to
+a receiver on 127.0.0.1 that decodes them as a backend does (issue 48): names, the tree's
+parent/child structure, the conventions' attributes and content (opt-in, redacted, bounded)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
+from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from otherone import redaction
+from otherone.runs import RunOutcome
+from otherone.worker import genai_spans
+from otherone.worker.genai_spans import agent_span_id, call_span_id
+from otherone.worker.settings import Settings
+from tests.test_tracing import CONTENT_KEYS, traced_run, traced_team
+
+#: Every ``gen_ai.*`` attribute the installed semantic conventions define.
+CONVENTION_ATTRIBUTES = {
+    value
+    for name, value in vars(gen_ai_attributes).items()
+    if name.startswith("GEN_AI_") and isinstance(value, str)
+}
+#: Names the conventions replaced (never emitted).
+DEPRECATED = {"gen_ai.system", "gen_ai.prompt", "gen_ai.completion", "gen_ai.usage.prompt_tokens"}
+
+
+@dataclass
+class Received:
+    """One span as a backend reads it off the wire."""
+
+    name: str
+    trace_id: bytes
+    span_id: bytes
+    parent_span_id: bytes
+    kind: int
+    attributes: dict[str, Any]
+    links: list[bytes]
+    status_code: int
+    start: int
+    end: int
+
+
+@dataclass
+class Receiver:
+    url: str
+    spans: list[Received] = field(default_factory=list)
+    content_types: set[str] = field(default_factory=set)
+    arrived: threading.Condition = field(default_factory=threading.Condition)
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(item) for item in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+def _decoded(request: ExportTraceServiceRequest) -> list[Received]:
+    spans = []
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                spans.append(
+                    Received(
+                        name=span.name,
+                        trace_id=span.trace_id,
+                        span_id=span.span_id,
+                        parent_span_id=span.parent_span_id,
+                        kind=span.kind,
+                        attributes={a.key: _value(a.value) for a in span.attributes},
+                        links=[link.span_id for link in span.links],
+                        status_code=span.status.code,
+                        start=span.start_time_unix_nano,
+                        end=span.end_time_unix_nano,
+                    )
+                )
+    return spans
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[Receiver]:
+    """An OTLP/HTTP trace receiver (``POST /v1/traces``, protobuf) on 127.0.0.1."""
+    receiver: Receiver | None = None
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            assert receiver is not None
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            if self.path != "/v1/traces":
+                self.send_error(404)
+                return
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            answer = ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+            with receiver.arrived:
+                receiver.content_types.add(self.headers.get("Content-Type", ""))
+                receiver.spans.extend(_decoded(request))
+                receiver.arrived.notify_all()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    receiver = Receiver(url=f"http://127.0.0.1:{server.server_address[1]}/v1/traces")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@contextmanager
+def otlp_provider(url: str) -> Iterator[TracerProvider]:
+    provider = TracerProvider(resource=Resource.create({"service.name": "otherone-test"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=10)))
+    try:
+        yield provider
+    finally:
+        provider.shutdown()
+
+
+async def exported_tree(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str, *, capture: bool, task: str
+) -> tuple[str, list[Received], Receiver]:
+    """Run `traced_team` on a worker whose spans go over OTLP to a receiver; the run id and
+    what the receiver decoded."""
+    with otlp_receiver() as receiver, otlp_provider(receiver.url) as provider:
+        tracer = provider.get_tracer("otherone")
+        client = await Client.connect(
+            temporal_env.client.service_client.config.target_host,
+            namespace=temporal_env.client.namespace,
+            data_converter=pydantic_data_converter,
+            interceptors=[TracingInterceptor(tracer)],
+        )
+        result = await traced_run(
+            client, tracer, traced_team(), task_queue, tmp_path, capture=capture, input=task
+        )
+        assert result.outcome is RunOutcome.COMPLETED, result
+        assert provider.force_flush(30_000)
+        with receiver.arrived:
+            assert receiver.arrived.wait_for(
+                lambda: any(s.name == "invoke_agent coordinator" for s in receiver.spans), 30
+            )
+        return result.run_id, list(receiver.spans), receiver
+
+
+def one(spans: list[Received], name: str) -> Received:
+    found = [span for span in spans if span.name == name]
+    assert len(found) == 1, (name, [span.name for span in spans])
+    return found[0]
+
+
+def by_id(spans: list[Received], span_id: bytes) -> Received:
+    return next(span for span in spans if span.span_id == span_id)
+
+
+def span_id(value: int) -> bytes:
+    return value.to_bytes(8, "big")
+
+
+def check_conventions(span: Received) -> None:
+    """The conventions' attributes an operation's span must carry, and no gen_ai.* name they
+    do not define."""
+    attributes = span.attributes
+    for key in attributes:
+        if key.startswith("gen_ai."):
+            assert key in CONVENTION_ATTRIBUTES, (span.name, key)
+            assert key not in DEPRECATED, (span.name, key)
+    operation = attributes["gen_ai.operation.name"]
+    assert span.name.startswith(f"{operation} ")
+    if operation == "chat":
+        assert span.kind == ProtoSpan.SPAN_KIND_CLIENT
+        assert attributes["gen_ai.provider.name"] == "scripted"
+        assert span.name == f"chat {attributes['gen_ai.request.model']}"
+        assert attributes["gen_ai.agent.name"] in {"coordinator", "worker"}
+        assert attributes["gen_ai.conversation.id"]
+    elif operation == "execute_tool":
+        assert span.name == f"execute_tool {attributes['gen_ai.tool.name']}"
+        assert attributes["gen_ai.tool.call.id"]
+        assert attributes["gen_ai.tool.type"] == "function"
+    elif operation == "invoke_agent":
+        assert span.name == f"invoke_agent {attributes['gen_ai.agent.name']}"
+        assert attributes["gen_ai.agent.id"] == attributes["gen_ai.agent.name"]
+        assert attributes["gen_ai.conversation.id"] == attributes["otherone.session_id"]
+    else:
+        raise AssertionError(f"unexpected operation {operation!r} on {span.name}")
+    for ours in ("otherone.run_id", "otherone.partition"):
+        assert attributes.get(ours), (span.name, ours)
+
+
+async def test_a_tree_exported_over_otlp_follows_the_genai_conventions(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    secret = f"sk-genai-{secrets.token_hex(12)}"
+    redaction.remember(secret)  # as a provider key in the environment is
+    root, spans, receiver = await exported_tree(
+        temporal_env, tmp_path, task_queue, capture=True, task=f"start with key {secret}"
+    )
+    child = f"{root}/worker.call_1"
+    assert receiver.content_types == {"application/x-protobuf"}
+    assert len({span.trace_id for span in spans}) == 1  # the whole tree: one trace
+
+    genai = [span for span in spans if "gen_ai.operation.name" in span.attributes]
+    for span in genai:
+        check_conventions(span)
+
+    # the tree: root invoke_agent > agent.call execute_tool > child invoke_agent > child chat
+    root_agent = one(spans, "invoke_agent coordinator")
+    child_agent = one(spans, "invoke_agent worker")
+    call = one(spans, "execute_tool agent.call")
+    assert root_agent.span_id == span_id(agent_span_id(root))
+    assert call.span_id == span_id(call_span_id(root, "call_1"))
+    assert call.parent_span_id == root_agent.span_id
+    assert child_agent.parent_span_id == call.span_id
+    assert child_agent.links == [root_agent.span_id]  # linked to its caller
+    assert by_id(spans, root_agent.parent_span_id).name == "StartActivity:otherone.finish_run"
+    chats = [span for span in genai if span.name == "chat test"]
+    assert len(chats) == 5  # coordinator 3, worker 1 + its failed attempt
+    for chat in chats:
+        run = chat.attributes["otherone.run_id"]
+        assert chat.parent_span_id == span_id(agent_span_id(run))
+        assert root_agent.start <= chat.start and chat.end <= root_agent.end
+    tool = one(spans, "execute_tool lookup")
+    assert tool.parent_span_id == root_agent.span_id
+    assert tool.attributes["gen_ai.tool.call.id"] == "t1"
+
+    # the retried attempt is its own span, marked
+    failed, retried = sorted(
+        (chat for chat in chats if chat.attributes["otherone.run_id"] == child),
+        key=lambda chat: chat.attributes["otherone.attempt"],
+    )
+    assert failed.status_code == 2 and failed.attributes["error.type"] == "model_error"  # ERROR
+    assert retried.attributes["otherone.attempt"] == 2
+    assert retried.attributes["otherone.retry_of_attempt"] == 1
+
+    # usage on the chat spans and summed on the runs'
+    first = min(
+        (c for c in chats if c.attributes["otherone.run_id"] == root),
+        key=lambda c: c.attributes["otherone.turn"],
+    )
+    assert first.attributes["gen_ai.usage.input_tokens"] == 11
+    assert first.attributes["gen_ai.usage.output_tokens"] == 7
+    assert root_agent.attributes["gen_ai.usage.input_tokens"] >= 11
+    assert root_agent.attributes["otherone.run.status"] == "completed"
+
+    # content, in the conventions' shapes, the secret redacted
+    assert secret not in json.dumps([span.attributes for span in spans])
+    messages = json.loads(first.attributes["gen_ai.input.messages"])
+    assert messages[0] == {
+        "role": "user",
+        "parts": [{"type": "text", "content": "start with key <redacted>"}],
+    }
+    instructions = json.loads(first.attributes["gen_ai.system_instructions"])
+    assert instructions[0]["type"] == "text"
+    assert instructions[0]["content"].startswith("You coordinate.")
+    [answer] = json.loads(first.attributes["gen_ai.output.messages"])
+    assert answer["role"] == "assistant" and answer["finish_reason"]
+    assert {"type": "tool_call", "id": "t1", "name": "lookup", "arguments": {"city": "Paris"}} in (
+        answer["parts"]
+    )
+    later = max(
+        (c for c in chats if c.attributes["otherone.run_id"] == root),
+        key=lambda c: c.attributes["otherone.turn"],
+    )
+    sent = json.loads(later.attributes["gen_ai.input.messages"])
+    responses = [part for message in sent for part in message["parts"]]
+    tool_responses = [part for part in responses if part["type"] == "tool_call_response"]
+    assert tool_responses[0] == {
+        "type": "tool_call_response",
+        "id": "t1",
+        "response": "Paris: sunny",
+    }
+    assert json.loads(tool.attributes["gen_ai.tool.call.arguments"]) == {"city": "Paris"}
+    assert tool.attributes["gen_ai.tool.call.result"] == "Paris: sunny"
+
+
+async def test_no_content_is_exported_when_capture_is_off(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    _, spans, _ = await exported_tree(
+        temporal_env, tmp_path, task_queue, capture=False, task="a private task"
+    )
+    assert any(span.name == "chat test" for span in spans)  # positive control
+    for span in spans:
+        assert not CONTENT_KEYS & span.attributes.keys(), span.name
+    assert "a private task" not in json.dumps([span.attributes for span in spans])
+
+
+def test_content_is_bounded() -> None:
+    huge = [{"role": "user", "content": "x" * 50_000} for _ in range(20)]
+    attributes = genai_spans.input_content([{"role": "system", "content": "be brief"}, *huge])
+    messages = attributes["gen_ai.input.messages"]
+    assert isinstance(messages, str)
+    assert len(messages) <= genai_spans.ATTRIBUTE_LIMIT_CHARS
+    kept = json.loads(messages)
+    assert 0 < len(kept) < len(huge)  # the oldest left out
+    text = kept[-1]["parts"][0]["content"]
+    assert text.endswith(genai_spans.TRUNCATED)
+    assert len(text) == genai_spans.PART_LIMIT_CHARS + len(genai_spans.TRUNCATED)
+    assert json.loads(str(attributes["gen_ai.system_instructions"])) == [
+        {"type": "text", "content": "be brief"}
+    ]
+    assert len(genai_spans.bounded_text("y" * 100_000)) < 20_000
+
+
+def test_content_capture_follows_the_conventions_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "OTHERONE_TRACE_CONTENT"):
+        monkeypatch.delenv(name, raising=False)
+    assert Settings().trace_content is False
+    assert genai_spans.content_capture_enabled() is False
+    for value, expected in (("true", True), ("SPAN_ONLY", True), ("false", False)):
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", value)
+        assert Settings().trace_content is expected
+        assert genai_spans.content_capture_enabled() is expected
+    monkeypatch.setenv("OTHERONE_TRACE_CONTENT", "false")  # ours wins
+    assert Settings().trace_content is False
