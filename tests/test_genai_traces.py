@@ -25,7 +25,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
@@ -37,7 +38,11 @@ from otherone.runs import RunOutcome
 from otherone.worker import genai_spans
 from otherone.worker.genai_spans import agent_span_id, call_span_id
 from otherone.worker.settings import Settings
+from tests.fixtures.providers.wire_server import Reply, WireServer, fixture
+from tests.test_providers_http import base, collect, key, make_request
 from tests.test_tracing import CONTENT_KEYS, traced_run, traced_team
+
+__all__ = ["key"]  # the provider tests' API-key fixture, used here too
 
 #: Every ``gen_ai.*`` attribute the installed semantic conventions define.
 CONVENTION_ATTRIBUTES = {
@@ -45,6 +50,7 @@ CONVENTION_ATTRIBUTES = {
     for name, value in vars(gen_ai_attributes).items()
     if name.startswith("GEN_AI_") and isinstance(value, str)
 }
+OPENAI_ID = "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"  # in the fixture stream
 #: Names the conventions replaced (never emitted).
 DEPRECATED = {"gen_ai.system", "gen_ai.prompt", "gen_ai.completion", "gen_ai.usage.prompt_tokens"}
 
@@ -197,10 +203,10 @@ def check_conventions(span: Received) -> None:
     """The conventions' attributes an operation's span must carry, and no gen_ai.* name they
     do not define."""
     attributes = span.attributes
-    for key in attributes:
-        if key.startswith("gen_ai."):
-            assert key in CONVENTION_ATTRIBUTES, (span.name, key)
-            assert key not in DEPRECATED, (span.name, key)
+    for name in attributes:
+        if name.startswith("gen_ai."):
+            assert name in CONVENTION_ATTRIBUTES, (span.name, name)
+            assert name not in DEPRECATED, (span.name, name)
     operation = attributes["gen_ai.operation.name"]
     assert span.name.startswith(f"{operation} ")
     if operation == "chat":
@@ -351,3 +357,32 @@ def test_content_capture_follows_the_conventions_variable(
         assert genai_spans.content_capture_enabled() is expected
     monkeypatch.setenv("OTHERONE_TRACE_CONTENT", "false")  # ours wins
     assert Settings().trace_content is False
+
+
+@pytest.mark.parametrize(
+    ("provider", "stream", "model", "response_id"),
+    [
+        ("openai", "openai_text.sse", "gpt-4.1-2025-04-14", OPENAI_ID),
+        (
+            "anthropic",
+            "anthropic_tools.sse",
+            "claude-sonnet-4-5-20250929",
+            "msg_01XFDUDYJgAACzvnptvVoYEL",
+        ),
+    ],
+)
+async def test_the_chat_span_names_the_model_that_answered(
+    key: str, provider: str, stream: str, model: str, response_id: str
+) -> None:
+    """``gen_ai.response.model`` / ``.id`` from the provider's own stream (a real HTTP server
+    speaking its wire format), not from the profile."""
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    async with WireServer([Reply(body=fixture(stream), piece_size=9)]) as server:
+        with tracer_provider.get_tracer("test").start_as_current_span("chat test-model"):
+            await collect(make_request(provider, base(server, provider)))
+    [span] = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.response.model"] == model
+    assert span.attributes["gen_ai.response.id"] == response_id

@@ -393,6 +393,19 @@ def bounded_text(value: Any) -> str:
     return _cut(encoded)
 
 
+def note_response(model: object, response_id: object) -> bool:
+    """Put the model and id the provider answered with on the current ``chat`` span (not
+    content: always). Whether the answer named its model (a stream names it once enough)."""
+    span = trace.get_current_span()
+    if not isinstance(model, str) or not model:
+        return False
+    if span.is_recording():
+        span.set_attribute("gen_ai.response.model", model)
+        if isinstance(response_id, str) and response_id:
+            span.set_attribute("gen_ai.response.id", response_id)
+    return True
+
+
 def note_model_request(messages: Sequence[Mapping[str, Any]]) -> None:
     """Put a model request's messages on the current ``chat`` span, when capturing."""
     span = trace.get_current_span()
