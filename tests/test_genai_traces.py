@@ -36,8 +36,9 @@ from temporalio.testing import WorkflowEnvironment
 from otherone import redaction
 from otherone.runs import RunOutcome
 from otherone.worker import genai_spans
-from otherone.worker.genai_spans import agent_span_id, call_span_id
+from otherone.worker.genai_spans import agent_span_id, call_span_id, tree_trace_id
 from otherone.worker.settings import Settings
+from otherone.worker.telemetry import worker_telemetry
 from tests.fixtures.providers.wire_server import Reply, WireServer, fixture
 from tests.test_providers_http import base, collect, key, make_request
 from tests.test_tracing import CONTENT_KEYS, traced_run, traced_team
@@ -161,17 +162,23 @@ def otlp_provider(url: str) -> Iterator[TracerProvider]:
 
 
 async def exported_tree(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str, *, capture: bool, task: str
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    task_queue: str,
+    *,
+    capture: bool,
+    task: str,
+    temporal_spans: bool = True,
 ) -> tuple[str, list[Received], Receiver]:
     """Run `traced_team` on a worker whose spans go over OTLP to a receiver; the run id and
-    what the receiver decoded."""
+    what the receiver decoded. ``temporal_spans``: Temporal's interceptor on the client."""
     with otlp_receiver() as receiver, otlp_provider(receiver.url) as provider:
         tracer = provider.get_tracer("otherone")
         client = await Client.connect(
             temporal_env.client.service_client.config.target_host,
             namespace=temporal_env.client.namespace,
             data_converter=pydantic_data_converter,
-            interceptors=[TracingInterceptor(tracer)],
+            interceptors=[TracingInterceptor(tracer)] if temporal_spans else [],
         )
         result = await traced_run(
             client, tracer, traced_team(), task_queue, tmp_path, capture=capture, input=task
@@ -327,6 +334,30 @@ async def test_no_content_is_exported_when_capture_is_off(
     assert "a private task" not in json.dumps([span.attributes for span in spans])
 
 
+async def test_without_temporal_spans_the_genai_spans_alone_make_the_tree_one_trace(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    """``OTHERONE_TRACE_TEMPORAL_SPANS=false``: no Temporal spans, and still one trace (its id
+    from the root run's) in which every span has its parent; the root's invoke_agent is the
+    trace's root span."""
+    root, spans, _ = await exported_tree(
+        temporal_env, tmp_path, task_queue, capture=False, task="start", temporal_spans=False
+    )
+    assert not [span.name for span in spans if ":" in span.name]  # no RunActivity:..., etc.
+    assert {span.trace_id for span in spans} == {tree_trace_id(root).to_bytes(16, "big")}
+    root_agent = one(spans, "invoke_agent coordinator")
+    assert root_agent.parent_span_id == b""
+    ids = {span.span_id for span in spans}
+    for span in spans:
+        if span is not root_agent:
+            assert span.parent_span_id in ids, span.name  # no orphan
+    run_spans = [s for s in spans if s.name in ("run prepare", "run finish", "agent call check")]
+    assert len(run_spans) == 5  # two prepares, two finishes, one agent call check
+    for span in run_spans:  # our other spans: in their run's invoke_agent span too
+        assert span.parent_span_id == span_id(agent_span_id(span.attributes["otherone.run_id"]))
+    assert len([span for span in spans if span.name == "chat test"]) == 5
+
+
 def test_content_is_bounded() -> None:
     huge = [{"role": "user", "content": "x" * 50_000} for _ in range(20)]
     attributes = genai_spans.input_content([{"role": "system", "content": "be brief"}, *huge])
@@ -357,6 +388,12 @@ def test_content_capture_follows_the_conventions_variable(
         assert genai_spans.content_capture_enabled() is expected
     monkeypatch.setenv("OTHERONE_TRACE_CONTENT", "false")  # ours wins
     assert Settings().trace_content is False
+    assert Settings().trace_temporal_spans is True
+    monkeypatch.setenv("OTHERONE_TRACE_TEMPORAL_SPANS", "false")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    telemetry = worker_telemetry(Settings(tracing=True))
+    assert telemetry.tracing and not telemetry.client_tracing
+    assert worker_telemetry(Settings(tracing=True, trace_temporal_spans=True)).client_tracing
 
 
 @pytest.mark.parametrize(

@@ -132,9 +132,10 @@ class _ActivitySpans(ActivityInboundInterceptor):
         if isinstance(argument, BaseModel):
             attributes.update(self._input_attributes(name, argument))
         context, links = None, None
-        if name in GENAI_ACTIVITIES:  # nested in the run's invoke_agent span
-            root_run_id = run_id.split("/", 1)[0]
-            context = genai_spans.parent_context(genai_spans.agent_span_id(run_id), root_run_id)
+        temporal = trace.get_current_span().get_span_context().is_valid
+        if name in GENAI_ACTIVITIES or not temporal:
+            # nested in the run's invoke_agent span (all of ours, without Temporal's spans)
+            context = genai_spans.parent_context(genai_spans.agent_span_id(run_id), run_id)
             links = genai_spans.temporal_link()
         started_ns = time.time_ns()
         # before our span starts: Temporal's, in which a root's invoke_agent span is

@@ -110,9 +110,11 @@ def call_span_id(caller_run_id: str, call_id: str) -> int:
     return _digest("agent_call", caller_run_id, call_id, size=8)
 
 
-def tree_trace_id(root_run_id: str) -> int:
-    """The trace id of a tree no caller's trace context reached (Temporal's interceptor off)."""
-    return _digest("trace", root_run_id, size=16)
+def tree_trace_id(run_id: str) -> int:
+    """The trace id of a tree no caller's trace context reached (Temporal's spans off), from
+    any of its run ids: a child's id begins with its caller's (``<caller>/...``), so the first
+    segment is the same for the whole tree (a model call's span knows only its run's id)."""
+    return _digest("trace", run_id.split("/", 1)[0], size=16)
 
 
 class _ChosenIds(IdGenerator):

@@ -261,6 +261,12 @@ class Settings(BaseModel):
         description="OpenTelemetry tracing (exporters from OTEL_* variables); default: on when "
         "OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER names an exporter.",
     )
+    trace_temporal_spans: bool = Field(
+        True,
+        description="With tracing, Temporal's own spans (StartWorkflow, RunActivity, ...) too; "
+        "false: only the GenAI spans (invoke_agent, chat, execute_tool) and ours, one trace "
+        "per run tree.",
+    )
     trace_content: bool = Field(
         default_factory=genai_content_requested,
         description="Put prompts, answers, system instructions and tool arguments and results "

@@ -155,8 +155,16 @@ class WorkerTelemetry:
 
     tracing: bool
     runtime: Runtime | None
+    #: Temporal's own spans too (`Settings.trace_temporal_spans`); without them, the spans of a
+    #: tree are ours alone, in one trace whose id comes from the root run's id.
+    temporal_spans: bool = True
     #: Prompts, answers, tool arguments and results on the spans (`Settings.trace_content`).
     capture_content: bool = False
+
+    @property
+    def client_tracing(self) -> bool:
+        """Whether the worker's client carries Temporal's ``TracingInterceptor``."""
+        return self.tracing and self.temporal_spans
 
     def interceptors(self, config: RuntimeConfig | None = None) -> list[Interceptor]:
         if not self.tracing:
@@ -177,5 +185,8 @@ def worker_telemetry(
         else None
     )
     return WorkerTelemetry(
-        tracing=settings.tracing, runtime=runtime, capture_content=settings.trace_content
+        tracing=settings.tracing,
+        runtime=runtime,
+        capture_content=settings.trace_content,
+        temporal_spans=settings.trace_temporal_spans,
     )
