@@ -64,7 +64,7 @@ from otherone.run_types import plain_decimal
 from otherone.runs import NORMAL_FINISH_REASONS
 from otherone.store import Compaction, EntryRow
 from otherone.store.errors import RunAlreadyEnded
-from otherone.worker import genai_spans
+from otherone.worker import activity_metrics, genai_spans
 
 #: The error type of a turn refused because its run had already ended (`RunAlreadyEnded`).
 RUN_ALREADY_ENDED = "run_already_ended"
@@ -130,6 +130,7 @@ async def _call_model(
         return ModelTurn(capacity_wait=wait)
     if waited_ms:
         input = input.model_copy(update={"waited_ms": input.waited_ms + waited_ms})
+    activity_metrics.note_capacity_wait(input.waited_ms)  # in its workflow and here
     async with capacity.holding(context, claim) as used:
         turn = await _answer(context, input, events, snapshot, rows, summary, summarised)
         used.append(_tokens_used(turn))

@@ -38,6 +38,7 @@ from otherone.contracts import (
 )
 from otherone.runs import RunRecord, RunStatus
 from otherone.worker import genai_spans
+from otherone.worker.activity_metrics import note_run
 
 TRACER_NAME = "otherone"
 ACTIVITY_PREFIX = "otherone."
@@ -318,9 +319,10 @@ def _usage_attributes(usage: object) -> dict[str, AttributeValue]:
 
 
 def annotate_run(ref: RunRef) -> None:
-    """Name the run on the current activity's span. Model and tool inputs carry only the key of
-    the run's reference, resolved inside the activity after the span began
+    """Name the run on the current activity's span and metrics. Model and tool inputs carry only
+    the key of the run's reference, resolved inside the activity after the span began
     (`otherone.activities.run_refs`), so the span gets the lineage then."""
+    note_run(ref)
     span = trace.get_current_span()
     if not span.is_recording():
         return
