@@ -4,9 +4,11 @@ parent/child structure, the conventions' attributes and content (opt-in, redacte
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import secrets
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,12 +36,16 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from otherone import redaction
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.runs import RunOutcome
+from otherone.store import Store
 from otherone.worker import genai_spans
 from otherone.worker.genai_spans import agent_span_id, call_span_id, tree_trace_id
 from otherone.worker.settings import Settings
 from otherone.worker.telemetry import worker_telemetry
 from tests.fixtures.providers.wire_server import Reply, WireServer, fixture
+from tests.harness import wait_until
+from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
 from tests.test_providers_http import base, collect, key, make_request
 from tests.test_tracing import CONTENT_KEYS, traced_run, traced_team
 
@@ -423,3 +429,107 @@ async def test_the_chat_span_names_the_model_that_answered(
     assert span.attributes is not None
     assert span.attributes["gen_ai.response.model"] == model
     assert span.attributes["gen_ai.response.id"] == response_id
+
+
+KILL_CONFIG = """
+[runtime]
+default_model = "scripted"
+
+[models.scripted]
+provider = "scripted"
+model = "test"
+
+[[models.scripted.script.coordinator]]
+tool_calls = [{ name = "agent.call", id = "c1", arguments = { agent = "helper", task = "work" } }]
+
+[[models.scripted.script.coordinator]]
+text = "final answer"
+
+[[models.scripted.script.helper]]
+text = "slow result"
+delay_seconds = 2.5
+
+[agents.coordinator]
+description = "Coordinates."
+callable_agents = ["helper"]
+
+[agents.helper]
+description = "Helps."
+"""
+
+
+async def test_a_trace_survives_a_worker_killed_mid_tree(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """Worker 1 is killed (SIGKILL) during the child's model call; worker 2 retries it and ends
+    the tree. Both workers' spans are one trace, and the child's calls, made by either, nest in
+    the child's invoke_agent span that worker 2 emits at the end (no span was held open)."""
+    config = tmp_path / "otherone.toml"
+    config.write_text(KILL_CONFIG)
+    with otlp_receiver() as receiver, otlp_provider(receiver.url) as provider:
+        env = cli_env(
+            address_of(temporal_env),
+            task_queue,
+            tmp_path,
+            config=config,
+            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=receiver.url,
+            OTEL_BSP_SCHEDULE_DELAY="50",  # export at once: worker 1 will not flush at exit
+            OTEL_SERVICE_NAME="otherone-worker",
+        )
+        env.pop("OTEL_TRACES_EXPORTER", None)
+        client = await Client.connect(
+            address_of(temporal_env),
+            namespace=temporal_env.client.namespace,
+            data_converter=pydantic_data_converter,
+            interceptors=[TracingInterceptor(provider.get_tracer("client"))],
+        )
+        first = await start_worker(env, name="worker-1")
+        second: BackgroundProcess | None = None
+        store = Store.open(env["OTHERONE_DATABASE_URL"])
+        try:
+            agents = AgentClient(client, task_queue=task_queue, store=store)
+            handle = await agents.start(build_request(entry_agent="coordinator", input="go"))
+            child = f"{handle.run_id}/helper.c1"
+
+            def child_model_started() -> bool:
+                events = store.read_events(handle.run_id, limit=1000)
+                return any(e.run_id == child and e.event["type"] == "model_started" for e in events)
+
+            await wait_until(child_model_started, within=30, message="the child's model call")
+            first.send_signal(signal.SIGKILL)
+            await first.exit_code(within=10)
+            second = await start_worker(env, name="worker-2")
+            result = await asyncio.wait_for(handle.result(), 90)
+            assert result.outcome is RunOutcome.COMPLETED, result
+
+            def both_runs_ended() -> bool:
+                names = [span.name for span in receiver.spans]
+                return "invoke_agent coordinator" in names and "invoke_agent helper" in names
+
+            await wait_until(both_runs_ended, within=30, message="the runs' invoke_agent spans")
+        finally:
+            store.close()
+            await first.kill()
+            if second is not None:
+                await second.stop(30)
+        spans = list(receiver.spans)
+    runs = {span.attributes.get("otherone.run_id") for span in spans} - {None}
+    assert runs == {handle.run_id, child}
+    assert len({span.trace_id for span in spans}) == 1  # one trace, both workers' spans in it
+    child_agent = one(spans, "invoke_agent helper")
+    assert child_agent.span_id == span_id(agent_span_id(child))
+    assert child_agent.parent_span_id == span_id(call_span_id(handle.run_id, "c1"))
+    # the killed attempt never ended (no span); the retry's span nests in the child's run
+    chats = [s for s in spans if s.name == "chat test" and s.attributes["otherone.run_id"] == child]
+    assert [chat.attributes["otherone.attempt"] for chat in chats] == [2]
+    assert chats[0].parent_span_id == child_agent.span_id
+    # worker 1's spans (exported before the kill) are in the same tree: the root's first turn
+    first_turn = [
+        s
+        for s in spans
+        if s.name == "chat test"
+        and s.attributes["otherone.run_id"] == handle.run_id
+        and s.attributes["otherone.turn"] == 1
+    ]
+    assert len(first_turn) == 1
+    assert first_turn[0].parent_span_id == span_id(agent_span_id(handle.run_id))
