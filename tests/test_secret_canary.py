@@ -532,6 +532,7 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
     assert "chat" in sinks["spans"] or "model call" in sinks["spans"]
     for captured_content in ("gen_ai.input.messages", "gen_ai.tool.call.result"):
         assert captured_content in sinks["spans"]
+    assert '"name": "execute_tool mcp.echo.whoami"' in sinks["spans"]  # an MCP tool's span
     assert "debug: SERVICE_TOKEN=" in sinks["stdout and stderr"]
     assert "usage: otherone" in sinks["otherone --help"]
     assert '"down":{"tools_hash":"","tools":[],"error":' in sinks["table otherone_snapshots"]
