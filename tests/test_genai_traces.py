@@ -40,12 +40,14 @@ from otherone.client.agent_client import AgentClient, build_request
 from otherone.runs import RunOutcome
 from otherone.store import Store
 from otherone.worker import genai_spans
+from otherone.worker.app import build_worker
 from otherone.worker.genai_spans import agent_span_id, call_span_id, tree_trace_id
 from otherone.worker.settings import Settings
-from otherone.worker.telemetry import worker_telemetry
+from otherone.worker.telemetry import OtheroneActivityInterceptor, worker_telemetry
 from tests.fixtures.providers.wire_server import Reply, WireServer, fixture
 from tests.harness import wait_until
 from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
+from tests.test_handoff import chain_config
 from tests.test_providers_http import base, collect, key, make_request
 from tests.test_tracing import CONTENT_KEYS, traced_run, traced_team
 
@@ -533,3 +535,52 @@ async def test_a_trace_survives_a_worker_killed_mid_tree(
     ]
     assert len(first_turn) == 1
     assert first_turn[0].parent_span_id == span_id(agent_span_id(handle.run_id))
+
+
+async def test_handoffs_are_tool_spans_of_the_run_named_on_its_invoke_agent_span(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    config = chain_config("full")
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = tracer_provider.get_tracer("test")
+    client = await Client.connect(
+        address_of(temporal_env),
+        namespace=temporal_env.client.namespace,
+        data_converter=pydantic_data_converter,
+        interceptors=[TracingInterceptor(tracer)],
+    )
+    store = Store.open(f"sqlite:///{tmp_path / 'handoff.db'}")
+    try:
+        interceptor = OtheroneActivityInterceptor(tracer, config, capture_content=False)
+        async with build_worker(
+            client, config, store, task_queue=task_queue, interceptors=[interceptor]
+        ):
+            agents = AgentClient(client, task_queue=task_queue, store=store)
+            result = await agents.run(build_request(entry_agent="triage", input="invoice 42?"))
+    finally:
+        store.close()
+        tracer_provider.shutdown()
+    assert result.outcome is RunOutcome.COMPLETED
+    spans = exporter.get_finished_spans()
+    [run] = [span for span in spans if span.name == "invoke_agent triage"]
+    assert run.attributes is not None
+    assert run.context.span_id == agent_span_id(result.run_id)
+    assert list(run.attributes["otherone.handoffs"]) == ["triage->billing", "billing->expert"]
+    assert run.attributes["otherone.agent_id"] == "expert"  # the agent it ended with
+    handoffs = [span for span in spans if span.name == "execute_tool agent.handoff"]
+    assert sorted(str((s.attributes or {})["gen_ai.tool.call.id"]) for s in handoffs) == [
+        "h1",
+        "h2",
+    ]
+    for span in handoffs:
+        assert span.parent is not None and span.parent.span_id == run.context.span_id
+    chats = [
+        span for span in spans if (span.attributes or {}).get("gen_ai.operation.name") == "chat"
+    ]
+    assert {(s.attributes or {}).get("gen_ai.agent.name") for s in chats} == {
+        "triage",
+        "billing",
+        "expert",
+    }
