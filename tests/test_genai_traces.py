@@ -5,29 +5,15 @@ parent/child structure, the conventions' attributes and content (opt-in, redacte
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import secrets
 import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from temporalio.client import Client
@@ -46,6 +32,7 @@ from otherone.worker.settings import Settings
 from otherone.worker.telemetry import OtheroneActivityInterceptor, worker_telemetry
 from tests.fixtures.providers.wire_server import Reply, WireServer, fixture
 from tests.harness import wait_until
+from tests.otlp_receiver import Received, Receiver, otlp_provider, otlp_receiver
 from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
 from tests.test_handoff import chain_config
 from tests.test_providers_http import base, collect, key, make_request
@@ -62,111 +49,6 @@ CONVENTION_ATTRIBUTES = {
 OPENAI_ID = "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"  # in the fixture stream
 #: Names the conventions replaced (never emitted).
 DEPRECATED = {"gen_ai.system", "gen_ai.prompt", "gen_ai.completion", "gen_ai.usage.prompt_tokens"}
-
-
-@dataclass
-class Received:
-    """One span as a backend reads it off the wire."""
-
-    name: str
-    trace_id: bytes
-    span_id: bytes
-    parent_span_id: bytes
-    kind: int
-    attributes: dict[str, Any]
-    links: list[bytes]
-    status_code: int
-    start: int
-    end: int
-
-
-@dataclass
-class Receiver:
-    url: str
-    spans: list[Received] = field(default_factory=list)
-    content_types: set[str] = field(default_factory=set)
-    arrived: threading.Condition = field(default_factory=threading.Condition)
-
-
-def _value(value: AnyValue) -> Any:
-    kind = value.WhichOneof("value")
-    if kind == "array_value":
-        return [_value(item) for item in value.array_value.values]
-    return getattr(value, kind) if kind else None
-
-
-def _decoded(request: ExportTraceServiceRequest) -> list[Received]:
-    spans = []
-    for resource in request.resource_spans:
-        for scope in resource.scope_spans:
-            for span in scope.spans:
-                spans.append(
-                    Received(
-                        name=span.name,
-                        trace_id=span.trace_id,
-                        span_id=span.span_id,
-                        parent_span_id=span.parent_span_id,
-                        kind=span.kind,
-                        attributes={a.key: _value(a.value) for a in span.attributes},
-                        links=[link.span_id for link in span.links],
-                        status_code=span.status.code,
-                        start=span.start_time_unix_nano,
-                        end=span.end_time_unix_nano,
-                    )
-                )
-    return spans
-
-
-@contextmanager
-def otlp_receiver() -> Iterator[Receiver]:
-    """An OTLP/HTTP trace receiver (``POST /v1/traces``, protobuf) on 127.0.0.1."""
-    receiver: Receiver | None = None
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            assert receiver is not None
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            if self.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-            if self.path != "/v1/traces":
-                self.send_error(404)
-                return
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            answer = ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-            with receiver.arrived:
-                receiver.content_types.add(self.headers.get("Content-Type", ""))
-                receiver.spans.extend(_decoded(request))
-                receiver.arrived.notify_all()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    receiver = Receiver(url=f"http://127.0.0.1:{server.server_address[1]}/v1/traces")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield receiver
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-
-
-@contextmanager
-def otlp_provider(url: str) -> Iterator[TracerProvider]:
-    provider = TracerProvider(resource=Resource.create({"service.name": "otherone-test"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=10)))
-    try:
-        yield provider
-    finally:
-        provider.shutdown()
 
 
 async def exported_tree(
