@@ -1,5 +1,5 @@
 """Spans by the OpenTelemetry GenAI semantic conventions (the ``gen_ai.*`` attributes of
-``opentelemetry-semantic-conventions`` 0.66b2, i.e. semantic conventions 1.38 / the
+``opentelemetry-semantic-conventions`` 0.66b2, i.e. semantic conventions 1.44 / the
 semantic-conventions-genai repository they moved to).
 
 The tree of a run, whatever worker does each part, and whichever attempt:
