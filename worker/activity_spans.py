@@ -72,7 +72,7 @@ class OtheroneActivityInterceptor(Interceptor):
         config: RuntimeConfig | None = None,
         capture_content: bool | None = None,
     ) -> None:
-        self.tracer = tracer or trace.get_tracer(TRACER_NAME)
+        self.tracer = tracer or trace.get_tracer(TRACER_NAME, schema_url=genai_spans.SCHEMA_URL)
         self.config = config
         self.capture_content = (
             genai_spans.content_capture_enabled() if capture_content is None else capture_content

@@ -59,6 +59,8 @@ from otherone.worker.settings import genai_content_requested
 #: Whether the environment asks for content (the conventions' variable).
 content_capture_enabled = genai_content_requested
 
+#: The semantic conventions these spans follow (the tracer's schema URL).
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
 #: A text part longer than this is cut (a prompt can hold whole documents).
 PART_LIMIT_CHARS = 16_000
 #: A content attribute (its JSON) longer than this loses its oldest messages first.
