@@ -8,11 +8,12 @@ import asyncio
 import json
 import secrets
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
@@ -23,7 +24,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from otherone import redaction
 from otherone.client.agent_client import AgentClient, build_request
-from otherone.runs import RunOutcome
+from otherone.config import RuntimeConfig
+from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import Store
 from otherone.worker import genai_spans
 from otherone.worker.app import build_worker
@@ -31,11 +33,13 @@ from otherone.worker.genai_spans import agent_span_id, call_span_id, tree_trace_
 from otherone.worker.settings import Settings
 from otherone.worker.telemetry import OtheroneActivityInterceptor, worker_telemetry
 from tests.fixtures.providers.wire_server import Reply, WireServer, fixture
-from tests.harness import wait_until
+from tests.harness import scripted_config, wait_until
 from tests.otlp_receiver import Received, Receiver, otlp_provider, otlp_receiver
 from tests.processes import BackgroundProcess, address_of, cli_env, start_worker
 from tests.test_handoff import chain_config
 from tests.test_providers_http import base, collect, key, make_request
+from tests.test_spawn import agent as spawn_agent
+from tests.test_spawn import boss, calls, control, spawn
 from tests.test_tracing import CONTENT_KEYS, traced_run, traced_team
 
 __all__ = ["key"]  # the provider tests' API-key fixture, used here too
@@ -419,10 +423,14 @@ async def test_a_trace_survives_a_worker_killed_mid_tree(
     assert first_turn[0].parent_span_id == span_id(agent_span_id(handle.run_id))
 
 
-async def test_handoffs_are_tool_spans_of_the_run_named_on_its_invoke_agent_span(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
-) -> None:
-    config = chain_config("full")
+async def traced_in_memory(
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    task_queue: str,
+    config: RuntimeConfig,
+    entry_agent: str,
+) -> tuple[AgentRunResult, Sequence[ReadableSpan]]:
+    """Run ``entry_agent`` on a worker with our spans (and Temporal's), kept in memory."""
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -433,19 +441,50 @@ async def test_handoffs_are_tool_spans_of_the_run_named_on_its_invoke_agent_span
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor(tracer)],
     )
-    store = Store.open(f"sqlite:///{tmp_path / 'handoff.db'}")
+    store = Store.open(f"sqlite:///{tmp_path / 'memory-traced.db'}")
     try:
         interceptor = OtheroneActivityInterceptor(tracer, config, capture_content=False)
         async with build_worker(
             client, config, store, task_queue=task_queue, interceptors=[interceptor]
         ):
             agents = AgentClient(client, task_queue=task_queue, store=store)
-            result = await agents.run(build_request(entry_agent="triage", input="invoice 42?"))
+            result = await agents.run(build_request(entry_agent=entry_agent, input="go"))
     finally:
         store.close()
         tracer_provider.shutdown()
-    assert result.outcome is RunOutcome.COMPLETED
-    spans = exporter.get_finished_spans()
+    assert result.outcome is RunOutcome.COMPLETED, result
+    return result, exporter.get_finished_spans()
+
+
+async def test_a_spawned_child_nests_in_the_spawn_tool_span_linked_to_its_caller(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    config = scripted_config(
+        {
+            "boss": [calls(spawn("s1")), calls(control("aw", "await")), "all done"],
+            "worker": ["spawned result"],
+        },
+        agents=[boss(), spawn_agent("worker")],
+    )
+    result, spans = await traced_in_memory(temporal_env, tmp_path, task_queue, config, "boss")
+    child = f"{result.run_id}/worker.s1"
+    [boss_run] = [span for span in spans if span.name == "invoke_agent boss"]
+    [spawned] = [span for span in spans if span.name == "execute_tool agent.spawn"]
+    [child_run] = [span for span in spans if span.name == "invoke_agent worker"]
+    assert spawned.context.span_id == call_span_id(result.run_id, "s1")
+    assert spawned.parent is not None and spawned.parent.span_id == boss_run.context.span_id
+    assert child_run.context.span_id == agent_span_id(child)
+    assert child_run.parent is not None and child_run.parent.span_id == spawned.context.span_id
+    assert [link.context.span_id for link in child_run.links] == [boss_run.context.span_id]
+    assert len({span.context.trace_id for span in spans}) == 1
+
+
+async def test_handoffs_are_tool_spans_of_the_run_named_on_its_invoke_agent_span(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    result, spans = await traced_in_memory(
+        temporal_env, tmp_path, task_queue, chain_config("full"), "triage"
+    )
     [run] = [span for span in spans if span.name == "invoke_agent triage"]
     assert run.attributes is not None
     assert run.context.span_id == agent_span_id(result.run_id)
