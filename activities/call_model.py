@@ -67,6 +67,7 @@ from otherone.runs import NORMAL_FINISH_REASONS
 from otherone.shared_state import SET_STATE_DEFINITION
 from otherone.store import Compaction, EntryRow
 from otherone.store.errors import RunAlreadyEnded
+from otherone.worker import activity_metrics, genai_spans
 
 #: The error type of a turn refused because its run had already ended (`RunAlreadyEnded`).
 RUN_ALREADY_ENDED = "run_already_ended"
@@ -134,6 +135,7 @@ async def _call_model(
         return ModelTurn(capacity_wait=wait)
     if waited_ms:
         input = input.model_copy(update={"waited_ms": input.waited_ms + waited_ms})
+    activity_metrics.note_capacity_wait(input.waited_ms)  # in its workflow and here
     async with capacity.holding(context, claim) as used:
         turn = await _answer(context, input, events, snapshot, rows, summary, summarised)
         used.append(_tokens_used(turn))
@@ -193,6 +195,7 @@ async def _answer(
     )
     # The hooks see (and may rewrite) what goes on the wire; the transcript keeps what was said.
     request, metadata = await before_model_call(context, snapshot, agent, request, events)
+    genai_spans.note_model_request(request.messages)  # only when content capture is on
     queued = sum(1 for entry in input.pending if entry.queued)
     started: list[dict[str, Any]] = (
         [{"type": "user_message_queued", "count": queued}] if queued else []
@@ -210,6 +213,9 @@ async def _answer(
     }
     try:
         turn = priced(await _stream(context, provider, request, input, events, attempt), profile)
+        genai_spans.note_model_answer(
+            turn.content, [(c.id, c.name, c.arguments) for c in turn.tool_calls], turn.finish_reason
+        )
         # Audit hooks see the answer before it is kept (a refusal keeps nothing of it).
         noted = await after_model_call(context, snapshot, agent, request, turn, events)
         if noted:

@@ -31,6 +31,7 @@ from otherone.mcp_servers import MCP_PREFIX
 from otherone.redaction import redact_keeping_json
 from otherone.runs import ArtifactRef
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
+from otherone.worker import genai_spans
 
 #: How long a retry waits for Temporal's answer to "is the run cancelled?" before running.
 CANCEL_CHECK_TIMEOUT = timedelta(seconds=5)
@@ -264,6 +265,7 @@ async def _store_tool_result(
     events: EventBuffer,
 ) -> ToolOutcome:
     ref, call, attempt = input.run_ref, input.call, activity.info().attempt
+    genai_spans.note_tool_result(content)  # only when content capture is on
     size = len(content.encode())
     error = result_error(content) if kind is not None else None
     if size > input.result_limit_bytes:

@@ -196,28 +196,7 @@ class RuntimeSnapshot(BaseModel):
         }
         if unused_limits:
             excluded["limits"] = unused_limits
-        body = self.model_dump(mode="json", exclude=excluded)
-        if body["policy"].get("allow_sleep") is True:
-            del body["policy"]["allow_sleep"]
-        for agent in body["agents"].values():
-            if agent.get("sleep") is False:
-                del agent["sleep"]
-        for tool in body["tools"].values():
-            if not tool.get("guardrails"):
-                tool.pop("guardrails", None)
-        for holder in [body["policy"], *body["agents"].values()]:
-            for field, empty in (("guardrails", _NO_GUARDRAILS), ("hooks", _NO_HOOKS)):
-                if holder.get(field) == empty:
-                    del holder[field]
-        for agent in body["agents"].values():  # no webhook: the version it had before them
-            if agent.get("webhook", "") is None:
-                del agent["webhook"]
-        for field, default in _WEBHOOK_POLICY.items():  # likewise a policy at their defaults
-            if body["policy"].get(field) == default:
-                del body["policy"][field]
-        for agent in body["agents"].values():
-            if agent.get("instructions_from", False) is None:
-                del agent["instructions_from"]
+        body = _without_unused_defaults(self.model_dump(mode="json", exclude=excluded))
         digest = hashlib.sha256(
             json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         ).hexdigest()
@@ -332,6 +311,30 @@ _WEBHOOK_POLICY = {
     for name, value in RuntimePolicy().model_dump(mode="json").items()
     if name.startswith("webhook_")
 }
+#: Fields added since the first snapshots, at the values that mean "not used": left out of a
+#: snapshot's version, so a runtime that uses none of them keeps the version it had (runs
+#: started before an upgrade find their snapshot under it).
+_UNUSED_POLICY = {"allow_sleep": True, **_WEBHOOK_POLICY}
+_UNUSED_AGENT = {"sleep": False, "webhook": None, "instructions_from": None}
+
+
+def _without_unused_defaults(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` (a snapshot as JSON) without the later fields at their unused values."""
+    for field, unused in _UNUSED_POLICY.items():
+        if field in body["policy"] and body["policy"][field] == unused:
+            del body["policy"][field]
+    for agent in body["agents"].values():
+        for field, unused in _UNUSED_AGENT.items():
+            if field in agent and agent[field] == unused:
+                del agent[field]
+    for tool in body["tools"].values():
+        if not tool.get("guardrails"):
+            tool.pop("guardrails", None)
+    for holder in [body["policy"], *body["agents"].values()]:
+        for field, empty in (("guardrails", _NO_GUARDRAILS), ("hooks", _NO_HOOKS)):
+            if holder.get(field) == empty:
+                del holder[field]
+    return body
 
 
 class RuntimeConfig:

@@ -12,11 +12,11 @@ that refuses its first POST quoting the partition's webhook signing secret.
 Sinks searched: every table of the store (SQLite and PostgreSQL), the worker's log records at
 DEBUG and everything written to the process's stdout/stderr (MCP servers' stderr included),
 stored events, the SSE and AG-UI streams, the decoded Temporal history of every run, the
-OpenTelemetry spans, the HTTP API's answers and page, run results, the webhooks' bodies and
-headers and their deliveries' histories, and the CLI's ``--help`` and ``show`` output (at
-DEBUG). The webhook secret lives in the store's ``otherone_webhook_secrets`` (its home; no other
-table, no event, no log may show it). Positive controls show each sink holds what the runs did and
-that each secret did reach the server it was meant for.
+OpenTelemetry spans (GenAI content capture on), the HTTP API's answers and page, run results,
+the webhooks' bodies and headers and their deliveries' histories, and the CLI's ``--help`` and
+``show`` output (at DEBUG). The webhook secret lives in the store's ``otherone_webhook_secrets``
+(its home; no other table, no event, no log may show it). Positive controls show each sink holds
+what the runs did and that each secret did reach the server it was meant for.
 """
 
 from __future__ import annotations
@@ -326,7 +326,8 @@ async def observed_runtime(
                 runtime,
                 store,
                 task_queue=task_queue,
-                interceptors=[OtheroneActivityInterceptor(tracer, runtime)],
+                # content capture on: prompts, answers and tool results on the spans too
+                interceptors=[OtheroneActivityInterceptor(tracer, runtime, capture_content=True)],
             )
             context = ApiContext(
                 temporal=client,
@@ -576,6 +577,9 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
     assert "mcp.echo.whoami" in sinks[f"history of {runs['mcp_user']}"]
     assert "request rejected" in sinks[f"history of {runs['openai_user']}"]
     assert "chat" in sinks["spans"] or "model call" in sinks["spans"]
+    for captured_content in ("gen_ai.input.messages", "gen_ai.tool.call.result"):
+        assert captured_content in sinks["spans"]
+    assert '"name": "execute_tool mcp.echo.whoami"' in sinks["spans"]  # an MCP tool's span
     assert "debug: SERVICE_TOKEN=" in sinks["stdout and stderr"]
     assert "usage: otherone" in sinks["otherone --help"]
     assert '"down":{"tools_hash":"","tools":[],"error":' in sinks["table otherone_snapshots"]
@@ -596,5 +600,6 @@ async def test_no_piece_of_any_secret_reaches_any_sink(
     assert webhook_secret in sinks[f"table {webhook_secrets.name}"]
     # What the echoes became.
     assert "you sent Authorization: <redacted>" in tools and "SERVICE_TOKEN=<redacted>" in tools
+    assert "you sent Authorization: <redacted>" in sinks["spans"]  # a captured tool result
     assert "debug: SERVICE_TOKEN=<redacted>" in sinks["stdout and stderr"]
     assert "cannot use MCP_NOTE=note: <redacted> (kept)" in tools

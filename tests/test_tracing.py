@@ -32,13 +32,22 @@ from otherone.runs import AgentRunResult, RunOutcome
 from otherone.store import Store
 from otherone.toml_config import load_config
 from otherone.worker.app import build_worker, connect
+from otherone.worker.genai_spans import agent_span_id, call_span_id
 from otherone.worker.settings import Settings, otel_trace_exporters
-from otherone.worker.telemetry import SPAN_NAMES, OtheroneActivityInterceptor, prometheus_runtime
+from otherone.worker.telemetry import OtheroneActivityInterceptor, prometheus_runtime
 from tests.harness import scripted_config
 from tests.test_cli import address_of, cli_env, otherone
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_WORKFLOW = "RunWorkflow:AgentRunWorkflow"
+#: The conventions' content attributes (captured only when asked for).
+CONTENT_KEYS = {
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+}
 START_CHILD = "StartChildWorkflow:AgentRunWorkflow"
 
 
@@ -75,6 +84,7 @@ def traced_team() -> RuntimeConfig:
             AgentDefinition(
                 id="coordinator",
                 description="coordinator agent",
+                system_prompt="You coordinate.",
                 callable_agents=["worker"],
                 tools=["lookup"],
             ),
@@ -113,6 +123,8 @@ async def traced_run(
     tmp_path: Path,
     *,
     max_cached_workflows: int = 1000,
+    capture: bool = False,
+    input: str = "start",
 ) -> AgentRunResult:
     """Run the coordinator once on a worker with our activity spans; the worker has stopped
     (every span ended) when this returns."""
@@ -123,12 +135,12 @@ async def traced_run(
             config,
             store,
             task_queue=task_queue,
-            interceptors=[OtheroneActivityInterceptor(tracer, config)],
+            interceptors=[OtheroneActivityInterceptor(tracer, config, capture_content=capture)],
             max_cached_workflows=max_cached_workflows,
         )
         async with worker:
             agents = AgentClient(client, task_queue=task_queue, store=store)
-            return await agents.run(build_request(entry_agent="coordinator", input="start"))
+            return await agents.run(build_request(entry_agent="coordinator", input=input))
     finally:
         store.close()
 
@@ -140,6 +152,16 @@ def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
 def attr(span: ReadableSpan, key: str) -> Any:
     assert span.attributes is not None
     return span.attributes.get(key)
+
+
+def activity_spans(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+    """Our spans of activity attempts (not Temporal's, not the emitted invoke_agent ones)."""
+    return [span for span in spans if attr(span, "otherone.activity")]
+
+
+def parent_of(span: ReadableSpan, spans: Sequence[ReadableSpan]) -> ReadableSpan:
+    assert span.parent is not None, span.name
+    return next(s for s in spans if s.context.span_id == span.parent.span_id)
 
 
 def activity_key(span: ReadableSpan) -> tuple[Any, ...]:
@@ -164,7 +186,7 @@ async def test_spans_cover_the_run_tree_with_lineage(
     assert len(named(spans, START_CHILD)) == 1
     assert len({span.context.trace_id for span in spans}) == 1  # one trace for the tree
 
-    ours = [span for span in spans if span.name in SPAN_NAMES.values()]
+    ours = activity_spans(spans)
     for span in ours:
         assert attr(span, "otherone.root_run_id") == result.root_run_id
         assert attr(span, "otherone.run_id") in {root, child}
@@ -176,11 +198,38 @@ async def test_spans_cover_the_run_tree_with_lineage(
             assert attr(span, "otherone.agent_id") == "coordinator"
             assert attr(span, "otherone.parent_run_id") is None
             assert attr(span, "otherone.depth") == 0
-        # each of our spans is a child of Temporal's RunActivity span of the same activity
-        parent = next(s for s in spans if s.context.span_id == span.parent.span_id)  # type: ignore[union-attr]
-        assert parent.name == f"RunActivity:{attr(span, 'otherone.activity')}"
+        temporal = f"RunActivity:{attr(span, 'otherone.activity')}"
+        if attr(span, "gen_ai.operation.name") in ("chat", "execute_tool"):
+            # a model or tool call: in its run's invoke_agent span, linked to Temporal's
+            assert span.parent is not None
+            assert span.parent.span_id == agent_span_id(attr(span, "otherone.run_id"))
+            [link] = span.links
+            linked = next(s for s in spans if s.context.span_id == link.context.span_id)
+            assert linked.name == temporal
+        else:  # each other span is a child of Temporal's RunActivity span of its activity
+            assert parent_of(span, spans).name == temporal
 
-    models = named(spans, "model call")
+    # a run is an invoke_agent span; the child's is nested in the agent.call tool span
+    [root_agent] = named(spans, "invoke_agent coordinator")
+    [child_agent] = named(spans, "invoke_agent worker")
+    [call] = named(spans, "execute_tool agent.call")
+    assert root_agent.context.span_id == agent_span_id(root)
+    assert child_agent.context.span_id == agent_span_id(child)
+    assert call.context.span_id == call_span_id(root, "call_1")
+    assert parent_of(child_agent, spans) is call
+    assert parent_of(call, spans) is root_agent
+    assert parent_of(root_agent, spans).name == "StartActivity:otherone.finish_run"
+    assert [link.context.span_id for link in child_agent.links] == [agent_span_id(root)]
+    assert attr(child_agent, "gen_ai.agent.name") == "worker"
+    assert attr(child_agent, "gen_ai.operation.name") == "invoke_agent"
+    assert attr(root_agent, "gen_ai.conversation.id") == attr(root_agent, "otherone.session_id")
+    assert attr(root_agent, "gen_ai.usage.input_tokens") >= 11
+    assert child_agent.start_time is not None and root_agent.start_time is not None
+    assert root_agent.start_time <= child_agent.start_time
+    assert root_agent.end_time is not None and child_agent.end_time is not None
+    assert child_agent.end_time <= root_agent.end_time
+
+    models = named(spans, "chat test")
     coordinator_models = sorted(
         (s for s in models if attr(s, "otherone.agent_id") == "coordinator"),
         key=lambda s: attr(s, "otherone.turn"),
@@ -202,12 +251,19 @@ async def test_spans_cover_the_run_tree_with_lineage(
     assert [attr(s, "otherone.activity.attempt") for s in worker_models] == [1, 2]
     failed, succeeded = worker_models
     assert failed.status.status_code is StatusCode.ERROR
+    assert attr(failed, "error.type") == "model_error"
+    assert attr(succeeded, "otherone.attempt") == 2
+    assert attr(succeeded, "otherone.retry_of_attempt") == 1
     assert any(event.name == "exception" for event in failed.events)
     assert succeeded.status.status_code is not StatusCode.ERROR
 
-    [tool_span] = named(spans, "tool call")
-    assert attr(tool_span, "otherone.tool.name") == "lookup"
-    assert attr(tool_span, "otherone.tool.call_id") == "t1"
+    [tool_span] = named(spans, "execute_tool lookup")
+    assert attr(tool_span, "gen_ai.tool.name") == "lookup"
+    assert attr(tool_span, "gen_ai.tool.call.id") == "t1"
+    assert attr(tool_span, "gen_ai.agent.name") == "coordinator"
+    # no content unless asked for
+    for span in spans:
+        assert not any(key in CONTENT_KEYS for key in span.attributes or {}), span.name
     [check] = named(spans, "agent call check")
     assert attr(check, "otherone.agent_call.target") == "worker"
     assert attr(check, "otherone.agent_call.id") == "call_1"
@@ -232,9 +288,7 @@ async def test_spans_are_not_duplicated_when_workflows_replay(
             )
             spans = exporter.get_finished_spans()
             assert result.outcome is RunOutcome.COMPLETED
-            ours = once_per_local_attempt(
-                [span for span in spans if span.name in SPAN_NAMES.values()]
-            )
+            ours = once_per_local_attempt(activity_spans(spans))
             keys = [activity_key(span) for span in ours]
             assert len(keys) == len(set(keys))  # one span per activity attempt
             # ... and one per activity the histories scheduled (+1 for the failed attempt)
@@ -254,12 +308,14 @@ async def test_spans_are_not_duplicated_when_workflows_replay(
             assert len(ours) == scheduled + 1
             assert workflow_tasks > 2  # so the uncached run really replayed
             others = runs_of_kept_local_attempts(
-                [span for span in spans if span.name not in SPAN_NAMES.values()], ours
+                once_per_span_id([span for span in spans if not attr(span, "otherone.activity")]),
+                ours,
             )
             counts.append(Counter(span.name for span in [*others, *ours]))
     cached, uncached = counts
     assert uncached == cached
-    assert cached[RUN_WORKFLOW] == 2 and cached["model call"] == 5
+    assert cached[RUN_WORKFLOW] == 2 and cached["chat test"] == 5
+    assert cached["invoke_agent coordinator"] == cached["invoke_agent worker"] == 1
 
 
 #: Spans of the local activities (prepare_run, finish_run).
@@ -274,6 +330,12 @@ def once_per_local_attempt(spans: list[ReadableSpan]) -> list[ReadableSpan]:
     that outlived its timeout), and each execution rightly has its span. Replays never do."""
     local = {activity_key(span): span for span in spans if span.name in LOCAL_SPANS}
     return [span for span in spans if span.name not in LOCAL_SPANS] + list(local.values())
+
+
+def once_per_span_id(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    """The spans a run and an agent call emit once done have ids derived from the run: a local
+    activity executed again (see `once_per_local_attempt`) emits the same span again."""
+    return list({span.context.span_id: span for span in spans}.values())
 
 
 def runs_of_kept_local_attempts(

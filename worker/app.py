@@ -31,6 +31,7 @@ from otherone.config import RuntimeConfig
 from otherone.contracts import ACTIVITY_PREPARE_RUN, PrepareRunInput, RunPlan
 from otherone.errors import ConfigurationError
 from otherone.store import Store
+from otherone.worker.activity_metrics import OtheroneMetricsInterceptor
 
 # Re-exported: clients import them from `otherone.worker.connection` (light: no activities).
 from otherone.worker.connection import connect as connect
@@ -313,7 +314,12 @@ def build_worker(
                 # (Used where workflows run: a local activity runs on its workflow's worker.)
                 max_concurrent_local_activities=max_concurrent_local_activities,
                 # Innermost: every other interceptor sees the activity's error redacted.
-                interceptors=[*interceptors, RedactingActivityInterceptor()],
+                # (Metrics: always; they go nowhere without a metrics runtime.)
+                interceptors=[
+                    *interceptors,
+                    OtheroneMetricsInterceptor(),
+                    RedactingActivityInterceptor(),
+                ],
                 max_cached_workflows=max_cached_workflows,
                 graceful_shutdown_timeout=graceful_shutdown_timeout,
                 # Our activities heartbeat every second; sending them that often (instead of

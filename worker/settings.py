@@ -71,6 +71,19 @@ def _otel_exporter_configured() -> bool:
     return bool(otel_trace_exporters())
 
 
+#: The GenAI conventions' content switch (their instrumentations read it too), and the values
+#: that turn capture on ("true", and the newer instrumentations' span modes); anything else
+#: (unset, "false", "NO_CONTENT", "EVENT_ONLY") leaves it off.
+GENAI_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+GENAI_CONTENT_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
+
+
+def genai_content_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for content."""
+    env = os.environ if environ is None else environ
+    return env.get(GENAI_CONTENT_ENV, "").strip().lower() in GENAI_CONTENT_ON
+
+
 ENV_PREFIX = "OTHERONE_"
 #: Files of ``OTHERONE_*`` lines (dotenv syntax), relative to the working directory, read when
 #: they exist. `otherone dev` writes the address and Web UI it serves to DEV_ENV_FILE while it
@@ -247,6 +260,18 @@ class Settings(BaseModel):
         default_factory=_otel_exporter_configured,
         description="OpenTelemetry tracing (exporters from OTEL_* variables); default: on when "
         "OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER names an exporter.",
+    )
+    trace_temporal_spans: bool = Field(
+        True,
+        description="With tracing, Temporal's own spans (StartWorkflow, RunActivity, ...) too; "
+        "false: only the GenAI spans (invoke_agent, chat, execute_tool) and ours, one trace "
+        "per run tree.",
+    )
+    trace_content: bool = Field(
+        default_factory=genai_content_requested,
+        description="Put prompts, answers, system instructions and tool arguments and results "
+        "on the GenAI spans (redacted like the store, size-bounded); default: as "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says (true), else off.",
     )
     partition: str | None = Field(
         None,

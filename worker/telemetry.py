@@ -8,11 +8,13 @@ Tracing has two layers:
   workflow is not replaying, so a replay (e.g. after the workflow left the worker's cache) adds
   no spans.
 * `OtheroneActivityInterceptor` (a worker interceptor): one span per attempt of each of our
-  activities — ``run prepare``, ``model call``, ``tool call``, ``agent call check``,
+  activities — ``run prepare``, ``chat {model}``, ``execute_tool {tool}``, ``agent call check``,
   ``run finish`` — with the run's lineage (``otherone.run_id``, ``otherone.root_run_id``,
   ``otherone.parent_run_id``, ``otherone.agent_id``, ``otherone.depth``) and what the activity
   did (model, provider and token usage; tool name; agent-call target). Activities are never
-  replayed, so these spans are never duplicated either.
+  replayed, so these spans are never duplicated either. The model and tool spans, and the
+  ``invoke_agent {agent}`` span of each run, follow the OpenTelemetry GenAI semantic
+  conventions (`otherone.worker.genai_spans`).
 
 Exporters come from the standard ``OTEL_*`` environment variables (`configure_tracing`).
 Metrics: `prometheus_runtime` builds a Temporal `Runtime` whose core metrics (``temporal_*``)
@@ -22,9 +24,8 @@ are served on ``http://HOST:PORT/metrics``; create the worker's client with that
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -35,47 +36,34 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
-from opentelemetry.util.types import AttributeValue
-from pydantic import BaseModel
-from temporalio import activity
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+from temporalio.worker import Interceptor
 
 from otherone.config import RuntimeConfig
-from otherone.contracts import (
-    ACTIVITY_CALL_MODEL,
-    ACTIVITY_FINISH_RUN,
-    ACTIVITY_PREPARE_CALL,
-    ACTIVITY_PREPARE_RUN,
-    ACTIVITY_RUN_GUARDRAIL,
-    ACTIVITY_RUN_TOOL,
-    GuardrailVerdict,
-    ModelTurn,
-    RunPlan,
-    RunRef,
-    ToolOutcome,
-)
 from otherone.errors import ConfigurationError
+from otherone.worker.activity_spans import (
+    SPAN_NAMES,
+    TRACER_NAME,
+    OtheroneActivityInterceptor,
+    annotate_run,
+)
+
+__all__ = [
+    "SPAN_NAMES",
+    "TRACER_NAME",
+    "OtheroneActivityInterceptor",
+    "WorkerTelemetry",
+    "annotate_run",
+    "configure_tracing",
+    "prometheus_runtime",
+    "worker_telemetry",
+]
 from otherone.worker.settings import otel_trace_exporters
 
 if TYPE_CHECKING:
     from otherone.worker.settings import Settings
 
 DEFAULT_SERVICE_NAME = "otherone-worker"
-TRACER_NAME = "otherone"
-ACTIVITY_PREFIX = "otherone."
-
-#: Span names of our activities; any other ``otherone.*`` activity gets its name without the
-#: prefix, underscores as spaces (``otherone.compact_session`` -> ``compact session``).
-SPAN_NAMES: Mapping[str, str] = {
-    ACTIVITY_PREPARE_RUN: "run prepare",
-    ACTIVITY_CALL_MODEL: "model call",
-    ACTIVITY_RUN_TOOL: "tool call",
-    ACTIVITY_PREPARE_CALL: "agent call check",
-    ACTIVITY_FINISH_RUN: "run finish",
-    ACTIVITY_RUN_GUARDRAIL: "guardrail",
-}
 
 _configured: TracerProvider | None = None
 
@@ -167,9 +155,21 @@ class WorkerTelemetry:
 
     tracing: bool
     runtime: Runtime | None
+    #: Temporal's own spans too (`Settings.trace_temporal_spans`); without them, the spans of a
+    #: tree are ours alone, in one trace whose id comes from the root run's id.
+    temporal_spans: bool = True
+    #: Prompts, answers, tool arguments and results on the spans (`Settings.trace_content`).
+    capture_content: bool = False
+
+    @property
+    def client_tracing(self) -> bool:
+        """Whether the worker's client carries Temporal's ``TracingInterceptor``."""
+        return self.tracing and self.temporal_spans
 
     def interceptors(self, config: RuntimeConfig | None = None) -> list[Interceptor]:
-        return [OtheroneActivityInterceptor(config=config)] if self.tracing else []
+        if not self.tracing:
+            return []
+        return [OtheroneActivityInterceptor(config=config, capture_content=self.capture_content)]
 
 
 def worker_telemetry(
@@ -184,142 +184,9 @@ def worker_telemetry(
         if settings.metrics_port is not None
         else None
     )
-    return WorkerTelemetry(tracing=settings.tracing, runtime=runtime)
-
-
-# --------------------------------------------------------------------------- activity spans
-
-
-class OtheroneActivityInterceptor(Interceptor):
-    """Worker interceptor: a span per attempt of each ``otherone.*`` activity.
-
-    ``tracer`` defaults to the global provider's; ``config`` (the worker's runtime config) lets
-    model spans name the provider and model of a model profile.
-    """
-
-    def __init__(self, tracer: Tracer | None = None, config: RuntimeConfig | None = None) -> None:
-        self.tracer = tracer or trace.get_tracer(TRACER_NAME)
-        self.config = config
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _ActivitySpans(next, self)
-
-    def model_attributes(self, profile_id: str) -> dict[str, AttributeValue]:
-        profile = self.config.models.get(profile_id) if self.config is not None else None
-        if profile is None:
-            return {}
-        return {
-            "gen_ai.provider.name": profile.provider,
-            "gen_ai.system": profile.provider,
-            "gen_ai.request.model": profile.model,
-        }
-
-
-class _ActivitySpans(ActivityInboundInterceptor):
-    def __init__(self, next: ActivityInboundInterceptor, root: OtheroneActivityInterceptor):
-        super().__init__(next)
-        self.root = root
-
-    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        info = activity.info()
-        name = info.activity_type
-        if not name.startswith(ACTIVITY_PREFIX):
-            return await super().execute_activity(input)
-        span_name = SPAN_NAMES.get(name, name.removeprefix(ACTIVITY_PREFIX).replace("_", " "))
-        attributes: dict[str, AttributeValue] = {
-            "otherone.activity": name,
-            "otherone.activity.attempt": info.attempt,
-            "temporal.workflow_id": info.workflow_id or "",
-            "temporal.activity_id": info.activity_id,
-        }
-        argument = input.args[0] if input.args else None
-        if isinstance(argument, BaseModel):
-            attributes.update(self._input_attributes(name, argument))
-        with self.root.tracer.start_as_current_span(
-            span_name,
-            attributes=attributes,
-            record_exception=True,
-            set_status_on_exception=True,
-        ) as span:
-            result = await super().execute_activity(input)
-            _result_attributes(span, result)
-            return result
-
-    def _input_attributes(self, name: str, argument: BaseModel) -> dict[str, AttributeValue]:
-        ref = getattr(argument, "ref", None) or getattr(argument, "caller", None)
-        attributes = _lineage(ref) if isinstance(ref, RunRef) else {}
-        if name == ACTIVITY_CALL_MODEL:
-            profile_id = str(getattr(argument, "model_profile_id", ""))
-            attributes["gen_ai.operation.name"] = "chat"
-            attributes["otherone.model_profile_id"] = profile_id
-            attributes["otherone.turn"] = int(getattr(argument, "turn", 0))
-            attributes.update(self.root.model_attributes(profile_id))
-            fallback_from = getattr(argument, "fallback_from", None)
-            if fallback_from:  # this profile answers a turn the run's model could not
-                attributes["otherone.model_fallback_from"] = str(fallback_from)
-        elif name == ACTIVITY_RUN_TOOL:
-            call = getattr(argument, "call", None)
-            attributes["otherone.tool.name"] = str(getattr(call, "name", ""))
-            attributes["otherone.tool.call_id"] = str(getattr(call, "id", ""))
-        elif name == ACTIVITY_PREPARE_CALL:
-            request = getattr(argument, "request", None)
-            attributes["otherone.agent_call.target"] = str(getattr(request, "target", ""))
-            attributes["otherone.agent_call.id"] = str(getattr(argument, "call_id", ""))
-        elif name == ACTIVITY_RUN_GUARDRAIL:
-            check = getattr(argument, "check", None)
-            attributes["otherone.guardrail.name"] = str(getattr(argument, "name", ""))
-            attributes["otherone.guardrail.kind"] = str(getattr(check, "kind", ""))
-            attributes["otherone.run_id"] = str(getattr(check, "run_id", ""))
-            attributes["otherone.agent_id"] = str(getattr(check, "agent_id", ""))
-        elif name == ACTIVITY_FINISH_RUN:
-            attributes["otherone.run.status"] = str(getattr(argument, "status", ""))
-        return attributes
-
-
-def annotate_run(ref: RunRef) -> None:
-    """Name the run on the current activity's span. Model and tool inputs carry only the key of
-    the run's reference, resolved inside the activity after the span began
-    (`otherone.activities.run_refs`), so the span gets the lineage then."""
-    span = trace.get_current_span()
-    if span.is_recording():
-        span.set_attributes(_lineage(ref))
-
-
-def _lineage(ref: RunRef) -> dict[str, AttributeValue]:
-    attributes: dict[str, AttributeValue] = {
-        "otherone.run_id": ref.run_id,
-        "otherone.root_run_id": ref.root_run_id,
-        "otherone.agent_id": ref.agent_id,
-        "otherone.depth": ref.depth,
-        "otherone.session_id": ref.session_id,
-    }
-    if ref.parent_run_id is not None:
-        attributes["otherone.parent_run_id"] = ref.parent_run_id
-    return attributes
-
-
-def _result_attributes(span: Span, result: object) -> None:
-    if isinstance(result, ModelTurn):
-        usage = {
-            "gen_ai.usage.input_tokens": result.input_tokens,
-            "gen_ai.usage.output_tokens": result.output_tokens,
-            "otherone.usage.total_tokens": result.total_tokens,
-        }
-        for key, value in usage.items():
-            if value is not None:
-                span.set_attribute(key, value)
-        if result.finish_reason:
-            span.set_attribute("gen_ai.response.finish_reasons", [result.finish_reason])
-        span.set_attribute("otherone.tool_calls", len(result.tool_calls))
-    elif isinstance(result, ToolOutcome):
-        span.set_attribute("otherone.tool.result_bytes", result.result_bytes)
-        if result.error_kind is not None:
-            span.set_attribute("otherone.tool.error_kind", str(result.error_kind))
-            span.set_status(Status(StatusCode.ERROR, result.error or str(result.error_kind)))
-    elif isinstance(result, GuardrailVerdict):
-        span.set_attribute("otherone.guardrail.tripped", result.tripped)
-        if result.tripped:
-            span.set_attribute("otherone.guardrail.reason", result.reason[:500])
-    elif isinstance(result, RunPlan):
-        span.set_attribute("otherone.model_profile_id", result.model_profile_id)
-        span.set_attribute("otherone.agent_version", result.agent_version)
+    return WorkerTelemetry(
+        tracing=settings.tracing,
+        runtime=runtime,
+        capture_content=settings.trace_content,
+        temporal_spans=settings.trace_temporal_spans,
+    )

@@ -65,6 +65,7 @@ from otherone.activities.providers.http import (
 from otherone.activities.providers.secrets import resolve_api_key
 from otherone.activities.providers.sse import ServerSentEvent
 from otherone.wire_names import WireNames
+from otherone.worker import genai_spans
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -314,7 +315,9 @@ class MessagesState:
         }
 
     def _message_start(self, payload: dict[str, Any]) -> list[StreamEvent]:
-        usage = (payload.get("message") or {}).get("usage") or {}
+        message = payload.get("message") or {}
+        genai_spans.note_response(message.get("model"), message.get("id"))
+        usage = message.get("usage") or {}
         return [usage_report(usage)]
 
     def _block_start(self, payload: dict[str, Any]) -> list[StreamEvent]:

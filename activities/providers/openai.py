@@ -56,6 +56,7 @@ from otherone.activities.providers.http import (
 from otherone.activities.providers.secrets import resolve_api_key
 from otherone.activities.providers.sse import ServerSentEvent
 from otherone.wire_names import WireNames
+from otherone.worker import genai_spans
 
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
@@ -231,6 +232,8 @@ class ChatCompletionsState:
     answered: bool = False
     #: Whether the answer is a refusal (``delta.refusal`` instead of ``content``).
     refused: bool = False
+    #: Whether a chunk named the model that answered (on the model call's span).
+    model_noted: bool = False
     #: DeepSeek's ``reasoning_content`` pieces (returned with a tool-calling turn).
     reasoning_content: list[str] = field(default_factory=list)
     #: ``extra_content`` of tool calls (Gemini's thought signatures), with their index and id.
@@ -246,6 +249,8 @@ class ChatCompletionsState:
         if chunk.get("error"):
             raise self._stream_error(chunk["error"])
         events: list[StreamEvent] = []
+        if not self.model_noted:
+            self.model_noted = genai_spans.note_response(chunk.get("model"), chunk.get("id"))
         for choice in chunk.get("choices") or []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 events += self._choice(choice)

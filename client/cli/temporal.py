@@ -52,7 +52,7 @@ async def connect_checked(
     try:
         # Client commands trace whenever OTEL_* names an exporter (None: `connect` decides), so
         # a run started here roots the tree's one trace.
-        traced = telemetry.tracing if telemetry is not None else None
+        traced = telemetry.client_tracing if telemetry is not None else None
         runtime = telemetry.runtime if telemetry is not None else None
         client = await asyncio.wait_for(
             connect(
