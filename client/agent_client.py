@@ -94,6 +94,8 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
+from otherone.part_storage import store_request_parts
+from otherone.parts import DEFAULT_MAX_PART_BYTES
 from otherone.result_contracts import check_contract
 from otherone.runs import (
     PARTITION_PATTERN,
@@ -147,6 +149,7 @@ class AgentClient:
         config: RuntimeConfig | None = None,
         legacy_run_ids: bool = True,
         identity: str | None = None,
+        max_part_bytes: int = DEFAULT_MAX_PART_BYTES,
     ) -> None:
         if partition_key is not None and not re.fullmatch(PARTITION_PATTERN, partition_key):
             raise InvalidRequestError(
@@ -165,6 +168,8 @@ class AgentClient:
         #: Turn off once no such run is left within the namespace's retention.
         self.legacy_run_ids = legacy_run_ids
         self.identity = identity
+        #: The most bytes an image or file part may have (`otherone.parts`).
+        self.max_part_bytes = max_part_bytes
 
     # starting ----------------------------------------------------------------------------
 
@@ -213,6 +218,11 @@ class AgentClient:
                 f"this client is scoped to partition '{self.partition_key}'",
                 field="runtime_context.partition_key",
             )
+        # Bytes are stored (and refused) first: the run's input, and its fingerprint, hold
+        # references only (the same image is the same reference).
+        request = await asyncio.to_thread(
+            store_request_parts, self.store, request, max_bytes=self.max_part_bytes
+        )
         run_id = root_run_id(request)
         check_contract(request.result_contract)
         check_input_size(request)

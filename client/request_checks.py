@@ -113,7 +113,7 @@ def validate_messages(batch: tuple[str, ...]) -> None:
 def check_input_size(request: AgentRunRequest) -> None:
     """A run's input messages together within `MAX_INPUT_BYTES` (each one is, by the model)."""
     if not isinstance(request.input, str):
-        _check_total([message.content for message in request.input], "input")
+        _check_total([message.text for message in request.input], "input")
 
 
 def _check_total(texts: Sequence[str], field: str) -> None:

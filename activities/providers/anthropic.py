@@ -250,13 +250,26 @@ def _content_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     if isinstance(content, list):
-        return [
-            {"type": "text", "text": part["text"]}
-            if isinstance(part, dict) and part.get("type") == "text"
-            else part
-            for part in content
-        ]
+        return [_content_block(part) for part in content]
     return []
+
+
+def _content_block(part: Any) -> Any:
+    """A neutral part as a Messages API block: ``text``, ``image`` or ``document`` (a file),
+    its ``source`` base64 (``media_type``, ``data``) or ``url``."""
+    if not isinstance(part, dict):
+        return part
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": "text", "text": part["text"]}
+    if kind in ("image", "file"):
+        source: dict[str, Any] = (
+            {"type": "base64", "media_type": part["media_type"], "data": part["data"]}
+            if "data" in part
+            else {"type": "url", "url": part["url"]}
+        )
+        return {"type": "image" if kind == "image" else "document", "source": source}
+    return part
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:

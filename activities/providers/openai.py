@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from otherone.activities.message_parts import data_url
 from otherone.activities.providers.base import (
     REASONING_KEY,
     TOOL_ERROR_KEY,
@@ -178,6 +179,8 @@ def _wire_message(
         None,
     )
     wire.pop(TOOL_ERROR_KEY, None)  # not a field of this API (the content says it failed)
+    if isinstance(message.get("content"), list):
+        wire["content"] = [chat_completions_part(part) for part in message["content"]]
     if message.get("role") == "assistant" and message.get("tool_calls"):
         wire["tool_calls"] = [
             {
@@ -194,6 +197,21 @@ def _wire_message(
         if returned is not None:
             _return_to_server(wire, returned)
     return wire
+
+
+def chat_completions_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A neutral content part as Chat Completions takes it: ``text``; ``image_url`` (a data
+    URL, or the image's own http(s) URL); ``file`` (``filename`` and ``file_data``, a data URL:
+    the API takes files inline only, so a file given by URL is sent as its URL in text)."""
+    kind = part.get("type")
+    if kind == "image":
+        return {"type": "image_url", "image_url": {"url": data_url(part)}}
+    if kind == "file" and "data" in part:
+        file = {"filename": part["filename"], "file_data": data_url(part)}
+        return {"type": "file", "file": file}
+    if kind == "file":
+        return {"type": "text", "text": f"[file {part.get('filename')}: {part.get('url')}]"}
+    return dict(part)
 
 
 def _return_to_server(wire: dict[str, Any], returned: Mapping[str, Any]) -> None:

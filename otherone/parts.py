@@ -1,0 +1,173 @@
+"""Multi-part user messages (the seed's ``MessageContent::MultiPart``): text, images, files.
+
+A part is given inline (``data``: base64, or a ``data:`` URL), by ``path`` (read on the client)
+or by an http(s) ``url`` (passed to the provider as it is, never fetched by us). Bytes never
+travel in Temporal payloads: where a request enters (`otherone.part_storage`), inline and path
+parts are checked (not empty, at most `DEFAULT_MAX_PART_BYTES`, a media type their own bytes
+show) and stored once as artifacts of the request's partition, content-addressed by SHA-256
+(the same image sent twice is stored once); the message then carries a `PartRef` only.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    model_serializer,
+    model_validator,
+)
+
+#: Largest part accepted by default (20 MiB): what providers take per image/PDF, roughly.
+#: `AgentClient(max_part_bytes=...)` changes it.
+DEFAULT_MAX_PART_BYTES = 20 * 1024 * 1024
+#: Media types of image parts, by what their first bytes show (`sniff_media_type`).
+IMAGE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+#: Media types of file parts.
+FILE_MEDIA_TYPES = frozenset({"application/pdf"})
+
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PartRef(_Part):
+    """A stored part: its artifact in the run's partition (the id is the content's SHA-256)."""
+
+    sha256: Sha256
+    media_type: str
+    size_bytes: Annotated[int, Field(gt=0)]
+
+    @property
+    def artifact_id(self) -> str:
+        return self.sha256
+
+
+class _TypedPart(_Part):
+    """A part of the ``type`` union: its ``type`` is written even where defaults are left out
+    (our compact Temporal payloads), since it is what a reader tells the parts apart by."""
+
+    @model_serializer(mode="wrap")
+    def _with_type(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {"type": type(self).model_fields["type"].default, **dumped}
+
+
+class TextPart(_TypedPart):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class _BinaryPart(_TypedPart):
+    """One of ``data`` (base64 or a data URL), ``path``, ``url`` (http/https) or ``stored``."""
+
+    data: str | None = None
+    path: str | None = None
+    url: str | None = None
+    #: The media type; detected from the bytes when not given (and checked against them).
+    media_type: str | None = None
+    stored: PartRef | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        sources = ("data", "path", "url", "stored")
+        given = [name for name in sources if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of data, path, url or stored")
+        if self.url is not None and not self.url.startswith(("http://", "https://", "data:")):
+            raise ValueError("url must be an http(s) URL or a data: URL")
+        if self.path is not None and "\x00" in self.path:
+            raise ValueError("path must not contain a NUL character")
+        return self
+
+    @property
+    def is_stored(self) -> bool:
+        """True once no bytes are carried: stored, or an http(s) URL the provider fetches."""
+        return self.stored is not None or (
+            self.url is not None and not self.url.startswith("data:")
+        )
+
+    @classmethod
+    def from_bytes(cls, content: bytes, media_type: str | None = None) -> Self:
+        return cls(data=base64.b64encode(content).decode("ascii"), media_type=media_type)
+
+    @classmethod
+    def from_path(cls, path: str | Path, media_type: str | None = None) -> Self:
+        return cls(path=str(path), media_type=media_type)
+
+    @classmethod
+    def from_url(cls, url: str, media_type: str | None = None) -> Self:
+        return cls(url=url, media_type=media_type)
+
+
+class ImagePart(_BinaryPart):
+    type: Literal["image"] = "image"
+
+
+class FilePart(_BinaryPart):
+    """A document (PDF)."""
+
+    type: Literal["file"] = "file"
+    #: The name shown to the model (a path's own name when not given).
+    filename: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+
+    @model_validator(mode="after")
+    def _filename_storable(self) -> Self:
+        if self.filename is not None and "\x00" in self.filename:
+            raise ValueError("filename must not contain a NUL character")
+        return self
+
+
+Part = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
+BinaryPart = ImagePart | FilePart
+
+
+def sniff_media_type(content: bytes) -> str | None:
+    """The media type the first bytes show (PNG, JPEG, GIF, WebP, PDF), or None."""
+    if content.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if content.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if content.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if content[:4] == b"RIFF" and content[8:12] == b"WEBP":
+        return "image/webp"
+    if content.startswith(b"%PDF-"):
+        return "application/pdf"
+    return None
+
+
+def parts_text(parts: tuple[Part, ...]) -> str:
+    """The text of ``parts``, what is shown where text only is (summaries, excerpts)."""
+    return "\n".join(part.text for part in parts if isinstance(part, TextPart))
+
+
+def part_label(part: BinaryPart) -> str:
+    """A short mention of a part, for text-only views: ``[image image/png 5242880 bytes
+    sha256:ab12...]`` or ``[image https://...]``."""
+    if part.stored is not None:
+        ref = part.stored
+        return f"[{part.type} {ref.media_type} {ref.size_bytes} bytes sha256:{ref.sha256[:12]}]"
+    return f"[{part.type} {part.url or part.path or 'inline'}]"
+
+
+__all__ = [
+    "DEFAULT_MAX_PART_BYTES",
+    "BinaryPart",
+    "FilePart",
+    "ImagePart",
+    "Part",
+    "PartRef",
+    "TextPart",
+    "part_label",
+    "parts_text",
+    "sniff_media_type",
+]

@@ -1,0 +1,304 @@
+"""Images and files in user messages (issue 44): refused at entry when bad, stored once by
+reference (never in Temporal's history), and sent to each provider in its own wire shape."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from temporalio.api.history.v1 import History
+from temporalio.client import Client
+
+from otherone.client.agent_client import build_request
+from otherone.config import RuntimeConfig
+from otherone.definitions import AgentDefinition, ModelProfile
+from otherone.errors import FailureCode
+from otherone.part_storage import InvalidPartError, store_request_parts
+from otherone.parts import FilePart, ImagePart, PartRef, TextPart
+from otherone.runs import AgentRunRequest, InputMessage, RunOutcome, RuntimeContext
+from otherone.store import Store
+from tests.fixtures.providers.wire_server import (
+    Reply,
+    Seen,
+    WireServer,
+    anthropic_stream,
+    openai_stream,
+)
+from tests.harness import agent_env, scripted_config
+
+#: The smallest PNG and PDF headers: what media types are detected from.
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(64))
+PDF = b"%PDF-1.4\n1 0 obj << >> endobj\n%%EOF\n"
+KEY_ENV = "OTHERONE_TEST_MULTIMODAL_KEY"
+
+
+def _sha(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def _b64(content: bytes) -> str:
+    return base64.b64encode(content).decode()
+
+
+def _request(*parts: Any, partition: str = "default", agent: str = "looker") -> AgentRunRequest:
+    message = InputMessage(role="user", content=(TextPart(text="what is this?"), *parts))
+    return AgentRunRequest(
+        entry_agent=agent,
+        input=(message,),
+        runtime_context=RuntimeContext(partition_key=partition),
+    )
+
+
+def _artifact_count(database: Path) -> int:
+    with sqlite3.connect(database) as connection:
+        return int(connection.execute("select count(*) from otherone_artifacts").fetchone()[0])
+
+
+# -- entry: checks and storage -----------------------------------------------------------------
+
+
+def test_parts_are_stored_once_by_content_and_carried_as_references(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    image = tmp_path / "photo.png"
+    image.write_bytes(PNG)
+    request = _request(
+        ImagePart.from_path(image),
+        ImagePart.from_bytes(PNG),  # the same bytes again: the same artifact
+        ImagePart.from_url(f"data:image/png;base64,{_b64(PNG)}"),
+        FilePart.from_bytes(PDF).model_copy(update={"filename": "report.pdf"}),
+        ImagePart.from_url("https://example.com/cat.png"),
+    )
+    stored = store_request_parts(store, request)
+    parts = stored.input[0].content  # type: ignore[union-attr]
+    assert isinstance(parts, tuple)
+    refs = [part.stored for part in parts[1:5]]  # type: ignore[union-attr]
+    png = PartRef(sha256=_sha(PNG), media_type="image/png", size_bytes=len(PNG))
+    pdf = PartRef(sha256=_sha(PDF), media_type="application/pdf", size_bytes=len(PDF))
+    assert refs == [png, png, png, pdf]
+    assert parts[4].filename == "report.pdf"  # type: ignore[union-attr]
+    assert parts[5] == ImagePart(url="https://example.com/cat.png")  # passed on as given
+    assert _b64(PNG) not in stored.model_dump_json() and '"path"' not in stored.model_dump_json(
+        exclude_none=True
+    )
+    assert _artifact_count(tmp_path / "store.db") == 2
+    artifact = store.get_artifact("default", _sha(PNG))
+    assert artifact is not None and artifact.content == PNG
+    assert store.get_artifact("other", _sha(PNG)) is None  # scoped by partition
+    # Equal requests store nothing new and keep one fingerprint (idempotent starts).
+    assert store_request_parts(store, request).fingerprint() == stored.fingerprint()
+    assert _artifact_count(tmp_path / "store.db") == 2
+
+
+@pytest.mark.parametrize(
+    ("part", "field", "words"),
+    [
+        (ImagePart.from_bytes(b""), "input.0.content.1.data", "must not be empty"),
+        (ImagePart(data="not base64!"), "input.0.content.1.data", "must be base64"),
+        (ImagePart.from_bytes(b"plain text"), "input.0.content.1.data", "unsupported media"),
+        (ImagePart.from_bytes(PDF), "input.0.content.1.data", "the bytes are application/pdf"),
+        (FilePart.from_bytes(PNG), "input.0.content.1.data", "the bytes are image/png"),
+        (ImagePart.from_bytes(PNG, "image/jpeg"), "input.0.content.1.data", "'image/jpeg' was"),
+        (ImagePart.from_path("/nonexistent/photo.png"), "input.0.content.1.path", "cannot read"),
+        (ImagePart.from_url("data:image/png,rawtext"), "input.0.content.1.url", "must be base64"),
+    ],
+)
+def test_bad_parts_are_refused_naming_the_part(
+    tmp_path: Path, part: ImagePart | FilePart, field: str, words: str
+) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    good = ImagePart.from_bytes(PNG)
+    with pytest.raises(InvalidPartError, match=words) as raised:
+        store_request_parts(store, _request(part, good))
+    assert raised.value.field == field
+    assert _artifact_count(tmp_path / "store.db") == 0  # nothing half-written
+
+
+def test_zero_bytes_too_big_nul_and_non_http_urls_are_refused(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'store.db'}")
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    with pytest.raises(InvalidPartError, match="must not be empty") as raised:
+        store_request_parts(store, _request(ImagePart.from_path(empty)))
+    assert raised.value.field == "input.0.content.1.path"
+    big = tmp_path / "big.png"
+    with big.open("wb") as file:  # 50 MB, mostly a hole: only the header is written
+        file.write(PNG)
+        file.truncate(50 * 1024 * 1024)
+    with pytest.raises(InvalidPartError, match="too big") as raised:
+        store_request_parts(store, _request(ImagePart.from_path(big)))
+    assert raised.value.field == "input.0.content.1.path"
+    with pytest.raises(InvalidPartError, match="too big"):
+        store_request_parts(store, _request(ImagePart.from_bytes(PNG)), max_bytes=10)
+    nul = {"type": "file", "data": _b64(PDF), "filename": "re\x00port.pdf"}
+    body = {"entry_agent": "looker", "input": [{"role": "user", "content": [nul]}]}
+    with pytest.raises(ValidationError, match="filename must not contain a NUL") as invalid:
+        AgentRunRequest.model_validate(body)
+    assert any(
+        "content" in error["loc"] and error["loc"][-2:] == (0, "file")
+        for error in invalid.value.errors()
+    ), invalid.value.errors()
+    with pytest.raises(ValidationError, match="http"):
+        _request(ImagePart.from_url("ftp://example.com/cat.png"))
+    with pytest.raises(ValidationError, match="only user messages"):
+        InputMessage(role="assistant", content=(ImagePart.from_url("https://x.test/a.png"),))
+    with pytest.raises(InvalidPartError, match="needs a store"):
+        store_request_parts(None, _request(ImagePart.from_bytes(PNG)))
+    assert _artifact_count(tmp_path / "store.db") == 0
+
+
+# -- runs on each provider: the exact JSON the provider receives --------------------------------
+
+
+def _config(provider: str, base_url: str, modalities: list[str] | None = None) -> RuntimeConfig:
+    profile = ModelProfile.model_validate(
+        {
+            "id": "wire",
+            "provider": provider,
+            "model": "vision-model",
+            "base_url": base_url if provider == "anthropic" else f"{base_url}/v1",
+            "api_key_env": KEY_ENV,
+            "max_tokens": 64,
+            "input_modalities": modalities,
+        }
+    )
+    agent = AgentDefinition(id="looker", description="Looks.", system_prompt="You look.")
+    return RuntimeConfig(agents=[agent], models=[profile])
+
+
+def _answer(provider: str) -> Any:
+    def answer(seen: Seen) -> Reply:
+        stream = anthropic_stream if provider == "anthropic" else openai_stream
+        return Reply(body=stream(["A cat."], []))
+
+    return answer
+
+
+def _user_content(provider: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    users = [message for message in body["messages"] if message["role"] == "user"]
+    return users[-1]["content"]  # type: ignore[no-any-return]
+
+
+EXPECTED = {
+    "openai": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{_b64(PNG)}"}},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        {
+            "type": "file",
+            "file": {
+                "filename": "report.pdf",
+                "file_data": f"data:application/pdf;base64,{_b64(PDF)}",
+            },
+        },
+    ],
+    "anthropic": [
+        {"type": "text", "text": "what is this?"},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": _b64(PNG)},
+        },
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}},
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": _b64(PDF)},
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_images_and_files_reach_each_provider_in_its_wire_shape(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-multimodal")
+    image = tmp_path / "photo.png"
+    image.write_bytes(PNG)
+    request = _request(
+        ImagePart.from_path(image),
+        ImagePart.from_url("https://example.com/cat.png"),
+        FilePart.from_bytes(PDF).model_copy(update={"filename": "report.pdf"}),
+    )
+    async with (
+        WireServer(_answer(provider)) as server,
+        agent_env(client, task_queue, _config(provider, server.url), tmp_path) as env,
+    ):
+        result = await env.agents.run(request)
+        history = await client.get_workflow_handle(result.run_id).fetch_history()
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    assert result.text == "A cat."
+    content = _user_content(provider, server.requests[0].body)
+    if provider == "anthropic":  # the prompt cache marks the last block; the rest is exact
+        content[-1].pop("cache_control", None)
+    assert content == EXPECTED[provider]
+    assert _b64(PNG) not in history.to_json()  # the bytes never entered the history
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_text_only_profile_refuses_an_image_before_any_provider_call(
+    client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-multimodal")
+    config = _config(provider, "http://127.0.0.1:9", modalities=["text"])
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        result = await env.agents.run(_request(ImagePart.from_bytes(PNG)))
+    assert result.outcome is RunOutcome.FAILED
+    assert result.failure is not None
+    assert result.failure.code is FailureCode.INVALID_REQUEST
+    assert "does not take image input" in result.failure.message
+
+
+async def test_another_partition_cannot_use_an_image_by_its_reference(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config({"looker": ["seen"]})
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        mine = await env.agents.run(_request(ImagePart.from_bytes(PNG), partition="tenant-a"))
+        assert mine.outcome is RunOutcome.COMPLETED, mine.failure
+        ref = PartRef(sha256=_sha(PNG), media_type="image/png", size_bytes=len(PNG))
+        theirs = await env.agents.run(_request(ImagePart(stored=ref), partition="tenant-b"))
+    assert theirs.outcome is RunOutcome.FAILED
+    assert theirs.failure is not None and theirs.failure.code is FailureCode.INVALID_REQUEST
+    assert "not stored in this run's partition" in theirs.failure.message
+    assert env.store.get_artifact("tenant-b", _sha(PNG)) is None
+
+
+# -- history size --------------------------------------------------------------------------------
+
+
+async def _history_bytes(client: Client, run_id: str) -> int:
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    return History(events=history.events).ByteSize()
+
+
+async def test_a_5_mb_image_leaves_the_history_within_a_few_hundred_bytes_of_text(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    image = PNG + bytes(5 * 1024 * 1024)
+    config = scripted_config({"looker": ["seen", "seen"]})
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        text = await env.agents.run(
+            build_request(entry_agent="looker", input="what is this?", idempotency_key="k-text-0")
+        )
+        request = _request(ImagePart.from_bytes(image)).model_copy(
+            update={"idempotency_key": "k-image-0"}
+        )
+        with_image = await env.agents.run(request)
+    assert text.outcome is with_image.outcome is RunOutcome.COMPLETED
+    text_size = await _history_bytes(client, text.run_id)
+    image_size = await _history_bytes(client, with_image.run_id)
+    assert 0 < image_size - text_size < 600, (text_size, image_size)
+    stored = env.store.get_artifact("default", _sha(image))
+    assert stored is not None and stored.size_bytes == len(image)
