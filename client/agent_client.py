@@ -94,8 +94,9 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
-from otherone.part_storage import store_request_parts
-from otherone.parts import DEFAULT_MAX_PART_BYTES
+from otherone.part_storage import store_parts, store_request_parts
+from otherone.partitions import DEFAULT_PARTITION
+from otherone.parts import DEFAULT_MAX_PART_BYTES, QueuedMessage
 from otherone.result_contracts import check_contract
 from otherone.runs import (
     PARTITION_PATTERN,
@@ -548,14 +549,17 @@ class AgentClient:
 
     # steering ----------------------------------------------------------------------------
 
-    async def send_message(self, run_id: str, messages: str | Sequence[str]) -> None:
-        """Queue user messages for a running run (taken at its next safe point)."""
+    async def send_message(self, run_id: str, messages: str | Sequence[QueuedMessage]) -> None:
+        """Queue user messages for a running run (taken at its next safe point). A message is
+        text or a tuple of parts (`otherone.parts`), whose images and files are stored in the
+        run's partition first (`store_parts`): the signal carries references only."""
         from otherone.contracts import UserMessages
 
         batch = (messages,) if isinstance(messages, str) else tuple(messages)
         validate_messages(batch)
         try:
             await self._check_tenant(run_id)
+            batch = await self._with_stored_parts(run_id, batch)
             signal = self._workflow(run_id).signal
             await signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
         except RPCError as error:
@@ -565,6 +569,31 @@ class AgentClient:
             raise found from None
         except RunNotFoundError as error:
             raise await self._ended_or(error, run_id) from None
+
+    async def _with_stored_parts(
+        self, run_id: str, batch: tuple[QueuedMessage, ...]
+    ) -> tuple[QueuedMessage, ...]:
+        """``batch`` with its parts' bytes stored in the partition of run ``run_id``."""
+        if all(isinstance(message, str) for message in batch):
+            return batch
+        described = await self._describe(run_id)
+        partition = described.typed_search_attributes.get(attrs.PARTITION) or DEFAULT_PARTITION
+        stored: list[QueuedMessage] = []
+        for index, message in enumerate(batch):
+            if isinstance(message, str):
+                stored.append(message)
+                continue
+            stored.append(
+                await asyncio.to_thread(
+                    store_parts,
+                    self.store,
+                    partition,
+                    message,
+                    f"messages.{index}",
+                    max_bytes=self.max_part_bytes,
+                )
+            )
+        return tuple(stored)
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""

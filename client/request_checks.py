@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from otherone.errors import InvalidRequestError
 from otherone.model_choices import model_choice_problem
+from otherone.parts import FilePart, ImagePart, QueuedMessage, TextPart, parts_text
 from otherone.runs import MAX_INPUT_BYTES, AgentRunRequest, unstorable_problem
 
 if TYPE_CHECKING:
@@ -89,17 +90,20 @@ def check_model_choice(
         raise InvalidRequestError(problem, field="model")
 
 
-def validate_messages(batch: tuple[str, ...]) -> None:
-    """User messages for a run: 1 to `MAX_MESSAGES_PER_SIGNAL`, each storable text."""
+PART_TYPES = (TextPart, ImagePart, FilePart)
+
+
+def validate_messages(batch: tuple[QueuedMessage, ...]) -> None:
+    """User messages for a run: 1 to `MAX_MESSAGES_PER_SIGNAL`, each storable text (or parts:
+    some text or an image or file, their text storable)."""
     if not batch:
         raise InvalidRequestError("at least one message is required", field="messages")
     if len(batch) > MAX_MESSAGES_PER_SIGNAL:
         raise InvalidRequestError(
             f"at most {MAX_MESSAGES_PER_SIGNAL} messages at once", field="messages"
         )
-    for index, message in enumerate(batch):
-        if not isinstance(message, str) or not message.strip():
-            raise InvalidRequestError("must be a non-empty string", field=f"messages.{index}")
+    texts = [_message_text(message, f"messages.{index}") for index, message in enumerate(batch)]
+    for index, message in enumerate(texts):
         problem = unstorable_problem(message)
         if problem is not None:
             raise InvalidRequestError(problem, field=f"messages.{index}")
@@ -107,7 +111,20 @@ def validate_messages(batch: tuple[str, ...]) -> None:
             raise InvalidRequestError(
                 f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"
             )
-    _check_total(batch, "messages")
+    _check_total(texts, "messages")
+
+
+def _message_text(message: QueuedMessage, field: str) -> str:
+    """The text of one message sent to a run; refused when it is empty."""
+    if isinstance(message, tuple) and message and all(isinstance(p, PART_TYPES) for p in message):
+        if any(not isinstance(p, TextPart) for p in message):
+            return parts_text(message)
+        message = parts_text(message)
+    if not isinstance(message, str) or not message.strip():
+        raise InvalidRequestError(
+            "must be a non-empty string (or parts with text, an image or a file)", field=field
+        )
+    return message
 
 
 def check_input_size(request: AgentRunRequest) -> None:

@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     StringConstraints,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -82,11 +83,21 @@ class _BinaryPart(_TypedPart):
         given = [name for name in sources if getattr(self, name) is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of data, path, url or stored")
-        if self.url is not None and not self.url.startswith(("http://", "https://", "data:")):
-            raise ValueError("url must be an http(s) URL or a data: URL")
-        if self.path is not None and "\x00" in self.path:
-            raise ValueError("path must not contain a NUL character")
         return self
+
+    @field_validator("url")
+    @classmethod
+    def _http_or_data(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://", "data:")):
+            raise ValueError("must be an http(s) URL or a data: URL")
+        return url
+
+    @field_validator("path")
+    @classmethod
+    def _path_storable(cls, path: str | None) -> str | None:
+        if path is not None and "\x00" in path:
+            raise ValueError("must not contain a NUL character")
+        return path
 
     @property
     def is_stored(self) -> bool:
@@ -119,15 +130,18 @@ class FilePart(_BinaryPart):
     #: The name shown to the model (a path's own name when not given).
     filename: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
 
-    @model_validator(mode="after")
-    def _filename_storable(self) -> Self:
-        if self.filename is not None and "\x00" in self.filename:
-            raise ValueError("filename must not contain a NUL character")
-        return self
+    @field_validator("filename")
+    @classmethod
+    def _filename_storable(cls, filename: str | None) -> str | None:
+        if filename is not None and "\x00" in filename:
+            raise ValueError("must not contain a NUL character")
+        return filename
 
 
 Part = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
 BinaryPart = ImagePart | FilePart
+#: A user message sent to a running run (`UserMessages`): text, or parts.
+QueuedMessage = str | tuple[Part, ...]
 
 
 def sniff_media_type(content: bytes) -> str | None:
@@ -166,6 +180,7 @@ __all__ = [
     "ImagePart",
     "Part",
     "PartRef",
+    "QueuedMessage",
     "TextPart",
     "part_label",
     "parts_text",

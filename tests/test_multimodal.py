@@ -3,6 +3,7 @@ reference (never in Temporal's history), and sent to each provider in its own wi
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import sqlite3
@@ -17,7 +18,7 @@ from temporalio.client import Client
 from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile
-from otherone.errors import FailureCode
+from otherone.errors import FailureCode, InvalidRequestError
 from otherone.part_storage import InvalidPartError, store_request_parts
 from otherone.parts import FilePart, ImagePart, PartRef, TextPart
 from otherone.runs import AgentRunRequest, InputMessage, RunOutcome, RuntimeContext
@@ -29,7 +30,8 @@ from tests.fixtures.providers.wire_server import (
     anthropic_stream,
     openai_stream,
 )
-from tests.harness import agent_env, scripted_config
+from tests.harness import agent_env, scripted_config, wait_until
+from tests.providers import RecordingProvider
 
 #: The smallest PNG and PDF headers: what media types are detected from.
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(64))
@@ -136,13 +138,10 @@ def test_zero_bytes_too_big_nul_and_non_http_urls_are_refused(tmp_path: Path) ->
         store_request_parts(store, _request(ImagePart.from_bytes(PNG)), max_bytes=10)
     nul = {"type": "file", "data": _b64(PDF), "filename": "re\x00port.pdf"}
     body = {"entry_agent": "looker", "input": [{"role": "user", "content": [nul]}]}
-    with pytest.raises(ValidationError, match="filename must not contain a NUL") as invalid:
-        AgentRunRequest.model_validate(body)
-    assert any(
-        "content" in error["loc"] and error["loc"][-2:] == (0, "file")
-        for error in invalid.value.errors()
-    ), invalid.value.errors()
-    with pytest.raises(ValidationError, match="http"):
+    with pytest.raises(InvalidRequestError, match="must not contain a NUL") as typed:
+        build_request(**body)  # what the CLI and HTTP API use: the field, no traceback
+    assert typed.value.field == "input.0.content.0.file.filename"
+    with pytest.raises(ValidationError, match="must be an http"):
         _request(ImagePart.from_url("ftp://example.com/cat.png"))
     with pytest.raises(ValidationError, match="only user messages"):
         InputMessage(role="assistant", content=(ImagePart.from_url("https://x.test/a.png"),))
@@ -302,3 +301,50 @@ async def test_a_5_mb_image_leaves_the_history_within_a_few_hundred_bytes_of_tex
     assert 0 < image_size - text_size < 600, (text_size, image_size)
     stored = env.store.get_artifact("default", _sha(image))
     assert stored is not None and stored.size_bytes == len(image)
+
+
+# -- a message with an image sent to a running run -----------------------------------------------
+
+
+async def test_a_message_with_an_image_sent_to_a_running_run_reaches_the_next_call(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    gate = provider.gate("looker", 1)
+    config = scripted_config({"looker": ["first answer", "a cat"]})
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(
+            build_request(
+                entry_agent="looker",
+                input="hello",
+                runtime_context={"partition_key": "tenant-s"},
+            )
+        )
+        await asyncio.wait_for(provider.started.wait(), 10)
+        with pytest.raises(InvalidPartError, match="unsupported media") as refused:
+            await handle.send_message([(TextPart(text="and this?"), ImagePart.from_bytes(b"x"))])
+        assert refused.value.field == "messages.0.1.data"
+        await handle.send_message([(TextPart(text="and this?"), ImagePart.from_bytes(PNG))])
+        await wait_until(lambda: _queued(handle), message="the message queued")
+        gate.set()
+        result = await handle.result()
+        history = await client.get_workflow_handle(result.run_id).fetch_history()
+        entries = env.store.load_entries("tenant-s", result.session_id)
+    assert result.text == "a cat"
+    assert provider.calls()[1].messages[-1] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "and this?"},
+            {"type": "image", "media_type": "image/png", "data": _b64(PNG)},
+        ],
+    }
+    assert entries[2].content == "and this?" and entries[2].meta is not None
+    assert env.store.get_artifact("tenant-s", _sha(PNG)) is not None
+    assert _b64(PNG) not in history.to_json()
+
+
+async def _queued(handle: Any) -> bool:
+    record = await handle.record()
+    return record is not None
