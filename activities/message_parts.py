@@ -17,10 +17,8 @@ import base64
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otherone.parts import Part
+from otherone.parts import PARTS_KEY, Part
 
-#: Key of an entry's ``meta`` holding its parts (JSON, as `Part` dumps them).
-PARTS_KEY = "parts"
 #: Modalities a part needs of a model profile (`ModelProfile.input_modalities`).
 MODALITY_OF = {"image": "image", "file": "file"}
 

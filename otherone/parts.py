@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     StringConstraints,
+    TypeAdapter,
     field_validator,
     model_serializer,
     model_validator,
@@ -28,6 +29,8 @@ from pydantic import (
 #: Largest part accepted by default (20 MiB): what providers take per image/PDF, roughly.
 #: `AgentClient(max_part_bytes=...)` changes it.
 DEFAULT_MAX_PART_BYTES = 20 * 1024 * 1024
+#: Key of a transcript entry's ``meta`` holding its parts (as `Part` dumps them to JSON).
+PARTS_KEY = "parts"
 #: Media types of image parts, by what their first bytes show (`sniff_media_type`).
 IMAGE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 #: Media types of file parts.
@@ -140,6 +143,8 @@ class FilePart(_BinaryPart):
 
 Part = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
 BinaryPart = ImagePart | FilePart
+#: Validates one part given as JSON (``{"type": "image", "path": ...}``).
+PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 #: A user message sent to a running run (`UserMessages`): text, or parts.
 QueuedMessage = str | tuple[Part, ...]
 
@@ -175,6 +180,8 @@ def part_label(part: BinaryPart) -> str:
 
 __all__ = [
     "DEFAULT_MAX_PART_BYTES",
+    "PARTS_KEY",
+    "PART_ADAPTER",
     "BinaryPart",
     "FilePart",
     "ImagePart",
