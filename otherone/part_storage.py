@@ -26,6 +26,7 @@ from otherone.parts import (
     FilePart,
     Part,
     PartRef,
+    QueuedMessage,
     TextPart,
     sniff_media_type,
 )
@@ -67,6 +68,21 @@ def _unstored(message: InputMessage) -> bool:
     if isinstance(message.content, str):
         return False
     return any(not isinstance(p, TextPart) and not p.is_stored for p in message.content)
+
+
+def path_part_field(messages: Sequence[InputMessage | QueuedMessage], field: str) -> str | None:
+    """Where a part names a ``path`` (None: none does). A server refuses those: a path is
+    read by the process that stores the part, and a server must not read its own files for
+    whoever sends a request."""
+    for index, message in enumerate(messages):
+        content = message.content if isinstance(message, InputMessage) else message
+        if isinstance(content, str):
+            continue
+        for number, part in enumerate(content):
+            if not isinstance(part, TextPart) and part.path is not None:
+                inside = ".content" if isinstance(message, InputMessage) else ""
+                return f"{field}.{index}{inside}.{number}.path"
+    return None
 
 
 def store_request_parts(
@@ -243,6 +259,7 @@ __all__ = [
     "InvalidPartError",
     "check_part",
     "has_unstored_parts",
+    "path_part_field",
     "store_parts",
     "store_request_parts",
 ]

@@ -1,0 +1,55 @@
+"""The HTTP API takes images and files as JSON parts (base64 ``data`` or an ``url``), stores
+them before the run starts, and never reads a ``path`` on the server (issue 44)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from tests.api_env import api_env
+from tests.harness import scripted_config
+from tests.test_api import assert_problem, result
+from tests.test_multimodal import PNG
+
+
+def _body(*parts: dict[str, Any]) -> dict[str, Any]:
+    content = [{"type": "text", "text": "what is this?"}, *parts]
+    return {"entry_agent": "looker", "input": [{"role": "user", "content": content}]}
+
+
+async def test_json_parts_start_a_run_and_bad_ones_are_refused_naming_the_part(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    secret = tmp_path / "server-side.png"
+    secret.write_bytes(PNG)
+    data = base64.b64encode(PNG).decode()
+    config = scripted_config({"looker": ["a cat"]})
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        started = await api.http.post(
+            "/v1/runs",
+            json=_body(
+                {"type": "image", "data": data},
+                {"type": "image", "url": "https://example.com/cat.png"},
+            ),
+        )
+        assert started.status_code == 201, started.text
+        answer = await result(api, started.json()["run_id"])
+        path = await api.http.post("/v1/runs", json=_body({"type": "image", "path": str(secret)}))
+        bad = await api.http.post("/v1/runs", json=_body({"type": "image", "data": "aGVsbG8="}))
+        ftp = await api.http.post("/v1/runs", json=_body({"type": "image", "url": "ftp://x/y"}))
+        sent = await api.http.post(
+            "/v1/runs/whatever/messages",
+            json={"messages": [[{"type": "file", "path": "/etc/passwd"}]]},
+        )
+        stored = api.env.store.get_artifact("local", hashlib.sha256(PNG).hexdigest())
+    assert answer["outcome"] == "completed" and answer["output"]["value"] == "a cat"
+    assert stored is not None and stored.content == PNG
+    assert_problem(path, 422, "invalid_request", "input.0.content.1.path")
+    assert_problem(bad, 422, "invalid_request", "input.0.content.1.data")
+    assert "unsupported media type" in bad.json()["detail"]
+    assert_problem(ftp, 422, "invalid_request")
+    assert_problem(sent, 422, "invalid_request", "messages.0.0.path")
