@@ -41,6 +41,7 @@ from tests.histories.guardrail_scenarios import (
     guardrail_result_withheld,
     guardrails_passed_refused_retried,
 )
+from tests.histories.multimodal_scenarios import image_input
 from tests.providers import RecordingProvider
 
 
@@ -961,4 +962,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "guardrail_input_tripped": guardrail_input_tripped,
     "guardrail_parallel_trip": guardrail_parallel_trip,
     "guardrail_result_withheld": guardrail_result_withheld,
+    "image_input": image_input,
 }
