@@ -219,15 +219,15 @@ class AgentClient:
                 f"this client is scoped to partition '{self.partition_key}'",
                 field="runtime_context.partition_key",
             )
-        # Bytes are stored (and refused) first: the run's input, and its fingerprint, hold
-        # references only (the same image is the same reference).
-        request = await asyncio.to_thread(
-            store_request_parts, self.store, request, max_bytes=self.max_part_bytes
-        )
         run_id = root_run_id(request)
         check_contract(request.result_contract)
         check_input_size(request)
         check_against_config(request, self.config)
+        # Bytes are stored (or refused) once the request is known good: the run's input, and
+        # its fingerprint, hold references only (the same image is the same reference).
+        request = await asyncio.to_thread(
+            store_request_parts, self.store, request, max_bytes=self.max_part_bytes
+        )
         fingerprint = request.fingerprint()
         key = request.idempotency_key
         if key is not None:

@@ -76,6 +76,21 @@ def check_against_config(request: AgentRunRequest, config: RuntimeConfig | None)
         field, _, message = str(error).partition(": ")
         raise InvalidRequestError(message, field=field) from None
     check_model_choice(request.model, config.agents[request.entry_agent], config)
+    _check_modalities(request, config)
+
+
+def _check_modalities(request: AgentRunRequest, config: RuntimeConfig) -> None:
+    """An image or file for a profile that does not take it is refused before the start (the
+    run would fail `invalid_request` at once: `request_parts_problem`)."""
+    if isinstance(request.input, str):
+        return
+    from otherone.model_modalities import request_parts_problem
+
+    profile_id = request.model or config.own_model(config.agents[request.entry_agent])
+    profile = config.models.get(profile_id) if profile_id is not None else None
+    problem = None if profile is None else request_parts_problem(request, profile, stored=False)
+    if problem is not None:
+        raise InvalidRequestError(problem, field="input")
 
 
 def check_model_choice(

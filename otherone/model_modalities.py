@@ -29,10 +29,12 @@ def modality_problem(profile: ModelProfile, used: Iterable[str]) -> str | None:
     )
 
 
-def request_parts_problem(request: AgentRunRequest, profile: ModelProfile) -> str | None:
+def request_parts_problem(
+    request: AgentRunRequest, profile: ModelProfile, *, stored: bool = True
+) -> str | None:
     """Why a run cannot take its input's parts (None: it can): a part that still carries
-    bytes (a start that bypassed `AgentClient`, which stores them) or a modality its
-    profile does not take."""
+    bytes (a start that bypassed `AgentClient`, which stores them; ``stored`` False: before
+    the client stored them) or a modality its profile does not take."""
     if isinstance(request.input, str):
         return None
     used: set[str] = set()
@@ -42,7 +44,7 @@ def request_parts_problem(request: AgentRunRequest, profile: ModelProfile) -> st
         for number, part in enumerate(message.content):
             if isinstance(part, TextPart):
                 continue
-            if not part.is_stored:
+            if stored and not part.is_stored:
                 return (
                     f"input.{index}.content.{number}: an image or file must be stored where the "
                     "request enters (AgentClient stores it): a run's input carries references"

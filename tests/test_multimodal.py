@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
 
-from otherone.client.agent_client import build_request
+from otherone.client.agent_client import AgentClient, build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import FailureCode, InvalidRequestError
@@ -253,6 +253,12 @@ async def test_a_text_only_profile_refuses_an_image_before_any_provider_call(
     config = _config(provider, "http://127.0.0.1:9", modalities=["text"])
     async with agent_env(client, task_queue, config, tmp_path) as env:
         result = await env.agents.run(_request(ImagePart.from_bytes(PNG)))
+        # A client that knows the workers' configuration refuses it before anything starts.
+        knowing = AgentClient(client, task_queue=task_queue, store=env.store, config=config)
+        with pytest.raises(InvalidRequestError, match="does not take image input") as refused:
+            await knowing.start(_request(ImagePart.from_bytes(PNG + b"another")))
+        assert refused.value.field == "input"
+        assert env.store.get_artifact("default", _sha(PNG + b"another")) is None
     assert result.outcome is RunOutcome.FAILED
     assert result.failure is not None
     assert result.failure.code is FailureCode.INVALID_REQUEST
