@@ -149,6 +149,36 @@ PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 QueuedMessage = str | tuple[Part, ...]
 
 
+#: Tokens an image counts for in a context's size estimate (compaction): about what the
+#: providers charge for a one-megapixel image (Anthropic: width x height / 750, so ~1,400;
+#: OpenAI: 765 for a high-detail 1024x1024 tile set). A PDF counts `FILE_TOKENS_PER_100_KIB`
+#: per 100 KiB begun (its pages are read as text and images).
+IMAGE_TOKEN_ESTIMATE = 1600
+FILE_TOKENS_PER_100_KIB = 1600
+
+
+def estimate_part_tokens(part: dict[str, Any]) -> int:
+    """The documented token estimate of one stored part (as `Part` dumps it to JSON); text
+    parts are counted with the entry's text."""
+    kind = part.get("type")
+    if kind == "image":
+        return IMAGE_TOKEN_ESTIMATE
+    if kind == "file":
+        size = int((part.get("stored") or {}).get("size_bytes") or 0)
+        return FILE_TOKENS_PER_100_KIB * max(1, -(-size // (100 * 1024)))
+    return 0
+
+
+def stored_part_labels(meta: dict[str, Any] | None) -> list[str]:
+    """`part_label` of each image or file part in a transcript entry's ``meta``."""
+    labels: list[str] = []
+    for dumped in (meta or {}).get(PARTS_KEY) or ():
+        part = PART_ADAPTER.validate_python(dumped)
+        if not isinstance(part, TextPart):
+            labels.append(part_label(part))
+    return labels
+
+
 def sniff_media_type(content: bytes) -> str | None:
     """The media type the first bytes show (PNG, JPEG, GIF, WebP, PDF), or None."""
     if content.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -189,7 +219,9 @@ __all__ = [
     "PartRef",
     "QueuedMessage",
     "TextPart",
+    "estimate_part_tokens",
     "part_label",
     "parts_text",
     "sniff_media_type",
+    "stored_part_labels",
 ]

@@ -21,7 +21,13 @@ from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.errors import FailureCode, InvalidRequestError
 from otherone.part_storage import InvalidPartError, store_request_parts
 from otherone.parts import FilePart, ImagePart, PartRef, TextPart
-from otherone.runs import AgentRunRequest, InputMessage, RunOutcome, RuntimeContext
+from otherone.runs import (
+    AgentRunRequest,
+    InputMessage,
+    RunOutcome,
+    RuntimeContext,
+    SessionTarget,
+)
 from otherone.store import Store
 from tests.fixtures.providers.wire_server import (
     Reply,
@@ -354,3 +360,27 @@ async def test_a_message_with_an_image_sent_to_a_running_run_reaches_the_next_ca
 async def _queued(handle: Any) -> bool:
     record = await handle.record()
     return record is not None
+
+
+# -- compaction ------------------------------------------------------------------------------------
+
+
+async def test_images_count_toward_the_window_and_a_summary_names_those_it_drops(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config({"looker": ["first", "second", "third"]})
+    session = {"session_id": "pictures", "context_window": 5000}
+    async with agent_env(client, task_queue, config, tmp_path) as env:
+        for index in range(3):  # 1,600 tokens an image: the third run passes 80% of 5,000
+            image = PNG + bytes([index])
+            request = _request(ImagePart.from_bytes(image), partition="local")
+            target = SessionTarget.model_validate(session)
+            result = await env.agents.run(request.model_copy(update={"session": target}))
+            assert result.outcome is RunOutcome.COMPLETED, result.failure
+        entries = env.store.load_entries("local", "pictures")
+        compaction = env.store.latest_compaction("local", "pictures")
+    assert entries[0].tokens is not None and entries[0].tokens >= 1600
+    assert compaction is not None
+    first = _sha(PNG + bytes([0]))
+    assert "Attachments of the summarised messages (no longer shown): " in compaction.summary
+    assert f"[image image/png {len(PNG) + 1} bytes sha256:{first[:12]}]" in compaction.summary
