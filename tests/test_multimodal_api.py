@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from tests.api_env import api_env
 from tests.harness import scripted_config
-from tests.test_api import assert_problem, result
+from tests.test_api import _agent_input, _post_ag_ui, assert_problem, result
 from tests.test_multimodal import PNG
 
 
@@ -53,3 +53,30 @@ async def test_json_parts_start_a_run_and_bad_ones_are_refused_naming_the_part(
     assert "unsupported media type" in bad.json()["detail"]
     assert_problem(ftp, 422, "invalid_request")
     assert_problem(sent, 422, "invalid_request", "messages.0.0.path")
+
+
+async def test_ag_ui_image_and_document_parts_become_stored_parts(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    data = base64.b64encode(PNG).decode()
+    image = {"type": "image", "source": {"type": "data", "value": data, "mime_type": "image/png"}}
+    by_url = {"type": "image", "source": {"type": "url", "value": "https://example.com/a.png"}}
+    text = {"type": "text", "text": "what is this?"}
+    audio = {"type": "audio", "source": {"type": "data", "value": data, "mime_type": "audio/wav"}}
+    config = scripted_config({"looker": ["a cat"]})
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        message = {"id": "m1", "role": "user", "content": [text, image, by_url]}
+        status, events = await _post_ag_ui(api, "looker", _agent_input("t-1", "r1", [message]))
+        entries = api.env.store.load_entries("local", "t-1")
+        refused = {"id": "m1", "role": "user", "content": [text, audio]}
+        bad, [problem] = await _post_ag_ui(api, "looker", _agent_input("t-2", "r1", [refused]))
+    assert status == 200 and events[-1].type.value == "RUN_FINISHED", events
+    assert entries[0].content == "what is this?"
+    assert entries[0].meta is not None
+    stored = [part.get("stored", part.get("url")) for part in entries[0].meta["parts"][1:]]
+    digest = hashlib.sha256(PNG).hexdigest()
+    assert stored == [
+        {"sha256": digest, "media_type": "image/png", "size_bytes": len(PNG)},
+        "https://example.com/a.png",
+    ]
+    assert (bad, problem["field"]) == (422, "messages.0.content.1"), problem
