@@ -14,13 +14,19 @@ Before resolution a stored part has ``sha256`` and ``size_bytes`` instead of ``d
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otherone.parts import PARTS_KEY, Part
+from otherone.parts import IMAGE_MEDIA_TYPES, PARTS_KEY, Part
 
 #: Modalities a part needs of a model profile (`ModelProfile.input_modalities`).
 MODALITY_OF = {"image": "image", "file": "file"}
+
+
+#: Key of a tool entry's ``meta`` (and of its neutral message) holding the images its result
+#: returned (an MCP tool's image content, stored as artifacts): the next model call sees them.
+TOOL_IMAGES_KEY = "images"
 
 
 class PartUnavailable(Exception):
@@ -32,6 +38,32 @@ def parts_meta(parts: Sequence[Part]) -> dict[str, Any] | None:
     if not parts:
         return None
     return {PARTS_KEY: [part.model_dump(mode="json", exclude_none=True) for part in parts]}
+
+
+def tool_images_meta(content: str) -> dict[str, Any] | None:
+    """An entry's ``meta`` for a tool result whose JSON holds images (MCP ``content`` blocks of
+    type ``image`` stored as artifacts, `otherone.activities.mcp_results`); None otherwise."""
+    if '"artifact_id"' not in content:  # most results: no parsing
+        return None
+    try:
+        body = json.loads(content)
+    except json.JSONDecodeError:
+        return None
+    blocks = body.get("content") if isinstance(body, dict) else None
+    images = [
+        {
+            "type": "image",
+            "artifact_id": block["artifact_id"],
+            "media_type": block["mime_type"],
+            "size_bytes": block.get("size_bytes"),
+        }
+        for block in blocks or ()
+        if isinstance(block, dict)
+        and block.get("type") == "image"
+        and block.get("mime_type") in IMAGE_MEDIA_TYPES
+        and isinstance(block.get("artifact_id"), str)
+    ]
+    return {TOOL_IMAGES_KEY: images} if images else None
 
 
 def neutral_parts(meta: dict[str, Any] | None) -> list[dict[str, Any]] | None:
@@ -81,28 +113,36 @@ def resolve_parts(
     cache: dict[str, str] = {}
     for message in messages:
         content = message.get("content")
-        if not isinstance(content, list) or not any("sha256" in p for p in content):
-            resolved.append(message)
-            continue
-        parts = [_with_data(part, read, cache) for part in content]
-        resolved.append({**message, "content": parts})
+        copy = dict(message)
+        if isinstance(content, list) and any(stored_id(p) for p in content):
+            copy["content"] = [_with_data(part, read, cache) for part in content]
+        if message.get(TOOL_IMAGES_KEY):
+            copy[TOOL_IMAGES_KEY] = [_with_data(p, read, cache) for p in message[TOOL_IMAGES_KEY]]
+        resolved.append(copy)
     return resolved
+
+
+def stored_id(part: Mapping[str, Any]) -> str | None:
+    """The artifact id of a stored part (an input part's SHA-256, a tool image's id)."""
+    found = part.get("sha256") or part.get("artifact_id")
+    return found if isinstance(found, str) else None
 
 
 def _with_data(
     part: dict[str, Any], read: Callable[[str], bytes | None], cache: dict[str, str]
 ) -> dict[str, Any]:
-    digest = part.get("sha256")
+    digest = stored_id(part)
     if digest is None:
         return part
     if digest not in cache:
         content = read(digest)
         if content is None:
             raise PartUnavailable(
-                f"{part['type']} part sha256:{digest[:12]} is not stored in this run's partition"
+                f"{part['type']} part {digest[:16]} is not stored in this run's partition"
             )
         cache[digest] = base64.b64encode(content).decode("ascii")
-    data = {key: value for key, value in part.items() if key not in ("sha256", "size_bytes")}
+    dropped = ("sha256", "artifact_id", "size_bytes")
+    data = {key: value for key, value in part.items() if key not in dropped}
     return {**data, "data": cache[digest]}
 
 

@@ -4,14 +4,20 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from otherone.activities.message_parts import PartUnavailable, modalities_used, resolve_parts
+from otherone.activities.message_parts import (
+    TOOL_IMAGES_KEY,
+    PartUnavailable,
+    modalities_used,
+    resolve_parts,
+    stored_id,
+)
 from otherone.activities.providers.base import ModelRequest
 from otherone.activities.shared import failure
 from otherone.contracts import RunRef
 from otherone.errors import FailureCode
-from otherone.model_modalities import modality_problem
+from otherone.model_modalities import input_modalities, modality_problem
 
 if TYPE_CHECKING:
     from otherone.activities.shared import ActivityContext
@@ -26,7 +32,9 @@ async def with_part_bytes(
     problem = modality_problem(request.profile, modalities_used(request.messages))
     if problem is not None:
         raise failure(FailureCode.INVALID_REQUEST, problem)
-    if not any(isinstance(m.get("content"), list) for m in request.messages):
+    if "image" not in input_modalities(request.profile):  # a tool's images: its text says so
+        request = dataclasses.replace(request, messages=without_tool_images(request.messages))
+    if not _digests(request):
         return request
     contents: dict[str, bytes | None] = {}
     for digest in _digests(request):
@@ -40,9 +48,22 @@ async def with_part_bytes(
 
 
 def _digests(request: ModelRequest) -> list[str]:
+    """The artifact ids the messages' stored parts and tool images need, once each."""
     found: list[str] = []
     for message in request.messages:
         content = message.get("content")
-        if isinstance(content, list):
-            found += [p["sha256"] for p in content if "sha256" in p and p["sha256"] not in found]
+        parts = [*(content if isinstance(content, list) else ()), *message.get(TOOL_IMAGES_KEY, ())]
+        for part in parts:
+            digest = stored_id(part)
+            if digest is not None and digest not in found:
+                found.append(digest)
     return found
+
+
+def without_tool_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {key: value for key, value in m.items() if key != TOOL_IMAGES_KEY}
+        if TOOL_IMAGES_KEY in m
+        else m
+        for m in messages
+    ]

@@ -128,7 +128,8 @@ def estimate_entry_tokens(row: EntryRow) -> int:
     text = row.content
     if row.tool_calls:
         text += json.dumps(row.tool_calls, ensure_ascii=False, separators=(",", ":"))
-    parts = (row.meta or {}).get(PARTS_KEY) or ()
+    meta = row.meta or {}
+    parts = [*(meta.get(PARTS_KEY) or ()), *(meta.get("images") or ())]  # a tool's images too
     return estimate_tokens(text) + sum(estimate_part_tokens(part) for part in parts)
 
 

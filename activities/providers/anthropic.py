@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from otherone.activities.message_parts import TOOL_IMAGES_KEY
 from otherone.activities.providers.anthropic_cache import with_cache_breakpoints
 from otherone.activities.providers.base import (
     REASONING_KEY,
@@ -221,6 +222,10 @@ def _blocks(message: Mapping[str, Any], names: WireNames) -> list[dict[str, Any]
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
         if message.get("content"):
             result["content"] = message["content"]
+        images = message.get(TOOL_IMAGES_KEY)
+        if images:  # a tool_result's content may hold image blocks next to its text
+            text = [{"type": "text", "text": message["content"]}] if message.get("content") else []
+            result["content"] = [*text, *(_content_block(image) for image in images)]
         if message.get(TOOL_ERROR_KEY):
             result["is_error"] = True  # the model is told the call failed, not what it gave
         return [result]
