@@ -102,6 +102,23 @@ def test_parts_are_stored_once_by_content_and_carried_as_references(tmp_path: Pa
     assert _artifact_count(tmp_path / "store.db") == 2
 
 
+def test_entry_storage_on_each_backend_is_once_per_partition(store: Store) -> None:
+    """SQLite and PostgreSQL alike: one artifact per content and partition, and a refused
+    request (its second part is bad) stores nothing of its first."""
+    image = PNG + bytes(5 * 1024 * 1024)
+    digest = _sha(image)
+    refused = _request(ImagePart.from_bytes(image), ImagePart.from_bytes(b"not an image"))
+    with pytest.raises(InvalidPartError):
+        store_request_parts(store, refused)
+    assert store.get_artifact("default", digest) is None
+    for _ in range(2):
+        store_request_parts(store, _request(ImagePart.from_bytes(image)))
+    store_request_parts(store, _request(ImagePart.from_bytes(image), partition="tenant-b"))
+    mine, theirs = store.get_artifact("default", digest), store.get_artifact("tenant-b", digest)
+    assert mine is not None and mine.content == image and mine.media_type == "image/png"
+    assert theirs is not None and theirs.partition_key == "tenant-b"
+
+
 @pytest.mark.parametrize(
     ("part", "field", "words"),
     [
