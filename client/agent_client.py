@@ -96,7 +96,7 @@ from otherone.errors import (
 )
 from otherone.part_storage import store_parts, store_request_parts
 from otherone.partitions import DEFAULT_PARTITION
-from otherone.parts import DEFAULT_MAX_PART_BYTES, QueuedMessage
+from otherone.parts import DEFAULT_MAX_PART_BYTES, QueuedMessage, TextPart
 from otherone.result_contracts import check_contract
 from otherone.runs import (
     PARTITION_PATTERN,
@@ -480,8 +480,19 @@ class AgentClient:
         from otherone.contracts import CallAgentInput
 
         check_contract(request.result_contract, field="request.result_contract")
-        update = CallAgentInput(call_id=call_id, request=request)
         await self._check_tenant(caller_run_id)
+        if any(not isinstance(p, TextPart) and not p.is_stored for p in request.parts):
+            partition = await self._partition_of(caller_run_id)
+            parts = await asyncio.to_thread(
+                store_parts,
+                self.store,
+                partition,
+                request.parts,
+                "request.parts",
+                max_bytes=self.max_part_bytes,
+            )
+            request = request.model_copy(update={"parts": parts})
+        update = CallAgentInput(call_id=call_id, request=request)
         try:
             result: AgentCallResult = await self._workflow(caller_run_id).execute_update(
                 UPDATE_CALL_AGENT, update, id=f"call-{call_id}", result_type=AgentCallResult
@@ -576,8 +587,7 @@ class AgentClient:
         """``batch`` with its parts' bytes stored in the partition of run ``run_id``."""
         if all(isinstance(message, str) for message in batch):
             return batch
-        described = await self._describe(run_id)
-        partition = described.typed_search_attributes.get(attrs.PARTITION) or DEFAULT_PARTITION
+        partition = await self._partition_of(run_id)
         stored: list[QueuedMessage] = []
         for index, message in enumerate(batch):
             if isinstance(message, str):
@@ -594,6 +604,11 @@ class AgentClient:
                 )
             )
         return tuple(stored)
+
+    async def _partition_of(self, run_id: str) -> str:
+        """The partition of run ``run_id`` (its search attribute): where its parts are read."""
+        described = await self._describe(run_id)
+        return described.typed_search_attributes.get(attrs.PARTITION) or DEFAULT_PARTITION
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""

@@ -300,6 +300,10 @@ class AgentCallRequest(_Model):
     #: The model profile the target runs on, among those it allows (its own and its
     #: ``models``); None: its own.
     model: ModelProfileId | None = None
+    #: Images and files the child's input carries after its task (`otherone.parts`): stored
+    #: references (of the caller's partition, the only one the child reads) or http(s) URLs;
+    #: `AgentClient.call_agent` stores bytes and files first. Empty: text only.
+    parts: tuple[Part, ...] = ()
 
     _valid_unicode = field_validator("task")(_check_unicode)
     _valid_json = field_validator("context", "metadata")(_check_json)

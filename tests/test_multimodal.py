@@ -22,6 +22,7 @@ from otherone.errors import FailureCode, InvalidRequestError
 from otherone.part_storage import InvalidPartError, store_request_parts
 from otherone.parts import FilePart, ImagePart, PartRef, TextPart
 from otherone.runs import (
+    AgentCallRequest,
     AgentRunRequest,
     InputMessage,
     RunOutcome,
@@ -401,3 +402,45 @@ async def test_images_count_toward_the_window_and_a_summary_names_those_it_drops
     first = _sha(PNG + bytes([0]))
     assert "Attachments of the summarised messages (no longer shown): " in compaction.summary
     assert f"[image image/png {len(PNG) + 1} bytes sha256:{first[:12]}]" in compaction.summary
+
+
+# -- an agent call's images ------------------------------------------------------------------------
+
+
+async def test_a_trusted_agent_call_passes_an_image_to_its_child_in_the_same_tenant(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    gate = provider.gate("caller", 1)
+    agents = [
+        AgentDefinition(id="caller", description="calls", callable_agents=["looker"]),
+        AgentDefinition(id="looker", description="looks"),
+    ]
+    config = scripted_config({"caller": ["done"], "looker": ["a cat", "a dog"]}, agents=agents)
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        handle = await env.agents.start(
+            build_request(
+                entry_agent="caller", input="go", runtime_context={"partition_key": "tenant-c"}
+            )
+        )
+        await asyncio.wait_for(provider.started.wait(), 10)
+        request = AgentCallRequest(target="looker", task="look", parts=(ImagePart.from_bytes(PNG),))
+        called = await env.agents.call_agent(handle.run_id, "c1", request)
+        # Another tenant's image, by reference: not found in this run's partition.
+        other = PartRef(sha256=_sha(PDF), media_type="application/pdf", size_bytes=len(PDF))
+        env.store.put_artifact(
+            "tenant-d", artifact_id=other.sha256, run_id="x", name="x", media_type="x", content=PDF
+        )
+        foreign = AgentCallRequest(target="looker", task="look", parts=(FilePart(stored=other),))
+        refused = await env.agents.call_agent(handle.run_id, "c2", foreign)
+        gate.set()
+        await handle.result()
+    assert called.outcome is RunOutcome.COMPLETED, called.failure
+    [child_call] = provider.calls("looker")  # the foreign reference never reached a model
+    last = child_call.messages[-1]
+    assert last["content"][0]["type"] == "text" and "look" in last["content"][0]["text"]
+    assert last["content"][1] == {"type": "image", "media_type": "image/png", "data": _b64(PNG)}
+    assert refused.outcome is RunOutcome.FAILED and refused.failure is not None
+    assert "not stored in this run's partition" in refused.failure.message
