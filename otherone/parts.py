@@ -179,6 +179,19 @@ def stored_part_labels(meta: dict[str, Any] | None) -> list[str]:
     return labels
 
 
+def returns_images(result: Any) -> bool:
+    """Whether a tool's return value is an `ImagePart`, or a list of `TextPart` and
+    `ImagePart` holding an image: its images are stored and shown to the model
+    (`otherone.activities.tool_images`)."""
+    if isinstance(result, ImagePart):
+        return True
+    return (
+        isinstance(result, list | tuple)
+        and any(isinstance(item, ImagePart) for item in result)
+        and all(isinstance(item, TextPart | ImagePart) for item in result)
+    )
+
+
 def sniff_media_type(content: bytes) -> str | None:
     """The media type the first bytes show (PNG, JPEG, GIF, WebP, PDF), or None."""
     if content.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -222,6 +235,7 @@ __all__ = [
     "estimate_part_tokens",
     "part_label",
     "parts_text",
+    "returns_images",
     "sniff_media_type",
     "stored_part_labels",
 ]

@@ -18,7 +18,9 @@ from otherone.client.agent_client import build_request
 from otherone.config import RuntimeConfig
 from otherone.definitions import AgentDefinition, ModelProfile
 from otherone.mcp_servers import McpServer
+from otherone.parts import ImagePart, TextPart
 from otherone.runs import RunOutcome
+from otherone.tools import tool
 from tests.fixtures.providers.wire_server import (
     Reply,
     Seen,
@@ -26,8 +28,9 @@ from tests.fixtures.providers.wire_server import (
     anthropic_stream,
     openai_stream,
 )
-from tests.harness import agent_env
+from tests.harness import agent_env, scripted_config
 from tests.mcp_http_server import PIXEL_PNG, McpTestServer, serving
+from tests.providers import RecordingProvider
 
 KEY_ENV = "OTHERONE_TEST_TOOL_IMAGES_KEY"
 PIXEL = base64.b64encode(PIXEL_PNG).decode()
@@ -127,3 +130,43 @@ async def test_a_text_only_profile_gets_the_tools_text_without_its_image(
     assert result.outcome is RunOutcome.COMPLETED, result.failure
     messages = server.requests[1].body["messages"]
     assert messages[-1]["role"] == "tool" and PIXEL not in json.dumps(messages)
+
+
+@tool
+def chart() -> list[TextPart | ImagePart]:
+    """Draws a chart."""
+    return [TextPart(text="sales by month"), ImagePart.from_bytes(PIXEL_PNG)]
+
+
+@tool
+def broken_chart() -> ImagePart:
+    """Draws nothing."""
+    return ImagePart.from_bytes(b"not a picture")
+
+
+async def test_a_python_tool_returning_an_image_shows_it_to_the_model(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    provider = RecordingProvider()
+    calls = [
+        {"name": "chart", "arguments": {}, "id": "c1"},
+        {"name": "broken_chart", "arguments": {}, "id": "c2"},
+    ]
+    config = scripted_config(
+        {"looker": [{"tool_calls": calls}, "seen"]},
+        agents=[AgentDefinition(id="looker", description="l", tools=["chart", "broken_chart"])],
+        tools=[chart, broken_chart],
+    )
+    async with agent_env(
+        client, task_queue, config, tmp_path, providers={"scripted": provider}
+    ) as env:
+        result = await env.agents.run(build_request(entry_agent="looker", input="plot"))
+        history = await client.get_workflow_handle(result.run_id).fetch_history()
+    assert result.outcome is RunOutcome.COMPLETED, result.failure
+    tool_messages = [m for m in provider.calls()[1].messages if m["role"] == "tool"]
+    shown, broken = tool_messages
+    body = json.loads(shown["content"])
+    assert body["text"] == "sales by month" and body["content"][0]["mime_type"] == "image/png"
+    assert shown["images"] == [{"type": "image", "media_type": "image/png", "data": PIXEL}]
+    assert "the tool returned a bad image" in broken["content"] and "images" not in broken
+    assert PIXEL not in history.to_json()
