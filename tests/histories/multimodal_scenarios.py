@@ -8,8 +8,10 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from otherone.client.agent_client import build_request
+from otherone.definitions import AgentDefinition
 from otherone.parts import FilePart, ImagePart, TextPart
-from otherone.runs import AgentRunRequest, InputMessage
+from otherone.runs import AgentCallRequest, AgentRunRequest, InputMessage
 from tests.harness import agent_env, scripted_config
 from tests.providers import RecordingProvider
 
@@ -38,6 +40,25 @@ async def image_input(client: Client, task_queue: str, tmp: Path) -> str:
         await asyncio.wait_for(provider.started.wait(), 10)
         await handle.send_message([(TextPart(text="and this?"), ImagePart.from_bytes(PNG))])
         await handle.record()
+        gate.set()
+        await handle.result()
+    return handle.run_id
+
+
+async def image_agent_call(client: Client, task_queue: str, tmp: Path) -> str:
+    """A trusted agent call whose request carries an image: the child's input holds it."""
+    provider = RecordingProvider()
+    gate = provider.gate("caller", 1)
+    agents = [
+        AgentDefinition(id="caller", description="calls", callable_agents=["looker"]),
+        AgentDefinition(id="looker", description="looks"),
+    ]
+    config = scripted_config({"caller": ["done"], "looker": ["a cat"]}, agents=agents)
+    async with agent_env(client, task_queue, config, tmp, providers={"scripted": provider}) as env:
+        handle = await env.agents.start(build_request(entry_agent="caller", input="go"))
+        await asyncio.wait_for(provider.started.wait(), 10)
+        call = AgentCallRequest(target="looker", task="look", parts=(ImagePart.from_bytes(PNG),))
+        await env.agents.call_agent(handle.run_id, "c1", call)
         gate.set()
         await handle.result()
     return handle.run_id

@@ -41,7 +41,7 @@ from tests.histories.guardrail_scenarios import (
     guardrail_result_withheld,
     guardrails_passed_refused_retried,
 )
-from tests.histories.multimodal_scenarios import image_input
+from tests.histories.multimodal_scenarios import image_agent_call, image_input
 from tests.providers import RecordingProvider
 
 
@@ -963,4 +963,5 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "guardrail_parallel_trip": guardrail_parallel_trip,
     "guardrail_result_withheld": guardrail_result_withheld,
     "image_input": image_input,
+    "image_agent_call": image_agent_call,
 }
