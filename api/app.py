@@ -23,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import WorkflowExecutionDescription
 
-from otherone.api import agui_runs, approvals, schedules, usage, workers
+from otherone.api import agui_runs, approvals, schedules, uploads, usage, workers
 from otherone.api.agui_runs import STREAM_HEADERS, tree_stream
 from otherone.api.body_limit import BodyLimit
 from otherone.api.dependencies import (
@@ -355,6 +355,7 @@ router.include_router(workers.router)
 router.include_router(usage.router)
 router.include_router(agui_runs.router)
 router.include_router(schedules.router)
+router.include_router(uploads.router)
 
 
 # Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from tests.api_env import api_env
 from tests.harness import scripted_config
 from tests.test_api import _agent_input, _post_ag_ui, assert_problem, result
-from tests.test_multimodal import PNG
+from tests.test_multimodal import PDF, PNG
 
 
 def _body(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -80,3 +80,33 @@ async def test_ag_ui_image_and_document_parts_become_stored_parts(
         "https://example.com/a.png",
     ]
     assert (bad, problem["field"]) == (422, "messages.0.content.1"), problem
+
+
+async def test_a_multipart_form_starts_a_run_with_uploaded_files(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    config = scripted_config({"looker": ["a cat"]})
+    async with api_env(client, task_queue, config, tmp_path) as api:
+        started = await api.http.post(
+            "/v1/runs/upload",
+            data={"agent": "looker", "text": "what is this?", "session_id": "uploads"},
+            files=[
+                ("image", ("photo.png", PNG, "image/png")),
+                ("file", ("report.pdf", PDF, "application/pdf")),
+            ],
+        )
+        assert started.status_code == 201, started.text
+        answer = await result(api, started.json()["run_id"])
+        entries = api.env.store.load_entries("local", "uploads")
+        bad = await api.http.post(
+            "/v1/runs/upload",
+            data={"agent": "looker", "text": "and this?"},
+            files=[("image", ("notes.png", b"plain text", "image/png"))],
+        )
+    assert answer["outcome"] == "completed"
+    assert entries[0].meta is not None
+    [_, image, document] = entries[0].meta["parts"]
+    assert image["stored"]["sha256"] == hashlib.sha256(PNG).hexdigest()
+    assert document["filename"] == "report.pdf"
+    assert document["stored"]["media_type"] == "application/pdf"
+    assert_problem(bad, 422, "invalid_request", "input.0.content.1.data")
