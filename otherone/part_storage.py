@@ -46,7 +46,7 @@ class InvalidPartError(InvalidRequestError):
 
 
 @dataclass(frozen=True)
-class _Checked:
+class CheckedPart:
     """A part whose bytes were read and checked, ready to be stored."""
 
     part: BinaryPart
@@ -129,7 +129,7 @@ def _stored_content(
     field: str,
     max_bytes: int,
 ) -> tuple[Part, ...]:
-    checked: dict[int, _Checked] = {}
+    checked: dict[int, CheckedPart] = {}
     for index, part in enumerate(parts):
         if isinstance(part, TextPart) or part.is_stored:
             continue
@@ -150,7 +150,7 @@ def _stored_content(
     return tuple(result)
 
 
-def check_part(part: BinaryPart, field: str, max_bytes: int) -> _Checked:
+def check_part(part: BinaryPart, field: str, max_bytes: int) -> CheckedPart:
     """Read and check one part with bytes; `InvalidPartError` names the field at fault."""
     content, source = _read(part, field, max_bytes)
     if not content:
@@ -162,7 +162,7 @@ def check_part(part: BinaryPart, field: str, max_bytes: int) -> _Checked:
         )
     media_type = _media_type(part, content, f"{field}.{source}")
     filename = _filename(part, field)
-    return _Checked(part=part, content=content, media_type=media_type, filename=filename)
+    return CheckedPart(part=part, content=content, media_type=media_type, filename=filename)
 
 
 def _read(part: BinaryPart, field: str, max_bytes: int) -> tuple[bytes, str]:
@@ -236,7 +236,7 @@ def _filename(part: BinaryPart, field: str) -> str | None:
     return name
 
 
-def _store_one(store: Store, partition_key: str, checked: _Checked) -> Part:
+def _store_one(store: Store, partition_key: str, checked: CheckedPart) -> Part:
     digest = hashlib.sha256(checked.content).hexdigest()
     store.put_artifact(
         partition_key,
@@ -256,6 +256,7 @@ def _store_one(store: Store, partition_key: str, checked: _Checked) -> Part:
 
 __all__ = [
     "ENTRY_ARTIFACT_RUN",
+    "CheckedPart",
     "InvalidPartError",
     "check_part",
     "has_unstored_parts",
