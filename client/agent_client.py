@@ -96,7 +96,7 @@ from otherone.errors import (
 )
 from otherone.part_storage import store_parts, store_request_parts
 from otherone.partitions import DEFAULT_PARTITION
-from otherone.parts import DEFAULT_MAX_PART_BYTES, QueuedMessage, TextPart
+from otherone.parts import DEFAULT_MAX_PART_BYTES, MessageToSend, QueuedMessage, TextPart
 from otherone.result_contracts import check_contract
 from otherone.runs import (
     PARTITION_PATTERN,
@@ -560,13 +560,17 @@ class AgentClient:
 
     # steering ----------------------------------------------------------------------------
 
-    async def send_message(self, run_id: str, messages: str | Sequence[QueuedMessage]) -> None:
+    async def send_message(self, run_id: str, messages: str | Sequence[MessageToSend]) -> None:
         """Queue user messages for a running run (taken at its next safe point). A message is
         text or a tuple of parts (`otherone.parts`), whose images and files are stored in the
         run's partition first (`store_parts`): the signal carries references only."""
         from otherone.contracts import UserMessages
 
-        batch = (messages,) if isinstance(messages, str) else tuple(messages)
+        batch: tuple[QueuedMessage, ...] = (
+            (messages,)
+            if isinstance(messages, str)
+            else tuple(m if isinstance(m, str) else tuple(m) for m in messages)
+        )
         validate_messages(batch)
         try:
             await self._check_tenant(run_id)

@@ -131,7 +131,11 @@ def validate_messages(batch: tuple[QueuedMessage, ...]) -> None:
 
 def _message_text(message: QueuedMessage, field: str) -> str:
     """The text of one message sent to a run; refused when it is empty."""
-    if isinstance(message, tuple) and message and all(isinstance(p, PART_TYPES) for p in message):
+    if (
+        isinstance(message, tuple | list)
+        and message
+        and all(isinstance(p, PART_TYPES) for p in message)
+    ):
         if any(not isinstance(p, TextPart) for p in message):
             return parts_text(message)
         message = parts_text(message)

@@ -11,6 +11,7 @@ show) and stored once as artifacts of the request's partition, content-addressed
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -147,6 +148,8 @@ BinaryPart = ImagePart | FilePart
 PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 #: A user message sent to a running run (`UserMessages`): text, or parts.
 QueuedMessage = str | tuple[Part, ...]
+#: What `AgentClient.send_message` takes for one message: text, or a sequence of parts.
+MessageToSend = str | Sequence[TextPart | ImagePart | FilePart]
 
 
 #: Tokens an image counts for in a context's size estimate (compaction): about what the
@@ -228,6 +231,7 @@ __all__ = [
     "BinaryPart",
     "FilePart",
     "ImagePart",
+    "MessageToSend",
     "Part",
     "PartRef",
     "QueuedMessage",

@@ -356,7 +356,7 @@ async def test_a_message_with_an_image_sent_to_a_running_run_reaches_the_next_ca
         with pytest.raises(InvalidPartError, match="unsupported media") as refused:
             await handle.send_message([(TextPart(text="and this?"), ImagePart.from_bytes(b"x"))])
         assert refused.value.field == "messages.0.1.data"
-        await handle.send_message([(TextPart(text="and this?"), ImagePart.from_bytes(PNG))])
+        await handle.send_message([[TextPart(text="and this?"), ImagePart.from_bytes(PNG)]])
         await wait_until(lambda: _queued(handle), message="the message queued")
         gate.set()
         result = await handle.result()
