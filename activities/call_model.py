@@ -43,6 +43,7 @@ from otherone.activities.lost_attempts import lost_model_attempts, model_complet
 from otherone.activities.memory_tools import MemoryTools
 from otherone.activities.model_stream import OutputLimitExceeded, TurnCollector
 from otherone.activities.output import apply_result_contract
+from otherone.activities.part_bytes import with_part_bytes
 from otherone.activities.providers.base import (
     REASONING_KEY,
     ModelProvider,
@@ -212,7 +213,8 @@ async def _answer(
         "model": profile.id,
     }
     try:
-        turn = priced(await _stream(context, provider, request, input, events, attempt), profile)
+        wire = await with_part_bytes(context, request, ref)  # the hooks saw references only
+        turn = priced(await _stream(context, provider, wire, input, events, attempt), profile)
         genai_spans.note_model_answer(
             turn.content, [(c.id, c.name, c.arguments) for c in turn.tool_calls], turn.finish_reason
         )

@@ -14,6 +14,7 @@ from otherone.activities.compaction import (
     plan_compaction,
     summary_chunks,
     summary_messages,
+    with_dropped_attachments,
 )
 from otherone.activities.context import generation_settings
 from otherone.activities.providers.base import (
@@ -64,7 +65,7 @@ async def compact_context(
         - estimate_tokens(SUMMARY_INSTRUCTIONS + (summary or "")),
     )
     written = written.priced(summary_request.profile)
-    text = written.text
+    text = with_dropped_attachments(written.text, plan.summarise)
     ref = input.run_ref
     await context.io(
         context.store.add_compaction,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from otherone.parts import stored_part_labels
 from otherone.store import EntryRow
 from otherone.store.records import estimate_entry_tokens
 
@@ -124,7 +125,21 @@ def _transcript_line(row: EntryRow) -> str:
             for call in row.tool_calls
         )
         return f"{row.role}: {row.content}\n(called {calls})".strip()
+    labels = stored_part_labels(row.meta)
+    if labels:  # the summariser sees text only: it is told what was attached
+        return f"{row.role}: {row.content}\n(attached: {', '.join(labels)})"
     return f"{row.role}: {row.content}"
+
+
+def with_dropped_attachments(summary: str, rows: Sequence[EntryRow]) -> str:
+    """``summary``, naming the images and files of the summarised ``rows``: they leave the
+    context with their messages, and the model is told they were there (by reference)."""
+    labels = [label for row in rows for label in stored_part_labels(row.meta)]
+    if not labels:
+        return summary
+    return f"{summary}\n\nAttachments of the summarised messages (no longer shown): " + (
+        ", ".join(labels)
+    )
 
 
 def summary_message(summary: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otherone.activities.compaction import summary_message
+from otherone.activities.message_parts import TOOL_IMAGES_KEY, neutral_parts
 from otherone.activities.providers.base import REASONING_KEY, TOOL_ERROR_KEY
 from otherone.config import AGENT_CALL_TOOL, SPAWN_TOOLS, RuntimeSnapshot
 from otherone.contracts import ModelTurn, ToolCallSpec
@@ -82,8 +83,12 @@ def _message(row: EntryRow) -> dict[str, Any]:
         if row.tool_name == AGENT_CALL_TOOL or row.tool_name in SPAWN_TOOLS:
             content = CHILD_OUTPUT_LABEL + content
         result = {"role": "tool", "tool_call_id": row.tool_call_id, "content": content}
+        images = (row.meta or {}).get(TOOL_IMAGES_KEY)
+        if images:  # copies: the rows are shared with the session cache
+            result[TOOL_IMAGES_KEY] = json_copy(images)
         return {**result, TOOL_ERROR_KEY: True} if row.error_kind else result
-    message: dict[str, Any] = {"role": row.role, "content": row.content}
+    parts = neutral_parts(row.meta)
+    message: dict[str, Any] = {"role": row.role, "content": row.content if parts is None else parts}
     # Copies: the rows are shared with the store's per-worker session cache, and a provider
     # (a public extension point) that edited a message in place would corrupt later turns.
     if row.tool_calls:

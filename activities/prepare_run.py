@@ -31,6 +31,7 @@ from otherone.contracts import (
 )
 from otherone.definitions import AgentDefinition, ModelProfile, RuntimeLimits
 from otherone.errors import FailureCode
+from otherone.model_modalities import request_parts_problem
 from otherone.result_contracts import contract_problem
 from otherone.runs import RunRecord, RunStatus
 from otherone.store import SessionBusyError
@@ -66,6 +67,9 @@ async def prepare_run(context: ActivityContext, input: PrepareRunInput) -> RunPl
         profile = snapshot.resolve_model(agent, input.caller_model_profile_id, input.request.model)
     except ModelNotAllowedError as error:
         raise failure(FailureCode.INVALID_REQUEST, f"model: {error}") from error
+    parts_problem = request_parts_problem(input.request, profile)
+    if parts_problem is not None:  # before any model call: not a provider's 400 later
+        raise failure(FailureCode.INVALID_REQUEST, parts_problem)
     # A partition past its spend limit for the day starts nothing (children included).
     await check_spend_limit(context, input.ref.partition_key)
     # Before anything is stored: a refused run leaves no lease and no running record.

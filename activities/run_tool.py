@@ -25,9 +25,11 @@ from otherone.activities.model_stream import valid_unicode
 from otherone.activities.shared import ActivityContext
 from otherone.activities.store_calls import brief_write, heartbeating
 from otherone.activities.tool_events import result_error, tool_completed_body, tool_started_body
+from otherone.activities.tool_images import ImageSaver, tool_result_with_images
 from otherone.contracts import RunRef, ToolCallInput, ToolOutcome
 from otherone.mcp_resources import RESOURCE_TOOLS
 from otherone.mcp_servers import MCP_PREFIX
+from otherone.parts import returns_images
 from otherone.redaction import redact_keeping_json
 from otherone.runs import ArtifactRef
 from otherone.tools import ToolContext, ToolError, ToolErrorKind
@@ -89,13 +91,22 @@ async def _run_tool(
         metadata={MEMORY_POLICY_METADATA_KEY: await _memory_policy(context, ref)},
     )
 
+    async def save_image(name: str, content: bytes, media_type: str) -> ArtifactRef:
+        label = f"tool call {call.id} {name}"
+        return await context.io(store_blob, context.store, ref, label, content, media_type)
+
     async def work() -> ToolOutcome:
         await _held_if_the_run_is_cancelled()
         hooked = await before_tool_call(context, ref, call, events)
         if isinstance(hooked, tuple):  # refused by a hook: the tool never runs
             return await _store_tool_result(context, input, *hooked, events)
         kind, content = await _invoke(
-            spec.invoke, hooked.arguments, tool_context, spec.timeout_seconds, spec.max_attempts
+            spec.invoke,
+            hooked.arguments,
+            tool_context,
+            spec.timeout_seconds,
+            spec.max_attempts,
+            save_image,
         )
         kind, content = await _after_hooks(context, input, kind, content, events)
         return await _store_tool_result(context, input, kind, _shown(content), events)
@@ -238,12 +249,15 @@ async def _invoke(
     context: ToolContext,
     timeout_seconds: float,
     max_attempts: int,
+    save_image: ImageSaver,
 ) -> tuple[ToolErrorKind | None, str]:
     """Run the tool; classified errors go back to the model, others retry then turn fatal."""
     try:
         # `asyncio.timeout`, not `wait_for`: no task of its own per call (on Python 3.11).
         async with heartbeating(), asyncio.timeout(timeout_seconds):
             result = await invoke(arguments, context)
+            if returns_images(result):
+                return None, await tool_result_with_images(result, save_image)
     except ToolError as error:
         return error.kind, tool_error_content(error.message)
     except TimeoutError:

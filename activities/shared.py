@@ -27,6 +27,7 @@ from otherone.activities.decided_events import owed_decided_bodies
 from otherone.activities.mcp_prompt_calls import fetch_instructions
 from otherone.activities.mcp_sessions import McpSessions
 from otherone.activities.memory_tools import MemoryTools
+from otherone.activities.message_parts import parts_meta, tool_images_meta
 from otherone.activities.providers import default_providers
 from otherone.activities.providers.base import ModelProvider
 from otherone.activities.run_refs import RunRefs
@@ -420,6 +421,8 @@ def pending_rows(
                 tool_name=entry.tool_name,
                 error_kind=error_kind.value if error_kind else None,
                 run_id=ref.run_id,
+                meta=parts_meta(entry.parts)
+                or (tool_images_meta(content) if entry.role == "tool" and content else None),
             )
         )
     return rows

@@ -41,6 +41,7 @@ from otherone.api.dependencies import Agents, Partition, api_runtime
 from otherone.api.problems import ApiError
 from otherone.api.streams import StreamFormat, TreeStream, sse_frame
 from otherone.client.agent_client import AgentClient
+from otherone.parts import FilePart, ImagePart, Part, TextPart
 from otherone.runs import AgentRunRequest, InputMessage, RuntimeContext
 
 router = APIRouter()
@@ -229,21 +230,45 @@ def _new_user_messages(given: RunAgentInput) -> tuple[InputMessage, ...]:
             "messages: the thread's last message must be the user's (the run answers it)",
             field="messages",
         )
-    return tuple(InputMessage(role="user", content=_text(message)) for message in new)
+    first = len(given.messages) - len(new)
+    return tuple(
+        InputMessage(role="user", content=_content(message, first + index))
+        for index, message in enumerate(new)
+    )
 
 
-def _text(message: UserMessage) -> str:
+def _content(message: UserMessage, index: int) -> str | tuple[Part, ...]:
+    """Text, or our parts: AG-UI's ``text``, ``image`` and ``document`` parts (a ``data``
+    source: base64 and its ``mime_type``; or a ``url`` one); the client stores their bytes."""
     if isinstance(message.content, str):
         return message.content
-    texts = [getattr(part, "text", None) for part in message.content]
-    if any(text is None for text in texts):
+    return tuple(
+        _part(part, f"messages.{index}.content.{number}")
+        for number, part in enumerate(message.content)
+    )
+
+
+def _part(part: Any, field: str) -> Part:
+    kind = getattr(part, "type", None)
+    if kind == "text":
+        return TextPart(text=str(part.text))
+    source: Any = getattr(part, "source", None)
+    source_kind = getattr(source, "type", None)
+    if kind not in ("image", "document") or source_kind not in ("data", "url"):
         raise ApiError(
             422,
             "invalid_request",
-            "messages: only text content is taken (no binary or image parts)",
-            field="messages",
+            f"{field}: only text, image and document parts with a data or url source are taken",
+            field=field,
         )
-    return "\n".join(str(text) for text in texts)
+    given = {"data" if source_kind == "data" else "url": source.value}
+    try:
+        if kind == "image":
+            return ImagePart(media_type=source.mime_type, **given)
+        return FilePart(media_type=source.mime_type, **given)
+    except ValidationError as error:
+        message = error.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ApiError(422, "invalid_request", f"{field}: {message}", field=field) from None
 
 
 def _idempotency_key(agent_id: str, given: RunAgentInput) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -23,7 +23,16 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import WorkflowExecutionDescription
 
-from otherone.api import agui_runs, approvals, forks, schedules, usage, webhook_secrets, workers
+from otherone.api import (
+    agui_runs,
+    approvals,
+    forks,
+    schedules,
+    uploads,
+    usage,
+    webhook_secrets,
+    workers,
+)
 from otherone.api.agui_runs import STREAM_HEADERS, tree_stream
 from otherone.api.body_limit import BodyLimit
 from otherone.api.dependencies import (
@@ -49,11 +58,14 @@ from otherone.api.streams import StreamFormat
 from otherone.client.agent_client import AgentClient
 from otherone.client.store_answers import answered
 from otherone.errors import RunNotFoundError
+from otherone.part_storage import path_part_field
+from otherone.parts import QueuedMessage
 from otherone.runs import (
     DEFAULT_PARTITION,
     PARTITION_PATTERN,
     AgentRunRequest,
     AgentRunResult,
+    InputMessage,
     RunRecord,
     RuntimeContext,
 )
@@ -88,9 +100,23 @@ class PendingResult(BaseModel):
 class Messages(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is a mistake, not ignored
 
-    messages: list[str] = Field(
-        min_length=1, description="User messages, taken at the run's next safe point."
+    messages: list[QueuedMessage] = Field(
+        min_length=1,
+        description="User messages, taken at the run's next safe point: text, or a list of "
+        "parts (text, image, file; images and files as base64 `data` or an `url`).",
     )
+
+
+def _refuse_path_parts(messages: Sequence[InputMessage | QueuedMessage], field: str) -> None:
+    """A part naming a ``path`` is for clients that read their own files: never the server's."""
+    where = path_part_field(messages, field)
+    if where is not None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{where}: a path is not read by the server: send the bytes as base64 `data`",
+            field=where,
+        )
 
 
 class Accepted(BaseModel):
@@ -202,6 +228,7 @@ async def start_run(
         update["idempotency_key"] = idempotency_key
     if partition is not None and "runtime_context" not in body.model_fields_set:
         update["runtime_context"] = RuntimeContext(partition_key=partition)
+    _refuse_path_parts(() if isinstance(body.input, str) else body.input, "input")
     handle = await agents.start(body.model_copy(update=update))
     return StartedRun(
         run_id=handle.run_id,
@@ -259,7 +286,9 @@ async def run_tree(run_id: RunId, agents: Agents) -> list[RunRecord]:
     tags=["runs"],
 )
 async def send_messages(run_id: RunId, body: Messages, agents: Agents) -> Accepted:
-    """Send user messages to a running run (a Temporal signal)."""
+    """Send user messages to a running run (a Temporal signal). A message is text, or parts
+    (text, and images and files as base64 ``data`` or an ``url``)."""
+    _refuse_path_parts(body.messages, "messages")
     await agents.send_message(run_id, body.messages)
     return Accepted(run_id=run_id)
 
@@ -337,6 +366,7 @@ router.include_router(agui_runs.router)
 router.include_router(schedules.router)
 router.include_router(webhook_secrets.router)
 router.include_router(forks.router)
+router.include_router(uploads.router)
 
 
 # Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.

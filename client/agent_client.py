@@ -94,6 +94,9 @@ from otherone.errors import (
     RunNotFoundError,
     UnavailableError,
 )
+from otherone.part_storage import store_parts, store_request_parts
+from otherone.partitions import DEFAULT_PARTITION
+from otherone.parts import DEFAULT_MAX_PART_BYTES, MessageToSend, QueuedMessage, TextPart
 from otherone.result_contracts import check_contract
 from otherone.runs import (
     PARTITION_PATTERN,
@@ -149,6 +152,7 @@ class AgentClient:
         config: RuntimeConfig | None = None,
         legacy_run_ids: bool = True,
         identity: str | None = None,
+        max_part_bytes: int = DEFAULT_MAX_PART_BYTES,
     ) -> None:
         if partition_key is not None and not re.fullmatch(PARTITION_PATTERN, partition_key):
             raise InvalidRequestError(
@@ -167,6 +171,8 @@ class AgentClient:
         #: Turn off once no such run is left within the namespace's retention.
         self.legacy_run_ids = legacy_run_ids
         self.identity = identity
+        #: The most bytes an image or file part may have (`otherone.parts`).
+        self.max_part_bytes = max_part_bytes
 
     # starting ----------------------------------------------------------------------------
 
@@ -247,6 +253,11 @@ class AgentClient:
         check_contract(request.result_contract)
         check_input_size(request)
         check_against_config(request, self.config)
+        # Bytes are stored (or refused) once the request is known good: the run's input, and
+        # its fingerprint, hold references only (the same image is the same reference).
+        request = await asyncio.to_thread(
+            store_request_parts, self.store, request, max_bytes=self.max_part_bytes
+        )
         fingerprint = request.fingerprint()
         key = request.idempotency_key
         if key is not None:
@@ -506,8 +517,19 @@ class AgentClient:
         from otherone.contracts import CallAgentInput
 
         check_contract(request.result_contract, field="request.result_contract")
-        update = CallAgentInput(call_id=call_id, request=request)
         await self._check_tenant(caller_run_id)
+        if any(not isinstance(p, TextPart) and not p.is_stored for p in request.parts):
+            partition = await self._partition_of(caller_run_id)
+            parts = await asyncio.to_thread(
+                store_parts,
+                self.store,
+                partition,
+                request.parts,
+                "request.parts",
+                max_bytes=self.max_part_bytes,
+            )
+            request = request.model_copy(update={"parts": parts})
+        update = CallAgentInput(call_id=call_id, request=request)
         try:
             result: AgentCallResult = await self._workflow(caller_run_id).execute_update(
                 UPDATE_CALL_AGENT, update, id=f"call-{call_id}", result_type=AgentCallResult
@@ -575,14 +597,21 @@ class AgentClient:
 
     # steering ----------------------------------------------------------------------------
 
-    async def send_message(self, run_id: str, messages: str | Sequence[str]) -> None:
-        """Queue user messages for a running run (taken at its next safe point)."""
+    async def send_message(self, run_id: str, messages: str | Sequence[MessageToSend]) -> None:
+        """Queue user messages for a running run (taken at its next safe point). A message is
+        text or a tuple of parts (`otherone.parts`), whose images and files are stored in the
+        run's partition first (`store_parts`): the signal carries references only."""
         from otherone.contracts import UserMessages
 
-        batch = (messages,) if isinstance(messages, str) else tuple(messages)
+        batch: tuple[QueuedMessage, ...] = (
+            (messages,)
+            if isinstance(messages, str)
+            else tuple(m if isinstance(m, str) else tuple(m) for m in messages)
+        )
         validate_messages(batch)
         try:
             await self._check_tenant(run_id)
+            batch = await self._with_stored_parts(run_id, batch)
             signal = self._workflow(run_id).signal
             await signal(SIGNAL_USER_MESSAGES, UserMessages(messages=batch))
         except RPCError as error:
@@ -592,6 +621,35 @@ class AgentClient:
             raise found from None
         except RunNotFoundError as error:
             raise await self._ended_or(error, run_id) from None
+
+    async def _with_stored_parts(
+        self, run_id: str, batch: tuple[QueuedMessage, ...]
+    ) -> tuple[QueuedMessage, ...]:
+        """``batch`` with its parts' bytes stored in the partition of run ``run_id``."""
+        if all(isinstance(message, str) for message in batch):
+            return batch
+        partition = await self._partition_of(run_id)
+        stored: list[QueuedMessage] = []
+        for index, message in enumerate(batch):
+            if isinstance(message, str):
+                stored.append(message)
+                continue
+            stored.append(
+                await asyncio.to_thread(
+                    store_parts,
+                    self.store,
+                    partition,
+                    message,
+                    f"messages.{index}",
+                    max_bytes=self.max_part_bytes,
+                )
+            )
+        return tuple(stored)
+
+    async def _partition_of(self, run_id: str) -> str:
+        """The partition of run ``run_id`` (its search attribute): where its parts are read."""
+        described = await self._describe(run_id)
+        return described.typed_search_attributes.get(attrs.PARTITION) or DEFAULT_PARTITION
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run (and, through Temporal, its descendants); it ends `cancelled`."""

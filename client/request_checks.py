@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from otherone.errors import InvalidRequestError
 from otherone.model_choices import model_choice_problem
+from otherone.parts import FilePart, ImagePart, QueuedMessage, TextPart, parts_text
 from otherone.runs import MAX_INPUT_BYTES, AgentRunRequest, unstorable_problem
 
 if TYPE_CHECKING:
@@ -75,6 +76,21 @@ def check_against_config(request: AgentRunRequest, config: RuntimeConfig | None)
         field, _, message = str(error).partition(": ")
         raise InvalidRequestError(message, field=field) from None
     check_model_choice(request.model, config.agents[request.entry_agent], config)
+    _check_modalities(request, config)
+
+
+def _check_modalities(request: AgentRunRequest, config: RuntimeConfig) -> None:
+    """An image or file for a profile that does not take it is refused before the start (the
+    run would fail `invalid_request` at once: `request_parts_problem`)."""
+    if isinstance(request.input, str):
+        return
+    from otherone.model_modalities import request_parts_problem
+
+    profile_id = request.model or config.own_model(config.agents[request.entry_agent])
+    profile = config.models.get(profile_id) if profile_id is not None else None
+    problem = None if profile is None else request_parts_problem(request, profile, stored=False)
+    if problem is not None:
+        raise InvalidRequestError(problem, field="input")
 
 
 def check_model_choice(
@@ -89,17 +105,20 @@ def check_model_choice(
         raise InvalidRequestError(problem, field="model")
 
 
-def validate_messages(batch: tuple[str, ...]) -> None:
-    """User messages for a run: 1 to `MAX_MESSAGES_PER_SIGNAL`, each storable text."""
+PART_TYPES = (TextPart, ImagePart, FilePart)
+
+
+def validate_messages(batch: tuple[QueuedMessage, ...]) -> None:
+    """User messages for a run: 1 to `MAX_MESSAGES_PER_SIGNAL`, each storable text (or parts:
+    some text or an image or file, their text storable)."""
     if not batch:
         raise InvalidRequestError("at least one message is required", field="messages")
     if len(batch) > MAX_MESSAGES_PER_SIGNAL:
         raise InvalidRequestError(
             f"at most {MAX_MESSAGES_PER_SIGNAL} messages at once", field="messages"
         )
-    for index, message in enumerate(batch):
-        if not isinstance(message, str) or not message.strip():
-            raise InvalidRequestError("must be a non-empty string", field=f"messages.{index}")
+    texts = [_message_text(message, f"messages.{index}") for index, message in enumerate(batch)]
+    for index, message in enumerate(texts):
         problem = unstorable_problem(message)
         if problem is not None:
             raise InvalidRequestError(problem, field=f"messages.{index}")
@@ -107,13 +126,30 @@ def validate_messages(batch: tuple[str, ...]) -> None:
             raise InvalidRequestError(
                 f"must be at most {MAX_INPUT_BYTES} bytes", field=f"messages.{index}"
             )
-    _check_total(batch, "messages")
+    _check_total(texts, "messages")
+
+
+def _message_text(message: QueuedMessage, field: str) -> str:
+    """The text of one message sent to a run; refused when it is empty."""
+    if (
+        isinstance(message, tuple | list)
+        and message
+        and all(isinstance(p, PART_TYPES) for p in message)
+    ):
+        if any(not isinstance(p, TextPart) for p in message):
+            return parts_text(message)
+        message = parts_text(message)
+    if not isinstance(message, str) or not message.strip():
+        raise InvalidRequestError(
+            "must be a non-empty string (or parts with text, an image or a file)", field=field
+        )
+    return message
 
 
 def check_input_size(request: AgentRunRequest) -> None:
     """A run's input messages together within `MAX_INPUT_BYTES` (each one is, by the model)."""
     if not isinstance(request.input, str):
-        _check_total([message.content for message in request.input], "input")
+        _check_total([message.text for message in request.input], "input")
 
 
 def _check_total(texts: Sequence[str], field: str) -> None:

@@ -101,7 +101,7 @@ def root_search_attributes(
 
 def start_summary(request: AgentRunRequest) -> str:
     """The run's one-line summary in the Web UI and `temporal workflow list`."""
-    text = request.input if isinstance(request.input, str) else request.input[-1].content
+    text = request.input if isinstance(request.input, str) else request.input[-1].text
     first_line = text.strip().splitlines()[0] if text.strip() else ""
     return f"{request.entry_agent}: {first_line[:120]}"
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Generic
 from pydantic import TypeAdapter
 
 from otherone.client.typed_results import OutputT, output_as
+from otherone.parts import MessageToSend
 from otherone.runs import AgentRunResult, RunRecord
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class RunHandle:
     async def cancel(self) -> None:
         await self._client.cancel(self.run_id)
 
-    async def send_message(self, messages: str | Sequence[str]) -> None:
+    async def send_message(self, messages: str | Sequence[MessageToSend]) -> None:
         await self._client.send_message(self.run_id, messages)
 
     async def record(self) -> RunRecord:

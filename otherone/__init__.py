@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from otherone.hooks import HookPolicy, HookRefusal, ModelCallView, ToolCallView, hook
     from otherone.mcp_servers import McpServer
     from otherone.partition_limits import PartitionLimits
+    from otherone.parts import FilePart, ImagePart, PartRef, TextPart
     from otherone.runs import (
         AgentCallRequest,
         AgentCallResult,
@@ -142,6 +143,7 @@ _LAZY_EXPORTS = {
         ("HookPolicy", "HookRefusal", "ModelCallView", "ToolCallView", "hook"), "otherone.hooks"
     ),
     "McpServer": "otherone.mcp_servers",
+    **dict.fromkeys(("FilePart", "ImagePart", "PartRef", "TextPart"), "otherone.parts"),
     **dict.fromkeys(
         (
             "AgentCallRequest",
@@ -201,6 +203,7 @@ __all__ = [
     "ContextTransferPolicy",
     "DevServer",
     "FailureCode",
+    "FilePart",
     "ForkOrigin",
     "GuardrailCheck",
     "GuardrailPolicy",
@@ -209,6 +212,7 @@ __all__ = [
     "HookPolicy",
     "HookRefusal",
     "IdempotencyConflictError",
+    "ImagePart",
     "InputMessage",
     "InvalidRequestError",
     "McpServer",
@@ -219,6 +223,7 @@ __all__ = [
     "ModelProfile",
     "OtheroneError",
     "OutputValidationError",
+    "PartRef",
     "PartitionLimits",
     "ResultContract",
     "RunFailedError",
@@ -242,6 +247,7 @@ __all__ = [
     "SessionTarget",
     "Settings",
     "Store",
+    "TextPart",
     "ToolCallView",
     "ToolContext",
     "ToolError",

@@ -521,6 +521,11 @@ class ModelProfile(_Frozen):
     #: a fallback's own fallbacks follow it. Errors another provider would repeat (a bad
     #: request, a rejected key) do not fall back. The next turn tries this profile again.
     fallbacks: tuple[ModelProfileId, ...] = ()
+    #: What the model takes in besides text: ``image``, ``file`` (PDF). None (the default):
+    #: everything (``["text", "image", "file"]``); ``["text"]`` for a model without vision, so
+    #: an image is refused before the call instead of by a provider 400
+    #: (`otherone.model_modalities`).
+    input_modalities: tuple[Literal["text", "image", "file"], ...] | None = None
     #: Scripted provider only: the turns each agent plays, by agent id.
     script: dict[AgentId, tuple[ScriptedTurn, ...]] = Field(default_factory=dict)
 

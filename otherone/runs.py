@@ -22,6 +22,7 @@ from otherone.client_tools import ClientTool, check_client_tools
 from otherone.errors import FailureCode
 from otherone.partitions import DEFAULT_PARTITION as DEFAULT_PARTITION
 from otherone.partitions import PARTITION_PATTERN as PARTITION_PATTERN
+from otherone.parts import Part, TextPart, parts_text
 from otherone.run_types import (
     AgentId,
     HandoffContext,
@@ -165,10 +166,32 @@ def _check_unicode(value: Any) -> Any:
 
 
 class InputMessage(_Model):
-    """One message of a run's input when it is given as a conversation."""
+    """One message of a run's input when it is given as a conversation: text, or parts (text,
+    images, files: `otherone.parts`; images and files of user messages only)."""
 
     role: Literal["user", "assistant", "system"]
-    content: str
+    content: str | tuple[Part, ...]
+
+    @property
+    def text(self) -> str:
+        """The message's text (of its text parts, when it has parts)."""
+        return self.content if isinstance(self.content, str) else parts_text(self.content)
+
+    @property
+    def has_content(self) -> bool:
+        """Some text, or a part that is not text."""
+        if isinstance(self.content, str):
+            return bool(self.content.strip())
+        return any(not isinstance(part, TextPart) or part.text.strip() for part in self.content)
+
+    @model_validator(mode="after")
+    def _parts_of_users(self) -> Self:
+        binary = isinstance(self.content, tuple) and any(
+            not isinstance(part, TextPart) for part in self.content
+        )
+        if binary and self.role != "user":
+            raise ValueError("only user messages may hold image or file parts")
+        return self
 
 
 class SessionTarget(_Model):
@@ -259,7 +282,7 @@ class AgentRunRequest(_Model):
         if not value:
             raise ValueError("must contain at least one message")
         _check_unicode(value)
-        if not any(message.role == "user" and message.content.strip() for message in value):
+        if not any(message.role == "user" and message.has_content for message in value):
             raise ValueError("must contain a non-empty user message")
         return value
 
@@ -308,6 +331,10 @@ class AgentCallRequest(_Model):
     #: The model profile the target runs on, among those it allows (its own and its
     #: ``models``); None: its own.
     model: ModelProfileId | None = None
+    #: Images and files the child's input carries after its task (`otherone.parts`): stored
+    #: references (of the caller's partition, the only one the child reads) or http(s) URLs;
+    #: `AgentClient.call_agent` stores bytes and files first. Empty: text only.
+    parts: tuple[Part, ...] = ()
 
     _valid_unicode = field_validator("task")(_check_unicode)
     _valid_json = field_validator("context", "metadata")(_check_json)

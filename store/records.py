@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from otherone.parts import PARTS_KEY, estimate_part_tokens
+
 #: A field of an event body (taken off before it is stored) that makes `Store.append_events`
 #: store the event at most once per root tree under that key: for writers Temporal may run
 #: again whole, such as local activities re-run after a failed workflow task (`event_key`).
@@ -121,11 +123,14 @@ def estimate_tokens(text: str) -> int:
 
 
 def estimate_entry_tokens(row: EntryRow) -> int:
-    """`estimate_tokens` of what the model sees of an entry: its text and its tool calls."""
+    """`estimate_tokens` of what the model sees of an entry: its text and its tool calls, and
+    its images and files by `otherone.parts.estimate_part_tokens`."""
     text = row.content
     if row.tool_calls:
         text += json.dumps(row.tool_calls, ensure_ascii=False, separators=(",", ":"))
-    return estimate_tokens(text)
+    meta = row.meta or {}
+    parts = [*(meta.get(PARTS_KEY) or ()), *(meta.get("images") or ())]  # a tool's images too
+    return estimate_tokens(text) + sum(estimate_part_tokens(part) for part in parts)
 
 
 def aware(value: datetime) -> datetime:

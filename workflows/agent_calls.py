@@ -37,12 +37,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from otherone.definitions import TreeBudget
     from otherone.errors import FailureCode
+    from otherone.parts import Part, TextPart
     from otherone.runs import (
         AgentCallRequest,
         AgentCallResult,
         AgentFailure,
         AgentRunRequest,
         AgentRunResult,
+        InputMessage,
         RunOutcome,
         SessionTarget,
     )
@@ -320,7 +322,7 @@ class AgentCaller:
             caller_model_profile_id=plan.model_profile_id,
             request=AgentRunRequest(
                 entry_agent=call_plan.target_id,
-                input=call_plan.child_input,
+                input=child_message(call_plan.child_input, request.parts),
                 session=SessionTarget(
                     context_window=parent.session.context_window,
                     threshold_percentage=parent.session.threshold_percentage,
@@ -417,3 +419,11 @@ def _with_self(child: RunInput) -> TreeBudget | None:
     if child.budget is None:
         return None
     return child.budget.model_copy(update={"runs": child.budget.runs + 1})
+
+
+def child_message(text: str, parts: tuple[Part, ...]) -> str | tuple[InputMessage, ...]:
+    """A child's input: the built text, and the call's images and files after it (the child's
+    `prepare_run` refuses any that carry bytes, or that its model profile does not take)."""
+    if not parts:
+        return text
+    return (InputMessage(role="user", content=(TextPart(text=text), *parts)),)

@@ -15,6 +15,7 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from otherone.contracts import PendingEntry, UserMessages
+    from otherone.parts import QueuedMessage, TextPart, parts_text
     from otherone.runs import storable_text
     from otherone.workflows.outcomes import DecidedEvents
 
@@ -35,7 +36,7 @@ class MessageQueue:
         self._run_id = run_id
         #: Where refusals are announced (stored with the next activity).
         self._decided = decided
-        self.queued: list[str] = []
+        self.queued: list[QueuedMessage] = []
 
     def receive(self, raw: RawValue) -> None:
         """Queue the signal's messages; refuse what is malformed or past the limits.
@@ -50,15 +51,19 @@ class MessageQueue:
             return
         refused = 0
         for message in payload.messages:
-            if not message.strip():
+            if isinstance(message, tuple):
+                if not message:
+                    continue
+                if not all(isinstance(p, TextPart) or p.is_stored for p in message):
+                    refused += 1  # bytes in history: AgentClient stores them first
+                    continue
+            elif not message.strip():
                 continue
-            size = len(message.encode("utf-8", "surrogatepass"))
             if (
                 len(self.queued) < MAX_QUEUED_MESSAGES
-                and self._queued_bytes() + size <= MAX_QUEUED_BYTES
+                and self._queued_bytes() + _size(message) <= MAX_QUEUED_BYTES
             ):
-                # AgentClient refuses such text; a signal from elsewhere gets it replaced.
-                self.queued.append(storable_text(message.strip()))
+                self.queued.append(_storable(message))
             else:
                 refused += 1
         if refused:
@@ -81,7 +86,7 @@ class MessageQueue:
             MAX_QUEUED_BYTES,
         )
 
-    def restore(self, carried: Iterable[str]) -> None:
+    def restore(self, carried: Iterable[QueuedMessage]) -> None:
         """After continue-as-new: the carried messages first, then any that came meanwhile."""
         self.queued = [*carried, *self.queued]
 
@@ -91,8 +96,9 @@ class MessageQueue:
             PendingEntry(
                 key=f"{self._run_id}:t{iteration}:user:{index}",
                 role="user",
-                content=message,
+                content=message if isinstance(message, str) else parts_text(message),
                 queued=True,
+                parts=() if isinstance(message, str) else message,
             )
             for index, message in enumerate(self.queued)
         ]
@@ -100,7 +106,7 @@ class MessageQueue:
         return entries
 
     def _queued_bytes(self) -> int:
-        return sum(len(text.encode("utf-8", "surrogatepass")) for text in self.queued)
+        return sum(_size(message) for message in self.queued)
 
     def _decode(self, raw: RawValue) -> UserMessages | None:
         try:
@@ -117,3 +123,22 @@ class MessageQueue:
             )
             return None
         return decoded if isinstance(decoded, UserMessages) else None
+
+
+def _size(message: QueuedMessage) -> int:
+    """Bytes a queued message takes in workflow state (parts: their references' JSON)."""
+    if isinstance(message, str):
+        return len(message.encode("utf-8", "surrogatepass"))
+    return sum(len(part.model_dump_json(exclude_none=True)) for part in message)
+
+
+def _storable(message: QueuedMessage) -> QueuedMessage:
+    """AgentClient refuses text no store can hold; a signal from elsewhere gets it replaced."""
+    if isinstance(message, str):
+        return storable_text(message.strip())
+    return tuple(
+        part.model_copy(update={"text": storable_text(part.text)})
+        if isinstance(part, TextPart)
+        else part
+        for part in message
+    )

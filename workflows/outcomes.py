@@ -238,7 +238,12 @@ def input_entries(run_id: str, value: str | tuple[InputMessage, ...]) -> list[Pe
     if isinstance(value, str):
         return [PendingEntry(key=f"{run_id}:input:0", role="user", content=value)]
     return [
-        PendingEntry(key=f"{run_id}:input:{index}", role=message.role, content=message.content)
+        PendingEntry(
+            key=f"{run_id}:input:{index}",
+            role=message.role,
+            content=message.text,
+            parts=() if isinstance(message.content, str) else message.content,
+        )
         for index, message in enumerate(value)
     ]
 

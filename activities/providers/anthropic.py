@@ -39,6 +39,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from otherone.activities.message_parts import TOOL_IMAGES_KEY
 from otherone.activities.providers.anthropic_cache import with_cache_breakpoints
 from otherone.activities.providers.base import (
     REASONING_KEY,
@@ -222,6 +223,10 @@ def _blocks(message: Mapping[str, Any], names: WireNames) -> list[dict[str, Any]
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
         if message.get("content"):
             result["content"] = message["content"]
+        images = message.get(TOOL_IMAGES_KEY)
+        if images:  # a tool_result's content may hold image blocks next to its text
+            text = [{"type": "text", "text": message["content"]}] if message.get("content") else []
+            result["content"] = [*text, *(_content_block(image) for image in images)]
         if message.get(TOOL_ERROR_KEY):
             result["is_error"] = True  # the model is told the call failed, not what it gave
         return [result]
@@ -251,13 +256,26 @@ def _content_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     if isinstance(content, list):
-        return [
-            {"type": "text", "text": part["text"]}
-            if isinstance(part, dict) and part.get("type") == "text"
-            else part
-            for part in content
-        ]
+        return [_content_block(part) for part in content]
     return []
+
+
+def _content_block(part: Any) -> Any:
+    """A neutral part as a Messages API block: ``text``, ``image`` or ``document`` (a file),
+    its ``source`` base64 (``media_type``, ``data``) or ``url``."""
+    if not isinstance(part, dict):
+        return part
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": "text", "text": part["text"]}
+    if kind in ("image", "file"):
+        source: dict[str, Any] = (
+            {"type": "base64", "media_type": part["media_type"], "data": part["data"]}
+            if "data" in part
+            else {"type": "url", "url": part["url"]}
+        )
+        return {"type": "image" if kind == "image" else "document", "source": source}
+    return part
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from otherone.activities.message_parts import TOOL_IMAGES_KEY, data_url
 from otherone.activities.providers.base import (
     REASONING_KEY,
     TOOL_ERROR_KEY,
@@ -161,10 +162,29 @@ def _wire_messages(
     """The messages as sent; the current turn's assistant messages (those after the last user
     message) get back what their server asked to be returned (`ROUND_TRIP`)."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    return [
-        _wire_message(message, names, server if index > last_user else None)
-        for index, message in enumerate(messages)
-    ]
+    wire: list[dict[str, Any]] = []
+    images: list[Mapping[str, Any]] = []  # of the tool messages just written
+    for index, message in enumerate(messages):
+        if images and message.get("role") != "tool":
+            wire.append(_tool_images_message(images))
+            images = []
+        if message.get(TOOL_IMAGES_KEY):
+            images.append(message)
+        wire.append(_wire_message(message, names, server if index > last_user else None))
+    if images:
+        wire.append(_tool_images_message(images))
+    return wire
+
+
+def _tool_images_message(tool_messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The images tools returned, as a user message after their results: a Chat Completions
+    tool message holds text only."""
+    content: list[dict[str, Any]] = []
+    for message in tool_messages:
+        text = f"Images returned by tool call {message['tool_call_id']}:"
+        content.append({"type": "text", "text": text})
+        content += [chat_completions_part(image) for image in message[TOOL_IMAGES_KEY]]
+    return {"role": "user", "content": content}
 
 
 def _wire_message(
@@ -179,6 +199,9 @@ def _wire_message(
         None,
     )
     wire.pop(TOOL_ERROR_KEY, None)  # not a field of this API (the content says it failed)
+    wire.pop(TOOL_IMAGES_KEY, None)  # sent in a user message after the results
+    if isinstance(message.get("content"), list):
+        wire["content"] = [chat_completions_part(part) for part in message["content"]]
     if message.get("role") == "assistant" and message.get("tool_calls"):
         wire["tool_calls"] = [
             {
@@ -195,6 +218,21 @@ def _wire_message(
         if returned is not None:
             _return_to_server(wire, returned)
     return wire
+
+
+def chat_completions_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A neutral content part as Chat Completions takes it: ``text``; ``image_url`` (a data
+    URL, or the image's own http(s) URL); ``file`` (``filename`` and ``file_data``, a data URL:
+    the API takes files inline only, so a file given by URL is sent as its URL in text)."""
+    kind = part.get("type")
+    if kind == "image":
+        return {"type": "image_url", "image_url": {"url": data_url(part)}}
+    if kind == "file" and "data" in part:
+        file = {"filename": part["filename"], "file_data": data_url(part)}
+        return {"type": "file", "file": file}
+    if kind == "file":
+        return {"type": "text", "text": f"[file {part.get('filename')}: {part.get('url')}]"}
+    return dict(part)
 
 
 def _return_to_server(wire: dict[str, Any], returned: Mapping[str, Any]) -> None:

@@ -178,6 +178,25 @@ def _add_serve(command: Add, defaults: Settings | None) -> None:
         process.epilog = f"{environment_help()}\n\n{EXIT_CODES_HELP}"
 
 
+def _add_parts(command: argparse.ArgumentParser) -> None:
+    """``--image`` and ``--file``: parts of the (last) user message (`otherone.parts`)."""
+    command.add_argument(
+        "--image",
+        metavar="PATH|URL",
+        action="append",
+        default=[],
+        help="attach an image (PNG, JPEG, GIF, WebP; a file, or an http(s) URL the provider "
+        "fetches); repeatable",
+    )
+    command.add_argument(
+        "--file",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="attach a document (PDF); repeatable",
+    )
+
+
 def _add_run(command: Add) -> None:
     run = command(
         "run",
@@ -191,6 +210,7 @@ def _add_run(command: Add) -> None:
         metavar="TEXT",
         help="the user message; - reads it from stdin, @FILE from a file (@@ for a leading @)",
     )
+    _add_parts(run)
     run.add_argument("--session", metavar="ID", help="continue (or create) this session")
     run.add_argument(
         "--context-window",
@@ -265,6 +285,7 @@ def _add_run(command: Add) -> None:
         nargs="+",
         help="messages; - reads one from stdin, @FILE from a file (@@ for a leading @)",
     )
+    _add_parts(send)
     cancel = command(
         "cancel",
         "cancel a run",

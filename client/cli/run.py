@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from otherone.client.agent_client import AgentClient, build_request, root_run_id
 from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_OK, EXIT_USAGE, CliError, one_line
@@ -17,6 +19,9 @@ from otherone.client.cli.stores import event_store, existing_store, watch_store
 from otherone.client.cli.temporal import agent_client, connect_configured, ui_base, ui_link
 from otherone.client.cli.watching import watch_tree
 from otherone.client.console import EventPrinter
+from otherone.client.request_checks import most_specific
+from otherone.errors import InvalidRequestError
+from otherone.parts import PART_ADAPTER, Part, QueuedMessage
 from otherone.result_contracts import check_contract
 from otherone.runs import AgentRunRequest, AgentRunResult
 from otherone.store import Store
@@ -77,7 +82,12 @@ async def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _request_from(args: argparse.Namespace, partition: str | None) -> AgentRunRequest:
-    fields: dict[str, Any] = {"entry_agent": args.agent, "input": text_argument(args.text, "TEXT")}
+    text = text_argument(args.text, "TEXT")
+    parts = attached_parts(args)
+    fields: dict[str, Any] = {
+        "entry_agent": args.agent,
+        "input": text if not parts else [{"role": "user", "content": [_text(text), *parts]}],
+    }
     session: dict[str, Any] = {}
     if args.session is not None:
         session["session_id"] = args.session
@@ -104,6 +114,29 @@ def _request_from(args: argparse.Namespace, partition: str | None) -> AgentRunRe
     request = build_request(**fields)
     check_contract(request.result_contract)  # a broken schema is refused before any start
     return request
+
+
+def _parts_message(text: str, parts: list[dict[str, Any]], field: str) -> tuple[Part, ...]:
+    try:
+        return tuple(PART_ADAPTER.validate_python(part) for part in [_text(text), *parts])
+    except ValidationError as error:
+        where, message = most_specific(error)
+        raise InvalidRequestError(message, field=f"{field}.{where}") from None
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+def attached_parts(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--image`` and ``--file`` as parts (JSON): an http(s) URL as such, else a path the
+    client reads, checks and stores (`otherone.part_storage`) before the run starts."""
+    parts: list[dict[str, Any]] = []
+    for image in args.image:
+        source = "url" if image.startswith(("http://", "https://")) else "path"
+        parts.append({"type": "image", source: image})
+    parts += [{"type": "file", "path": path} for path in args.file]
+    return parts
 
 
 def _result_contract(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -164,8 +197,12 @@ async def cmd_send(args: argparse.Namespace, ctx: Context) -> int:
     for index, text in enumerate(texts):
         if not text.strip():
             raise CliError(EXIT_USAGE, f"messages.{index}: must be a non-empty string")
+    messages: list[QueuedMessage] = list(texts)
+    parts = attached_parts(args)
+    if parts:  # the last message carries them
+        messages[-1] = _parts_message(texts[-1], parts, f"messages.{len(texts) - 1}")
     agents = await agent_client(ctx, all_partitions=args.all_partitions)
-    await agents.send_message(args.run_id, texts)
+    await agents.send_message(args.run_id, messages)
     noun = "message" if len(texts) == 1 else "messages"
     ctx.err.print(f"queued {len(texts)} {noun} for run {args.run_id}", markup=False)
     return EXIT_OK

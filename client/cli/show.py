@@ -11,6 +11,7 @@ import asyncio
 import sys
 
 from otherone.client.agent_client import AgentClient
+from otherone.client.cli.attachments import attachments_of
 from otherone.client.cli.context import Context
 from otherone.client.cli.exits import EXIT_OK
 from otherone.client.cli.stores import existing_store
@@ -45,6 +46,10 @@ async def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             from otherone.client.cli.forks import show_turns
 
             await show_turns(ctx, agents, record.run_id)
+        if agents.store is None:
+            agents.store = existing_store(ctx.settings)
+        for line in await attachments_of(agents.store, record):
+            ctx.out.print(f"attachment  {line}", markup=False)
     return EXIT_OK
 
 

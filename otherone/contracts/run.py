@@ -15,6 +15,7 @@ from otherone.contracts.refs import RunRef, _Contract
 from otherone.contracts.turns import PendingEntry
 from otherone.contracts.webhooks import WebhookPlan
 from otherone.definitions import HandoffPolicy, RuntimeLimits, TreeBudget
+from otherone.parts import QueuedMessage
 from otherone.run_types import Money
 from otherone.runs import (
     AgentCallResult,
@@ -84,7 +85,7 @@ class CarryOver(_Contract):
     iteration: int
     usage: RunUsage
     budget: TreeBudget
-    queued: tuple[str, ...] = ()
+    queued: tuple[QueuedMessage, ...] = ()
     pending: tuple[PendingEntry, ...] = ()
     call_results: dict[str, AgentCallResult] = Field(default_factory=dict)
     children_started: int = 0
@@ -140,7 +141,9 @@ class HandOffResult(_Contract):
 class UserMessages(_Contract):
     """Signal payload: messages queued for the run, taken at the next safe point."""
 
-    messages: tuple[str, ...]
+    #: Text, or parts (`otherone.parts`: images and files by reference only, stored by
+    #: `AgentClient.send_message` where they entered).
+    messages: tuple[QueuedMessage, ...]
 
 
 class PrepareRunInput(_Contract):

@@ -11,6 +11,7 @@ from pydantic import JsonValue
 from otherone.client_tools import ClientTool
 from otherone.contracts.approvals import ApprovalNeed
 from otherone.contracts.refs import RunRef, _Contract, resolved_ref
+from otherone.parts import Part
 from otherone.run_types import Money
 from otherone.runs import AgentOutput, ResultContract
 from otherone.tools import ToolErrorKind
@@ -45,6 +46,9 @@ class PendingEntry(_Contract):
     #: its `tool_started`/`tool_completed` events are not stored yet; whoever writes this
     #: entry writes them with it, in the same transaction (so once, whatever is retried).
     tool_arguments: str | None = None
+    #: A user message's parts (text, and images and files by `PartRef`, never their bytes);
+    #: ``content`` is then their text. Empty: a text entry.
+    parts: tuple[Part, ...] = ()
 
 
 class ToolCallSpec(_Contract):

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from otherone.parts import returns_images
 from otherone.tools.calls import _describe_validation_error, _to_json, parse_arguments
 from otherone.tools.context import ToolContext
 from otherone.tools.docstrings import _docstring_arguments
@@ -156,6 +157,8 @@ class ToolSpec:
             result = await asyncio.to_thread(self.function, **kwargs)
         if inspect.isawaitable(result):
             result = await result
+        if returns_images(result):  # stored by the tool activity, then referenced
+            return result
         return _to_json(self.name, result)
 
     def _model(self) -> type[BaseModel]:

@@ -42,6 +42,7 @@ from tests.histories.guardrail_scenarios import (
     guardrail_result_withheld,
     guardrails_passed_refused_retried,
 )
+from tests.histories.multimodal_scenarios import image_agent_call, image_input
 from tests.histories.webhook_scenarios import webhook, webhook_delivery
 from tests.providers import RecordingProvider
 
@@ -1021,4 +1022,6 @@ SCENARIOS: dict[str, Callable[[Client, str, Path], Awaitable[str]]] = {
     "webhook": webhook,
     "webhook_delivery": webhook_delivery,
     "forked_run": forked_run,
+    "image_input": image_input,
+    "image_agent_call": image_agent_call,
 }
