@@ -23,7 +23,16 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import WorkflowExecutionDescription
 
-from otherone.api import agui_runs, approvals, forks, schedules, usage, webhook_secrets, workers
+from otherone.api import (
+    agui_runs,
+    approvals,
+    forks,
+    schedules,
+    traces,
+    usage,
+    webhook_secrets,
+    workers,
+)
 from otherone.api.agui_runs import STREAM_HEADERS, tree_stream
 from otherone.api.body_limit import BodyLimit
 from otherone.api.dependencies import (
@@ -337,6 +346,7 @@ router.include_router(agui_runs.router)
 router.include_router(schedules.router)
 router.include_router(webhook_secrets.router)
 router.include_router(forks.router)
+router.include_router(traces.router)
 
 
 # Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.

@@ -45,15 +45,16 @@ def render_trace(trace: Trace, now: datetime) -> TraceRenderable:
 
 def waterfall_table(trace: Trace, now: datetime, width: int) -> Table:
     label_width = min(_LABEL_WIDTH, max(12, width // 3))
-    padding = 2 * (2 + len(_FACT_WIDTHS))
+    padding = 2 * (1 + len(_FACT_WIDTHS)) + 1  # a cell's sides, but the outer ones
     axis = max(_MIN_AXIS, width - label_width - sum(_FACT_WIDTHS) - padding)
     start = trace.start
     end = trace.end or now
     span = max((end - start).total_seconds(), 0.001) if start is not None else 0.001
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")
     table.add_column("", width=label_width, no_wrap=True, overflow="ellipsis")
-    table.add_column(f"0 … {span:.1f} s", width=axis, no_wrap=True)
-    for header, column_width in zip(("time", "tokens", "cost", "status"), _FACT_WIDTHS, strict=True):
+    table.add_column(f"0 … {span:.1f} s", width=axis, no_wrap=True, overflow="crop")
+    headers = ("time", "tokens", "cost", "status")
+    for header, column_width in zip(headers, _FACT_WIDTHS, strict=True):
         table.add_column(header, width=column_width, no_wrap=True, justify="right")
     for bar in trace.bars:
         table.add_row(
