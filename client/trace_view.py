@@ -95,6 +95,7 @@ class Trace(BaseModel):
     events: int = Field(description="Events folded.")
     start: datetime | None = None
     end: datetime | None = Field(None, description="The root's end (None: still running).")
+    now: datetime = Field(description="When the trace was made: open bars' durations run to it.")
     bars: list[TraceBar] = Field(default_factory=list)
 
 
@@ -158,6 +159,7 @@ class TraceState:
             events=self.runs.events_seen,
             start=min(starts) if starts else None,
             end=root.ended_at if root is not None and root.terminal else None,
+            now=now,
             bars=ordered,
         )
 
