@@ -260,17 +260,28 @@ class TraceState:
     def _tool_started(self, record: EventRecord) -> None:
         event = record.event
         call_id, name = str(event.get("tool_call_id")), str(event.get("tool_name"))
-        attempt = _int(event.get("attempt")) or 1
+        attempts = self._tool_attempts.setdefault((record.run_id, call_id), [])
+        attempt = _int(event.get("attempt")) or self._next_attempt(attempts)
+        if attempt is None:
+            return  # the open attempt's start again
         bar_id = tool_bar_id(record.run_id, call_id, attempt)
         if bar_id in self._bars:
             return
-        attempts = self._tool_attempts.setdefault((record.run_id, call_id), [])
         for earlier in attempts:
             self._bars[earlier].retried = True
         attempts.append(bar_id)
         bar = self._open(record, bar_id, "tool", name)
         bar.tool_call_id, bar.attempt = call_id, attempt
         bar.detail = f"/v1/runs/{record.run_id}/trace/tool/{quote(call_id, safe='')}"
+
+    def _next_attempt(self, attempts: list[str]) -> int | None:
+        """The attempt a `tool_started` naming none is: the first, or the one after an ended
+        attempt (a retry's small result is stored by the workflow, whose events name no
+        attempt); None when the latest attempt is still open (its start again)."""
+        if not attempts:
+            return 1
+        latest = self._bars[attempts[-1]]
+        return None if latest.end is None else (latest.attempt or 1) + 1
 
     def _tool_completed(self, record: EventRecord) -> None:
         event = record.event
@@ -281,6 +292,8 @@ class TraceState:
             self._tool_started(record)  # its start was not stored
             bar = self._tool_bar(record.run_id, call_id, attempt)
             assert bar is not None
+        elif not attempt and bar.end is not None:
+            return  # an end stored again (one the workflow stores unless it is there)
         bar.end = record.timestamp
         error = event.get("error")
         bar.status = ("cancelled" if error == "cancelled" else "failed") if error else "completed"

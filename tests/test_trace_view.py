@@ -176,3 +176,21 @@ def test_the_terminal_waterfall_shows_a_bar_per_row_within_the_width() -> None:
     assert "superseded" in text and "retried" in text
     assert "$0.0015" in text and "15" in text
     assert sum("█" in line or "▒" in line or "░" in line for line in lines) >= len(trace.bars)
+
+
+def test_a_retry_s_events_that_name_no_attempt_are_the_next_attempt() -> None:
+    """A retry's small result is stored by the workflow: its events name no attempt."""
+    tree = Tree()
+    flaky = {"tool_call_id": "w1", "tool_name": "flaky"}
+    tree.add(0, ROOT, type="run_started")
+    tree.add(1, ROOT, type="tool_started", attempt=1, arguments="{}", **flaky)
+    tree.add(2, ROOT, type="tool_completed", attempt=1, error="attempt failed: reset", **flaky)
+    tree.add(3, ROOT, type="tool_started", arguments="{}", **flaky)
+    tree.add(3, ROOT, type="tool_started", arguments="{}", **flaky)  # again: the same attempt
+    tree.add(3, ROOT, type="tool_completed", error=None, result="ok", **flaky)
+    tree.add(4, ROOT, type="tool_completed", error="cancelled", **flaky)  # stored again: ignored
+    bars = [b for b in fold(ROOT, tree.records, T0 + timedelta(seconds=5)).bars if b.kind == "tool"]
+    assert [(b.attempt, b.status, b.retried) for b in bars] == [
+        (1, "failed", True),
+        (2, "completed", False),
+    ]
