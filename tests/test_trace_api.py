@@ -1,12 +1,15 @@
 """The trace view of a real tree (issue 48): a boss whose tool fails once and is retried, whose
 e-mail waits for an approval, and who calls a helper whose first model attempt fails (its text
 superseded); then ``GET /v1/runs/{id}/trace``, the calls' details from the store, another
-tenant's 404, and ``otherone trace --json`` (real dev server, worker, SQLite store)."""
+tenant's 404, and ``otherone trace`` (``--json``; ``--follow`` from the start until the tree
+ends) (real dev server, worker, SQLite store)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,7 @@ from otherone.definitions import AgentDefinition
 from otherone.tools import ToolContext, tool
 from tests.api_env import api_env
 from tests.harness import scripted_config, wait_until
-from tests.processes import address_of, cli_env, otherone
+from tests.processes import Completed, address_of, cli_env, otherone
 
 pytestmark = pytest.mark.timeout(180)
 #: Attempts of `flaky` by idempotency key: the first of each call fails.
@@ -115,18 +118,28 @@ def check_tree_bars(trace: dict[str, Any], root: str) -> None:
     assert runs[root]["input_tokens"] >= 11
 
 
-async def run_the_tree(http: httpx.AsyncClient, headers: dict[str, str]) -> str:
-    """Start the boss over HTTP, approve its e-mail, wait for the end; the root run id."""
+async def run_the_tree(
+    http: httpx.AsyncClient, headers: dict[str, str], follow: Callable[[str], object]
+) -> str:
+    """Start the boss over HTTP, ``follow`` it, approve its e-mail once its wait shows as an
+    open bar, wait for the end; the root run id."""
     body = {"entry_agent": "boss", "input": TASK}
     started = await http.post("/v1/runs", json=body, headers=headers)
     assert started.status_code == 201, started.text
     root = str(started.json()["run_id"])
+    follow(root)
 
     async def waiting() -> bool:
         answer = await http.get(f"/v1/runs/{root}/approvals", headers=headers)
         return bool(answer.status_code == 200 and answer.json())
 
     await wait_until(waiting, within=60, message="the e-mail's approval request")
+
+    async def open_wait() -> bool:  # live: the approval wait is a bar with no end yet
+        trace = (await http.get(f"/v1/runs/{root}/trace", headers=headers)).json()
+        return any(bar["kind"] == "approval" and bar["end"] is None for bar in trace["bars"])
+
+    await wait_until(open_wait, within=30, message="an open approval bar")
     decided = await http.post(
         f"/v1/runs/{root}/approvals/e1", json={"decision": "approve"}, headers=headers
     )
@@ -143,7 +156,17 @@ async def test_a_tree_s_trace_over_http_and_the_cli(
     tokens = {"mine": ApiToken(mine), "other": ApiToken(other)}
     headers, theirs = {"Authorization": "Bearer mine"}, {"Authorization": "Bearer other"}
     async with api_env(client, task_queue, traced_tree_config(), tmp_path, tokens=tokens) as api:
-        root = await run_the_tree(api.http, headers)
+        env = cli_env(address_of(temporal_env), task_queue, tmp_path, OTHERONE_PARTITION=mine)
+        following: list[asyncio.Task[Completed]] = []
+
+        def follow(run_id: str) -> None:  # from its start: ends with the tree
+            command = otherone("trace", run_id, "--follow", "--json", env=env, limit=120)
+            following.append(asyncio.ensure_future(command))
+
+        root = await run_the_tree(api.http, headers, follow)
+        followed = await following[0]
+        assert followed.code == 0, followed.describe()
+        check_tree_bars(json.loads(followed.stdout), root)
         answer = await api.http.get(f"/v1/runs/{root}/trace", headers=headers)
         assert answer.status_code == 200, answer.text
         trace = answer.json()
@@ -182,7 +205,6 @@ async def test_a_tree_s_trace_over_http_and_the_cli(
             refused = await api.http.get(path, headers=theirs)
             assert refused.status_code == 404, (path, refused.text)
 
-        env = cli_env(address_of(temporal_env), task_queue, tmp_path, OTHERONE_PARTITION=mine)
         shown = await otherone("trace", root, "--json", env=env)
         assert shown.code == 0, shown.stderr
         check_tree_bars(json.loads(shown.stdout), root)
