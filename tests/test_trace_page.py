@@ -77,4 +77,7 @@ async def test_the_page_draws_the_tree_s_waterfall_and_a_call_s_messages(
         await page.locator(".trace-row.kind-tool", has_text="flaky").last.click()
         await expect(detail.locator(".arguments")).to_contain_text('"city": "Paris"')
         await expect(detail.locator(".result")).to_contain_text("sunny in Paris")
+        screenshot = tmp_path / "trace.png"
+        await page.locator("#trace-view").screenshot(path=str(screenshot))
         assert not errors, errors
+        print(f"trace screenshot: {screenshot}")

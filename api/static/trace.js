@@ -161,7 +161,12 @@ function toolDetail(detail) {
   ];
 }
 
-document.addEventListener("otherone:event", () => refreshTraceSoon());
+// Streamed text changes no bar (an open bar grows with the tick below): a tree that streams
+// does not re-read its trace for every delta.
+const TRACE_QUIET_EVENTS = new Set(["model_delta", "thinking_delta", "tool_progress"]);
+document.addEventListener("otherone:event", (event) => {
+  if (!TRACE_QUIET_EVENTS.has(event.detail.event.type)) refreshTraceSoon();
+});
 setInterval(() => {
   if (state.root !== trace.root) {
     trace.selected = null;
