@@ -103,10 +103,14 @@ def model_call_detail(
     shown = before[-MAX_MESSAGES:]
     answer = entries[at] if at is not None else None
     usage = dict(answer.usage) if answer is not None and answer.usage else None
-    stored_attempt = _attempt_of_answer(store, record, turn)
+    events = _turn_events(store, record, turn)
+    if answer is None and not events:
+        raise InvalidRequestError(
+            f"run '{record.run_id}' has no model call in turn {turn}", field="turn"
+        )
     streamed = None
-    if attempt is not None and (answer is None or attempt != stored_attempt):
-        streamed = _streamed_text(store, record, turn, attempt)
+    if attempt is not None and (answer is None or attempt != _attempt_of_answer(events)):
+        streamed = _streamed_text(events, attempt)
     return ModelCallDetail(
         run_id=record.run_id,
         turn=turn,
@@ -173,30 +177,35 @@ def _after_compaction(store: Store, record: RunRecord, before: list[EntryRow]) -
     return [summary, *(entry for entry in before if (entry.id or 0) > latest.up_to_entry_id)]
 
 
-def _attempt_of_answer(store: Store, record: RunRecord, turn: int) -> int | None:
+def _turn_events(store: Store, record: RunRecord, turn: int) -> list[dict[str, Any]]:
+    """The bodies of the run's model events of ``turn`` (read once per detail)."""
+    tree = read_tree_events(store, record.root_run_id, record.partition_key)
+    return [
+        event.event
+        for event in tree
+        if event.run_id == record.run_id
+        and event.event.get("turn") == turn
+        and str(event.event.get("type")).startswith("model_")
+    ]
+
+
+def _attempt_of_answer(events: list[dict[str, Any]]) -> int | None:
     """The attempt whose answer was stored: the turn's last completed without an error."""
     answered: int | None = None
-    for event in _run_events(store, record):
-        body, attempt = event.event, event.event.get("attempt")
-        ours = body.get("type") == "model_completed" and body.get("turn") == turn
-        if ours and not body.get("error") and isinstance(attempt, int):
-            answered = attempt
+    for body in events:
+        attempt = body.get("attempt")
+        if body.get("type") == "model_completed" and not body.get("error"):
+            answered = attempt if isinstance(attempt, int) else answered
     return answered
 
 
-def _streamed_text(store: Store, record: RunRecord, turn: int, attempt: int) -> str:
+def _streamed_text(events: list[dict[str, Any]], attempt: int) -> str:
     parts = [
-        str(event.event.get("content") or "")
-        for event in _run_events(store, record)
-        if event.event.get("type") == "model_delta"
-        and (event.event.get("turn"), event.event.get("attempt")) == (turn, attempt)
+        str(body.get("content") or "")
+        for body in events
+        if body.get("type") == "model_delta" and body.get("attempt") == attempt
     ]
     return _cut("".join(parts))[0] or ""
-
-
-def _run_events(store: Store, record: RunRecord) -> list[EventRecord]:
-    tree = read_tree_events(store, record.root_run_id, record.partition_key)
-    return [event for event in tree if event.run_id == record.run_id]
 
 
 def _message(entry: EntryRow) -> CallMessage:

@@ -199,6 +199,10 @@ async def test_a_tree_s_trace_over_http_and_the_cli(
         assert json.loads(detail["result"]) == "sunny in Paris"
         missing = await api.http.get(f"/v1/runs/{root}/trace/tool/nope", headers=headers)
         assert missing.status_code == 422 and missing.json()["field"] == "tool_call_id"
+        missing = await api.http.get(f"/v1/runs/{root}/trace/model/99", headers=headers)
+        assert missing.status_code == 422 and missing.json()["field"] == "turn", missing.text
+        missing = await api.http.get(f"/v1/runs/{root}/trace/model/0", headers=headers)
+        assert missing.status_code == 422 and "turn" in missing.text, missing.text
 
         # another tenant's run is not found, its calls neither
         for path in (f"/v1/runs/{root}/trace", first["detail"], tool["detail"]):
