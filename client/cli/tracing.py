@@ -42,7 +42,8 @@ async def cmd_trace(args: argparse.Namespace, ctx: Context) -> int:
         state = TraceState(root)
         if args.follow:
             ctx.interrupt_note = f"interrupted: stopped following run {root}; it keeps going"
-            await _follow(agents, state, live=not args.json)
+            # Redrawn on a terminal only: piped, it waits for the end quietly.
+            await _follow(agents, state, live=not args.json and _stderr_interactive())
         else:
             partition = agents.partition_key
             for record in await asyncio.to_thread(read_tree_events, store, root, partition):
@@ -61,6 +62,10 @@ async def cmd_trace(args: argparse.Namespace, ctx: Context) -> int:
         return EXIT_OK
     finally:
         store.close()
+
+
+def _stderr_interactive() -> bool:
+    return live_console(sys.stderr).is_interactive
 
 
 async def _follow(agents: AgentClient, state: TraceState, *, live: bool) -> None:
