@@ -28,6 +28,7 @@ from otherone.api import (
     approvals,
     forks,
     schedules,
+    traces,
     uploads,
     usage,
     webhook_secrets,
@@ -367,6 +368,7 @@ router.include_router(schedules.router)
 router.include_router(webhook_secrets.router)
 router.include_router(forks.router)
 router.include_router(uploads.router)
+router.include_router(traces.router)
 
 
 # Registered after the routes with a suffix: ``{run_id:path}`` would swallow ``x/result``.

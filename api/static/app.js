@@ -391,6 +391,8 @@ function apply(envelope) {
   }
   renderTree();
   if (isRoot && TERMINAL.has(event.type)) finishRun(info.status, event);
+  // For the other panels (trace.js): the tree changed.
+  document.dispatchEvent(new CustomEvent("otherone:event", { detail: envelope }));
 }
 
 function finishRun(status, event) {

@@ -49,6 +49,7 @@ COMMANDS: dict[str, CommandTarget] = {
     "show": CommandTarget("show", "cmd_show"),
     "tree": CommandTarget("show", "cmd_tree"),
     "watch": CommandTarget("watching", "cmd_watch"),
+    "trace": CommandTarget("tracing", "cmd_trace"),
     "sessions": CommandTarget("sessions", "cmd_sessions"),
     "workers": CommandTarget("workers", "cmd_workers"),
     "db": CommandTarget("sessions", "cmd_db"),
@@ -366,7 +367,22 @@ def _add_show(command: Add) -> None:
         help="print the raw event envelopes (EventRecord), one JSON object a line",
     )
     _add_verbose(watch)
-    for scoped in (show, tree, watch):
+    trace = command(
+        "trace",
+        "show a waterfall of a tree of runs",
+        "Show the tree RUN_ID belongs to as a waterfall on a time axis, from its events in the "
+        "store at --database-url: a bar per run, model call, tool call (each attempt), agent "
+        "call, approval wait and sleep, indented under what made it, with duration, tokens, "
+        "cost and status; retried attempts and superseded model answers are marked.",
+    )
+    trace.add_argument("run_id", metavar="RUN_ID", help="the root run, or any run of its tree")
+    trace.add_argument("--json", action="store_true", help="print the bars as JSON (a Trace)")
+    trace.add_argument(
+        "--follow",
+        action="store_true",
+        help="redraw the waterfall live until the root ends (Ctrl-C stops following)",
+    )
+    for scoped in (show, tree, watch, trace):
         _add_all_partitions(scoped)
     workers = command(
         "workers",
