@@ -38,7 +38,7 @@ from otherone.worker.sandbox import (
 from otherone.worker.settings import Settings
 from otherone.worker.shutdown import ActivityTracker
 from otherone.worker.telemetry import WorkerTelemetry
-from otherone.workflows import AgentRunWorkflow
+from otherone.workflows import ALL_WORKFLOWS
 from tests.fault_worker import SLOW_CHUNKS, effect_file
 from tests.harness import agent_env, scripted_config, wait_until
 from tests.histories import recorded_history
@@ -268,7 +268,7 @@ def has_event(store: Store, root: str, run_id: str, kind: str) -> bool:
 @pytest.mark.parametrize("path", RECORDED, ids=lambda path: path.stem)
 async def test_recorded_history_replays_unsandboxed(path: Path) -> None:
     replayer = Replayer(
-        workflows=[AgentRunWorkflow],
+        workflows=list(ALL_WORKFLOWS),  # a worker registers them all (webhook deliveries too)
         data_converter=pydantic_data_converter,
         workflow_runner=workflow_runner(SHIPPED),
     )
