@@ -606,7 +606,7 @@ class AgentClient:
         batch: tuple[QueuedMessage, ...] = (
             (messages,)
             if isinstance(messages, str)
-            else tuple(m if isinstance(m, str) else tuple(m) for m in messages)
+            else tuple(m if isinstance(m, str) else _as_parts(m) for m in messages)
         )
         validate_messages(batch)
         try:
@@ -729,3 +729,9 @@ class AgentClient:
     async def _is_running(self, run_id: str) -> bool:
         description = await self._describe(run_id)
         return description.status == WorkflowExecutionStatus.RUNNING
+
+
+def _as_parts(message: object) -> Any:
+    """A message of parts as a tuple; anything else as it came, for `validate_messages` to
+    refuse naming the message (an int is no message: a typed error, not a traceback)."""
+    return tuple(message) if isinstance(message, list | tuple) else message
