@@ -247,7 +247,11 @@ async def test_a_run_timed_out_by_temporal_is_closed_timed_out(
     assert done.closed == {"timed_out": 1}
     assert record is not None and record.status is RunStatus.TIMED_OUT
     assert record.failure is not None and record.failure.code is FailureCode.TIMED_OUT
-    assert types[-1] == "run_failed", types
+    # One end, and nothing of the run's after it; the model call Temporal cancelled with the
+    # run may store its own end later (racing the reconciler), which is true and harmless.
+    assert types.count("run_failed") == 1, types
+    after_end = types[types.index("run_failed") + 1 :]
+    assert all(not kind.startswith("run_") for kind in after_end), types
 
 
 class EndRefusingStore(Store):
